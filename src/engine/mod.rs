@@ -1,0 +1,1 @@
+//! Chunk and tile decoding.

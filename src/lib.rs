@@ -1,0 +1,41 @@
+//! # deltacells
+//!
+//! Storage engine and decoder for huge single-cell RNA-seq count matrices.
+//!
+//! A dataset is a set of *tiles*, each holding consecutive cells in CSR form:
+//! delta-coded gene gaps and counts as `u16` byte planes in zstd frames, with
+//! the rare value above 65535 listed as an exception. The layers, bottom up:
+//!
+//! * [`kernels`]: byte-plane recombination, prefix sums, exception application,
+//!   as a scalar reference and runtime-dispatched SIMD backends.
+//! * [`format`]: bytes to structures and back: [`format::tile::TileView`],
+//!   [`format::tile_writer::TileEncoder`], zstd, and the TS_2DIFF and XDelta codecs.
+//! * [`engine`]: joins the two: decoding chunks and tiles into caller buffers.
+//! * [`dataset`] and [`obs`]: directories of tiles, the manifest, per-cell metadata.
+//!
+//! The format is little-endian; this crate refuses to build for big-endian targets.
+
+#[cfg(target_endian = "big")]
+compile_error!("deltacells reads little-endian tiles in place and supports little-endian hosts only");
+
+pub mod csr;
+pub mod dataset;
+pub mod engine;
+pub mod error;
+pub mod format;
+pub mod kernels;
+pub mod obs;
+
+
+pub use error::{Error, Location, Result, TileRule};
+pub use kernels::Backend;
+
+/// Build information recorded by `build.rs`.
+pub mod build_info {
+    /// The crate version.
+    pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+    /// Git revision of the source tree, or `unknown` outside a git checkout.
+    pub const GIT_REVISION: &str = env!("DELTACELLS_GIT_REVISION");
+    /// The compiler that built this crate.
+    pub const RUSTC_VERSION: &str = env!("DELTACELLS_RUSTC_VERSION");
+}
