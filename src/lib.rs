@@ -27,6 +27,7 @@ pub mod kernels;
 pub mod obs;
 
 
+pub use csr::{Csr, CsrRef};
 pub use error::{Error, Location, Result, TileRule};
 pub use kernels::Backend;
 
