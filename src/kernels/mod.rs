@@ -16,7 +16,11 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 
+mod contract;
 pub mod scalar;
+
+pub use contract::{CellBounds, DecodedCount, Fault, TileKernels};
+pub use scalar::Count;
 
 /// An instruction-set backend for the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
