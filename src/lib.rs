@@ -25,6 +25,7 @@ pub mod error;
 pub mod format;
 pub mod kernels;
 pub mod obs;
+pub mod synth;
 
 
 pub use csr::{Csr, CsrRef};

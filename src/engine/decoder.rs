@@ -106,6 +106,16 @@ impl ChunkDecoder {
         }
     }
 
+    /// Decompresses chunk `chunk`'s frames into scratch and stops: the zstd-only
+    /// baseline that decode throughput is measured against.
+    pub fn decompress_chunk(&mut self, tile: &TileView<'_>, chunk: usize) -> Result<()> {
+        let c = tile.chunk(chunk);
+        for kind in [StreamKind::Gaps, StreamKind::Vals, StreamKind::Vexc, StreamKind::Gexc] {
+            self.decompress(tile, chunk, &c, kind)?;
+        }
+        Ok(())
+    }
+
     /// Decodes chunk `chunk` of `tile` into `indices` and `values`, which must hold
     /// exactly the chunk's nonzeros (`nnz_hi - nnz_lo`). Indices are `i32` gene
     /// indices below the tile's `n_genes`; values are counts as `i32` or `f32`.
@@ -124,9 +134,7 @@ impl ChunkDecoder {
         if values.len() != n {
             return Err(Error::OutputLength { what: "values", expected: n, got: values.len() });
         }
-        for kind in [StreamKind::Gaps, StreamKind::Vals, StreamKind::Vexc, StreamKind::Gexc] {
-            self.decompress(tile, chunk, &c, kind)?;
-        }
+        self.decompress_chunk(tile, chunk)?;
         let n_genes = tile.n_genes();
         let at = |kind: StreamKind| Location { chunk: Some(chunk as u32), offset: Some(c.extent(kind).offset), position: None };
         let vexc = ExceptionList::parse(&self.vexc, n as u64, StreamKind::Vexc, n_genes)
