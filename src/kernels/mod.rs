@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 
 mod contract;
 pub mod scalar;
+pub mod scan;
 
 pub use contract::{CellBounds, DecodedCount, Fault, TileKernels};
 pub use scalar::Count;
