@@ -1,10 +1,19 @@
 //! The tile kernel contract shared by every backend: the inputs ([`CellBounds`]),
 //! the faults a strict reader reports ([`Fault`]), and the table of functions
 //! one backend provides ([`TileKernels`]).
+//!
+//! Every table computes exactly what [`TileKernels::SCALAR`] computes: the same
+//! output and the same `Result` for every input (the property tests in
+//! `proptests/tile_kernels.rs` check it). When a kernel returns a fault, what it
+//! wrote to `out` is unspecified, as it is for the reference.
 
 use super::scalar::{self, Count};
+#[cfg(target_arch = "aarch64")]
+use super::aarch64;
+#[cfg(target_arch = "x86_64")]
+use super::x86;
 use super::Backend;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The cells of one chunk as offsets into its nonzeros: cell `c` holds
 /// `bounds[c] - bounds[0] .. bounds[c + 1] - bounds[0]`.
@@ -72,6 +81,9 @@ type ValueExcFn<V> = fn(&[u8], &[u32], &[u32], &mut [V]) -> Result<(), Fault>;
 pub struct TileKernels {
     /// Which backend these are.
     pub backend: Backend,
+    /// The instruction-set extensions this table was compiled for (e.g.
+    /// `avx512+vbmi`): one backend can have several tables, chosen by detection.
+    pub isa: &'static str,
     /// Planes -> `u16`.
     pub recombine_u16: fn(&[u8], &mut [u16]),
     /// Planes -> `i32` counts, refusing zeros.
@@ -88,12 +100,15 @@ pub struct TileKernels {
     pub gap_exceptions: fn(&[u8], CellBounds<'_>, u32, &[u32], &[u32], &mut [i32]) -> Result<(), Fault>,
     /// `u16` -> planes.
     pub split_planes: fn(&[u16], &mut [u8]),
+    /// Sorted gene indices -> per-cell gaps, collecting gap exceptions.
+    pub indices_to_gaps: fn(&[i32], CellBounds<'_>, &mut [u16], &mut Vec<(u32, u32)>),
 }
 
 impl TileKernels {
     /// The scalar reference table.
     pub const SCALAR: TileKernels = TileKernels {
         backend: Backend::Scalar,
+        isa: "portable",
         recombine_u16: scalar::recombine_u16,
         counts_i32: scalar::counts::<i32>,
         counts_f32: scalar::counts::<f32>,
@@ -102,16 +117,51 @@ impl TileKernels {
         value_exceptions_f32: scalar::apply_value_exceptions::<f32>,
         gap_exceptions: scalar::apply_gap_exceptions,
         split_planes: scalar::split_planes,
+        indices_to_gaps: scalar::indices_to_gaps,
     };
 
-    /// The table for `backend`, if this CPU can run it.
+    /// The table for `backend`, if this CPU can run it: the one using the most
+    /// optional extensions the CPU has (AVX-512 VBMI where present).
+    ///
+    /// This is the only way to reach a vector table, and it checks the CPU
+    /// first: the safety argument of every `#[target_feature]` kernel rests on
+    /// it (see `generic::tile_kernels!`).
     pub fn for_backend(backend: Backend) -> Result<&'static TileKernels> {
         match backend.require()? {
             Backend::Scalar => Ok(&TileKernels::SCALAR),
-            other => Err(crate::error::Error::Config(format!(
-                "no tile kernels for backend `{other}` in this build"
-            ))),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => Ok(&x86::avx2::KERNELS),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512 if x86::avx512::has_vbmi() => Ok(&x86::avx512::KERNELS_VBMI),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512 => Ok(&x86::avx512::KERNELS),
+            #[cfg(target_arch = "aarch64")]
+            Backend::Neon => Ok(&aarch64::neon::KERNELS),
+            other => Err(Error::BackendUnavailable(other)),
         }
+    }
+
+    /// Every table this CPU can run, scalar first, including those that
+    /// [`TileKernels::for_backend`] passes over for a richer one (AVX-512
+    /// without VBMI on a CPU that has it), so tests can cover them all.
+    pub fn available() -> Vec<&'static TileKernels> {
+        let mut tables = Vec::new();
+        for backend in Backend::available() {
+            #[cfg(target_arch = "x86_64")]
+            if backend == Backend::Avx512 && x86::avx512::has_vbmi() {
+                tables.push(&x86::avx512::KERNELS);
+            }
+            if let Ok(table) = TileKernels::for_backend(backend) {
+                tables.push(table);
+            }
+        }
+        tables
+    }
+
+    /// The table of the best backend this CPU runs ([`Backend::detect`]), for
+    /// callers whose output does not depend on the backend (e.g. the writer).
+    pub fn best() -> &'static TileKernels {
+        TileKernels::for_backend(Backend::detect()).unwrap_or(&TileKernels::SCALAR)
     }
 
     /// The table for the process-wide backend ([`Backend::active`]).

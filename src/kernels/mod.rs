@@ -16,9 +16,15 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
 mod contract;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod generic;
 pub mod scalar;
 pub mod scan;
+#[cfg(target_arch = "x86_64")]
+mod x86;
 
 pub use contract::{CellBounds, DecodedCount, Fault, TileKernels};
 pub use scalar::Count;

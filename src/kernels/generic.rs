@@ -1,0 +1,584 @@
+//! The vector tile kernels, written once over [`Vector`].
+//!
+//! Each ISA module (`x86/avx2.rs`, `x86/avx512.rs`, `aarch64/neon.rs`) only
+//! implements [`Vector`] with its intrinsics and instantiates these bodies
+//! through [`tile_kernels!`]; the algorithms live here alone.
+//!
+//! Faults follow one rule: the vector pass only *detects* that some rule is
+//! broken (a running `min` or `max` of the lanes, reduced once at the end), and
+//! on detection the scalar reference reruns over the whole input to report
+//! exactly the fault it defines. Inputs are never faulty on the hot path, so
+//! the rerun costs nothing there, and the reference stays the one definition of
+//! which fault comes first. As for the reference, output written before a fault
+//! is unspecified.
+
+use std::ptr;
+
+use super::contract::{CellBounds, Fault};
+use super::scalar::{self, Count};
+
+/// The most `u32` lanes any [`Vector`] has; sizes the stack buffers of the
+/// default partial loads and stores.
+const MAX_LANES: usize = 16;
+
+/// Above this `n_genes`, the wrapping `u32` prefix sum could hide a range fault.
+///
+/// A cell's true (`u64`) running sum can pass `2^32` only after some index
+/// `j - 1` whose exact sum is `>= 2^32 - 65535` (each gap adds at most 65535,
+/// and a cell's first sum is a single gap). That exact sum is stored and folded
+/// into the running `max`, so whenever `n_genes <= 2^32 - 65535` a cell that
+/// wraps is always flagged, and the `u64` reference rerun reports its fault.
+/// Every valid tile is far below this (`n_genes <= 2^31`); larger `n_genes` go
+/// straight to the reference.
+const WRAP_SAFE_GENES: u32 = u32::MAX - (u16::MAX as u32 - 1);
+
+/// One ISA's vector of `u32` lanes, plus the byte-plane moves the kernels need.
+///
+/// A value of an implementing type is a token: it exists only where the CPU
+/// runs the ISA (each type's unsafe constructor says so), which is what makes
+/// the safe methods sound. The `unsafe` methods additionally take raw
+/// pointers, valid for the stated number of elements.
+pub(crate) trait Vector: Copy {
+    /// `u32` lanes per vector (at most [`MAX_LANES`]).
+    const LANES: usize;
+    /// Elements per [`Vector::interleave`] / [`Vector::deinterleave`] step.
+    const PLANE_BYTES: usize;
+    /// The vector type.
+    type U32: Copy;
+
+    /// Every lane `x`.
+    fn splat(self, x: u32) -> Self::U32;
+    /// Lane-wise wrapping `a + b`.
+    fn add(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane-wise wrapping `a - b`.
+    fn sub(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane-wise `a | b`.
+    fn or(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane-wise `a & b`.
+    fn and(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane-wise `!a & b`.
+    fn andnot(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane-wise unsigned minimum.
+    fn min(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane-wise unsigned maximum.
+    fn max(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Inclusive wrapping prefix sum across the lanes.
+    fn prefix_sum(self, v: Self::U32) -> Self::U32;
+    /// The last lane in every lane.
+    fn broadcast_last(self, v: Self::U32) -> Self::U32;
+    /// The lanes moved up by one, with 0 in lane 0.
+    fn shift_in_zero(self, v: Self::U32) -> Self::U32;
+    /// Each lane (an integer below `2^31`) as the bits of the `f32` nearest it.
+    fn to_f32_bits(self, v: Self::U32) -> Self::U32;
+    /// All ones in the lanes below `len` (`len <= LANES`), zero above.
+    fn lanes_below(self, len: usize) -> Self::U32;
+    /// Whether any lane is nonzero.
+    fn any_nonzero(self, v: Self::U32) -> bool;
+
+    /// Elements `0 .. LANES` of two byte planes, recombined into `u32` lanes.
+    ///
+    /// # Safety
+    /// `lo` and `hi` are readable for `LANES` bytes.
+    unsafe fn load_planes(self, lo: *const u8, hi: *const u8) -> Self::U32;
+    /// `LANES` values from `p`.
+    ///
+    /// # Safety
+    /// `p` is readable for `LANES` values.
+    unsafe fn load_u32(self, p: *const u32) -> Self::U32;
+    /// Stores `LANES` values at `p`.
+    ///
+    /// # Safety
+    /// `p` is writable for `LANES` values.
+    unsafe fn store_u32(self, p: *mut u32, v: Self::U32);
+    /// Stores the lanes, each below 65536, as `LANES` `u16` values at `p`.
+    ///
+    /// # Safety
+    /// `p` is writable for `LANES` values.
+    unsafe fn store_u16(self, p: *mut u16, v: Self::U32);
+    /// Interleaves `PLANE_BYTES` low and high bytes into as many little-endian
+    /// `u16` (`2 * PLANE_BYTES` bytes at `out`).
+    ///
+    /// # Safety
+    /// `lo` and `hi` are readable for `PLANE_BYTES` bytes, `out` writable for
+    /// twice that.
+    unsafe fn interleave(self, lo: *const u8, hi: *const u8, out: *mut u8);
+    /// Splits `PLANE_BYTES` little-endian `u16` at `src` into their low and high
+    /// bytes.
+    ///
+    /// # Safety
+    /// `src` is readable for `2 * PLANE_BYTES` bytes, `lo` and `hi` writable for
+    /// `PLANE_BYTES` each.
+    unsafe fn deinterleave(self, src: *const u8, lo: *mut u8, hi: *mut u8);
+
+    /// [`Vector::load_planes`] of the first `len < LANES` elements; the other
+    /// lanes are 0.
+    ///
+    /// # Safety
+    /// `lo` and `hi` are readable for `len` bytes.
+    #[inline(always)]
+    unsafe fn load_planes_partial(self, lo: *const u8, hi: *const u8, len: usize) -> Self::U32 {
+        debug_assert!(len < Self::LANES && Self::LANES <= MAX_LANES);
+        let (mut l, mut h) = ([0u8; MAX_LANES], [0u8; MAX_LANES]);
+        // SAFETY: the caller makes `len` bytes readable at `lo` and `hi`;
+        // `len < LANES <= MAX_LANES` fits the buffers, which the full load
+        // then reads in bounds.
+        unsafe {
+            ptr::copy_nonoverlapping(lo, l.as_mut_ptr(), len);
+            ptr::copy_nonoverlapping(hi, h.as_mut_ptr(), len);
+            self.load_planes(l.as_ptr(), h.as_ptr())
+        }
+    }
+
+    /// [`Vector::load_u32`] of the first `len < LANES` values; the other
+    /// lanes are 0.
+    ///
+    /// # Safety
+    /// `p` is readable for `len` values.
+    #[inline(always)]
+    unsafe fn load_u32_partial(self, p: *const u32, len: usize) -> Self::U32 {
+        debug_assert!(len < Self::LANES && Self::LANES <= MAX_LANES);
+        let mut buf = [0u32; MAX_LANES];
+        // SAFETY: as in `load_planes_partial`.
+        unsafe {
+            ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), len);
+            self.load_u32(buf.as_ptr())
+        }
+    }
+
+    /// [`Vector::store_u32`] of the first `len < LANES` lanes.
+    ///
+    /// # Safety
+    /// `p` is writable for `len` values.
+    #[inline(always)]
+    unsafe fn store_u32_partial(self, p: *mut u32, v: Self::U32, len: usize) {
+        debug_assert!(len < Self::LANES && Self::LANES <= MAX_LANES);
+        let mut buf = [0u32; MAX_LANES];
+        // SAFETY: the full store fits the buffer (`LANES <= MAX_LANES`); the
+        // caller makes `len` values writable at `p`.
+        unsafe {
+            self.store_u32(buf.as_mut_ptr(), v);
+            ptr::copy_nonoverlapping(buf.as_ptr(), p, len);
+        }
+    }
+
+    /// [`Vector::store_u16`] of the first `len < LANES` lanes.
+    ///
+    /// # Safety
+    /// `p` is writable for `len` values.
+    #[inline(always)]
+    unsafe fn store_u16_partial(self, p: *mut u16, v: Self::U32, len: usize) {
+        debug_assert!(len < Self::LANES && Self::LANES <= MAX_LANES);
+        let mut buf = [0u16; MAX_LANES];
+        // SAFETY: as in `store_u32_partial`.
+        unsafe {
+            self.store_u16(buf.as_mut_ptr(), v);
+            ptr::copy_nonoverlapping(buf.as_ptr(), p, len);
+        }
+    }
+
+    /// The smallest lane.
+    #[inline(always)]
+    fn reduce_min(self, v: Self::U32) -> u32 {
+        self.lanes(v).into_iter().take(Self::LANES).min().unwrap_or(u32::MAX)
+    }
+
+    /// The largest lane.
+    #[inline(always)]
+    fn reduce_max(self, v: Self::U32) -> u32 {
+        self.lanes(v).into_iter().take(Self::LANES).max().unwrap_or(0)
+    }
+
+    /// The lanes, in the first `LANES` entries.
+    #[inline(always)]
+    fn lanes(self, v: Self::U32) -> [u32; MAX_LANES] {
+        let mut buf = [0u32; MAX_LANES];
+        // SAFETY: the buffer holds `MAX_LANES >= LANES` values.
+        unsafe { self.store_u32(buf.as_mut_ptr(), v) };
+        buf
+    }
+}
+
+/// A count type the vector kernels write: how recombined lanes become its bits.
+pub(crate) trait Lane: Count {
+    /// `v` (counts below 65536) as the bits of `Self`.
+    fn encode<S: Vector>(s: S, v: S::U32) -> S::U32;
+}
+
+impl Lane for i32 {
+    #[inline(always)]
+    fn encode<S: Vector>(_: S, v: S::U32) -> S::U32 {
+        v
+    }
+}
+
+impl Lane for f32 {
+    #[inline(always)]
+    fn encode<S: Vector>(s: S, v: S::U32) -> S::U32 {
+        s.to_f32_bits(v)
+    }
+}
+
+/// Splits `planes` (`2n` bytes) into pointers to its low and high plane.
+///
+/// Panics, with the reference's message, if `planes.len() != 2 * n`.
+#[inline(always)]
+fn plane_ptrs(planes: &[u8], n: usize) -> (*const u8, *const u8) {
+    assert_eq!(planes.len(), 2 * n, "byte planes must hold 2n bytes");
+    let (lo, hi) = planes.split_at(n);
+    (lo.as_ptr(), hi.as_ptr())
+}
+
+/// Planes -> `u16` (see [`scalar::recombine_u16`]).
+#[inline(always)]
+pub(crate) fn recombine_u16<S: Vector>(s: S, planes: &[u8], out: &mut [u16]) {
+    let n = out.len();
+    if n < S::PLANE_BYTES {
+        return scalar::recombine_u16(planes, out);
+    }
+    let (lo, hi) = plane_ptrs(planes, n);
+    let dst = out.as_mut_ptr().cast::<u8>();
+    // The last step overlaps the one before it when `n` is ragged: it
+    // rewrites equal values, which is cheaper than a scalar tail.
+    let mut j = 0;
+    loop {
+        let at = j.min(n - S::PLANE_BYTES);
+        // SAFETY: `at + PLANE_BYTES <= n`: in bounds of both planes (`n`
+        // bytes each) and of `out` (`2n` bytes).
+        unsafe { s.interleave(lo.add(at), hi.add(at), dst.add(2 * at)) };
+        if at + S::PLANE_BYTES == n {
+            return;
+        }
+        j += S::PLANE_BYTES;
+    }
+}
+
+/// `u16` -> planes (see [`scalar::split_planes`]).
+#[inline(always)]
+pub(crate) fn split_planes<S: Vector>(s: S, values: &[u16], out: &mut [u8]) {
+    let n = values.len();
+    if n < S::PLANE_BYTES {
+        return scalar::split_planes(values, out);
+    }
+    assert_eq!(out.len(), 2 * n, "byte planes must hold 2n bytes");
+    let src = values.as_ptr().cast::<u8>();
+    let (lo, hi) = out.split_at_mut(n);
+    let (lo, hi) = (lo.as_mut_ptr(), hi.as_mut_ptr());
+    let mut j = 0;
+    loop {
+        let at = j.min(n - S::PLANE_BYTES);
+        // SAFETY: `at + PLANE_BYTES <= n`, as in `recombine_u16`.
+        unsafe { s.deinterleave(src.add(2 * at), lo.add(at), hi.add(at)) };
+        if at + S::PLANE_BYTES == n {
+            return;
+        }
+        j += S::PLANE_BYTES;
+    }
+}
+
+/// Planes -> counts, refusing a stored 0 (see [`scalar::counts`]).
+#[inline(always)]
+pub(crate) fn counts<S: Vector, V: Lane>(s: S, planes: &[u8], out: &mut [V]) -> Result<(), Fault> {
+    let n = out.len();
+    if n < S::LANES {
+        return scalar::counts(planes, out);
+    }
+    let (lo, hi) = plane_ptrs(planes, n);
+    // `V` is `i32` or `f32`: `Lane::encode` gives its bits.
+    let dst = out.as_mut_ptr().cast::<u32>();
+    let mut least = s.splat(u32::MAX);
+    let mut j = 0;
+    loop {
+        // Overlapping last step, as in `recombine_u16`.
+        let at = j.min(n - S::LANES);
+        // SAFETY: `at + LANES <= n`: in bounds of both planes and of `out`.
+        let v = unsafe { s.load_planes(lo.add(at), hi.add(at)) };
+        least = s.min(least, v);
+        // SAFETY: as above.
+        unsafe { s.store_u32(dst.add(at), V::encode(s, v)) };
+        if at + S::LANES == n {
+            break;
+        }
+        j += S::LANES;
+    }
+    if s.reduce_min(least) == 0 {
+        return scalar::counts(planes, out);
+    }
+    Ok(())
+}
+
+/// Running state of [`gaps_to_indices`]: what the reduction at the end checks.
+struct ScanChecks<S: Vector> {
+    /// Lane-wise minimum of every gap that must be nonzero (a cell's first gap
+    /// and padding lanes are ORed with 1 first): 0 flags a zero gap.
+    least_gap: S::U32,
+    /// Lane-wise maximum of every index written: `>= n_genes` flags a range
+    /// fault (or a wrap; see [`WRAP_SAFE_GENES`]).
+    most_index: S::U32,
+}
+
+/// One vector of one cell: the indices for gaps `g`, given the cell's running
+/// sum `carry` (every lane) before them. `exempt` is 1 in the lanes whose gap
+/// may be 0 (the cell's first, and padding).
+#[inline(always)]
+fn scan_step<S: Vector>(s: S, g: S::U32, exempt: S::U32, carry: &mut S::U32, checks: &mut ScanChecks<S>) -> S::U32 {
+    checks.least_gap = s.min(checks.least_gap, s.or(g, exempt));
+    let sums = s.prefix_sum(g);
+    let v = s.add(sums, *carry);
+    // The next carry depends on `carry` through one add only.
+    *carry = s.add(*carry, s.broadcast_last(sums));
+    checks.most_index = s.max(checks.most_index, v);
+    v
+}
+
+/// Per-cell prefix sum of gaps -> gene indices, with the zero-gap and range
+/// checks in the same pass (see [`scalar::gaps_to_indices`]).
+///
+/// Lanes sum in wrapping `u32`; that the result still equals the reference's
+/// `u64` sums for every input is argued at [`WRAP_SAFE_GENES`].
+#[inline(always)]
+pub(crate) fn gaps_to_indices<S: Vector>(
+    s: S,
+    planes: &[u8],
+    cells: CellBounds<'_>,
+    n_genes: u32,
+    out: &mut [i32],
+) -> Result<(), Fault> {
+    let n = out.len();
+    if n_genes > WRAP_SAFE_GENES {
+        return scalar::gaps_to_indices(planes, cells, n_genes, out);
+    }
+    let (lo, hi) = plane_ptrs(planes, n);
+    assert!(cells.nnz() <= n, "cell bounds must lie inside the chunk");
+    let dst = out.as_mut_ptr().cast::<u32>();
+    let one = s.splat(1);
+    let first_lane = s.and(one, s.lanes_below(1));
+    let zero = s.splat(0);
+    let mut checks = ScanChecks::<S> { least_gap: s.splat(u32::MAX), most_index: zero };
+    for (start, end) in cells.iter() {
+        let mut carry = zero;
+        let mut exempt = first_lane;
+        let mut j = start;
+        while end - j >= S::LANES {
+            // SAFETY: `j + LANES <= end <= cells.nnz() <= n`: in bounds of
+            // both planes and of `out`.
+            let g = unsafe { s.load_planes(lo.add(j), hi.add(j)) };
+            let v = scan_step(s, g, exempt, &mut carry, &mut checks);
+            // SAFETY: as above.
+            unsafe { s.store_u32(dst.add(j), v) };
+            exempt = zero;
+            j += S::LANES;
+        }
+        if j < end {
+            let len = end - j;
+            // SAFETY: `j + len = end <= n`.
+            let g = unsafe { s.load_planes_partial(lo.add(j), hi.add(j), len) };
+            // Padding lanes hold gap 0: they repeat the cell's last index, so
+            // only the zero check must skip them.
+            let exempt = s.or(exempt, s.andnot(s.lanes_below(len), one));
+            let v = scan_step(s, g, exempt, &mut carry, &mut checks);
+            // SAFETY: as above.
+            unsafe { s.store_u32_partial(dst.add(j), v, len) };
+        }
+    }
+    if s.reduce_min(checks.least_gap) == 0 || s.reduce_max(checks.most_index) >= n_genes {
+        return scalar::gaps_to_indices(planes, cells, n_genes, out);
+    }
+    Ok(())
+}
+
+/// Adds `payload` to every value of `xs` (wrapping, as the reference's `+=`
+/// cannot overflow on its documented inputs).
+#[inline(always)]
+fn add_to_all<S: Vector>(s: S, xs: &mut [i32], payload: u32) {
+    let (n, p) = (xs.len(), xs.as_mut_ptr().cast::<u32>());
+    let d = s.splat(payload);
+    let mut j = 0;
+    while n - j >= S::LANES {
+        // SAFETY: `j + LANES <= n`.
+        unsafe { s.store_u32(p.add(j), s.add(s.load_u32(p.add(j)), d)) };
+        j += S::LANES;
+    }
+    if j < n {
+        // SAFETY: `j + (n - j) = n`.
+        unsafe { s.store_u32_partial(p.add(j), s.add(s.load_u32_partial(p.add(j), n - j), d), n - j) };
+    }
+}
+
+/// `gexc` application (see [`scalar::apply_gap_exceptions`], whose checks and
+/// their order this repeats); only the add over the rest of the cell is
+/// vectorised, since exceptions are rare.
+#[inline(always)]
+pub(crate) fn gap_exceptions<S: Vector>(
+    s: S,
+    planes: &[u8],
+    cells: CellBounds<'_>,
+    n_genes: u32,
+    positions: &[u32],
+    payloads: &[u32],
+    out: &mut [i32],
+) -> Result<(), Fault> {
+    let half = planes.len() / 2;
+    let mut cell_iter = cells.iter();
+    let mut cell = (0, 0);
+    for (&p, &payload) in positions.iter().zip(payloads) {
+        let p = p as usize;
+        while p >= cell.1 {
+            cell = cell_iter.next().expect("exception positions lie inside the chunk");
+        }
+        let stored = u16::from_le_bytes([planes[p], planes[half + p]]);
+        if stored != u16::MAX {
+            return Err(Fault::Unmarked { position: p as u64, stored });
+        }
+        let last = cell.1 - 1;
+        let new_last = out[last] as u64 + u64::from(payload);
+        if new_last >= u64::from(n_genes) {
+            return Err(Fault::GeneIndex { position: last as u64, index: new_last });
+        }
+        add_to_all(s, &mut out[p..cell.1], payload);
+    }
+    Ok(())
+}
+
+/// The reference's gap rule for `indices[range]` of a cell starting at
+/// `cell_start`: the few vectors holding a gap above 65535 come here.
+fn gaps_of(
+    indices: &[i32],
+    range: std::ops::Range<usize>,
+    cell_start: usize,
+    out: &mut [u16],
+    exceptions: &mut Vec<(u32, u32)>,
+) {
+    let mut prev = if range.start == cell_start { 0 } else { indices[range.start - 1] as u32 };
+    for j in range {
+        let g = (indices[j] as u32).wrapping_sub(prev);
+        prev = indices[j] as u32;
+        if g > u32::from(u16::MAX) {
+            out[j] = u16::MAX;
+            exceptions.push((j as u32, g - u32::from(u16::MAX)));
+        } else {
+            out[j] = g as u16;
+        }
+    }
+}
+
+/// Sorted gene indices -> per-cell gaps and gap exceptions (see
+/// [`scalar::indices_to_gaps`]).
+#[inline(always)]
+pub(crate) fn indices_to_gaps<S: Vector>(
+    s: S,
+    indices: &[i32],
+    cells: CellBounds<'_>,
+    out: &mut [u16],
+    exceptions: &mut Vec<(u32, u32)>,
+) {
+    assert_eq!(out.len(), indices.len(), "one gap per index");
+    assert!(cells.nnz() <= indices.len(), "cell bounds must lie inside the chunk");
+    let src = indices.as_ptr().cast::<u32>();
+    let high = s.splat(0xFFFF_0000);
+    for (start, end) in cells.iter() {
+        let mut j = start;
+        while end - j >= S::LANES {
+            // SAFETY: `j + LANES <= end <= indices.len()`, and `j - 1 >= start`
+            // where it is read.
+            let (cur, prev) = unsafe {
+                let cur = s.load_u32(src.add(j));
+                (cur, if j == start { s.shift_in_zero(cur) } else { s.load_u32(src.add(j - 1)) })
+            };
+            let d = s.sub(cur, prev);
+            if s.any_nonzero(s.and(d, high)) {
+                gaps_of(indices, j..j + S::LANES, start, out, exceptions);
+            } else {
+                // SAFETY: `j + LANES <= out.len()`.
+                unsafe { s.store_u16(out.as_mut_ptr().add(j), d) };
+            }
+            j += S::LANES;
+        }
+        if j < end {
+            let len = end - j;
+            // SAFETY: `j + len = end`, and `j - 1 >= start` where it is read.
+            let (cur, prev) = unsafe {
+                let cur = s.load_u32_partial(src.add(j), len);
+                (cur, if j == start { s.shift_in_zero(cur) } else { s.load_u32_partial(src.add(j - 1), len) })
+            };
+            let d = s.and(s.sub(cur, prev), s.lanes_below(len));
+            if s.any_nonzero(s.and(d, high)) {
+                gaps_of(indices, j..end, start, out, exceptions);
+            } else {
+                // SAFETY: `j + len <= out.len()`.
+                unsafe { s.store_u16_partial(out.as_mut_ptr().add(j), d, len) };
+            }
+        }
+    }
+}
+
+/// One entry of a [`tile_kernels!`] table: a `#[target_feature]` function
+/// running the generic body `$body` with the ISA token `$token`, behind a safe
+/// trampoline (a `#[target_feature]` function cannot coerce to a safe `fn`
+/// pointer).
+macro_rules! kernel_entry {
+    ($features:literal, $token:expr, fn $f:ident($($a:ident: $t:ty),*) $(-> $r:ty)? = $body:path) => {
+        fn $f($($a: $t),*) $(-> $r)? {
+            #[target_feature(enable = $features)]
+            fn inner($($a: $t),*) $(-> $r)? {
+                // SAFETY: this function is compiled for these features, so it
+                // runs only on a CPU that has them.
+                $body(unsafe { $token }, $($a),*)
+            }
+            // SAFETY: reachable only through its table, handed out after the
+            // CPU was checked for these features (see `tile_kernels!`).
+            unsafe { inner($($a),*) }
+        }
+    };
+}
+pub(crate) use kernel_entry;
+
+/// Defines a `static` [`TileKernels`](super::TileKernels) table for one ISA.
+///
+/// Every kernel is a [`kernel_entry!`]: the generic body above, compiled for
+/// `$features`, behind a trampoline private to the table. The table is private
+/// to the kernels module, which hands it out only from
+/// [`TileKernels::for_backend`](super::TileKernels::for_backend) after
+/// [`Backend::require`](super::Backend::require) (and, for optional extensions,
+/// their own detection) confirmed every feature in `$features`. That is the
+/// safety argument of each trampoline.
+macro_rules! tile_kernels {
+    ($(#[$doc:meta])* $name:ident: $backend:expr, $isa:literal, $features:literal, $token:expr) => {
+        $(#[$doc])*
+        pub(crate) static $name: $crate::kernels::TileKernels = {
+            use $crate::kernels::generic::{self, kernel_entry};
+            use $crate::kernels::{CellBounds, Fault};
+
+            kernel_entry!($features, $token, fn recombine_u16(planes: &[u8], out: &mut [u16]) = generic::recombine_u16);
+            kernel_entry!($features, $token, fn counts_i32(planes: &[u8], out: &mut [i32]) -> Result<(), Fault> = generic::counts);
+            kernel_entry!($features, $token, fn counts_f32(planes: &[u8], out: &mut [f32]) -> Result<(), Fault> = generic::counts);
+            kernel_entry!($features, $token, fn gaps_to_indices(
+                planes: &[u8], cells: CellBounds<'_>, n_genes: u32, out: &mut [i32]
+            ) -> Result<(), Fault> = generic::gaps_to_indices);
+            kernel_entry!($features, $token, fn gap_exceptions(
+                planes: &[u8], cells: CellBounds<'_>, n_genes: u32, positions: &[u32], payloads: &[u32],
+                out: &mut [i32]
+            ) -> Result<(), Fault> = generic::gap_exceptions);
+            kernel_entry!($features, $token, fn split_planes(values: &[u16], out: &mut [u8]) = generic::split_planes);
+            kernel_entry!($features, $token, fn indices_to_gaps(
+                indices: &[i32], cells: CellBounds<'_>, out: &mut [u16], exceptions: &mut Vec<(u32, u32)>
+            ) = generic::indices_to_gaps);
+
+            $crate::kernels::TileKernels {
+                backend: $backend,
+                isa: $isa,
+                recombine_u16,
+                counts_i32,
+                counts_f32,
+                gaps_to_indices,
+                // `vexc` entries are rare and each touches one value: the
+                // reference is already as fast as a vector version could be.
+                value_exceptions_i32: $crate::kernels::scalar::apply_value_exceptions::<i32>,
+                value_exceptions_f32: $crate::kernels::scalar::apply_value_exceptions::<f32>,
+                gap_exceptions,
+                split_planes,
+                indices_to_gaps,
+            }
+        };
+    };
+}
+pub(crate) use tile_kernels;

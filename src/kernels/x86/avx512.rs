@@ -1,0 +1,288 @@
+//! AVX-512 (F/BW/VL/DQ): sixteen `u32` lanes in a `__m512i`, with masked loads
+//! and stores for ragged ends. With VBMI, the byte-plane interleave is one
+//! two-source byte permute per 64 bytes instead of an unpack and a fix-up.
+
+use std::arch::x86_64::*;
+
+use crate::kernels::generic::{tile_kernels, Vector};
+use crate::kernels::Backend;
+
+/// Token proving the CPU runs AVX-512 F/BW/VL/DQ, and VBMI if `VBMI`.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx512<const VBMI: bool>(());
+
+impl<const VBMI: bool> Avx512<VBMI> {
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VL/DQ, and VBMI if `VBMI`.
+    #[inline(always)]
+    pub(crate) unsafe fn new_unchecked() -> Avx512<VBMI> {
+        Avx512(())
+    }
+}
+
+/// Whether the CPU has AVX-512 VBMI (on top of [`Backend::Avx512`]).
+pub(crate) fn has_vbmi() -> bool {
+    std::arch::is_x86_feature_detected!("avx512vbmi")
+}
+
+/// The mask of lanes below `len` (`len <= 16`).
+#[inline(always)]
+fn mask16(len: usize) -> u16 {
+    ((1u32 << len) - 1) as u16
+}
+
+/// `vpermt2b` indices taking, for output byte `k`, byte `k / 2` of the low
+/// plane (even `k`) or of the high plane (odd `k`), from element `first` on.
+const fn interleave_index(first: usize) -> [u8; 64] {
+    let mut t = [0u8; 64];
+    let mut k = 0;
+    while k < 64 {
+        t[k] = (first + k / 2 + if k % 2 == 1 { 64 } else { 0 }) as u8;
+        k += 1;
+    }
+    t
+}
+
+/// `vpermt2b` indices taking byte `2k + odd` of 128 bytes, for output byte `k`.
+const fn deinterleave_index(odd: usize) -> [u8; 64] {
+    let mut t = [0u8; 64];
+    let mut k = 0;
+    while k < 64 {
+        t[k] = (2 * k + odd) as u8;
+        k += 1;
+    }
+    t
+}
+
+static INTERLEAVE: [[u8; 64]; 2] = [interleave_index(0), interleave_index(32)];
+static DEINTERLEAVE: [[u8; 64]; 2] = [deinterleave_index(0), deinterleave_index(1)];
+
+// Every `unsafe` block below that calls intrinsics on registers only is sound
+// because `self` is an `Avx512` token, which exists only on CPUs with the
+// features it names; blocks that touch memory add the pointer argument.
+impl<const VBMI: bool> Vector for Avx512<VBMI> {
+    const LANES: usize = 16;
+    const PLANE_BYTES: usize = 64;
+    type U32 = __m512i;
+
+    #[inline(always)]
+    fn splat(self, x: u32) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_set1_epi32(x as i32) }
+    }
+
+    #[inline(always)]
+    fn add(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_add_epi32(a, b) }
+    }
+
+    #[inline(always)]
+    fn sub(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_sub_epi32(a, b) }
+    }
+
+    #[inline(always)]
+    fn or(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_or_si512(a, b) }
+    }
+
+    #[inline(always)]
+    fn and(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_and_si512(a, b) }
+    }
+
+    #[inline(always)]
+    fn andnot(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_andnot_si512(a, b) }
+    }
+
+    #[inline(always)]
+    fn min(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_min_epu32(a, b) }
+    }
+
+    #[inline(always)]
+    fn max(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_max_epu32(a, b) }
+    }
+
+    #[inline(always)]
+    fn prefix_sum(self, v: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe {
+            // `valignd` with zero shifts the lanes up by 16 - IMM.
+            let z = _mm512_setzero_si512();
+            let v = _mm512_add_epi32(v, _mm512_alignr_epi32::<15>(v, z));
+            let v = _mm512_add_epi32(v, _mm512_alignr_epi32::<14>(v, z));
+            let v = _mm512_add_epi32(v, _mm512_alignr_epi32::<12>(v, z));
+            _mm512_add_epi32(v, _mm512_alignr_epi32::<8>(v, z))
+        }
+    }
+
+    #[inline(always)]
+    fn broadcast_last(self, v: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_permutexvar_epi32(_mm512_set1_epi32(15), v) }
+    }
+
+    #[inline(always)]
+    fn shift_in_zero(self, v: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_alignr_epi32::<15>(v, _mm512_setzero_si512()) }
+    }
+
+    #[inline(always)]
+    fn to_f32_bits(self, v: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_castps_si512(_mm512_cvtepi32_ps(v)) }
+    }
+
+    #[inline(always)]
+    fn lanes_below(self, len: usize) -> __m512i {
+        // SAFETY: AVX-512 token (`vpmovm2d` is AVX-512 DQ).
+        unsafe { _mm512_movm_epi32(mask16(len)) }
+    }
+
+    #[inline(always)]
+    fn any_nonzero(self, v: __m512i) -> bool {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_test_epi32_mask(v, v) != 0 }
+    }
+
+    #[inline(always)]
+    fn reduce_min(self, v: __m512i) -> u32 {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_reduce_min_epu32(v) }
+    }
+
+    #[inline(always)]
+    fn reduce_max(self, v: __m512i) -> u32 {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_reduce_max_epu32(v) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_planes(self, lo: *const u8, hi: *const u8) -> __m512i {
+        // SAFETY: AVX-512 token; the caller makes 16 bytes readable at each pointer.
+        unsafe {
+            let lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(lo.cast()));
+            let hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(hi.cast()));
+            _mm512_or_si512(lo, _mm512_slli_epi32::<8>(hi))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn load_planes_partial(self, lo: *const u8, hi: *const u8, len: usize) -> __m512i {
+        // SAFETY: AVX-512 token; masked-off bytes are not read, and the caller
+        // makes the first `len` readable.
+        unsafe {
+            let m = mask16(len);
+            let lo = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, lo.cast()));
+            let hi = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, hi.cast()));
+            _mm512_or_si512(lo, _mm512_slli_epi32::<8>(hi))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn load_u32(self, p: *const u32) -> __m512i {
+        // SAFETY: AVX-512 token; the caller makes 16 values readable at `p`.
+        unsafe { _mm512_loadu_si512(p.cast()) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_u32_partial(self, p: *const u32, len: usize) -> __m512i {
+        // SAFETY: AVX-512 token; masked loads read only the first `len` values.
+        unsafe { _mm512_maskz_loadu_epi32(mask16(len), p.cast()) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_u32(self, p: *mut u32, v: __m512i) {
+        // SAFETY: AVX-512 token; the caller makes 16 values writable at `p`.
+        unsafe { _mm512_storeu_si512(p.cast(), v) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_u32_partial(self, p: *mut u32, v: __m512i, len: usize) {
+        // SAFETY: AVX-512 token; masked stores write only the first `len` values.
+        unsafe { _mm512_mask_storeu_epi32(p.cast(), mask16(len), v) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_u16(self, p: *mut u16, v: __m512i) {
+        // SAFETY: AVX-512 token; the caller makes 16 values writable at `p`.
+        unsafe { _mm256_storeu_si256(p.cast(), _mm512_cvtepi32_epi16(v)) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_u16_partial(self, p: *mut u16, v: __m512i, len: usize) {
+        // SAFETY: AVX-512 token; masked stores write only the first `len` values.
+        unsafe { _mm512_mask_cvtepi32_storeu_epi16(p.cast(), mask16(len), v) }
+    }
+
+    #[inline(always)]
+    unsafe fn interleave(self, lo: *const u8, hi: *const u8, out: *mut u8) {
+        // SAFETY: AVX-512 token (with VBMI where `VBMI`); the caller makes 64
+        // bytes readable at `lo` and `hi` and 128 writable at `out`; the index
+        // tables are 64 bytes each.
+        unsafe {
+            let (l, h) = (_mm512_loadu_si512(lo.cast()), _mm512_loadu_si512(hi.cast()));
+            let (first, second) = if VBMI {
+                let first = _mm512_loadu_si512(INTERLEAVE[0].as_ptr().cast());
+                let second = _mm512_loadu_si512(INTERLEAVE[1].as_ptr().cast());
+                (_mm512_permutex2var_epi8(l, first, h), _mm512_permutex2var_epi8(l, second, h))
+            } else {
+                // Unpacking works per 128-bit lane: a holds elements 0-7,
+                // 16-23, 32-39, 48-55 and b the 8 after each; pick 64-bit
+                // pieces back into order.
+                let (a, b) = (_mm512_unpacklo_epi8(l, h), _mm512_unpackhi_epi8(l, h));
+                (
+                    _mm512_permutex2var_epi64(a, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), b),
+                    _mm512_permutex2var_epi64(a, _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15), b),
+                )
+            };
+            _mm512_storeu_si512(out.cast(), first);
+            _mm512_storeu_si512(out.add(64).cast(), second);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn deinterleave(self, src: *const u8, lo: *mut u8, hi: *mut u8) {
+        // SAFETY: AVX-512 token (with VBMI where `VBMI`); the caller makes 128
+        // bytes readable at `src` and 64 writable at `lo` and `hi`; the index
+        // tables are 64 bytes each.
+        unsafe {
+            let (a, b) = (_mm512_loadu_si512(src.cast()), _mm512_loadu_si512(src.add(64).cast()));
+            if VBMI {
+                let even = _mm512_loadu_si512(DEINTERLEAVE[0].as_ptr().cast());
+                let odd = _mm512_loadu_si512(DEINTERLEAVE[1].as_ptr().cast());
+                _mm512_storeu_si512(lo.cast(), _mm512_permutex2var_epi8(a, even, b));
+                _mm512_storeu_si512(hi.cast(), _mm512_permutex2var_epi8(a, odd, b));
+            } else {
+                // Truncating word-to-byte moves: low bytes, then the high ones
+                // shifted down.
+                _mm256_storeu_si256(lo.cast(), _mm512_cvtepi16_epi8(a));
+                _mm256_storeu_si256(lo.add(32).cast(), _mm512_cvtepi16_epi8(b));
+                _mm256_storeu_si256(hi.cast(), _mm512_cvtepi16_epi8(_mm512_srli_epi16::<8>(a)));
+                _mm256_storeu_si256(hi.add(32).cast(), _mm512_cvtepi16_epi8(_mm512_srli_epi16::<8>(b)));
+            }
+        }
+    }
+}
+
+tile_kernels!(
+    /// The AVX-512 tile kernels, for CPUs without VBMI.
+    KERNELS: Backend::Avx512, "avx512", "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2,fma", Avx512::<false>::new_unchecked()
+);
+
+tile_kernels!(
+    /// The AVX-512 tile kernels using VBMI byte permutes.
+    KERNELS_VBMI: Backend::Avx512, "avx512+vbmi", "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2,fma,avx512vbmi",
+    Avx512::<true>::new_unchecked()
+);
