@@ -1,10 +1,98 @@
-//! `deltacells xdelta ...` (issue 6).
+//! `deltacells xdelta ...`: decode and encode XDelta strings.
+
+use std::io::{self, BufWriter, Read, Write};
 
 use clap::Subcommand;
+use deltacells::format::xdelta::{Decoder, Encoder};
+use deltacells::{Backend, Error, Result};
 
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Decode an XDelta string: one value per line, `null` for a null.
+    Decode {
+        /// The string, or `-` (the default) to read it from standard input
+        /// (one trailing newline is ignored).
+        input: Option<String>,
+        /// Kernel backend: scalar, avx2, avx512 or neon (default: the best
+        /// this CPU has, or DELTACELLS_KERNEL).
+        #[arg(long)]
+        kernel: Option<Backend>,
+        /// Refuse strings that expand beyond this many values (default:
+        /// max(2^20, 1024 per input byte)).
+        #[arg(long)]
+        max_values: Option<usize>,
+    },
+    /// Encode numbers read from standard input (separated by whitespace or
+    /// commas, `null` for a null) as the shortest XDelta string found.
+    Encode {
+        /// The values are decimals with at most this many fractional digits:
+        /// try a /10^P scalar with exact integer deltas.
+        #[arg(long)]
+        precision: Option<u32>,
+    },
+}
 
-pub fn run(cmd: Command) -> deltacells::Result<()> {
-    match cmd {}
+fn read_stdin() -> Result<String> {
+    let mut text = String::new();
+    io::stdin().read_to_string(&mut text).map_err(|e| Error::io("reading standard input", e))?;
+    Ok(text)
+}
+
+fn stdout_error(e: io::Error) -> Error {
+    Error::io("writing standard output", e)
+}
+
+pub fn run(cmd: Command) -> Result<()> {
+    match cmd {
+        Command::Decode { input, kernel, max_values } => {
+            let text = match input.as_deref() {
+                None | Some("-") => {
+                    let mut text = read_stdin()?;
+                    if text.ends_with('\n') {
+                        text.pop();
+                        if text.ends_with('\r') {
+                            text.pop();
+                        }
+                    }
+                    text
+                }
+                Some(s) => s.to_string(),
+            };
+            let mut decoder = Decoder::new();
+            if let Some(backend) = kernel {
+                decoder = decoder.backend(backend);
+            }
+            if let Some(limit) = max_values {
+                decoder = decoder.max_values(limit);
+            }
+            let decoded = decoder.decode(&text)?;
+            let mut out = BufWriter::new(io::stdout().lock());
+            for value in decoded.iter() {
+                match value {
+                    Some(x) => writeln!(out, "{x}"),
+                    None => writeln!(out, "null"),
+                }
+                .map_err(stdout_error)?;
+            }
+            out.flush().map_err(stdout_error)
+        }
+        Command::Encode { precision } => {
+            let text = read_stdin()?;
+            let values = text
+                .split(|c: char| c.is_whitespace() || c == ',')
+                .filter(|t| !t.is_empty())
+                .map(|t| match t {
+                    "null" => Ok(None),
+                    _ => t.parse::<f64>().map(Some).map_err(|_| Error::Input(format!("not a number or null: `{t}`"))),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let mut encoder = Encoder::new();
+            if let Some(p) = precision {
+                encoder = encoder.precision(p);
+            }
+            let encoded = encoder.encode(&values)?;
+            let mut out = io::stdout().lock();
+            writeln!(out, "{encoded}").map_err(stdout_error)
+        }
+    }
 }

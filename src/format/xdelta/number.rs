@@ -1,0 +1,426 @@
+//! The grammar's `number`: parsed strictly, printed minimally.
+//!
+//! `number = ['-'] ('0' | onenine digit*) ['.' digit+] [('e'|'E') ['+'|'-'] digit+]`
+
+use std::fmt::{self, Write as _};
+
+use super::{error_at, XdeltaError};
+
+/// A parsed literal: its nearest double, and its exact value when that is an
+/// integer in `i64` range (which lets the decoder integrate exactly).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Literal {
+    /// The nearest double (round to nearest, ties to even).
+    pub(super) float: f64,
+    /// The exact value, if it is an integer that fits `i64`; never set for
+    /// a negative zero, which only the double path keeps.
+    pub(super) int: Option<i64>,
+}
+
+impl Literal {
+    /// The literal of an integer (used by the encoder's checks and tests).
+    #[cfg(test)]
+    pub(super) fn of_int(v: i64) -> Literal {
+        Literal { float: v as f64, int: Some(v) }
+    }
+}
+
+fn bad(bytes: &[u8], offset: usize, expected: &'static str) -> XdeltaError {
+    error_at(bytes, offset, |found| XdeltaError::BadNumber { offset, expected, found })
+}
+
+fn digit_at(bytes: &[u8], i: usize) -> Option<u8> {
+    match bytes.get(i) {
+        Some(&b @ b'0'..=b'9') => Some(b - b'0'),
+        _ => None,
+    }
+}
+
+/// Parses the number starting at `start`; returns it and the offset just
+/// past it. What follows (`,`, `:`, `n`) is the caller's business.
+#[inline]
+pub(super) fn parse(bytes: &[u8], start: usize) -> Result<(Literal, usize), XdeltaError> {
+    let mut i = start;
+    let neg = bytes.get(i) == Some(&b'-');
+    if neg {
+        i += 1;
+    }
+    let Some(first) = digit_at(bytes, i) else {
+        return Err(bad(bytes, i, if neg { "a digit after '-'" } else { "a number" }));
+    };
+    i += 1;
+    // The integer part, exactly while it fits a u64 (19+ digits).
+    let mut mag = u64::from(first);
+    let mut fits = true;
+    if first == 0 {
+        if digit_at(bytes, i).is_some() {
+            return Err(bad(bytes, i, "no digit after a leading 0"));
+        }
+    } else {
+        while let Some(d) = digit_at(bytes, i) {
+            match mag.checked_mul(10).and_then(|m| m.checked_add(u64::from(d))) {
+                Some(m) => mag = m,
+                None => fits = false,
+            }
+            i += 1;
+        }
+    }
+    let int_end = i;
+    if !matches!(bytes.get(i), Some(b'.' | b'e' | b'E')) && fits {
+        // The common case: a plain integer, converted without a float parser
+        // (`u64 as f64` rounds to nearest even, like a correct parser).
+        let float = if neg { -(mag as f64) } else { mag as f64 };
+        let int = if neg {
+            if mag == 0 {
+                None
+            } else {
+                0i64.checked_sub_unsigned(mag)
+            }
+        } else {
+            i64::try_from(mag).ok()
+        };
+        return Ok((Literal { float, int }, i));
+    }
+    let mut frac = int_end..int_end;
+    if bytes.get(i) == Some(&b'.') {
+        i += 1;
+        let frac_start = i;
+        while digit_at(bytes, i).is_some() {
+            i += 1;
+        }
+        if i == frac_start {
+            return Err(bad(bytes, i, "a digit after '.'"));
+        }
+        frac = frac_start..i;
+    }
+    let mut exp: i64 = 0;
+    if matches!(bytes.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        let exp_neg = bytes.get(i) == Some(&b'-');
+        if matches!(bytes.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let exp_start = i;
+        while let Some(d) = digit_at(bytes, i) {
+            exp = exp.saturating_mul(10).saturating_add(i64::from(d));
+            i += 1;
+        }
+        if i == exp_start {
+            return Err(bad(bytes, i, "a digit in the exponent"));
+        }
+        if exp_neg {
+            exp = -exp;
+        }
+    }
+    let text = &bytes[start..i];
+    // The grammar is checked, and it is a subset of what std parses (ASCII).
+    let float = std::str::from_utf8(text)
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .ok_or_else(|| bad(bytes, start, "a number"))?;
+    let int = exact_integer(neg, &bytes[start + usize::from(neg)..int_end], &bytes[frac], exp);
+    Ok((Literal { float, int }, i))
+}
+
+/// The value of `±int_digits.frac_digits × 10^exp` if it is an integer in
+/// `i64` range (and not a negative zero).
+fn exact_integer(neg: bool, int_digits: &[u8], frac_digits: &[u8], exp: i64) -> Option<i64> {
+    // Significant digits without trailing zeros, and the zeros held back.
+    let mut sig: u64 = 0;
+    let mut zeros: i64 = 0;
+    for &d in int_digits.iter().chain(frac_digits) {
+        if d == b'0' {
+            zeros += 1;
+            continue;
+        }
+        for _ in 0..=zeros {
+            sig = sig.checked_mul(10)?;
+        }
+        sig = sig.checked_add(u64::from(d - b'0'))?;
+        zeros = 0;
+    }
+    if sig == 0 {
+        return if neg { None } else { Some(0) };
+    }
+    let scale = exp.saturating_sub(frac_digits.len() as i64).saturating_add(zeros);
+    // `sig` has no trailing zero, so a negative scale leaves a fraction.
+    if !(0..=18).contains(&scale) {
+        return None;
+    }
+    let mag = sig.checked_mul(10u64.pow(scale as u32))?;
+    if neg {
+        0i64.checked_sub_unsigned(mag)
+    } else {
+        i64::try_from(mag).ok()
+    }
+}
+
+/// A number as `±digits × 10^exp`, with no trailing zero in `digits` (unless
+/// the number is zero): what the encoder prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Decimal {
+    neg: bool,
+    digits: [u8; 20],
+    len: u8,
+    exp: i32,
+}
+
+/// The two ways to print a [`Decimal`].
+enum Layout {
+    /// `123`, `1200`, `1.5`, `0.005`.
+    Plain,
+    /// `12e5`, `15e-8`: integer mantissa, then the exponent.
+    Exponent,
+}
+
+impl Decimal {
+    /// The exact decimal of an integer.
+    pub(super) fn from_i64(v: i64) -> Decimal {
+        let mut mag = v.unsigned_abs();
+        let mut exp = 0;
+        while mag != 0 && mag % 10 == 0 {
+            mag /= 10;
+            exp += 1;
+        }
+        let mut rev = [0u8; 20];
+        let mut len = 0;
+        loop {
+            rev[len] = b'0' + (mag % 10) as u8;
+            len += 1;
+            mag /= 10;
+            if mag == 0 {
+                break;
+            }
+        }
+        let mut digits = [0u8; 20];
+        for (d, r) in digits.iter_mut().zip(rev[..len].iter().rev()) {
+            *d = *r;
+        }
+        Decimal { neg: v < 0, digits, len: len as u8, exp }
+    }
+
+    /// The shortest decimal that parses back to `x` (finite), from std's
+    /// shortest round-trip formatting in scientific notation.
+    pub(super) fn from_f64(x: f64) -> Decimal {
+        let mut text = Buf::default();
+        // Cannot fail: `Buf` accepts everything up to its size, and the text
+        // (sign, 17 digits, point, exponent) is at most 25 bytes.
+        let _ = write!(text, "{x:e}");
+        let s = text.as_bytes();
+        let neg = s.first() == Some(&b'-');
+        let mut digits = [0u8; 20];
+        let mut len = 0;
+        let mut i = usize::from(neg);
+        while let Some(&b) = s.get(i) {
+            match b {
+                b'0'..=b'9' => {
+                    digits[len] = b;
+                    len += 1;
+                }
+                b'.' => {}
+                _ => break,
+            }
+            i += 1;
+        }
+        // `e`, then the exponent of the first digit.
+        let e_text = s.get(i + 1..).unwrap_or_default();
+        let (e_neg, e_digits) = match e_text.split_first() {
+            Some((b'-', rest)) => (true, rest),
+            _ => (false, e_text),
+        };
+        let e = e_digits.iter().fold(0i32, |acc, &d| acc * 10 + i32::from(d - b'0'));
+        let e = if e_neg { -e } else { e };
+        Decimal { neg, digits, len: len as u8, exp: e - (len as i32 - 1) }
+    }
+
+    fn digits(&self) -> &[u8] {
+        &self.digits[..usize::from(self.len)]
+    }
+
+    /// Length of the plain form, without the sign.
+    fn plain_len(&self) -> usize {
+        let n = i64::from(self.len);
+        let e = i64::from(self.exp);
+        let len = if e >= 0 {
+            n + e
+        } else if n + e > 0 {
+            n + 1
+        } else {
+            2 - (n + e) + n
+        };
+        len as usize
+    }
+
+    /// Which form is shorter (the plain one on a tie).
+    fn layout(&self) -> Layout {
+        if self.exp != 0 && usize::from(self.len) + 1 + int_len(i64::from(self.exp)) < self.plain_len() {
+            Layout::Exponent
+        } else {
+            Layout::Plain
+        }
+    }
+
+    /// Length of [`Decimal::write`]'s output.
+    pub(super) fn len(&self) -> usize {
+        let body = match self.layout() {
+            Layout::Plain => self.plain_len(),
+            Layout::Exponent => usize::from(self.len) + 1 + int_len(i64::from(self.exp)),
+        };
+        body + usize::from(self.neg)
+    }
+
+    /// Appends the minimal text: `1e3` not `1000`, `0.5` not `5e-1`, `0` not
+    /// `0.0`; on a tie the plain form (`100`, not `1e2`).
+    pub(super) fn write(&self, out: &mut String) {
+        if self.neg {
+            out.push('-');
+        }
+        let digits = self.digits();
+        match self.layout() {
+            Layout::Exponent => {
+                push_ascii(out, digits);
+                let _ = write!(out, "e{}", self.exp);
+            }
+            Layout::Plain => {
+                let n = digits.len() as i64;
+                let e = i64::from(self.exp);
+                if e >= 0 {
+                    push_ascii(out, digits);
+                    out.extend(std::iter::repeat_n('0', e as usize));
+                } else if n + e > 0 {
+                    let (whole, frac) = digits.split_at((n + e) as usize);
+                    push_ascii(out, whole);
+                    out.push('.');
+                    push_ascii(out, frac);
+                } else {
+                    out.push_str("0.");
+                    out.extend(std::iter::repeat_n('0', (-(n + e)) as usize));
+                    push_ascii(out, digits);
+                }
+            }
+        }
+    }
+}
+
+/// Appends ASCII digits.
+fn push_ascii(out: &mut String, digits: &[u8]) {
+    out.extend(digits.iter().map(|&b| char::from(b)));
+}
+
+/// Characters of `v` in plain decimal (sign included).
+pub(super) fn int_len(v: i64) -> usize {
+    let mut mag = v.unsigned_abs();
+    let mut len = 1 + usize::from(v < 0);
+    while mag >= 10 {
+        mag /= 10;
+        len += 1;
+    }
+    len
+}
+
+/// A fixed stack buffer for formatting one number.
+struct Buf {
+    bytes: [u8; 40],
+    len: usize,
+}
+
+impl Default for Buf {
+    fn default() -> Self {
+        Buf { bytes: [0; 40], len: 0 }
+    }
+}
+
+impl Buf {
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl fmt::Write for Buf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        let dst = self.bytes.get_mut(self.len..end).ok_or(fmt::Error)?;
+        dst.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(s: &str) -> Result<(Literal, usize), XdeltaError> {
+        parse(s.as_bytes(), 0)
+    }
+
+    #[test]
+    fn parses_the_grammar() {
+        assert_eq!(lit("0").unwrap(), (Literal::of_int(0), 1));
+        assert_eq!(lit("-12,").unwrap(), (Literal::of_int(-12), 3));
+        assert_eq!(lit("1e3").unwrap().0, Literal::of_int(1000));
+        assert_eq!(lit("1.5E+1").unwrap().0, Literal::of_int(15));
+        assert_eq!(lit("2.000").unwrap().0, Literal::of_int(2));
+        assert_eq!(lit("120e-1").unwrap().0, Literal::of_int(12));
+        assert_eq!(lit("-9223372036854775808").unwrap().0, Literal::of_int(i64::MIN));
+        let big = lit("9223372036854775808").unwrap().0;
+        assert_eq!((big.float, big.int), (9223372036854775808.0, None));
+        let frac = lit("0.1").unwrap().0;
+        assert_eq!((frac.float, frac.int), (0.1, None));
+        let neg_zero = lit("-0").unwrap().0;
+        assert_eq!((neg_zero.float.to_bits(), neg_zero.int), ((-0.0f64).to_bits(), None));
+        assert_eq!(lit("-0.0e7").unwrap().0.int, None);
+        assert_eq!(lit("0e99999999999999999999").unwrap().0, Literal::of_int(0));
+        assert_eq!(lit("1e400").unwrap().0.float, f64::INFINITY);
+        assert_eq!(lit("1e-400").unwrap().0.float, 0.0);
+        assert_eq!(lit("10000000000000000000000e-4").unwrap().0, Literal::of_int(10i64.pow(18)));
+        assert_eq!(lit("1.2n3").unwrap().1, 3);
+    }
+
+    #[test]
+    fn rejects_malformed_numbers() {
+        for (text, offset) in [("01", 1), (".5", 0), ("1.", 2), ("1e", 2), ("1e+", 3), ("-", 1), ("-.5", 1), ("+1", 0), ("", 0)] {
+            match lit(text) {
+                Err(XdeltaError::BadNumber { offset: o, .. }) => assert_eq!(o, offset, "{text}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        assert_eq!(lit(" 1"), Err(XdeltaError::Whitespace { offset: 0 }));
+    }
+
+    #[test]
+    fn prints_minimally() {
+        let cases: [(f64, &str); 14] = [
+            (0.0, "0"),
+            (-0.0, "-0"),
+            (1000.0, "1e3"),
+            (100.0, "100"),
+            (1200.0, "1200"),
+            (12000.0, "12e3"),
+            (0.5, "0.5"),
+            (0.05, "0.05"),
+            (0.005, "5e-3"),
+            (1.5e-7, "15e-8"),
+            (-50.25, "-50.25"),
+            (123456.7, "123456.7"),
+            (1e300, "1e300"),
+            (5e-324, "5e-324"),
+        ];
+        for (x, want) in cases {
+            let d = Decimal::from_f64(x);
+            let mut s = String::new();
+            d.write(&mut s);
+            assert_eq!(s, want, "{x:e}");
+            assert_eq!(d.len(), s.len());
+            assert_eq!(s.parse::<f64>().unwrap().to_bits(), x.to_bits());
+        }
+        for (v, want) in [(0i64, "0"), (-7, "-7"), (1000, "1e3"), (-20, "-20"), (i64::MIN, "-9223372036854775808")] {
+            let d = Decimal::from_i64(v);
+            let mut s = String::new();
+            d.write(&mut s);
+            assert_eq!((s.as_str(), d.len()), (want, want.len()));
+            assert_eq!(lit(&s).unwrap().0.int, Some(v));
+        }
+        assert_eq!((int_len(0), int_len(-10), int_len(i64::MIN)), (1, 3, 20));
+    }
+}
