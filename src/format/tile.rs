@@ -352,8 +352,12 @@ impl<'a> TileView<'a> {
         (0..self.n_chunks()).map(|i| self.chunk(i))
     }
 
-    /// The raw bytes of `extent` (validated to lie inside the tile).
+    /// The raw bytes of `extent`: validated to lie inside the tile, or empty for
+    /// an absent exception frame (length 0, whose offset the format ignores).
     pub fn extent_bytes(&self, e: Extent) -> &'a [u8] {
+        if e.len == 0 {
+            return &[];
+        }
         &self.bytes[e.offset as usize..(e.offset + e.len) as usize]
     }
 

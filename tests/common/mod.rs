@@ -55,3 +55,82 @@ pub fn tile_backends() -> Vec<Backend> {
         .filter(|&b| deltacells::kernels::TileKernels::for_backend(b).is_ok())
         .collect()
 }
+
+/// One chunk of a hand-built tile: raw `u16` streams and exception words,
+/// compressed as given, so tests can build tiles that break any element rule.
+pub struct RawChunk {
+    pub cells: std::ops::Range<u64>,
+    pub gaps: Vec<u16>,
+    pub vals: Vec<u16>,
+    /// `k` positions then `k` payloads, or `None` for no frame.
+    pub vexc: Option<Vec<u32>>,
+    pub gexc: Option<Vec<u32>>,
+}
+
+fn planes(values: &[u16]) -> Vec<u8> {
+    let mut out = vec![0u8; 2 * values.len()];
+    deltacells::kernels::scalar::split_planes(values, &mut out);
+    out
+}
+
+/// Assembles a tile from raw parts: any frame contents, valid framing, valid CRC.
+pub fn assemble_tile(n_genes: u32, indptr: &[i64], chunks: &[RawChunk]) -> Vec<u8> {
+    use deltacells::format::tile::{ChunkEntry, Extent, Header, CHUNK_ENTRY_LEN, HEADER_LEN};
+    let mut z = deltacells::format::zstd::Compressor::new();
+    let indptr_off = HEADER_LEN + CHUNK_ENTRY_LEN * chunks.len();
+    let mut out = vec![0u8; indptr_off];
+    for p in indptr {
+        out.extend_from_slice(&p.to_le_bytes());
+    }
+    let mut put = |out: &mut Vec<u8>, bytes: &[u8]| {
+        out.resize(out.len().next_multiple_of(8), 0);
+        let offset = out.len() as u64;
+        z.compress_into(bytes, 3, out).unwrap();
+        Extent { offset, len: out.len() as u64 - offset }
+    };
+    let mut entries = Vec::new();
+    for c in chunks {
+        let gaps = put(&mut out, &planes(&c.gaps));
+        let vals = put(&mut out, &planes(&c.vals));
+        let mut exc = |words: &Option<Vec<u32>>| match words {
+            Some(w) => put(&mut out, bytemuck::cast_slice(w)),
+            None => Extent::default(),
+        };
+        let (vexc, gexc) = (exc(&c.vexc), exc(&c.gexc));
+        entries.push(ChunkEntry {
+            cell_lo: c.cells.start,
+            cell_hi: c.cells.end,
+            nnz_lo: indptr[c.cells.start as usize] as u64,
+            nnz_hi: indptr[c.cells.end as usize] as u64,
+            gaps,
+            vals,
+            vexc,
+            gexc,
+        });
+    }
+    for (i, e) in entries.iter().enumerate() {
+        let off = HEADER_LEN + i * CHUNK_ENTRY_LEN;
+        out[off..off + CHUNK_ENTRY_LEN].copy_from_slice(&e.to_bytes());
+    }
+    let n_cells = indptr.len() as u64 - 1;
+    let header = Header {
+        version: 2,
+        flags: 0,
+        n_cells,
+        nnz: *indptr.last().unwrap() as u64,
+        n_genes,
+        n_chunks: chunks.len() as u32,
+        indptr_off: indptr_off as u64,
+        total_size: out.len() as u64,
+        crc32: crc32fast::hash(&out[HEADER_LEN..]),
+        reserved: 0,
+    };
+    out[..HEADER_LEN].copy_from_slice(&header.to_bytes());
+    out
+}
+
+/// Recomputes a tile's CRC after a test edited it, so deeper checks are reached.
+pub fn fix_crc(tile: &mut [u8]) {
+    let crc = crc32fast::hash(&tile[64..]);
+    tile[56..60].copy_from_slice(&crc.to_le_bytes());
+}
