@@ -1,0 +1,97 @@
+//! Tile round trips: any CSR block the writer accepts decodes back to exactly
+//! itself, as `i32` and as `f32`, on every backend, whatever the chunk count.
+
+use std::collections::BTreeSet;
+
+use deltacells::engine::ChunkDecoder;
+use deltacells::format::tile::TileView;
+use deltacells::format::tile_writer::TileEncoder;
+use deltacells::kernels::TileKernels;
+use deltacells::{Backend, Csr};
+use proptest::prelude::*;
+
+/// Counts weighted towards the edges of the `u16` stream and the exception range.
+fn count() -> impl Strategy<Value = i32> {
+    prop_oneof![
+        6 => 1..10i32,
+        1 => 10..70_000i32,
+        1 => Just(65_535),
+        1 => Just(65_536),
+        1 => Just(i32::MAX),
+        1 => 65_536..=i32::MAX,
+    ]
+}
+
+/// One cell: sorted distinct genes below `n_genes` (empty cells included).
+fn cell(n_genes: u32, max_nnz: usize) -> impl Strategy<Value = Vec<(i32, i32)>> {
+    let genes = prop_oneof![
+        // Mostly small genes: dense, small gaps.
+        prop::collection::btree_set(0..n_genes.min(300), 0..max_nnz.min(n_genes.min(300) as usize) + 1),
+        // Anywhere: large gaps, several above 65535 when n_genes allows.
+        prop::collection::btree_set(0..n_genes, 0..max_nnz.min(n_genes as usize) + 1),
+        // Ends at the last gene, the largest index a tile may hold.
+        prop::collection::btree_set(0..n_genes, 0..4).prop_map(move |mut s: BTreeSet<u32>| {
+            s.insert(n_genes - 1);
+            s
+        }),
+    ];
+    genes.prop_flat_map(|set| {
+        let n = set.len();
+        prop::collection::vec(count(), n)
+            .prop_map(move |counts| set.iter().map(|&g| g as i32).zip(counts).collect::<Vec<_>>())
+    })
+}
+
+fn block() -> impl Strategy<Value = Csr<i32>> {
+    prop_oneof![Just(1u32), Just(2), Just(100), Just(36_601), Just(70_000), Just(300_000), Just(1 << 31)]
+        .prop_flat_map(|n_genes| (Just(n_genes), prop::collection::vec(cell(n_genes, 60), 0..24)))
+        .prop_map(|(n_genes, cells)| {
+            let mut csr = Csr { n_cols: u64::from(n_genes), indptr: vec![0], indices: vec![], values: vec![] };
+            for c in cells {
+                for (g, v) in c {
+                    csr.indices.push(g);
+                    csr.values.push(v);
+                }
+                csr.indptr.push(csr.indices.len() as i64);
+            }
+            csr
+        })
+}
+
+fn backends() -> Vec<Backend> {
+    Backend::available().into_iter().filter(|&b| TileKernels::for_backend(b).is_ok()).collect()
+}
+
+proptest! {
+    #![proptest_config(crate::config(96))]
+
+    #[test]
+    fn encode_decode_is_identity(csr in block(), chunks in prop_oneof![Just(1usize), Just(8), Just(64), 1..12usize]) {
+        let tile = TileEncoder::new().with_chunks(chunks).with_level(1).encode(csr.as_ref()).unwrap();
+        let view = TileView::parse(&tile).unwrap();
+        prop_assert_eq!(view.n_chunks(), chunks.min(csr.n_rows()));
+        for backend in backends() {
+            let mut dec = ChunkDecoder::with_backend(backend).unwrap();
+            let got: Csr<i32> = dec.decode_tile_to_csr(&view).unwrap();
+            prop_assert_eq!(&got, &csr);
+            let f: Csr<f32> = dec.decode_tile_to_csr(&view).unwrap();
+            prop_assert!(f.values.iter().zip(&csr.values).all(|(&a, &b)| a == b as f32));
+            prop_assert_eq!(&f.indices, &csr.indices);
+        }
+    }
+
+    #[test]
+    fn chunks_hold_whole_cells_and_balanced_nonzeros(csr in block(), chunks in 1..10usize) {
+        let tile = TileEncoder::new().with_chunks(chunks).with_level(1).encode(csr.as_ref()).unwrap();
+        let view = TileView::parse(&tile).unwrap();
+        let nnz = csr.nnz() as u64;
+        let k = view.n_chunks() as u64;
+        let max_cell = csr.indptr.windows(2).map(|w| (w[1] - w[0]) as u64).max().unwrap_or(0);
+        for c in view.chunks() {
+            prop_assert!(c.n_cells() >= 1);
+            // A chunk overshoots its share by at most one cell's nonzeros
+            // (boundaries fall on cell edges), plus the rounding of the share.
+            prop_assert!(c.nnz() <= nnz / k + 2 * max_cell + 1, "chunk of {} for share {}", c.nnz(), nnz / k);
+        }
+    }
+}

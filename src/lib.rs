@@ -24,6 +24,7 @@ pub mod engine;
 pub mod error;
 pub mod format;
 pub mod kernels;
+pub mod measure;
 pub mod obs;
 pub mod synth;
 

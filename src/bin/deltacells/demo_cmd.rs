@@ -33,17 +33,6 @@ pub struct DemoArgs {
     seed: u64,
 }
 
-/// Best of `reps` runs of `f`, in seconds (the least disturbed by other load).
-fn best_of(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-    let mut best = f64::INFINITY;
-    for _ in 0..reps {
-        let t = Instant::now();
-        f()?;
-        best = best.min(t.elapsed().as_secs_f64());
-    }
-    Ok(best)
-}
-
 pub fn run(args: DemoArgs, backend: Backend) -> Result<()> {
     let mut out = Out::stdout();
     let synth = Synth::new(SynthConfig { n_genes: args.genes, seed: args.seed, ..SynthConfig::default() });
@@ -86,24 +75,8 @@ pub fn run(args: DemoArgs, backend: Backend) -> Result<()> {
     writeln!(out, "verified: decodes to exactly the input (kernel backend {backend})").map_err(out_err)?;
 
     let reps = 5;
-    let zstd_s = best_of(reps, || (0..view.n_chunks()).try_for_each(|i| dec.decompress_chunk(&view, i)))?;
-    let (mut indptr, mut indices, mut values) = (vec![0i64; args.cells + 1], vec![0i32; nnz], vec![0f32; nnz]);
-    writeln!(out, "\nsingle-thread tile decode (best of {reps}):").map_err(out_err)?;
-    writeln!(out, "{:<12} {:>12} {:>12} {:>14}", "path", "Mnnz/s", "kcells/s", "vs zstd-only").map_err(out_err)?;
-    let mut row = |name: &str, s: f64| {
-        let line = format!(
-            "{name:<12} {:>12.1} {:>12.1} {:>14.2}",
-            nnz as f64 / s / 1e6,
-            args.cells as f64 / s / 1e3,
-            zstd_s / s
-        );
-        writeln!(out, "{line}").map_err(out_err)
-    };
-    row("zstd-only", zstd_s)?;
-    for b in Backend::available() {
-        let Ok(mut d) = ChunkDecoder::with_backend(b) else { continue };
-        let s = best_of(reps, || d.decode_tile(&view, &mut indptr, &mut indices, &mut values))?;
-        row(&format!("decode {b}"), s)?;
-    }
+    let rows = deltacells::measure::tile_decode_report(&[view], reps)?;
+    writeln!(out, "\nsingle-thread tile decode, f32 values (best of {reps}):").map_err(out_err)?;
+    write!(out, "{}", deltacells::measure::format_rows(&rows)).map_err(out_err)?;
     out.finish()
 }
