@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+pub mod bitunpack;
 mod contract;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod generic;
