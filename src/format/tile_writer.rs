@@ -245,6 +245,9 @@ fn validate<V: CountSource>(csr: &CsrRef<'_, V>) -> Result<Vec<u32>> {
         if w[1] < w[0] {
             return bad(format!("indptr decreases at cell {cell}"));
         }
+        if w[1] as usize > nnz {
+            return bad(format!("indptr[{}] = {} is beyond the {nnz} nonzeros", cell + 1, w[1]));
+        }
         let (lo, hi) = (w[0] as usize, w[1] as usize);
         if (hi - lo) as u64 >= 1 << 32 {
             return bad(format!("cell {cell} holds {} nonzeros (at most 2^32 - 1)", hi - lo));
