@@ -37,6 +37,12 @@ pub enum Error {
     /// zstd failed while compressing (decompression failures are tile errors).
     #[error("zstd compression failed: {0}")]
     Compress(String),
+    /// A dataset broke a rule of the format (manifest, layout, side files).
+    #[error("invalid dataset: {0}")]
+    Dataset(#[from] DatasetRule),
+    /// Something was wrong inside tile `tile` of a dataset.
+    #[error("tile {tile}: {source}")]
+    InTile { tile: usize, source: Box<Error> },
     /// A TsFile TS_2DIFF page could not be decoded or encoded.
     #[error(transparent)]
     Ts2diff(#[from] crate::format::ts2diff::Ts2diffError),
@@ -223,4 +229,35 @@ pub enum TileRule {
     GeneIndex { index: u64, n_genes: u32 },
     #[error("tile has n_genes = {tile}, the caller expects {expected}")]
     GenesMismatch { tile: u32, expected: u32 },
+}
+
+/// A rule of the dataset layout (spec sections "Dataset layout" and "manifest.json").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DatasetRule {
+    #[error("{0} has no manifest.json: the dataset is incomplete (the manifest is written last)")]
+    ManifestMissing(String),
+    #[error("manifest.json is not valid JSON: {0}")]
+    ManifestJson(String),
+    #[error("manifest field `{key}`: {problem}")]
+    Field { key: &'static str, problem: String },
+    #[error("manifest format is {0}, expected \"deltacells-dataset\"")]
+    Format(String),
+    #[error("manifest version is {0}, this reader knows version 2")]
+    Version(String),
+    #[error("manifest counts are inconsistent: {0}")]
+    Inconsistent(String),
+    #[error("tile {tile} is {actual} bytes, the manifest says {manifest}")]
+    TileBytes { tile: usize, manifest: u64, actual: u64 },
+    #[error("tile {tile} is missing ({key})")]
+    TileMissing { tile: usize, key: String },
+    #[error("tile {tile} disagrees with the manifest: {problem}")]
+    TileHeader { tile: usize, problem: String },
+    #[error("gene_order.npy: {0}")]
+    GeneOrder(String),
+    #[error("var_names.txt: {0}")]
+    VarNames(String),
+    #[error("var.parquet: {0}")]
+    VarTable(String),
+    #[error("obs: {0}")]
+    Obs(String),
 }

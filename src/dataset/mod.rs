@@ -1,4 +1,289 @@
 //! Datasets: a directory (or bucket prefix) of tiles plus `manifest.json`.
 //!
-//! Opening, validating, random access and training batches land here on top of
-//! [`crate::engine`] (see ARCHITECTURE.md, "Dataset").
+//! [`Dataset::open`] reads and checks the manifest and the side files; tiles
+//! are fetched through a [`Store`] when first needed, checked against the
+//! manifest, and decoded on the pinned [`Engine`] pool. Reads return CSR or
+//! dense rows for any cells; [`Dataset::batches`] yields reproducible training
+//! batches split across ranks.
+
+mod batches;
+mod cache;
+mod read;
+mod select;
+pub mod store;
+
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+pub use batches::{Batch, BatchConfig, BatchIter, Shuffle};
+pub use cache::{ChunkCache, DecodedChunk};
+pub use read::{CsrBatch, DenseBatch, ReadStats};
+pub use select::GeneSelection;
+pub use store::{AlignedBytes, LocalStore, MemoryStore, Store};
+
+
+use crate::engine::{ChunkDecoder, Engine, EngineConfig};
+use crate::error::{DatasetRule, Error, Result};
+use crate::format::manifest::Manifest;
+use crate::format::npy::Array;
+use crate::format::tile::TileView;
+use crate::kernels::DecodedCount;
+
+use cache::TileBytes;
+
+/// Default bound of the dataset's shared cache of tiles and decoded chunks.
+pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
+
+/// How to open a dataset.
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    /// The decode pool.
+    pub engine: EngineConfig,
+    /// Bound of the cache shared by `read_*` calls.
+    pub cache_bytes: usize,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions { engine: EngineConfig::default(), cache_bytes: DEFAULT_CACHE_BYTES }
+    }
+}
+
+/// An open dataset.
+pub struct Dataset {
+    store: Arc<dyn Store>,
+    manifest: Manifest,
+    limits: Vec<u64>,
+    gene_order: Option<Vec<i32>>,
+    var_names: Option<Vec<String>>,
+    engine: Arc<Engine>,
+    cache: Mutex<ChunkCache>,
+}
+
+/// What [`Dataset::verify`] checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    pub tiles: usize,
+    pub cells: u64,
+    pub nonzeros: u64,
+    pub bytes: u64,
+}
+
+impl Dataset {
+    /// Opens the dataset in directory `dir` with default options.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Dataset> {
+        Dataset::open_with(dir, OpenOptions::default())
+    }
+
+    /// Opens the dataset in directory `dir`.
+    pub fn open_with(dir: impl AsRef<Path>, options: OpenOptions) -> Result<Dataset> {
+        let dir = dir.as_ref();
+        if !dir.is_dir() {
+            return Err(Error::io(dir.display().to_string(), std::io::ErrorKind::NotFound.into()));
+        }
+        Dataset::open_store(Arc::new(LocalStore::new(dir)), options)
+    }
+
+    /// Opens a dataset held by any store.
+    pub fn open_store(store: Arc<dyn Store>, options: OpenOptions) -> Result<Dataset> {
+        let bytes = store
+            .get("manifest.json")?
+            .ok_or_else(|| DatasetRule::ManifestMissing(store.describe()))?;
+        let manifest = Manifest::parse(bytes.as_bytes())?;
+        let mut limits = Vec::with_capacity(manifest.n_tiles() + 1);
+        limits.push(0u64);
+        for &c in &manifest.tile_cells {
+            limits.push(limits[limits.len() - 1] + c);
+        }
+        let gene_order = if manifest.has_gene_order { Some(read_gene_order(&*store, manifest.n_genes)?) } else { None };
+        let var_names = if manifest.has_var_names { Some(read_var_names(&*store, manifest.n_genes)?) } else { None };
+        if manifest.has_var_table && store.size("var.parquet")?.is_none() {
+            return Err(DatasetRule::VarTable("has_var_table is true but var.parquet is missing".into()).into());
+        }
+        let has_schema = store.size("obs/schema.json")?.is_some();
+        match (manifest.obs.is_some(), has_schema) {
+            (true, false) => return Err(DatasetRule::Obs("has_obs is true but obs/schema.json is missing".into()).into()),
+            (false, true) => return Err(DatasetRule::Obs("has_obs is false but obs/schema.json exists".into()).into()),
+            _ => {}
+        }
+        Ok(Dataset {
+            store,
+            manifest,
+            limits,
+            gene_order,
+            var_names,
+            engine: Arc::new(Engine::new(options.engine)?),
+            cache: Mutex::new(ChunkCache::new(options.cache_bytes)),
+        })
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Number of cells.
+    pub fn n_cells(&self) -> u64 {
+        self.manifest.n_cells
+    }
+
+    /// Number of genes (output columns).
+    pub fn n_genes(&self) -> u32 {
+        self.manifest.n_genes
+    }
+
+    /// Number of tiles.
+    pub fn n_tiles(&self) -> usize {
+        self.manifest.n_tiles()
+    }
+
+    /// First global cell of each tile, plus `n_cells` at the end.
+    pub fn limits(&self) -> &[u64] {
+        &self.limits
+    }
+
+    /// `gene_order.npy`: output column `j` was column `gene_order[j]` of the source.
+    pub fn gene_order(&self) -> Option<&[i32]> {
+        self.gene_order.as_deref()
+    }
+
+    /// `var_names.txt`: gene names in output column order.
+    pub fn var_names(&self) -> Option<&[String]> {
+        self.var_names.as_deref()
+    }
+
+    /// The store the dataset is read from.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The decode pool.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Reads tile `t` from the store and checks it: size against the manifest,
+    /// every structural rule, and the header against the manifest's counts.
+    fn fetch_tile(&self, t: usize) -> Result<TileBytes> {
+        let key = Manifest::tile_key(t);
+        let bytes = self.store.get(&key)?.ok_or(DatasetRule::TileMissing { tile: t, key })?;
+        let expected = self.manifest.tile_bytes[t];
+        if bytes.len() as u64 != expected {
+            return Err(DatasetRule::TileBytes { tile: t, manifest: expected, actual: bytes.len() as u64 }.into());
+        }
+        let view = TileView::parse(bytes.as_bytes()).map_err(|e| Error::InTile { tile: t, source: Box::new(e) })?;
+        let m = &self.manifest;
+        let problem = if view.n_cells() as u64 != m.tile_cells[t] {
+            Some(format!("{} cells, manifest says {}", view.n_cells(), m.tile_cells[t]))
+        } else if view.nnz() as u64 != m.tile_nnz[t] {
+            Some(format!("{} nonzeros, manifest says {}", view.nnz(), m.tile_nnz[t]))
+        } else if view.n_genes() != m.n_genes {
+            Some(format!("{} genes, manifest says {}", view.n_genes(), m.n_genes))
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => Err(DatasetRule::TileHeader { tile: t, problem }.into()),
+            None => Ok(TileBytes { bytes }),
+        }
+    }
+
+    /// Reads `cells` (any order, duplicates allowed; order kept) as CSR rows.
+    pub fn read_cells<V: DecodedCount>(&self, cells: &[u64]) -> Result<CsrBatch<V>> {
+        self.read_cells_genes(cells, None)
+    }
+
+    /// Reads `cells` keeping only the selected genes (renumbered `0..k`).
+    pub fn read_cells_genes<V: DecodedCount>(&self, cells: &[u64], genes: Option<&GeneSelection>) -> Result<CsrBatch<V>> {
+        self.check_selection(genes)?;
+        let mut cache = self.cache.lock().map_err(|_| Error::Config("dataset cache poisoned".into()))?;
+        self.read_csr_with(cells, genes, &mut cache)
+    }
+
+    /// Reads the cells `range` as CSR rows.
+    pub fn read_range<V: DecodedCount>(&self, range: std::ops::Range<u64>, genes: Option<&GeneSelection>) -> Result<CsrBatch<V>> {
+        if range.end > self.n_cells() || range.start > range.end {
+            return Err(Error::Input(format!("cell range {range:?} is outside 0..{}", self.n_cells())));
+        }
+        self.read_cells_genes(&range.collect::<Vec<_>>(), genes)
+    }
+
+    /// Reads every cell of tile `t`.
+    pub fn read_tile<V: DecodedCount>(&self, t: usize, genes: Option<&GeneSelection>) -> Result<CsrBatch<V>> {
+        if t >= self.n_tiles() {
+            return Err(Error::Input(format!("tile {t} is outside 0..{}", self.n_tiles())));
+        }
+        self.read_range(self.limits[t]..self.limits[t + 1], genes)
+    }
+
+    /// Reads `cells` as dense `f32` rows.
+    pub fn read_dense(&self, cells: &[u64], genes: Option<&GeneSelection>) -> Result<DenseBatch> {
+        self.check_selection(genes)?;
+        let mut cache = self.cache.lock().map_err(|_| Error::Config("dataset cache poisoned".into()))?;
+        self.read_dense_with(cells, genes, &mut cache)
+    }
+
+    fn check_selection(&self, genes: Option<&GeneSelection>) -> Result<()> {
+        match genes {
+            Some(s) if s.n_genes() != self.n_genes() as usize => Err(Error::Input(format!(
+                "gene selection built for {} genes, the dataset has {}",
+                s.n_genes(),
+                self.n_genes()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks everything: every tile's size, structure, CRC and header against
+    /// the manifest, and a full decode of every chunk (tiles in parallel).
+    pub fn verify(&self) -> Result<VerifyReport> {
+        use rayon::prelude::*;
+        let per_tile: Vec<(u64, u64, u64)> = self.engine.install(|| {
+            (0..self.n_tiles())
+                .into_par_iter()
+                .map(|t| {
+                    let tile = self.fetch_tile(t)?;
+                    let view = TileView::parse(tile.bytes.as_bytes())?;
+                    let mut dec = ChunkDecoder::with_backend(self.engine.backend())?;
+                    dec.decode_tile_to_csr::<i32>(&view).map_err(|e| Error::InTile { tile: t, source: Box::new(e) })?;
+                    Ok((view.n_cells() as u64, view.nnz() as u64, tile.bytes.len() as u64))
+                })
+                .collect::<Result<_>>()
+        })?;
+        Ok(per_tile.iter().fold(VerifyReport { tiles: per_tile.len(), ..VerifyReport::default() }, |r, &(c, n, b)| {
+            VerifyReport { cells: r.cells + c, nonzeros: r.nonzeros + n, bytes: r.bytes + b, ..r }
+        }))
+    }
+}
+
+fn read_gene_order(store: &dyn Store, n_genes: u32) -> Result<Vec<i32>> {
+    let bad = |msg: String| Error::from(DatasetRule::GeneOrder(msg));
+    let bytes = store
+        .get("gene_order.npy")?
+        .ok_or_else(|| bad("has_gene_order is true but the file is missing".into()))?;
+    let array = Array::parse(bytes.as_bytes()).map_err(|e| bad(e.to_string()))?;
+    if array.shape.len() != 1 || array.len() != n_genes as usize {
+        return Err(bad(format!("shape {:?}, expected ({n_genes},)", array.shape)));
+    }
+    let order = array.to_i32().map_err(|e| bad(e.to_string()))?;
+    let mut seen = std::collections::HashSet::with_capacity(order.len());
+    if let Some(bad_entry) = order.iter().find(|&&g| g < 0 || !seen.insert(g)) {
+        return Err(bad(format!("entry {bad_entry} is negative or repeated: entries are distinct source columns")));
+    }
+    Ok(order)
+}
+
+fn read_var_names(store: &dyn Store, n_genes: u32) -> Result<Vec<String>> {
+    let bad = |msg: String| Error::from(DatasetRule::VarNames(msg));
+    let bytes = store
+        .get("var_names.txt")?
+        .ok_or_else(|| bad("has_var_names is true but the file is missing".into()))?;
+    let text = std::str::from_utf8(bytes.as_bytes()).map_err(|e| bad(format!("not UTF-8: {e}")))?;
+    let names: Vec<String> = text.strip_suffix('\n').unwrap_or(text).split('\n').map(|l| l.trim_end_matches('\r').to_string()).collect();
+    let names = if text.is_empty() { Vec::new() } else { names };
+    if names.len() != n_genes as usize {
+        return Err(bad(format!("{} lines for {n_genes} genes", names.len())));
+    }
+    Ok(names)
+}

@@ -3,5 +3,7 @@
 //! nothing is allocated per chunk once warmed up.
 
 mod decoder;
+mod pool;
 
 pub use decoder::ChunkDecoder;
+pub use pool::{Engine, EngineConfig};

@@ -5,6 +5,7 @@
 //! bytes that exist before it is used.
 
 pub mod exceptions;
+pub mod manifest;
 pub mod npy;
 pub mod tile;
 pub mod tile_writer;

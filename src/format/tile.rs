@@ -215,6 +215,14 @@ impl<'a> TileView<'a> {
         Ok(view)
     }
 
+    /// A view of bytes that [`TileView::parse`] has already accepted (and that have
+    /// not changed since), reading only the header: how a cache of validated tiles
+    /// avoids re-checking the CRC for every chunk it decodes. Given other bytes,
+    /// later accessors may panic, never misbehave otherwise.
+    pub fn revalidated(bytes: &'a [u8]) -> Result<TileView<'a>> {
+        Ok(TileView { bytes, header: Header::read(bytes)? })
+    }
+
     fn indptr_at(&self, cell: u64) -> i64 {
         let off = (self.header.indptr_off + 8 * cell) as usize;
         i64::from_le_bytes(self.bytes[off..off + 8].try_into().expect("8 bytes"))

@@ -1,0 +1,101 @@
+//! The decode pool: rayon workers pinned to cores, each keeping its own
+//! [`ChunkDecoder`] (zstd context and scratch) for its whole life.
+//!
+//! Pinning keeps a worker's scratch in the cache of the core that uses it; it is
+//! on by default and can be switched off for shared hosts where other work
+//! should be free to migrate.
+
+use std::cell::RefCell;
+
+use crate::engine::ChunkDecoder;
+use crate::error::{Error, Result};
+use crate::kernels::Backend;
+
+/// How to build an [`Engine`].
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Worker threads (default: the available parallelism).
+    pub threads: usize,
+    /// Pin worker `i` to core `i mod cores` (default: on).
+    pub pin: bool,
+    /// Kernel backend (default: [`Backend::active`]).
+    pub backend: Option<Backend>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            pin: true,
+            backend: None,
+        }
+    }
+}
+
+/// A pool of pinned decode workers.
+pub struct Engine {
+    pool: rayon::ThreadPool,
+    backend: Backend,
+    threads: usize,
+    pinned: bool,
+}
+
+thread_local! {
+    /// This worker's decoder, created on first use and kept for the thread's life.
+    static DECODER: RefCell<Option<ChunkDecoder>> = const { RefCell::new(None) };
+}
+
+impl Engine {
+    /// Builds the pool. Fails if the backend is not available on this CPU.
+    pub fn new(config: EngineConfig) -> Result<Engine> {
+        let backend = match config.backend {
+            Some(b) => b.require()?,
+            None => Backend::active()?,
+        };
+        let threads = config.threads.max(1);
+        let cores = if config.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
+        let pinned = !cores.is_empty();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("deltacells-{i}"))
+            .start_handler(move |i| {
+                if let Some(core) = cores.get(i % cores.len().max(1)) {
+                    core_affinity::set_for_current(*core);
+                }
+            })
+            .build()
+            .map_err(|e| Error::Config(format!("cannot start {threads} decode threads: {e}")))?;
+        Ok(Engine { pool, backend, threads, pinned })
+    }
+
+    /// The kernel backend the workers use.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Whether workers are pinned to cores.
+    pub fn pinned(&self) -> bool {
+        self.pinned
+    }
+
+    /// Runs `f` inside the pool (so rayon parallel iterators in it use these workers).
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+
+    /// Runs `f` with the calling thread's decoder (created on first use).
+    pub fn with_decoder<R>(&self, f: impl FnOnce(&mut ChunkDecoder) -> Result<R>) -> Result<R> {
+        DECODER.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if slot.as_ref().is_none_or(|d| d.backend() != self.backend) {
+                *slot = Some(ChunkDecoder::with_backend(self.backend)?);
+            }
+            f(slot.as_mut().expect("decoder just created"))
+        })
+    }
+}

@@ -1,0 +1,274 @@
+//! `manifest.json`: what a dataset holds, read and written (spec "manifest.json").
+//!
+//! Parsing goes through `serde_json::Value` rather than a derived struct so that
+//! every refusal names the rule broken ("version must be 2", "tile_cells sums to
+//! 640, n_cells is 700") instead of a generic type error.
+
+use serde_json::{Map, Value};
+
+use crate::error::DatasetRule;
+
+/// The `format` value of a dataset manifest.
+pub const FORMAT: &str = "deltacells-dataset";
+/// The manifest version this crate reads and writes.
+pub const VERSION: u64 = 2;
+
+/// The obs part of a manifest (present when `has_obs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObsManifest {
+    /// Tiles (row groups) per shard.
+    pub tiles_per_file: u64,
+    /// Size of each shard in bytes.
+    pub shard_bytes: Vec<u64>,
+    /// SHA-256 (hex) of each shard.
+    pub shard_sha256: Vec<String>,
+    /// 24 hex characters identifying the obs content.
+    pub fingerprint: String,
+}
+
+/// A validated manifest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Manifest {
+    pub n_cells: u64,
+    pub n_genes: u32,
+    pub tile_size: u64,
+    pub tile_cells: Vec<u64>,
+    pub tile_nnz: Vec<u64>,
+    pub tile_bytes: Vec<u64>,
+    /// Encoder setting (informational).
+    pub n_chunks: u64,
+    /// Encoder setting (informational).
+    pub zstd_level: i64,
+    pub has_gene_order: bool,
+    pub has_var_names: bool,
+    pub has_var_table: bool,
+    /// Present exactly when `has_obs` is true.
+    pub obs: Option<ObsManifest>,
+    /// Free-form metadata.
+    pub metadata: Map<String, Value>,
+}
+
+fn field(key: &'static str, problem: impl Into<String>) -> DatasetRule {
+    DatasetRule::Field { key, problem: problem.into() }
+}
+
+fn get<'v>(obj: &'v Map<String, Value>, key: &'static str) -> Result<&'v Value, DatasetRule> {
+    obj.get(key).ok_or_else(|| field(key, "missing"))
+}
+
+fn uint(obj: &Map<String, Value>, key: &'static str) -> Result<u64, DatasetRule> {
+    get(obj, key)?.as_u64().ok_or_else(|| field(key, "must be a non-negative integer"))
+}
+
+fn boolean(obj: &Map<String, Value>, key: &'static str) -> Result<bool, DatasetRule> {
+    get(obj, key)?.as_bool().ok_or_else(|| field(key, "must be true or false"))
+}
+
+fn uint_list(obj: &Map<String, Value>, key: &'static str) -> Result<Vec<u64>, DatasetRule> {
+    get(obj, key)?
+        .as_array()
+        .ok_or_else(|| field(key, "must be a list"))?
+        .iter()
+        .map(|v| v.as_u64().ok_or_else(|| field(key, "entries must be non-negative integers")))
+        .collect()
+}
+
+fn inconsistent(msg: String) -> DatasetRule {
+    DatasetRule::Inconsistent(msg)
+}
+
+impl Manifest {
+    /// Number of tiles.
+    pub fn n_tiles(&self) -> usize {
+        self.tile_cells.len()
+    }
+
+    /// Number of obs shards `ceil(n_tiles / tiles_per_file)` for `tiles_per_file`.
+    pub fn shards_for(n_tiles: usize, tiles_per_file: u64) -> usize {
+        n_tiles.div_ceil(tiles_per_file.max(1) as usize)
+    }
+
+    /// Object key of tile `i`.
+    pub fn tile_key(i: usize) -> String {
+        format!("tiles/tile_{i:06}.dct")
+    }
+
+    /// Parses and validates manifest bytes.
+    pub fn parse(bytes: &[u8]) -> Result<Manifest, DatasetRule> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| DatasetRule::ManifestJson(e.to_string()))?;
+        let obj = value.as_object().ok_or_else(|| DatasetRule::ManifestJson("not a JSON object".into()))?;
+        match get(obj, "format")? {
+            Value::String(s) if s == FORMAT => {}
+            other => return Err(DatasetRule::Format(other.to_string())),
+        }
+        match get(obj, "version")? {
+            Value::Number(n) if n.as_u64() == Some(VERSION) => {}
+            other => return Err(DatasetRule::Version(other.to_string())),
+        }
+        let n_genes = uint(obj, "n_genes")?;
+        if n_genes == 0 || n_genes > 1 << 31 {
+            return Err(field("n_genes", format!("{n_genes} is outside 1..=2^31")));
+        }
+        let tile_size = uint(obj, "tile_size")?;
+        if tile_size == 0 {
+            return Err(field("tile_size", "must be at least 1"));
+        }
+        let has_obs = boolean(obj, "has_obs")?;
+        let obs = if has_obs {
+            let tiles_per_file = uint(obj, "obs_tiles_per_file")?;
+            if tiles_per_file == 0 {
+                return Err(field("obs_tiles_per_file", "must be at least 1"));
+            }
+            let shard_sha256 = get(obj, "obs_shard_sha256")?
+                .as_array()
+                .ok_or_else(|| field("obs_shard_sha256", "must be a list"))?
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+                        .map(str::to_string)
+                        .ok_or_else(|| field("obs_shard_sha256", "entries must be 64 hex characters"))
+                })
+                .collect::<Result<_, _>>()?;
+            let fingerprint = get(obj, "obs_fingerprint")?
+                .as_str()
+                .filter(|s| s.len() == 24 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+                .ok_or_else(|| field("obs_fingerprint", "must be 24 hex characters"))?
+                .to_string();
+            Some(ObsManifest { tiles_per_file, shard_bytes: uint_list(obj, "obs_shard_bytes")?, shard_sha256, fingerprint })
+        } else {
+            None
+        };
+        let metadata = match obj.get("metadata") {
+            None => Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => return Err(field("metadata", "must be a JSON object")),
+        };
+        let m = Manifest {
+            n_cells: uint(obj, "n_cells")?,
+            n_genes: n_genes as u32,
+            tile_size,
+            tile_cells: uint_list(obj, "tile_cells")?,
+            tile_nnz: uint_list(obj, "tile_nnz")?,
+            tile_bytes: uint_list(obj, "tile_bytes")?,
+            n_chunks: uint(obj, "n_chunks")?,
+            zstd_level: get(obj, "zstd_level")?.as_i64().ok_or_else(|| field("zstd_level", "must be an integer"))?,
+            has_gene_order: boolean(obj, "has_gene_order")?,
+            has_var_names: boolean(obj, "has_var_names")?,
+            has_var_table: boolean(obj, "has_var_table")?,
+            obs,
+            metadata,
+        };
+        m.validate()?;
+        Ok(m)
+    }
+
+    /// Checks that every count agrees with every other.
+    pub fn validate(&self) -> Result<(), DatasetRule> {
+        let n = self.tile_cells.len();
+        for (key, len) in [("tile_nnz", self.tile_nnz.len()), ("tile_bytes", self.tile_bytes.len())] {
+            if len != n {
+                return Err(inconsistent(format!("{key} has {len} entries, tile_cells has {n}")));
+            }
+        }
+        let total = self.tile_cells.iter().try_fold(0u64, |a, &c| a.checked_add(c));
+        if total != Some(self.n_cells) {
+            return Err(inconsistent(format!("tile_cells sums to {total:?}, n_cells is {}", self.n_cells)));
+        }
+        if let Some((last, full)) = self.tile_cells.split_last() {
+            if let Some(t) = full.iter().position(|&c| c != self.tile_size) {
+                return Err(inconsistent(format!(
+                    "tile {t} holds {} cells; every tile but the last holds tile_size = {}",
+                    full[t], self.tile_size
+                )));
+            }
+            if *last == 0 || *last > self.tile_size {
+                return Err(inconsistent(format!("the last tile holds {last} cells (must be 1..={})", self.tile_size)));
+            }
+        }
+        if let Some(obs) = &self.obs {
+            let shards = Manifest::shards_for(n, obs.tiles_per_file);
+            for (key, len) in [("obs_shard_bytes", obs.shard_bytes.len()), ("obs_shard_sha256", obs.shard_sha256.len())] {
+                if len != shards {
+                    return Err(inconsistent(format!(
+                        "{key} has {len} entries; {n} tiles at {} per shard make {shards} shards",
+                        obs.tiles_per_file
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The manifest as JSON, keys in the spec's order, one-space indent.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut m = Map::new();
+        m.insert("format".into(), FORMAT.into());
+        m.insert("version".into(), VERSION.into());
+        m.insert("n_cells".into(), self.n_cells.into());
+        m.insert("n_genes".into(), self.n_genes.into());
+        m.insert("tile_size".into(), self.tile_size.into());
+        m.insert("tile_cells".into(), self.tile_cells.clone().into());
+        m.insert("tile_nnz".into(), self.tile_nnz.clone().into());
+        m.insert("tile_bytes".into(), self.tile_bytes.clone().into());
+        m.insert("n_chunks".into(), self.n_chunks.into());
+        m.insert("zstd_level".into(), self.zstd_level.into());
+        m.insert("has_gene_order".into(), self.has_gene_order.into());
+        m.insert("has_var_names".into(), self.has_var_names.into());
+        m.insert("has_var_table".into(), self.has_var_table.into());
+        m.insert("has_obs".into(), self.obs.is_some().into());
+        if let Some(obs) = &self.obs {
+            m.insert("obs_tiles_per_file".into(), obs.tiles_per_file.into());
+            m.insert("obs_shard_bytes".into(), obs.shard_bytes.clone().into());
+            m.insert("obs_shard_sha256".into(), obs.shard_sha256.clone().into());
+            m.insert("obs_fingerprint".into(), obs.fingerprint.clone().into());
+        }
+        m.insert("metadata".into(), Value::Object(self.metadata.clone()));
+        let mut out = Vec::new();
+        let mut ser = serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(b" "));
+        serde::Serialize::serialize(&Value::Object(m), &mut ser).expect("a JSON value serialises");
+        out.push(b'\n');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Manifest {
+        Manifest {
+            n_cells: 5,
+            n_genes: 10,
+            tile_size: 2,
+            tile_cells: vec![2, 2, 1],
+            tile_nnz: vec![3, 0, 1],
+            tile_bytes: vec![100, 90, 80],
+            n_chunks: 8,
+            zstd_level: 19,
+            has_gene_order: false,
+            has_var_names: true,
+            has_var_table: false,
+            obs: None,
+            metadata: Map::new(),
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let m = sample();
+        assert_eq!(Manifest::parse(&m.to_json()).unwrap(), m);
+    }
+
+    #[test]
+    fn refuses_inconsistent_counts() {
+        let mut m = sample();
+        m.tile_cells = vec![2, 1, 2];
+        assert!(matches!(Manifest::parse(&m.to_json()), Err(DatasetRule::Inconsistent(_))));
+        let mut m = sample();
+        m.tile_nnz.pop();
+        assert!(matches!(Manifest::parse(&m.to_json()), Err(DatasetRule::Inconsistent(_))));
+        let text = String::from_utf8(sample().to_json()).unwrap().replace("\"version\": 2", "\"version\": \"2\"");
+        assert!(matches!(Manifest::parse(text.as_bytes()), Err(DatasetRule::Version(_))));
+    }
+}
