@@ -41,6 +41,11 @@ pub struct Csr<V> {
 }
 
 impl<V> Csr<V> {
+    /// A block of no rows and `n_cols` columns.
+    pub fn empty(n_cols: u64) -> Csr<V> {
+        Csr { n_cols, indptr: vec![0], indices: Vec::new(), values: Vec::new() }
+    }
+
     /// Number of rows (cells).
     pub fn n_rows(&self) -> usize {
         self.indptr.len().saturating_sub(1)

@@ -11,6 +11,7 @@ mod cache;
 mod read;
 mod select;
 pub mod store;
+mod writer;
 
 
 use std::path::Path;
@@ -21,6 +22,7 @@ pub use cache::{ChunkCache, DecodedChunk};
 pub use read::{CsrBatch, DenseBatch, ReadStats};
 pub use select::GeneSelection;
 pub use store::{AlignedBytes, LocalStore, MemoryStore, Store};
+pub use writer::{DatasetWriter, WriterConfig, DEFAULT_TILE_SIZE};
 
 
 use crate::engine::{ChunkDecoder, Engine, EngineConfig};
