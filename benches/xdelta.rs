@@ -56,7 +56,10 @@ fn mostly_constant() -> Vec<Option<f64>> {
 
 /// The same numbers printed plainly (std's shortest round-trip), `n` for nulls.
 fn plain_listing(values: &[Option<f64>]) -> String {
-    let items: Vec<String> = values.iter().map(|v| v.map_or("n".to_string(), |x| format!("{x}"))).collect();
+    let items: Vec<String> = values
+        .iter()
+        .map(|v| v.map_or("n".to_string(), |x| format!("{x}")))
+        .collect();
     items.join(",")
 }
 
@@ -75,14 +78,23 @@ struct Series {
 }
 
 fn series() -> Vec<Series> {
-    [("random_walk", random_walk(), Encoder::new().precision(2)), ("mostly_constant", mostly_constant(), Encoder::new())]
-        .into_iter()
-        .map(|(name, values, encoder)| {
-            let encoded = encoder.encode(&values).expect("finite values encode");
-            let plain = plain_listing(&values);
-            Series { name, values, encoder, encoded, plain }
-        })
-        .collect()
+    [
+        ("random_walk", random_walk(), Encoder::new().precision(2)),
+        ("mostly_constant", mostly_constant(), Encoder::new()),
+    ]
+    .into_iter()
+    .map(|(name, values, encoder)| {
+        let encoded = encoder.encode(&values).expect("finite values encode");
+        let plain = plain_listing(&values);
+        Series {
+            name,
+            values,
+            encoder,
+            encoded,
+            plain,
+        }
+    })
+    .collect()
 }
 
 /// Best time of a few runs of `f` (a quick, noise-resistant point estimate).
@@ -99,11 +111,16 @@ fn best_of(runs: usize, mut f: impl FnMut()) -> Duration {
 
 fn summary(all: &[Series]) {
     let decoder = Decoder::new();
-    println!("xdelta summary (kernel backend: {}; best of 5 runs, {N} values)", Backend::active().expect("backend"));
+    println!(
+        "xdelta summary (kernel backend: {}; best of 5 runs, {N} values)",
+        Backend::active().expect("backend")
+    );
     for s in all {
         let (mut values, mut validity, mut naive) = (Vec::new(), Vec::new(), Vec::new());
         let ours = best_of(5, || {
-            decoder.decode_into(&s.encoded, &mut values, &mut validity).expect("decodes");
+            decoder
+                .decode_into(&s.encoded, &mut values, &mut validity)
+                .expect("decodes");
         });
         let base = best_of(5, || naive_decode(&s.plain, &mut naive));
         let enc = best_of(3, || {
@@ -141,7 +158,11 @@ fn bench(c: &mut Criterion) {
         let (mut values, mut validity, mut naive) = (Vec::new(), Vec::new(), Vec::new());
         group.throughput(Throughput::Bytes(s.encoded.len() as u64));
         group.bench_function(BenchmarkId::new("xdelta", s.name), |b| {
-            b.iter(|| decoder.decode_into(black_box(&s.encoded), &mut values, &mut validity).expect("decodes"))
+            b.iter(|| {
+                decoder
+                    .decode_into(black_box(&s.encoded), &mut values, &mut validity)
+                    .expect("decodes")
+            })
         });
         group.throughput(Throughput::Bytes(s.plain.len() as u64));
         group.bench_function(BenchmarkId::new("naive_split_parse", s.name), |b| {
@@ -155,7 +176,11 @@ fn bench(c: &mut Criterion) {
     for s in &all {
         let (mut values, mut validity) = (Vec::new(), Vec::new());
         group.bench_function(BenchmarkId::new("decode", s.name), |b| {
-            b.iter(|| decoder.decode_into(black_box(&s.encoded), &mut values, &mut validity).expect("decodes"))
+            b.iter(|| {
+                decoder
+                    .decode_into(black_box(&s.encoded), &mut values, &mut validity)
+                    .expect("decodes")
+            })
         });
         group.bench_function(BenchmarkId::new("encode", s.name), |b| {
             b.iter(|| s.encoder.encode(black_box(&s.values)).expect("encodes"))
@@ -175,7 +200,10 @@ fn bench(c: &mut Criterion) {
                 scan.prefix_sum_i64(&mut data).expect("no overflow");
             })
         });
-        let affine = Affine { scale: Scale::Div(100.0), offset: Some(50.0) };
+        let affine = Affine {
+            scale: Scale::Div(100.0),
+            offset: Some(50.0),
+        };
         let ints: Vec<f64> = deltas.iter().map(|&i| f64::from_bits(i as u64)).collect();
         let mut floats = ints.clone();
         group.bench_function(BenchmarkId::new("ints_to_f64_div_add", backend), |b| {

@@ -22,10 +22,17 @@ fn backends(test: &str) -> Vec<Scan> {
         let names: Vec<&str> = available.iter().map(|b| b.name()).collect();
         // Straight to stderr, past the harness's capture of `eprintln!`, so
         // that the line shows in CI logs even when the test passes.
-        let _ = writeln!(std::io::stderr(), "xdelta {test}: backends {}", names.join(", "));
+        let _ = writeln!(
+            std::io::stderr(),
+            "xdelta {test}: backends {}",
+            names.join(", ")
+        );
         announced.push(test.to_string());
     }
-    available.into_iter().map(|b| Scan::new(b).unwrap()).collect()
+    available
+        .into_iter()
+        .map(|b| Scan::new(b).unwrap())
+        .collect()
 }
 
 /// Bits, with every NaN the same (a NaN's payload may depend on operand order).
@@ -50,7 +57,11 @@ fn int_vec() -> impl Strategy<Value = (Vec<i64>, usize)> {
 
 fn affine() -> impl Strategy<Value = Affine> {
     let num = prop_oneof![4 => -1e6f64..1e6, 1 => any::<f64>(), 1 => Just(0.1), 1 => Just(10.0)];
-    let scale = prop_oneof![Just(Scale::None), num.clone().prop_map(Scale::Mul), num.clone().prop_map(Scale::Div)];
+    let scale = prop_oneof![
+        Just(Scale::None),
+        num.clone().prop_map(Scale::Mul),
+        num.clone().prop_map(Scale::Div)
+    ];
     (scale, prop::option::of(num)).prop_map(|(scale, offset)| Affine { scale, offset })
 }
 
@@ -137,22 +148,40 @@ fn decode_all(text: &str) -> Result<Vec<Option<u64>>, TestCaseError> {
 /// Plain `v1,d0:` listing with std's shortest round-trip numbers.
 fn plain_len(values: &[Option<f64>]) -> usize {
     "v1,d0:".len()
-        + values.iter().map(|v| v.map_or(1, |x| format!("{x}").len())).sum::<usize>()
+        + values
+            .iter()
+            .map(|v| v.map_or(1, |x| format!("{x}").len()))
+            .sum::<usize>()
         + values.len().saturating_sub(1)
 }
 
 fn check_roundtrip(values: &[Option<f64>], encoder: Encoder) -> Result<(), TestCaseError> {
-    let text = encoder.encode(values).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let text = encoder
+        .encode(values)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
     let want: Vec<Option<u64>> = values.iter().map(|v| v.map(f64::to_bits)).collect();
     prop_assert_eq!(decode_all(&text)?, want, "{}", text);
-    prop_assert!(text.len() <= plain_len(values), "{} longer than the plain listing", text);
+    prop_assert!(
+        text.len() <= plain_len(values),
+        "{} longer than the plain listing",
+        text
+    );
     Ok(())
 }
 
 /// Lists with runs (repeats are what blanks and `XnY` are for).
-fn runs_of<T: Clone + std::fmt::Debug>(item: impl Strategy<Value = T>) -> impl Strategy<Value = Vec<T>> {
-    prop::collection::vec((item, prop_oneof![4 => Just(1usize), 1 => 2usize..12]), 0..40)
-        .prop_map(|runs| runs.into_iter().flat_map(|(x, n)| std::iter::repeat_n(x, n)).collect())
+fn runs_of<T: Clone + std::fmt::Debug>(
+    item: impl Strategy<Value = T>,
+) -> impl Strategy<Value = Vec<T>> {
+    prop::collection::vec(
+        (item, prop_oneof![4 => Just(1usize), 1 => 2usize..12]),
+        0..40,
+    )
+    .prop_map(|runs| {
+        runs.into_iter()
+            .flat_map(|(x, n)| std::iter::repeat_n(x, n))
+            .collect()
+    })
 }
 
 /// Integers a double holds exactly, mostly small, sometimes a random walk.
@@ -202,10 +231,36 @@ proptest! {
 
 /// Strings made of the format's own characters, so that many parse deep.
 fn xdelta_like() -> impl Strategy<Value = String> {
-    let prefix = prop_oneof![Just(""), Just("v1:"), Just("v1,d2:"), Just("v1,d0,bn:"), Just("d,b0:"), Just("dd,/10,+5:")];
+    let prefix = prop_oneof![
+        Just(""),
+        Just("v1:"),
+        Just("v1,d2:"),
+        Just("v1,d0,bn:"),
+        Just("d,b0:"),
+        Just("dd,/10,+5:")
+    ];
     let token = prop_oneof![
-        Just(","), Just("n"), Just("nn"), Just("-"), Just("."), Just("e"), Just("e-"), Just(":"), Just("v1"),
-        Just("0"), Just("1"), Just("7"), Just("12"), Just("9e18"), Just("99999999999"), Just("d1"), Just("br"), Just("/"), Just("*"), Just("+"), Just(" "),
+        Just(","),
+        Just("n"),
+        Just("nn"),
+        Just("-"),
+        Just("."),
+        Just("e"),
+        Just("e-"),
+        Just(":"),
+        Just("v1"),
+        Just("0"),
+        Just("1"),
+        Just("7"),
+        Just("12"),
+        Just("9e18"),
+        Just("99999999999"),
+        Just("d1"),
+        Just("br"),
+        Just("/"),
+        Just("*"),
+        Just("+"),
+        Just(" "),
     ];
     (prefix, prop::collection::vec(token, 0..24)).prop_map(|(p, t)| format!("{p}{}", t.concat()))
 }

@@ -10,10 +10,17 @@ use deltacells::{Backend, Error};
 /// Decodes with the scalar kernels and every other backend this CPU has, and
 /// checks they agree bit for bit; returns the values.
 fn dec(input: &str) -> Vec<Option<f64>> {
-    let reference = Decoder::new().backend(Backend::Scalar).decode(input).unwrap_or_else(|e| panic!("{input}: {e}"));
+    let reference = Decoder::new()
+        .backend(Backend::Scalar)
+        .decode(input)
+        .unwrap_or_else(|e| panic!("{input}: {e}"));
     for backend in Backend::available() {
         let other = Decoder::new().backend(backend).decode(input).unwrap();
-        assert_eq!(bits(&other.to_options()), bits(&reference.to_options()), "{input} on {backend}");
+        assert_eq!(
+            bits(&other.to_options()),
+            bits(&reference.to_options()),
+            "{input} on {backend}"
+        );
     }
     reference.to_options()
 }
@@ -67,12 +74,18 @@ fn spec_null_examples() {
     // it has no version, so it would be v0, which needs a parameter first.
     // With the header of the example above it decodes as the spec says.
     assert_eq!(dec("v1,br,d1:nn3,0,1n4,n,1n5"), want);
-    assert!(matches!(err("nn3,0,1n4,n,1n5"), XdeltaError::Syntax { offset: 0, .. }));
+    assert!(matches!(
+        err("nn3,0,1n4,n,1n5"),
+        XdeltaError::Syntax { offset: 0, .. }
+    ));
 }
 
 #[test]
 fn spec_scalar_offset_example() {
-    assert_eq!(dec("v1,d1,/10,+50:0,1,2,-1,-3,2"), nums(&[50.0, 50.1, 50.3, 50.2, 49.9, 50.1]));
+    assert_eq!(
+        dec("v1,d1,/10,+50:0,1,2,-1,-3,2"),
+        nums(&[50.0, 50.1, 50.3, 50.2, 49.9, 50.1])
+    );
 }
 
 #[test]
@@ -84,15 +97,21 @@ fn spec_empty_lists() {
 
 #[test]
 fn xina_v0_example() {
-    let want = nums(&[1.0, 1.0, 1.0, 1.0, 2.0, 3.0, 4.0, 4.0, 4.0, 3.0, 2.0, 1.0, 0.0, 0.0, 0.0]);
+    let want = nums(&[
+        1.0, 1.0, 1.0, 1.0, 2.0, 3.0, 4.0, 4.0, 4.0, 3.0, 2.0, 1.0, 0.0, 0.0, 0.0,
+    ]);
     assert_eq!(dec("d,b0:1,,n2,1,n2,,,-1,n3,,"), want);
 }
 
 /// `../shared/testdata/xdelta/vectors.jsonl`, relative to the crate root.
 fn vectors() -> Vec<serde_json::Value> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/xdelta/vectors.jsonl");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/xdelta/vectors.jsonl");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -100,8 +119,12 @@ fn shared_vectors_decode_bit_exactly() {
     let mut checked = 0;
     for v in vectors().iter().filter(|v| v["kind"] != "error") {
         let input = v["input"].as_str().unwrap();
-        let want: Vec<Option<f64>> =
-            v["values"].as_array().unwrap().iter().map(|x| x.as_str().map(|s| s.parse::<f64>().unwrap())).collect();
+        let want: Vec<Option<f64>> = v["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().map(|s| s.parse::<f64>().unwrap()))
+            .collect();
         assert_eq!(bits(&dec(input)), bits(&want), "{input}");
         checked += 1;
     }
@@ -117,15 +140,30 @@ fn shared_error_vectors_are_rejected_for_their_reason() {
         let e = err(input);
         let expected = match reason {
             "whitespace" => matches!(e, XdeltaError::Whitespace { .. }),
-            "repeated parameter d" => matches!(e, XdeltaError::RepeatedParameter { parameter: Parameter::Delta, .. }),
-            "repeated parameter b" => matches!(e, XdeltaError::RepeatedParameter { parameter: Parameter::Blank, .. }),
+            "repeated parameter d" => matches!(
+                e,
+                XdeltaError::RepeatedParameter {
+                    parameter: Parameter::Delta,
+                    ..
+                }
+            ),
+            "repeated parameter b" => matches!(
+                e,
+                XdeltaError::RepeatedParameter {
+                    parameter: Parameter::Blank,
+                    ..
+                }
+            ),
             "/0" => matches!(e, XdeltaError::ZeroDivisor { .. }),
             "blank first" => matches!(e, XdeltaError::BlankFirst { .. }),
             r if r.starts_with("bad number") => matches!(e, XdeltaError::BadNumber { .. }),
             _ => true,
         };
         assert!(expected, "{input}: want {reason}, got {e:?}");
-        assert!(e.offset().is_some_and(|o| o <= input.len()), "{input}: {e:?}");
+        assert!(
+            e.offset().is_some_and(|o| o <= input.len()),
+            "{input}: {e:?}"
+        );
         checked += 1;
     }
     assert!(checked >= 10, "only {checked} error vectors");
@@ -136,51 +174,155 @@ fn errors_name_the_offset_and_what_was_expected() {
     assert_eq!(err("v1,d1 :1"), XdeltaError::Whitespace { offset: 5 });
     assert_eq!(err("v1:1, 2"), XdeltaError::Whitespace { offset: 5 });
     assert_eq!(err("v1:1\n"), XdeltaError::Whitespace { offset: 4 });
-    assert_eq!(err("v1,d1,d2:1"), XdeltaError::RepeatedParameter { offset: 6, parameter: Parameter::Delta });
-    assert_eq!(err("v1,*2,/3:1"), XdeltaError::RepeatedParameter { offset: 6, parameter: Parameter::Scalar });
-    assert_eq!(err("v1,+2,-3:1"), XdeltaError::RepeatedParameter { offset: 6, parameter: Parameter::Offset });
+    assert_eq!(
+        err("v1,d1,d2:1"),
+        XdeltaError::RepeatedParameter {
+            offset: 6,
+            parameter: Parameter::Delta
+        }
+    );
+    assert_eq!(
+        err("v1,*2,/3:1"),
+        XdeltaError::RepeatedParameter {
+            offset: 6,
+            parameter: Parameter::Scalar
+        }
+    );
+    assert_eq!(
+        err("v1,+2,-3:1"),
+        XdeltaError::RepeatedParameter {
+            offset: 6,
+            parameter: Parameter::Offset
+        }
+    );
     assert_eq!(err("v1,/0:1"), XdeltaError::ZeroDivisor { offset: 3 });
     assert_eq!(err("v1,/-0.0e3:1"), XdeltaError::ZeroDivisor { offset: 3 });
     assert_eq!(err("v1:,1"), XdeltaError::BlankFirst { offset: 3 });
     assert_eq!(err("v1:n2,1"), XdeltaError::BlankFirst { offset: 3 });
     assert_eq!(err("d:n2"), XdeltaError::BlankFirst { offset: 2 });
-    assert!(matches!(err("v1:01"), XdeltaError::BadNumber { offset: 4, .. }));
-    assert!(matches!(err("v1:.5"), XdeltaError::BadNumber { offset: 3, .. }));
-    assert!(matches!(err("v1:1.,2"), XdeltaError::BadNumber { offset: 5, .. }));
-    assert!(matches!(err("v1:1e+"), XdeltaError::BadNumber { offset: 6, .. }));
-    assert!(matches!(err("v1:1n0"), XdeltaError::BadCount { offset: 5, .. }));
-    assert!(matches!(err("v1:1n01"), XdeltaError::BadCount { offset: 5, .. }));
-    assert!(matches!(err("v1:1,nn"), XdeltaError::BadCount { offset: 7, .. }));
-    assert!(matches!(err("v1:1n-2"), XdeltaError::BadCount { offset: 5, .. }));
-    assert!(matches!(err("v1:1n2.5"), XdeltaError::Syntax { offset: 6, .. }));
-    assert_eq!(err("v2:1"), XdeltaError::UnknownVersion { offset: 0, version: 2 });
-    assert_eq!(err("v0,d:1"), XdeltaError::UnknownVersion { offset: 0, version: 0 });
-    assert!(matches!(err("v01:1"), XdeltaError::Syntax { offset: 2, .. }));
-    assert!(matches!(err("v1,d3:1"), XdeltaError::Syntax { offset: 4, .. }));
-    assert!(matches!(err("v1,x:1"), XdeltaError::Syntax { offset: 3, .. }));
-    assert!(matches!(err("v1,d1"), XdeltaError::Syntax { offset: 5, .. }));
-    assert!(matches!(err("v1:1x"), XdeltaError::Syntax { offset: 4, .. }));
+    assert!(matches!(
+        err("v1:01"),
+        XdeltaError::BadNumber { offset: 4, .. }
+    ));
+    assert!(matches!(
+        err("v1:.5"),
+        XdeltaError::BadNumber { offset: 3, .. }
+    ));
+    assert!(matches!(
+        err("v1:1.,2"),
+        XdeltaError::BadNumber { offset: 5, .. }
+    ));
+    assert!(matches!(
+        err("v1:1e+"),
+        XdeltaError::BadNumber { offset: 6, .. }
+    ));
+    assert!(matches!(
+        err("v1:1n0"),
+        XdeltaError::BadCount { offset: 5, .. }
+    ));
+    assert!(matches!(
+        err("v1:1n01"),
+        XdeltaError::BadCount { offset: 5, .. }
+    ));
+    assert!(matches!(
+        err("v1:1,nn"),
+        XdeltaError::BadCount { offset: 7, .. }
+    ));
+    assert!(matches!(
+        err("v1:1n-2"),
+        XdeltaError::BadCount { offset: 5, .. }
+    ));
+    assert!(matches!(
+        err("v1:1n2.5"),
+        XdeltaError::Syntax { offset: 6, .. }
+    ));
+    assert_eq!(
+        err("v2:1"),
+        XdeltaError::UnknownVersion {
+            offset: 0,
+            version: 2
+        }
+    );
+    assert_eq!(
+        err("v0,d:1"),
+        XdeltaError::UnknownVersion {
+            offset: 0,
+            version: 0
+        }
+    );
+    assert!(matches!(
+        err("v01:1"),
+        XdeltaError::Syntax { offset: 2, .. }
+    ));
+    assert!(matches!(
+        err("v1,d3:1"),
+        XdeltaError::Syntax { offset: 4, .. }
+    ));
+    assert!(matches!(
+        err("v1,x:1"),
+        XdeltaError::Syntax { offset: 3, .. }
+    ));
+    assert!(matches!(
+        err("v1,d1"),
+        XdeltaError::Syntax { offset: 5, .. }
+    ));
+    assert!(matches!(
+        err("v1:1x"),
+        XdeltaError::Syntax { offset: 4, .. }
+    ));
     assert!(matches!(err(""), XdeltaError::Syntax { offset: 0, .. }));
     assert!(matches!(err(":1"), XdeltaError::Syntax { offset: 0, .. }));
     // v0 has no nulls, no `bn`, no `XnY` and no `d0`.
-    assert!(matches!(err("d:1,n"), XdeltaError::BadCount { offset: 5, .. }));
-    assert!(matches!(err("bn:1"), XdeltaError::BadNumber { offset: 1, .. }));
-    assert!(matches!(err("d:1n2"), XdeltaError::Syntax { offset: 3, .. }));
+    assert!(matches!(
+        err("d:1,n"),
+        XdeltaError::BadCount { offset: 5, .. }
+    ));
+    assert!(matches!(
+        err("bn:1"),
+        XdeltaError::BadNumber { offset: 1, .. }
+    ));
+    assert!(matches!(
+        err("d:1n2"),
+        XdeltaError::Syntax { offset: 3, .. }
+    ));
     assert!(matches!(err("d0:1"), XdeltaError::Syntax { offset: 1, .. }));
     let message = err("v1:01").to_string();
-    assert!(message.contains("byte 4") && message.contains("leading 0"), "{message}");
+    assert!(
+        message.contains("byte 4") && message.contains("leading 0"),
+        "{message}"
+    );
 }
 
 #[test]
 fn expansion_is_bounded_by_a_limit_sized_to_the_input() {
     let e = err("v1:0n99999999999");
-    assert!(matches!(e, XdeltaError::TooManyValues { offset: 3, limit } if limit == Decoder::DEFAULT_MIN_VALUES), "{e:?}");
-    assert!(matches!(err("v1:1,n99999999999999999999999999"), XdeltaError::TooManyValues { offset: 5, .. }));
+    assert!(
+        matches!(e, XdeltaError::TooManyValues { offset: 3, limit } if limit == Decoder::DEFAULT_MIN_VALUES),
+        "{e:?}"
+    );
+    assert!(matches!(
+        err("v1:1,n99999999999999999999999999"),
+        XdeltaError::TooManyValues { offset: 5, .. }
+    ));
     // Many small runs add up against the same limit.
     let many = format!("v1:{}", vec!["0n99999"; 20].join(","));
     assert!(matches!(err(&many), XdeltaError::TooManyValues { .. }));
-    assert_eq!(Decoder::new().max_values(usize::MAX).decode(&many).unwrap().len(), 1_999_980);
-    assert_eq!(Decoder::new().max_values(3).decode("v1:1,2,3").unwrap().len(), 3);
+    assert_eq!(
+        Decoder::new()
+            .max_values(usize::MAX)
+            .decode(&many)
+            .unwrap()
+            .len(),
+        1_999_980
+    );
+    assert_eq!(
+        Decoder::new()
+            .max_values(3)
+            .decode("v1:1,2,3")
+            .unwrap()
+            .len(),
+        3
+    );
     assert!(Decoder::new().max_values(2).decode("v1:1,2,3").is_err());
     // A mostly-constant series of 1M values fits the default for its size.
     assert_eq!(xdelta::decode("v1:0n1000000").unwrap().len(), 1_000_000);
@@ -196,18 +338,54 @@ fn integer_literals_integrate_exactly_and_overflow_is_an_error() {
     let d = xdelta::decode("v1:9007199254740992,1,1.0e0,0.5").unwrap();
     assert!(!d.summary().integer_path);
     assert_eq!(d.values()[2], 9007199254740992.0);
-    assert_eq!(err("v1:9223372036854775807,1"), XdeltaError::Overflow { offset: 23, index: 1 });
-    assert_eq!(err("v1:n,-9e18,nn2,-1e18"), XdeltaError::Overflow { offset: 15, index: 4 });
-    assert_eq!(err("v1,d2:0,5e18,0"), XdeltaError::Overflow { offset: 13, index: 2 });
+    assert_eq!(
+        err("v1:9223372036854775807,1"),
+        XdeltaError::Overflow {
+            offset: 23,
+            index: 1
+        }
+    );
+    assert_eq!(
+        err("v1:n,-9e18,nn2,-1e18"),
+        XdeltaError::Overflow {
+            offset: 15,
+            index: 4
+        }
+    );
+    assert_eq!(
+        err("v1,d2:0,5e18,0"),
+        XdeltaError::Overflow {
+            offset: 13,
+            index: 2
+        }
+    );
     // A literal beyond i64 takes the double path instead.
-    assert_eq!(dec("v1:9223372036854775807,1e19"), nums(&[9.223372036854776e18, 1.9223372036854776e19]));
+    assert_eq!(
+        dec("v1:9223372036854775807,1e19"),
+        nums(&[9.223372036854776e18, 1.9223372036854776e19])
+    );
 }
 
 #[test]
 fn br_blank_after_a_null_repeats_the_null() {
     assert_eq!(dec("v1:n,"), vec![None, None]);
-    assert_eq!(dec("v1:5,n,,n2,3,,"), vec![Some(5.0), None, None, None, None, Some(8.0), Some(11.0), Some(14.0)]);
-    assert_eq!(dec("v1,d0:nn2,,7,"), vec![None, None, None, Some(7.0), Some(7.0)]);
+    assert_eq!(
+        dec("v1:5,n,,n2,3,,"),
+        vec![
+            Some(5.0),
+            None,
+            None,
+            None,
+            None,
+            Some(8.0),
+            Some(11.0),
+            Some(14.0)
+        ]
+    );
+    assert_eq!(
+        dec("v1,d0:nn2,,7,"),
+        vec![None, None, None, Some(7.0), Some(7.0)]
+    );
 }
 
 #[test]
@@ -218,7 +396,18 @@ fn other_documented_choices() {
     // v0's nY repeats the previous item even with a static blank.
     assert_eq!(dec("b9:4,,n2"), nums(&[4.0, 9.0, 9.0, 9.0]));
     // d2: the first value static, the second a delta from it; nulls carry state.
-    assert_eq!(dec("v1,d2:10,n,1,nn2,1,1"), vec![Some(10.0), None, Some(11.0), None, None, Some(13.0), Some(16.0)]);
+    assert_eq!(
+        dec("v1,d2:10,n,1,nn2,1,1"),
+        vec![
+            Some(10.0),
+            None,
+            Some(11.0),
+            None,
+            None,
+            Some(13.0),
+            Some(16.0)
+        ]
+    );
     // Absent steps are skipped, so -0 survives; an offset of +0 is applied.
     assert_eq!(bits(&dec("v1,d0:-0")), bits(&[Some(-0.0)]));
     assert_eq!(bits(&dec("v1,d0,+0:-0")), bits(&[Some(0.0)]));
@@ -235,12 +424,19 @@ fn other_documented_choices() {
 fn decode_into_reuses_the_callers_buffers() {
     let decoder = Decoder::new();
     let (mut values, mut validity) = (Vec::new(), Vec::new());
-    let s = decoder.decode_into("v1,d1:n,1n9", &mut values, &mut validity).unwrap();
+    let s = decoder
+        .decode_into("v1,d1:n,1n9", &mut values, &mut validity)
+        .unwrap();
     assert_eq!((s.len, s.null_count), (10, 1));
     assert_eq!(values[9], 9.0);
     let capacity = values.capacity();
-    let s = decoder.decode_into("v1:2,3", &mut values, &mut validity).unwrap();
-    assert_eq!((s.len, s.null_count, values.as_slice(), validity.as_slice()), (2, 0, &[2.0, 5.0][..], &[0b11][..]));
+    let s = decoder
+        .decode_into("v1:2,3", &mut values, &mut validity)
+        .unwrap();
+    assert_eq!(
+        (s.len, s.null_count, values.as_slice(), validity.as_slice()),
+        (2, 0, &[2.0, 5.0][..], &[0b11][..])
+    );
     assert_eq!(values.capacity(), capacity);
 }
 
@@ -248,20 +444,30 @@ fn decode_into_reuses_the_callers_buffers() {
 fn a_forced_backend_the_cpu_lacks_is_an_error() {
     let missing = Backend::ALL.into_iter().find(|b| !b.is_available());
     if let Some(backend) = missing {
-        assert!(matches!(Decoder::new().backend(backend).decode("v1:1"), Err(Error::BackendUnavailable(_))));
+        assert!(matches!(
+            Decoder::new().backend(backend).decode("v1:1"),
+            Err(Error::BackendUnavailable(_))
+        ));
     }
 }
 
 /// The plain `v1,d0:` listing, numbers in std's shortest round-trip form.
 fn plain(values: &[Option<f64>]) -> String {
-    let items: Vec<String> = values.iter().map(|v| v.map_or("n".to_string(), |x| format!("{x}"))).collect();
+    let items: Vec<String> = values
+        .iter()
+        .map(|v| v.map_or("n".to_string(), |x| format!("{x}")))
+        .collect();
     format!("v1,d0:{}", items.join(","))
 }
 
 fn roundtrip(values: &[Option<f64>], encoder: Encoder) -> String {
     let text = encoder.encode(values).unwrap();
     assert_eq!(bits(&dec(&text)), bits(values), "{text}");
-    assert!(text.len() <= plain(values).len(), "{text} is longer than {}", plain(values));
+    assert!(
+        text.len() <= plain(values).len(),
+        "{text} is longer than {}",
+        plain(values)
+    );
     text
 }
 
@@ -276,25 +482,48 @@ fn encoder_is_at_least_as_short_as_the_spec() {
     let decimals = nums(&[50.0, 50.1, 50.3, 50.2, 49.9, 50.1]);
     let cases: [(Vec<Option<f64>>, Encoder, &str); 5] = [
         (ints(0..=9), Encoder::new(), "v1,br,d1:0,1n9"),
-        (nums(&[0.0, 0.0, 1.0, 1.0, 1.0, 2.0, 2.0]), Encoder::new(), "v1,br,d0:0,,1,,,2,"),
+        (
+            nums(&[0.0, 0.0, 1.0, 1.0, 1.0, 2.0, 2.0]),
+            Encoder::new(),
+            "v1,br,d0:0,,1,,,2,",
+        ),
         (with_nulls, Encoder::new(), "v1,br,d1:nn3,0,1n4,n,1n5"),
-        (decimals.clone(), Encoder::new().precision(1), "v1,d1,/10,+50:0,1,2,-1,-3,2"),
-        (decimals, Encoder::new(), "v1,d0:50,50.1,50.3,50.2,49.9,50.1"),
+        (
+            decimals.clone(),
+            Encoder::new().precision(1),
+            "v1,d1,/10,+50:0,1,2,-1,-3,2",
+        ),
+        (
+            decimals,
+            Encoder::new(),
+            "v1,d0:50,50.1,50.3,50.2,49.9,50.1",
+        ),
     ];
     for (values, encoder, spec) in cases {
         let text = roundtrip(&values, encoder);
         assert!(text.len() <= spec.len(), "{text} is longer than {spec}");
     }
     assert_eq!(roundtrip(&ints(0..=9), Encoder::new()), "v1:0,1n9");
-    assert_eq!(roundtrip(&nums(&[50.0, 50.1, 50.3, 50.2, 49.9, 50.1]), Encoder::new().precision(1)), "v1,/10:500,1,2,-1,-3,2");
+    assert_eq!(
+        roundtrip(
+            &nums(&[50.0, 50.1, 50.3, 50.2, 49.9, 50.1]),
+            Encoder::new().precision(1)
+        ),
+        "v1,/10:500,1,2,-1,-3,2"
+    );
 }
 
 #[test]
 fn encoder_prints_numbers_minimally_and_uses_runs() {
-    assert_eq!(roundtrip(&nums(&[1000.0, 1e21, 0.5, -0.0]), Encoder::new()), "v1,d0:1e3,1e21,0.5,-0");
+    assert_eq!(
+        roundtrip(&nums(&[1000.0, 1e21, 0.5, -0.0]), Encoder::new()),
+        "v1,d0:1e3,1e21,0.5,-0"
+    );
     assert_eq!(roundtrip(&[None; 5], Encoder::new()), "v1:nn5");
     assert_eq!(roundtrip(&[], Encoder::new()), "v1:");
-    let mostly_zero: Vec<Option<f64>> = (0..100).map(|i| Some(if i % 30 == 7 { 3.0 } else { 0.0 })).collect();
+    let mostly_zero: Vec<Option<f64>> = (0..100)
+        .map(|i| Some(if i % 30 == 7 { 3.0 } else { 0.0 }))
+        .collect();
     let text = roundtrip(&mostly_zero, Encoder::new());
     assert!(text.len() < 40, "{text}");
     let big = nums(&[1e300, 5e-324, f64::MAX, -f64::MIN_POSITIVE]);
@@ -325,7 +554,11 @@ fn cli(args: &[&str], stdin: &str) -> (bool, String, String) {
         .unwrap();
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
-    (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 #[test]
@@ -340,7 +573,10 @@ fn cli_decodes_and_encodes() {
     assert!(!ok && err.contains("byte 4"), "{err}");
     let (ok, _, err) = cli(&["xdelta", "decode", "--max-values", "5", "v1:0n6"], "");
     assert!(!ok && err.contains("limit of 5"), "{err}");
-    let (ok, out, _) = cli(&["xdelta", "encode", "--precision", "1"], "50 50.1, 50.3\n50.2 49.9 50.1\n");
+    let (ok, out, _) = cli(
+        &["xdelta", "encode", "--precision", "1"],
+        "50 50.1, 50.3\n50.2 49.9 50.1\n",
+    );
     assert!(ok);
     assert_eq!(out, "v1,/10:500,1,2,-1,-3,2\n");
     let (ok, out, _) = cli(&["xdelta", "encode"], "null\n1\n2\nnull\n3\n");

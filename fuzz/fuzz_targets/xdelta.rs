@@ -9,7 +9,9 @@ use deltacells::Backend;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let bits = |d: &deltacells::format::xdelta::Decoded| d.iter().map(|v| v.map(f64::to_bits)).collect::<Vec<_>>();
+    let bits = |d: &deltacells::format::xdelta::Decoded| {
+        d.iter().map(|v| v.map(f64::to_bits)).collect::<Vec<_>>()
+    };
     let reference = Decoder::new().backend(Backend::Scalar).decode(data);
     for backend in Backend::available() {
         let other = Decoder::new().backend(backend).decode(data);
@@ -22,8 +24,13 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(decoded) = reference {
         let values = decoded.to_options();
         if values.iter().flatten().all(|x| x.is_finite()) {
-            let text = Encoder::new().encode(&values).expect("finite values encode");
-            let again = Decoder::new().max_values(usize::MAX).decode(&text).expect("encoder output decodes");
+            let text = Encoder::new()
+                .encode(&values)
+                .expect("finite values encode");
+            let again = Decoder::new()
+                .max_values(usize::MAX)
+                .decode(&text)
+                .expect("encoder output decodes");
             assert_eq!(bits(&again), bits(&decoded), "{text}");
         }
     }

@@ -22,7 +22,7 @@
 //!
 //! # Backends
 //!
-//! The scalar reference is plain code ([`reference`]). The vector backends
+//! The scalar reference is plain code ([`mod@reference`]). The vector backends
 //! (AVX2, AVX-512, NEON) share one algorithm, written once over two small
 //! traits (`I64s`, `F64s`) and instantiated per ISA by thin
 //! `#[target_feature]` wrappers. The only way to run them is through a [`Scan`]
@@ -66,7 +66,10 @@ pub struct Affine {
 
 impl Affine {
     /// The map that changes nothing.
-    pub const IDENTITY: Affine = Affine { scale: Scale::None, offset: None };
+    pub const IDENTITY: Affine = Affine {
+        scale: Scale::None,
+        offset: None,
+    };
 
     /// Whether this map is [`Affine::IDENTITY`].
     pub fn is_identity(&self) -> bool {
@@ -98,12 +101,16 @@ impl Scan {
     /// The kernels of `backend`, or [`crate::Error::BackendUnavailable`] if this
     /// CPU cannot run it.
     pub fn new(backend: Backend) -> Result<Scan> {
-        Ok(Scan { backend: backend.require()? })
+        Ok(Scan {
+            backend: backend.require()?,
+        })
     }
 
     /// The scalar reference kernels (always available).
     pub fn scalar() -> Scan {
-        Scan { backend: Backend::Scalar }
+        Scan {
+            backend: Backend::Scalar,
+        }
     }
 
     /// The backend these kernels run on.
@@ -200,7 +207,9 @@ impl Scan {
 /// to right (`data[k] = data[k-1] + data[k]`). Sequential by design: see the
 /// module docs.
 pub fn prefix_sum_f64(data: &mut [f64]) {
-    let Some((first, rest)) = data.split_first_mut() else { return };
+    let Some((first, rest)) = data.split_first_mut() else {
+        return;
+    };
     let mut acc = *first;
     for x in rest {
         acc += *x;
@@ -233,7 +242,9 @@ pub mod reference {
     /// Continues a prefix sum at `start`, given that `data[..start]` is done.
     pub(super) fn prefix_sum_from(data: &mut [i64], start: usize) -> Result<(), Overflow> {
         for k in start.max(1)..data.len() {
-            data[k] = data[k - 1].checked_add(data[k]).ok_or(Overflow { index: k })?;
+            data[k] = data[k - 1]
+                .checked_add(data[k])
+                .ok_or(Overflow { index: k })?;
         }
         Ok(())
     }
@@ -396,7 +407,11 @@ mod generic {
                     Scale::Mul(s) => (Some(F::splat(s)), None),
                     Scale::Div(s) => (None, Some(F::splat(s))),
                 };
-                Map { mul, div, add: a.offset.map(|o| F::splat(o)) }
+                Map {
+                    mul,
+                    div,
+                    add: a.offset.map(|o| F::splat(o)),
+                }
             }
         }
 
@@ -474,7 +489,10 @@ mod x86 {
                 let x = self.0;
                 let zero = _mm256_setzero_si256();
                 // [a b c d] + [0 a b c]: lanes shifted up by one, lane 0 zeroed.
-                let up1 = _mm256_blend_epi32::<0b0000_0011>(_mm256_permute4x64_epi64::<0b10_01_00_00>(x), zero);
+                let up1 = _mm256_blend_epi32::<0b0000_0011>(
+                    _mm256_permute4x64_epi64::<0b10_01_00_00>(x),
+                    zero,
+                );
                 let x = _mm256_add_epi64(x, up1);
                 // + [0 0 a a+b]: the low 128-bit half moved up, the low half zeroed.
                 let up2 = _mm256_permute2x128_si256::<0x08>(x, x);
@@ -499,9 +517,15 @@ mod x86 {
         unsafe fn to_f64(self) -> Avx2F {
             unsafe {
                 let u = _mm256_xor_si256(self.0, _mm256_set1_epi64x(i64::MIN));
-                let hi = _mm256_or_si256(_mm256_srli_epi64::<32>(u), _mm256_set1_epi64x(HI_MAGIC as i64));
+                let hi = _mm256_or_si256(
+                    _mm256_srli_epi64::<32>(u),
+                    _mm256_set1_epi64x(HI_MAGIC as i64),
+                );
                 let lo = _mm256_blend_epi32::<0b1010_1010>(u, _mm256_set1_epi64x(LO_MAGIC as i64));
-                let hi = _mm256_sub_pd(_mm256_castsi256_pd(hi), _mm256_set1_pd(f64::from_bits(HI_LO_BIAS)));
+                let hi = _mm256_sub_pd(
+                    _mm256_castsi256_pd(hi),
+                    _mm256_set1_pd(f64::from_bits(HI_LO_BIAS)),
+                );
                 Avx2F(_mm256_add_pd(hi, _mm256_castsi256_pd(lo)))
             }
         }
@@ -793,7 +817,10 @@ mod tests {
 
     /// Every backend this CPU runs, scalar included.
     fn scans() -> Vec<Scan> {
-        Backend::available().into_iter().map(|b| Scan::new(b).unwrap()).collect()
+        Backend::available()
+            .into_iter()
+            .map(|b| Scan::new(b).unwrap())
+            .collect()
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -801,7 +828,10 @@ mod tests {
     fn avx2_conversion_constants() {
         assert_eq!(f64::from_bits(x86::HI_MAGIC), 2f64.powi(84));
         assert_eq!(f64::from_bits(x86::LO_MAGIC), 2f64.powi(52));
-        assert_eq!(f64::from_bits(x86::HI_LO_BIAS), 2f64.powi(84) + 2f64.powi(63) + 2f64.powi(52));
+        assert_eq!(
+            f64::from_bits(x86::HI_LO_BIAS),
+            2f64.powi(84) + 2f64.powi(63) + 2f64.powi(52)
+        );
     }
 
     #[test]
@@ -823,10 +853,16 @@ mod tests {
     fn second_order_reports_the_first_bad_position() {
         // The value overflows at position 2 (MAX - 1 + 1 + 1); no delta does.
         let mut data = vec![i64::MAX - 1, 1, 0, 0];
-        assert_eq!(Scan::scalar().prefix_sum2_i64(&mut data), Err(Overflow { index: 2 }));
+        assert_eq!(
+            Scan::scalar().prefix_sum2_i64(&mut data),
+            Err(Overflow { index: 2 })
+        );
         // The delta itself overflows at position 2.
         let mut data = vec![0, i64::MAX, 1, 0];
-        assert_eq!(Scan::scalar().prefix_sum2_i64(&mut data), Err(Overflow { index: 2 }));
+        assert_eq!(
+            Scan::scalar().prefix_sum2_i64(&mut data),
+            Err(Overflow { index: 2 })
+        );
         let mut data = vec![5, 1, 1, 1];
         Scan::scalar().prefix_sum2_i64(&mut data).unwrap();
         assert_eq!(data, [5, 6, 8, 11]);
@@ -840,22 +876,49 @@ mod tests {
         let o = -1.0;
         let two_roundings = (x * s) + o;
         assert_ne!(two_roundings, x.mul_add(s, o));
-        let affine = Affine { scale: Scale::Mul(s), offset: Some(o) };
+        let affine = Affine {
+            scale: Scale::Mul(s),
+            offset: Some(o),
+        };
         for scan in scans() {
             let mut data = vec![x; 19];
             scan.affine_f64(&mut data, affine);
-            assert!(data.iter().all(|v| v.to_bits() == two_roundings.to_bits()), "{}", scan.backend());
+            assert!(
+                data.iter().all(|v| v.to_bits() == two_roundings.to_bits()),
+                "{}",
+                scan.backend()
+            );
         }
     }
 
     #[test]
     fn int_conversion_rounds_like_as() {
-        let ints = [0, -1, 1, i64::MIN, i64::MAX, (1 << 53) + 1, -(1 << 53) - 1, (1 << 62) + 513, 0x7FFF_FFFF_FFFF_FDFF];
+        let ints = [
+            0,
+            -1,
+            1,
+            i64::MIN,
+            i64::MAX,
+            (1 << 53) + 1,
+            -(1 << 53) - 1,
+            (1 << 62) + 513,
+            0x7FFF_FFFF_FFFF_FDFF,
+        ];
         for scan in scans() {
-            let mut data: Vec<f64> = ints.iter().cycle().take(37).map(|&i| f64::from_bits(i as u64)).collect();
+            let mut data: Vec<f64> = ints
+                .iter()
+                .cycle()
+                .take(37)
+                .map(|&i| f64::from_bits(i as u64))
+                .collect();
             scan.ints_to_f64(&mut data, Affine::IDENTITY);
             for (got, want) in data.iter().zip(ints.iter().cycle()) {
-                assert_eq!(got.to_bits(), (*want as f64).to_bits(), "{}", scan.backend());
+                assert_eq!(
+                    got.to_bits(),
+                    (*want as f64).to_bits(),
+                    "{}",
+                    scan.backend()
+                );
             }
         }
     }

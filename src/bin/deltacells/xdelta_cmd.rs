@@ -34,7 +34,9 @@ pub enum Command {
 
 fn read_stdin() -> Result<String> {
     let mut text = String::new();
-    io::stdin().read_to_string(&mut text).map_err(|e| Error::io("reading standard input", e))?;
+    io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| Error::io("reading standard input", e))?;
     Ok(text)
 }
 
@@ -44,7 +46,11 @@ fn stdout_error(e: io::Error) -> Error {
 
 pub fn run(cmd: Command) -> Result<()> {
     match cmd {
-        Command::Decode { input, kernel, max_values } => {
+        Command::Decode {
+            input,
+            kernel,
+            max_values,
+        } => {
             let text = match input.as_deref() {
                 None | Some("-") => {
                     let mut text = read_stdin()?;
@@ -83,7 +89,10 @@ pub fn run(cmd: Command) -> Result<()> {
                 .filter(|t| !t.is_empty())
                 .map(|t| match t {
                     "null" => Ok(None),
-                    _ => t.parse::<f64>().map(Some).map_err(|_| Error::Input(format!("not a number or null: `{t}`"))),
+                    _ => t
+                        .parse::<f64>()
+                        .map(Some)
+                        .map_err(|_| Error::Input(format!("not a number or null: `{t}`"))),
                 })
                 .collect::<Result<Vec<_>>>()?;
             let mut encoder = Encoder::new();

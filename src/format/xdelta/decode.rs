@@ -66,7 +66,11 @@ struct Params {
     values_start: usize,
 }
 
-fn parse_count_prefix(bytes: &[u8], start: usize, what: &'static str) -> Result<(u64, usize), XdeltaError> {
+fn parse_count_prefix(
+    bytes: &[u8],
+    start: usize,
+    what: &'static str,
+) -> Result<(u64, usize), XdeltaError> {
     let mut i = start;
     let mut value: u64 = 0;
     while let Some(&b @ b'0'..=b'9') = bytes.get(i) {
@@ -91,7 +95,11 @@ fn parse_count(bytes: &[u8], start: usize) -> Result<(u64, usize), XdeltaError> 
             } else {
                 "a count (digits)"
             };
-            return Err(error_at(bytes, start, |found| XdeltaError::BadCount { offset: start, expected, found }));
+            return Err(error_at(bytes, start, |found| XdeltaError::BadCount {
+                offset: start,
+                expected,
+                found,
+            }));
         }
     }
     parse_count_prefix(bytes, start, "a count (digits)")
@@ -99,7 +107,12 @@ fn parse_count(bytes: &[u8], start: usize) -> Result<(u64, usize), XdeltaError> 
 
 /// Parses the header; `values_start` is just past the `:`.
 fn parse_header(bytes: &[u8]) -> Result<Params, XdeltaError> {
-    let mut header = Header { version: Version::V1, delta: Delta::D1, blank: Blank::Repeat, affine: Affine::IDENTITY };
+    let mut header = Header {
+        version: Version::V1,
+        delta: Delta::D1,
+        blank: Blank::Repeat,
+        affine: Affine::IDENTITY,
+    };
     let mut blank = BlankRule::Repeat;
     let mut pos = 0;
     if bytes.first() == Some(&b'v') {
@@ -113,7 +126,11 @@ fn parse_header(bytes: &[u8]) -> Result<Params, XdeltaError> {
         pos = end;
         match bytes.get(pos) {
             Some(b':') => {
-                return Ok(Params { header, blank, values_start: pos + 1 });
+                return Ok(Params {
+                    header,
+                    blank,
+                    values_start: pos + 1,
+                });
             }
             Some(b',') => pos += 1,
             _ => return Err(syntax(bytes, pos, "',' or ':' after the version")),
@@ -192,13 +209,22 @@ fn parse_header(bytes: &[u8]) -> Result<Params, XdeltaError> {
         };
         let slot = &mut seen[parameter as usize];
         if *slot {
-            return Err(XdeltaError::RepeatedParameter { offset: start, parameter });
+            return Err(XdeltaError::RepeatedParameter {
+                offset: start,
+                parameter,
+            });
         }
         *slot = true;
         pos = end;
         match bytes.get(pos) {
             Some(b',') => pos += 1,
-            Some(b':') => return Ok(Params { header, blank, values_start: pos + 1 }),
+            Some(b':') => {
+                return Ok(Params {
+                    header,
+                    blank,
+                    values_start: pos + 1,
+                })
+            }
             _ => return Err(syntax(bytes, pos, "',' or ':' after a parameter")),
         }
     }
@@ -229,13 +255,13 @@ fn walk<V: Visit>(bytes: &[u8], params: &Params, visit: &mut V) -> Result<(), Xd
     // the grammar requires to be nonblank.
     let mut prev = Item::Null;
     let mut first = true;
+    let blank = |prev: Item| match params.blank {
+        BlankRule::Repeat => prev,
+        BlankRule::Null => Item::Null,
+        BlankRule::Value(lit) => Item::Num(lit),
+    };
     loop {
         let start = pos;
-        let blank = |prev: Item| match params.blank {
-            BlankRule::Repeat => prev,
-            BlankRule::Null => Item::Null,
-            BlankRule::Value(lit) => Item::Num(lit),
-        };
         let (item, count, end) = match bytes.get(pos) {
             None | Some(b',') => {
                 if first {
@@ -289,7 +315,7 @@ fn walk<V: Visit>(bytes: &[u8], params: &Params, visit: &mut V) -> Result<(), Xd
 /// Appends `count` bits of `value` to an LSB-first bitmap of `*bits` bits.
 fn append_bits(bitmap: &mut Vec<u8>, bits: &mut usize, count: usize, value: bool) {
     let mut left = count;
-    while left > 0 && *bits % 8 != 0 {
+    while left > 0 && !(*bits).is_multiple_of(8) {
         if value {
             if let Some(last) = bitmap.last_mut() {
                 *last |= 1 << (*bits % 8);
@@ -325,7 +351,7 @@ struct Fill<'a> {
 
 impl Fill<'_> {
     /// Leaves the integer path: converts the values so far to doubles.
-    fn to_floats(&mut self) {
+    fn leave_integer_path(&mut self) {
         self.scan.ints_to_f64(self.values, Affine::IDENTITY);
         self.ints = false;
     }
@@ -336,13 +362,16 @@ impl Visit for Fill<'_> {
     fn run(&mut self, offset: usize, item: Item, count: u64) -> Result<(), XdeltaError> {
         let room = self.limit - self.len;
         if count > room as u64 {
-            return Err(XdeltaError::TooManyValues { offset, limit: self.limit });
+            return Err(XdeltaError::TooManyValues {
+                offset,
+                limit: self.limit,
+            });
         }
         let count = count as usize;
         match item {
             Item::Num(lit) => {
                 if self.ints && lit.int.is_none() {
-                    self.to_floats();
+                    self.leave_integer_path();
                 }
                 let start = self.values.len();
                 self.values.resize(start + count, 0.0);
@@ -472,7 +501,10 @@ impl Decoded {
 
     /// Value `i`, `None` for a null or past the end.
     pub fn get(&self, i: usize) -> Option<f64> {
-        let valid = self.validity.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0);
+        let valid = self
+            .validity
+            .get(i / 8)
+            .is_some_and(|b| b & (1 << (i % 8)) != 0);
         if valid {
             self.values.get(i).copied()
         } else {
@@ -535,8 +567,11 @@ impl Decoder {
 
     /// The expansion limit for an input of `input_len` bytes.
     pub fn limit_for(&self, input_len: usize) -> usize {
-        self.max_values
-            .unwrap_or_else(|| input_len.saturating_mul(Self::DEFAULT_VALUES_PER_BYTE).max(Self::DEFAULT_MIN_VALUES))
+        self.max_values.unwrap_or_else(|| {
+            input_len
+                .saturating_mul(Self::DEFAULT_VALUES_PER_BYTE)
+                .max(Self::DEFAULT_MIN_VALUES)
+        })
     }
 
     /// Parses only the header.
@@ -549,7 +584,11 @@ impl Decoder {
         let mut values = Vec::new();
         let mut validity = Vec::new();
         let summary = self.decode_into(input, &mut values, &mut validity)?;
-        Ok(Decoded { summary, values, validity })
+        Ok(Decoded {
+            summary,
+            values,
+            validity,
+        })
     }
 
     /// Decodes `input` into the caller's buffers, which are cleared first and
@@ -557,7 +596,12 @@ impl Decoder {
     /// the buffers are large enough). On return `values` holds one `f64` per
     /// value (`0.0` for nulls) and `validity` the Arrow-layout bitmap. On
     /// error their contents are unspecified.
-    pub fn decode_into(&self, input: impl AsRef<[u8]>, values: &mut Vec<f64>, validity: &mut Vec<u8>) -> Result<Summary> {
+    pub fn decode_into(
+        &self,
+        input: impl AsRef<[u8]>,
+        values: &mut Vec<f64>,
+        validity: &mut Vec<u8>,
+    ) -> Result<Summary> {
         let bytes = input.as_ref();
         let backend = match self.backend {
             Some(b) => b,
@@ -568,7 +612,16 @@ impl Decoder {
         values.clear();
         validity.clear();
         let limit = self.limit_for(bytes.len());
-        let mut fill = Fill { values, validity, bits: 0, len: 0, nulls: 0, ints: true, limit, scan };
+        let mut fill = Fill {
+            values,
+            validity,
+            bits: 0,
+            len: 0,
+            nulls: 0,
+            ints: true,
+            limit,
+            scan,
+        };
         walk(bytes, &params, &mut fill)?;
         let (len, nulls, ints) = (fill.len, fill.nulls, fill.ints);
         let gap = len - fill.bits;
@@ -583,7 +636,12 @@ impl Decoder {
                 Delta::D2 => scan.prefix_sum2_i64(as_ints),
             };
             if let Err(Overflow { index }) = integrated {
-                let mut locate = Locate { target: index, seen: 0, len: 0, found: None };
+                let mut locate = Locate {
+                    target: index,
+                    seen: 0,
+                    len: 0,
+                    found: None,
+                };
                 walk(bytes, &params, &mut locate)?;
                 let (offset, index) = locate.found.unwrap_or((bytes.len(), index));
                 return Err(XdeltaError::Overflow { offset, index }.into());
@@ -600,7 +658,12 @@ impl Decoder {
         if nulls > 0 {
             scatter(values, validity, len);
         }
-        Ok(Summary { header, len, null_count: nulls, integer_path: ints })
+        Ok(Summary {
+            header,
+            len,
+            null_count: nulls,
+            integer_path: ints,
+        })
     }
 }
 
@@ -612,12 +675,28 @@ mod tests {
     fn bitmap_appends_across_byte_boundaries() {
         let mut bitmap = Vec::new();
         let mut bits = 0;
-        for (count, value) in [(3, true), (2, false), (12, true), (0, false), (9, false), (1, true)] {
+        for (count, value) in [
+            (3, true),
+            (2, false),
+            (12, true),
+            (0, false),
+            (9, false),
+            (1, true),
+        ] {
             append_bits(&mut bitmap, &mut bits, count, value);
         }
         assert_eq!(bits, 27);
-        let want: Vec<bool> = [vec![true; 3], vec![false; 2], vec![true; 12], vec![false; 9], vec![true]].concat();
-        let got: Vec<bool> = (0..27).map(|i| bitmap[i / 8] & (1 << (i % 8)) != 0).collect();
+        let want: Vec<bool> = [
+            vec![true; 3],
+            vec![false; 2],
+            vec![true; 12],
+            vec![false; 9],
+            vec![true],
+        ]
+        .concat();
+        let got: Vec<bool> = (0..27)
+            .map(|i| bitmap[i / 8] & (1 << (i % 8)) != 0)
+            .collect();
         assert_eq!(got, want);
         assert_eq!(bitmap.len(), 4);
         assert_eq!(bitmap[3] >> 3, 0, "unused bits stay zero");
@@ -626,7 +705,9 @@ mod tests {
     #[test]
     fn scatter_places_values_around_nulls() {
         let mask: Vec<bool> = (0..21).map(|i| i % 5 != 1 && i != 20).collect();
-        let dense: Vec<f64> = (0..mask.iter().filter(|&&m| m).count()).map(|i| i as f64 + 1.0).collect();
+        let dense: Vec<f64> = (0..mask.iter().filter(|&&m| m).count())
+            .map(|i| i as f64 + 1.0)
+            .collect();
         let mut bitmap = vec![0u8; 3];
         for (i, &m) in mask.iter().enumerate() {
             bitmap[i / 8] |= u8::from(m) << (i % 8);

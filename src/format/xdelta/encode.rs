@@ -164,7 +164,11 @@ fn emit_header<O: Out>(plan: &Plan, out: &mut O) {
     if let Some(p) = plan.precision {
         out.text(",/");
         // 10^19..10^22 exceed i64 but print the same as doubles.
-        let d = if p <= 18 { Tok::Int(10i64.pow(p)) } else { Tok::Float(pow10(p).to_bits()) };
+        let d = if p <= 18 {
+            Tok::Int(10i64.pow(p))
+        } else {
+            Tok::Float(pow10(p).to_bits())
+        };
         out.item(d, d.text_len());
     }
     if let Some(o) = plan.offset {
@@ -272,7 +276,11 @@ fn runs_of(values: &[Option<f64>], items: &[Tok]) -> Vec<Run> {
         };
         match runs.last_mut() {
             Some(last) if last.tok == tok => last.count += 1,
-            _ => runs.push(Run { tok, count: 1, len: tok.text_len() }),
+            _ => runs.push(Run {
+                tok,
+                count: 1,
+                len: tok.text_len(),
+            }),
         }
     }
     runs
@@ -304,7 +312,9 @@ fn to_int(y: f64, divisor: Option<f64>) -> Option<i64> {
     };
     [guess, guess - 1.0, guess + 1.0].into_iter().find_map(|z| {
         // The range where `as` is exact; `z` is integral here.
-        if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&z) || z.fract() != 0.0 {
+        if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&z)
+            || z.fract() != 0.0
+        {
             return None;
         }
         let zi = z as i64;
@@ -396,38 +406,54 @@ impl Encoder {
         if let Some(precision) = self.precision.filter(|&p| p > MAX_PRECISION) {
             return Err(XdeltaError::Precision { precision }.into());
         }
-        if let Some((index, value)) = values.iter().enumerate().find_map(|(i, v)| v.filter(|x| !x.is_finite()).map(|x| (i, x))) {
+        if let Some((index, value)) = values
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| v.filter(|x| !x.is_finite()).map(|x| (i, x)))
+        {
             return Err(XdeltaError::NotFinite { index, value }.into());
         }
         let dense: Vec<f64> = values.iter().flatten().copied().collect();
         let mut best: Option<(usize, Plan, Vec<Run>)> = None;
-        let mut consider = |delta: Delta, precision: Option<u32>, offset: Option<f64>, items: &[Tok]| {
-            let runs = runs_of(values, items);
-            let mut blanks = vec![BlankChoice::Repeat];
-            if values.iter().any(Option::is_none) {
-                blanks.push(BlankChoice::Null);
-            }
-            blanks.extend(majority(&runs).map(BlankChoice::Value));
-            let mut kept: Option<(usize, Plan)> = None;
-            for blank in blanks {
-                let plan = Plan { delta, blank, precision, offset };
-                let mut cost = Counter(0);
-                emit_header(&plan, &mut cost);
-                emit_values(&runs, blank, &mut cost);
-                if kept.is_none_or(|(c, _)| cost.0 < c) {
-                    kept = Some((cost.0, plan));
+        let mut consider =
+            |delta: Delta, precision: Option<u32>, offset: Option<f64>, items: &[Tok]| {
+                let runs = runs_of(values, items);
+                let mut blanks = vec![BlankChoice::Repeat];
+                if values.iter().any(Option::is_none) {
+                    blanks.push(BlankChoice::Null);
                 }
-            }
-            if let Some((cost, plan)) = kept.filter(|&(c, _)| best.as_ref().is_none_or(|b| c < b.0)) {
-                best = Some((cost, plan, runs));
-            }
-        };
+                blanks.extend(majority(&runs).map(BlankChoice::Value));
+                let mut kept: Option<(usize, Plan)> = None;
+                for blank in blanks {
+                    let plan = Plan {
+                        delta,
+                        blank,
+                        precision,
+                        offset,
+                    };
+                    let mut cost = Counter(0);
+                    emit_header(&plan, &mut cost);
+                    emit_values(&runs, blank, &mut cost);
+                    if kept.is_none_or(|(c, _)| cost.0 < c) {
+                        kept = Some((cost.0, plan));
+                    }
+                }
+                if let Some((cost, plan)) =
+                    kept.filter(|&(c, _)| best.as_ref().is_none_or(|b| c < b.0))
+                {
+                    best = Some((cost, plan, runs));
+                }
+            };
 
         let precisions = std::iter::once(None).chain(self.precision.filter(|&p| p > 0).map(Some));
         let mut exact_ints = false;
         for precision in precisions {
             let divisor = precision.map(pow10);
-            let Some(zs) = dense.iter().map(|&y| to_int(y, divisor)).collect::<Option<Vec<i64>>>() else {
+            let Some(zs) = dense
+                .iter()
+                .map(|&y| to_int(y, divisor))
+                .collect::<Option<Vec<i64>>>()
+            else {
                 continue;
             };
             exact_ints |= precision.is_none();
@@ -478,7 +504,22 @@ mod tests {
 
     #[test]
     fn int_lengths_agree_with_printing() {
-        for v in [0, 1, -1, 9, 10, 100, 1000, -1000, 12000, 10i64.pow(18), i64::MAX, i64::MIN, -120, 7_000_000] {
+        for v in [
+            0,
+            1,
+            -1,
+            9,
+            10,
+            100,
+            1000,
+            -1000,
+            12000,
+            10i64.pow(18),
+            i64::MAX,
+            i64::MIN,
+            -120,
+            7_000_000,
+        ] {
             let mut s = String::new();
             Decimal::from_i64(v).write(&mut s);
             assert_eq!(int_text_len(v), s.len(), "{v}");
@@ -487,14 +528,24 @@ mod tests {
 
     #[test]
     fn majority_vote() {
-        let run = |v: i64, count| Run { tok: Tok::Int(v), count, len: 1 };
-        assert_eq!(majority(&[run(1, 2), run(2, 1), run(1, 5), run(3, 2)]), Some(Tok::Int(1)));
+        let run = |v: i64, count| Run {
+            tok: Tok::Int(v),
+            count,
+            len: 1,
+        };
+        assert_eq!(
+            majority(&[run(1, 2), run(2, 1), run(1, 5), run(3, 2)]),
+            Some(Tok::Int(1))
+        );
         assert_eq!(majority(&[]), None);
     }
 
     #[test]
     fn offsets_round_the_median() {
-        assert_eq!(offset_candidates(&[1_234_567, 1_234_000, 1_250_000]), vec![1_000_000, 1_200_000]);
+        assert_eq!(
+            offset_candidates(&[1_234_567, 1_234_000, 1_250_000]),
+            vec![1_000_000, 1_200_000]
+        );
         assert_eq!(offset_candidates(&[-46, -44, -45]), vec![-50, -45]);
         assert_eq!(offset_candidates(&[0, 0]), Vec::<i64>::new());
     }

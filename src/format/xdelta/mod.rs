@@ -9,11 +9,11 @@
 //! d,b0:1,,n2,1,n2,,,-1,n3,,        ->  (v0) 1, 1, 1, 1, 2, 3, 4, 4, 4, 3, 2, 1, 0, 0, 0
 //! ```
 //!
-//! * [`decode`] / [`Decoder`]: a hand-written one-pass parser for the v1
+//! * [`decode()`] / [`Decoder`]: a hand-written one-pass parser for the v1
 //!   grammar and the v0 grammar (no version prefix), producing `f64` values and
 //!   an Arrow-layout validity bitmap ([`Decoded`]), or filling a caller's
 //!   reusable buffers ([`Decoder::decode_into`]).
-//! * [`encode`] / [`Encoder`]: tries delta orders, blank modes, a scalar from
+//! * [`encode()`] / [`Encoder`]: tries delta orders, blank modes, a scalar from
 //!   an optional decimal precision, and offsets, and emits the shortest string
 //!   that decodes back to exactly the same bits.
 //!
@@ -145,13 +145,25 @@ pub enum XdeltaError {
     Whitespace { offset: usize },
     /// The grammar was broken outside a number or a count.
     #[error("xdelta: expected {expected} at byte {offset}, found {found}")]
-    Syntax { offset: usize, expected: &'static str, found: Found },
+    Syntax {
+        offset: usize,
+        expected: &'static str,
+        found: Found,
+    },
     /// A malformed number literal (`01`, `.5`, `1.`, `1e`, `-`).
     #[error("xdelta: bad number at byte {offset}: expected {expected}, found {found}")]
-    BadNumber { offset: usize, expected: &'static str, found: Found },
+    BadNumber {
+        offset: usize,
+        expected: &'static str,
+        found: Found,
+    },
     /// A repeat count that is not an integer of at least 1 without leading zeros.
     #[error("xdelta: bad repeat count at byte {offset}: expected {expected}, found {found}")]
-    BadCount { offset: usize, expected: &'static str, found: Found },
+    BadCount {
+        offset: usize,
+        expected: &'static str,
+        found: Found,
+    },
     /// A version other than `v1` (v0 strings have no version prefix).
     #[error("xdelta: unknown version v{version} at byte {offset} (expected v1, or a v0 string without a version)")]
     UnknownVersion { offset: usize, version: u64 },
@@ -213,5 +225,9 @@ fn error_at(bytes: &[u8], offset: usize, make: impl FnOnce(Found) -> XdeltaError
 
 /// [`XdeltaError::Syntax`] at `offset` (or whitespace).
 fn syntax(bytes: &[u8], offset: usize, expected: &'static str) -> XdeltaError {
-    error_at(bytes, offset, |found| XdeltaError::Syntax { offset, expected, found })
+    error_at(bytes, offset, |found| XdeltaError::Syntax {
+        offset,
+        expected,
+        found,
+    })
 }

@@ -21,12 +21,19 @@ impl Literal {
     /// The literal of an integer (used by the encoder's checks and tests).
     #[cfg(test)]
     pub(super) fn of_int(v: i64) -> Literal {
-        Literal { float: v as f64, int: Some(v) }
+        Literal {
+            float: v as f64,
+            int: Some(v),
+        }
     }
 }
 
 fn bad(bytes: &[u8], offset: usize, expected: &'static str) -> XdeltaError {
-    error_at(bytes, offset, |found| XdeltaError::BadNumber { offset, expected, found })
+    error_at(bytes, offset, |found| XdeltaError::BadNumber {
+        offset,
+        expected,
+        found,
+    })
 }
 
 fn digit_at(bytes: &[u8], i: usize) -> Option<u8> {
@@ -46,7 +53,11 @@ pub(super) fn parse(bytes: &[u8], start: usize) -> Result<(Literal, usize), Xdel
         i += 1;
     }
     let Some(first) = digit_at(bytes, i) else {
-        return Err(bad(bytes, i, if neg { "a digit after '-'" } else { "a number" }));
+        return Err(bad(
+            bytes,
+            i,
+            if neg { "a digit after '-'" } else { "a number" },
+        ));
     };
     i += 1;
     // The integer part, exactly while it fits a u64 (19+ digits).
@@ -58,7 +69,10 @@ pub(super) fn parse(bytes: &[u8], start: usize) -> Result<(Literal, usize), Xdel
         }
     } else {
         while let Some(d) = digit_at(bytes, i) {
-            match mag.checked_mul(10).and_then(|m| m.checked_add(u64::from(d))) {
+            match mag
+                .checked_mul(10)
+                .and_then(|m| m.checked_add(u64::from(d)))
+            {
                 Some(m) => mag = m,
                 None => fits = false,
             }
@@ -118,7 +132,12 @@ pub(super) fn parse(bytes: &[u8], start: usize) -> Result<(Literal, usize), Xdel
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
         .ok_or_else(|| bad(bytes, start, "a number"))?;
-    let int = exact_integer(neg, &bytes[start + usize::from(neg)..int_end], &bytes[frac], exp);
+    let int = exact_integer(
+        neg,
+        &bytes[start + usize::from(neg)..int_end],
+        &bytes[frac],
+        exp,
+    );
     Ok((Literal { float, int }, i))
 }
 
@@ -142,7 +161,9 @@ fn exact_integer(neg: bool, int_digits: &[u8], frac_digits: &[u8], exp: i64) -> 
     if sig == 0 {
         return if neg { None } else { Some(0) };
     }
-    let scale = exp.saturating_sub(frac_digits.len() as i64).saturating_add(zeros);
+    let scale = exp
+        .saturating_sub(frac_digits.len() as i64)
+        .saturating_add(zeros);
     // `sig` has no trailing zero, so a negative scale leaves a fraction.
     if !(0..=18).contains(&scale) {
         return None;
@@ -178,7 +199,7 @@ impl Decimal {
     pub(super) fn from_i64(v: i64) -> Decimal {
         let mut mag = v.unsigned_abs();
         let mut exp = 0;
-        while mag != 0 && mag % 10 == 0 {
+        while mag != 0 && mag.is_multiple_of(10) {
             mag /= 10;
             exp += 1;
         }
@@ -196,7 +217,12 @@ impl Decimal {
         for (d, r) in digits.iter_mut().zip(rev[..len].iter().rev()) {
             *d = *r;
         }
-        Decimal { neg: v < 0, digits, len: len as u8, exp }
+        Decimal {
+            neg: v < 0,
+            digits,
+            len: len as u8,
+            exp,
+        }
     }
 
     /// The shortest decimal that parses back to `x` (finite), from std's
@@ -228,9 +254,16 @@ impl Decimal {
             Some((b'-', rest)) => (true, rest),
             _ => (false, e_text),
         };
-        let e = e_digits.iter().fold(0i32, |acc, &d| acc * 10 + i32::from(d - b'0'));
+        let e = e_digits
+            .iter()
+            .fold(0i32, |acc, &d| acc * 10 + i32::from(d - b'0'));
         let e = if e_neg { -e } else { e };
-        Decimal { neg, digits, len: len as u8, exp: e - (len as i32 - 1) }
+        Decimal {
+            neg,
+            digits,
+            len: len as u8,
+            exp: e - (len as i32 - 1),
+        }
     }
 
     fn digits(&self) -> &[u8] {
@@ -253,7 +286,9 @@ impl Decimal {
 
     /// Which form is shorter (the plain one on a tie).
     fn layout(&self) -> Layout {
-        if self.exp != 0 && usize::from(self.len) + 1 + int_len(i64::from(self.exp)) < self.plain_len() {
+        if self.exp != 0
+            && usize::from(self.len) + 1 + int_len(i64::from(self.exp)) < self.plain_len()
+        {
             Layout::Exponent
         } else {
             Layout::Plain
@@ -326,7 +361,10 @@ struct Buf {
 
 impl Default for Buf {
     fn default() -> Self {
-        Buf { bytes: [0; 40], len: 0 }
+        Buf {
+            bytes: [0; 40],
+            len: 0,
+        }
     }
 }
 
@@ -362,24 +400,43 @@ mod tests {
         assert_eq!(lit("1.5E+1").unwrap().0, Literal::of_int(15));
         assert_eq!(lit("2.000").unwrap().0, Literal::of_int(2));
         assert_eq!(lit("120e-1").unwrap().0, Literal::of_int(12));
-        assert_eq!(lit("-9223372036854775808").unwrap().0, Literal::of_int(i64::MIN));
+        assert_eq!(
+            lit("-9223372036854775808").unwrap().0,
+            Literal::of_int(i64::MIN)
+        );
         let big = lit("9223372036854775808").unwrap().0;
         assert_eq!((big.float, big.int), (9223372036854775808.0, None));
         let frac = lit("0.1").unwrap().0;
         assert_eq!((frac.float, frac.int), (0.1, None));
         let neg_zero = lit("-0").unwrap().0;
-        assert_eq!((neg_zero.float.to_bits(), neg_zero.int), ((-0.0f64).to_bits(), None));
+        assert_eq!(
+            (neg_zero.float.to_bits(), neg_zero.int),
+            ((-0.0f64).to_bits(), None)
+        );
         assert_eq!(lit("-0.0e7").unwrap().0.int, None);
         assert_eq!(lit("0e99999999999999999999").unwrap().0, Literal::of_int(0));
         assert_eq!(lit("1e400").unwrap().0.float, f64::INFINITY);
         assert_eq!(lit("1e-400").unwrap().0.float, 0.0);
-        assert_eq!(lit("10000000000000000000000e-4").unwrap().0, Literal::of_int(10i64.pow(18)));
+        assert_eq!(
+            lit("10000000000000000000000e-4").unwrap().0,
+            Literal::of_int(10i64.pow(18))
+        );
         assert_eq!(lit("1.2n3").unwrap().1, 3);
     }
 
     #[test]
     fn rejects_malformed_numbers() {
-        for (text, offset) in [("01", 1), (".5", 0), ("1.", 2), ("1e", 2), ("1e+", 3), ("-", 1), ("-.5", 1), ("+1", 0), ("", 0)] {
+        for (text, offset) in [
+            ("01", 1),
+            (".5", 0),
+            ("1.", 2),
+            ("1e", 2),
+            ("1e+", 3),
+            ("-", 1),
+            ("-.5", 1),
+            ("+1", 0),
+            ("", 0),
+        ] {
             match lit(text) {
                 Err(XdeltaError::BadNumber { offset: o, .. }) => assert_eq!(o, offset, "{text}"),
                 other => panic!("{text}: {other:?}"),
@@ -414,7 +471,13 @@ mod tests {
             assert_eq!(d.len(), s.len());
             assert_eq!(s.parse::<f64>().unwrap().to_bits(), x.to_bits());
         }
-        for (v, want) in [(0i64, "0"), (-7, "-7"), (1000, "1e3"), (-20, "-20"), (i64::MIN, "-9223372036854775808")] {
+        for (v, want) in [
+            (0i64, "0"),
+            (-7, "-7"),
+            (1000, "1e3"),
+            (-20, "-20"),
+            (i64::MIN, "-9223372036854775808"),
+        ] {
             let d = Decimal::from_i64(v);
             let mut s = String::new();
             d.write(&mut s);
