@@ -180,6 +180,8 @@ fn exact_round(x: f64) -> i64 {
 
 /// What the Java reference stores and decodes for one value (layout spec,
 /// sections 2 and 3.3): the form (1 scaled, 2 rounded, 3 raw) and the bits.
+// The range tests must be false for NaN (as in Java), which `contains` is not.
+#[allow(clippy::manual_range_contains)]
 fn java_f32(v: f32, mpn: i32) -> (u8, u32) {
     let p = max_point_value(mpn);
     let x = f64::from(v) * p;
@@ -197,6 +199,8 @@ fn java_f32(v: f32, mpn: i32) -> (u8, u32) {
     }
 }
 
+// The range tests must be false for NaN (as in Java), which `contains` is not.
+#[allow(clippy::manual_range_contains)]
 fn java_f64(v: f64, mpn: i32) -> (u8, u64) {
     let p = max_point_value(mpn);
     let x = v * p;

@@ -365,6 +365,7 @@ fn one_value_blocks_ignore_min_delta_and_pad_bits_are_ignored() {
     let page = [vec![0], block32(0, 0, 12345, 7)].concat();
     assert_eq!(dec32(&page).unwrap(), vec![7.0]);
     // Two deltas of 3 bits (6 bits used) with the 2 pad bits set.
+    #[allow(clippy::unusual_byte_groupings)] // grouped as td0, td1, pad
     let page = [vec![0], block32(2, 3, 1, 10), vec![0b001_010_11]].concat();
     assert_eq!(dec32(&page).unwrap(), vec![10.0, 12.0, 15.0]);
 }

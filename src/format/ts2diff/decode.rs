@@ -5,13 +5,14 @@ use crate::kernels::Backend;
 use crate::Result;
 
 use super::error::Ts2diffError;
-use super::wire::{self, Form, Header};
+use super::wire::{self, Block, Form, Header};
 use super::{max_point_value, PageFloat};
 
-/// Integers decoded per kernel pass. A block larger than this (block sizes are
-/// the writer's choice) is decoded in slices of this many deltas, so the
-/// scratch stays on the stack and in L1 whatever the page says.
-const CHUNK: usize = 1024;
+/// Deltas decoded per kernel pass. A block larger than this (block sizes are
+/// the writer's choice; Java's default is 128) is decoded in slices of this
+/// many deltas, so the integer scratch stays small, on the stack and in L1
+/// whatever the page says.
+const CHUNK: usize = 256;
 
 /// Decodes TS_2DIFF pages. A small `Copy` value of settings: build it once,
 /// use it for any number of pages.
@@ -140,39 +141,17 @@ fn decode_page<T: PageFloat>(k: &BlockKernels, page: &[u8], out: &mut [T]) -> Re
             }
             .into());
         }
-        let block_out = &mut out[done..done + m];
-        let width = b.width as usize;
-        let mut prev = b.first;
-        let mut td = 0usize;
-        let mut at = 0usize;
-        loop {
-            // The first slice also carries the block's first value in front.
-            let lead = usize::from(td == 0);
-            let c = (b.deltas as usize - td).min(CHUNK);
-            let ints = &mut scratch[..lead + c];
-            if lead == 1 {
-                ints[0] = b.first;
-            }
-            // `td` is a multiple of CHUNK, hence of 8: a byte boundary. The
-            // slice runs to the page end so the kernels may load past the block.
-            T::unpack(
-                k,
-                &page[b.packed + td * width / 8..],
-                b.width,
-                &mut ints[lead..],
-            )?;
-            prev = T::delta(k, prev, b.min_delta, &mut ints[lead..]);
-            let dst = &mut block_out[at..at + lead + c];
-            T::scale(k, ints, &divisor, dst)?;
-            if h.form != Form::Scaled {
-                apply_forms(&h, done + at, ints, dst);
-            }
-            at += lead + c;
-            td += c;
-            if td == b.deltas as usize {
-                break;
-            }
-        }
+        // The slice runs to the page end so the kernels may load past the block.
+        decode_block(
+            k,
+            &h,
+            &page[b.packed..],
+            &b,
+            &divisor,
+            done,
+            &mut out[done..done + m],
+            &mut scratch,
+        )?;
         done += m;
         pos = b.end;
     }
@@ -187,6 +166,48 @@ fn decode_page<T: PageFloat>(k: &BlockKernels, page: &[u8], out: &mut [T]) -> Re
         }
     }
     Ok(done)
+}
+
+/// One block into `out`, `CHUNK` deltas at a time through the scratch: unpack,
+/// running sum, scale, then (Form 2/3) [`apply_forms`]. `first` is the page
+/// position of the block's first value.
+#[allow(clippy::too_many_arguments)]
+fn decode_block<T: PageFloat>(
+    k: &BlockKernels,
+    h: &Header<'_>,
+    packed: &[u8],
+    b: &Block<T::Bits>,
+    divisor: &Divisor,
+    first: usize,
+    out: &mut [T],
+    scratch: &mut [T::Bits; CHUNK + 1],
+) -> Result<()> {
+    let width = b.width as usize;
+    let mut prev = b.first;
+    let mut td = 0usize;
+    let mut at = 0usize;
+    loop {
+        // The first slice also carries the block's first value in front.
+        let lead = usize::from(td == 0);
+        let c = (b.deltas as usize - td).min(CHUNK);
+        let ints = &mut scratch[..lead + c];
+        if lead == 1 {
+            ints[0] = b.first;
+        }
+        // `td` is a multiple of CHUNK, hence of 8: a byte boundary.
+        T::unpack(k, &packed[td * width / 8..], b.width, &mut ints[lead..])?;
+        prev = T::delta(k, prev, b.min_delta, &mut ints[lead..]);
+        let dst = &mut out[at..at + lead + c];
+        T::scale(k, ints, divisor, dst)?;
+        if h.form != Form::Scaled {
+            apply_forms(h, first + at, ints, dst);
+        }
+        at += lead + c;
+        td += c;
+        if td == b.deltas as usize {
+            return Ok(());
+        }
+    }
 }
 
 /// Form 2/3: replaces the values that are not in scaled form. `first` is the

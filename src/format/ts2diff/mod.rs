@@ -193,6 +193,9 @@ pub(crate) mod repr {
         fn put_be(bits: u32, out: &mut Vec<u8>) {
             out.extend_from_slice(&bits.to_be_bytes());
         }
+        // `x > HI || x < LO` is false for NaN, unlike `!(LO..=HI).contains(&x)`:
+        // NaN must fall through to the NaN test, as in Java.
+        #[allow(clippy::manual_range_contains)]
         fn classify(self, p: f64) -> (Stored, u32) {
             // `value * maxPointValue` is float * double: a double product.
             let x = f64::from(self) * p;
@@ -260,6 +263,8 @@ pub(crate) mod repr {
         fn put_be(bits: u64, out: &mut Vec<u8>) {
             out.extend_from_slice(&bits.to_be_bytes());
         }
+        // As for f32: the comparisons must be false for NaN.
+        #[allow(clippy::manual_range_contains)]
         fn classify(self, p: f64) -> (Stored, u64) {
             // (double) Long.MAX_VALUE and Long.MIN_VALUE are exactly +-2^63.
             const LIMIT: f64 = 9_223_372_036_854_775_808.0;

@@ -47,11 +47,11 @@ pub(super) trait Isa: Copy {
     /// 64-bit lanes per register; a multiple of 2 that divides 8.
     const LANES: usize;
 
-    /// The big-endian words of `LANES` consecutive values of one group: for
-    /// each pair `q` in `0..LANES / 2`, loads the 16 bytes at
-    /// `src + *off.add(q)` and shuffles them with the 16 mask bytes at
-    /// `mask + 16 * q`. Reads those 16-byte units and `8 * LANES` mask bytes.
-    unsafe fn words(src: *const u8, off: *const usize, mask: *const u8) -> Self::U64;
+    /// The big-endian 64-bit words of values `h .. h + LANES` of the group
+    /// at `base`: lane `i` holds the 8 bytes at `base + b_{h+i}`, built from
+    /// [`Plan`]'s units. Reads fewer than `plan.span` bytes from `base`; `h`
+    /// is a multiple of `LANES` below 8.
+    unsafe fn words(base: *const u8, plan: &Plan, h: usize) -> Self::U64;
     /// Lane `i` shifted left by `counts[i]` (each below 64; `LANES` counts read).
     unsafe fn shl_each(v: Self::U64, counts: *const u64) -> Self::U64;
     /// Lane `i` shifted right by `counts[i]` (each in 1..=8; `LANES` counts read).
@@ -88,7 +88,6 @@ pub(super) trait Isa: Copy {
     unsafe fn scan_u64(v: Self::U64) -> Self::U64;
     /// Every lane set to the last lane.
     unsafe fn last_u64(v: Self::U64) -> Self::U64;
-
     /// Loads `LANES` u32, reads them as i32 and converts to f64 (exact).
     unsafe fn load_i32_as_f64(src: *const u32) -> Self::F64;
     /// Loads `LANES` u64, reads them as i64 and converts to f64, rounding to
@@ -216,29 +215,50 @@ impl<I: Isa> Lane<I> for u64 {
 /// The shape of one `w`-byte group of eight `w`-bit values (see the module docs).
 pub(super) struct Plan {
     /// Byte offset, from the group start, of the 16-byte unit of each pair.
-    unit_off: [usize; 4],
+    pub(super) unit_off: [usize; 4],
     /// In-lane byte shuffle per pair: lane 0 <- bytes 7..=0, lane 1 <- bytes
     /// `d+7..=d` where `d = b_{2p+1} - b_{2p}`.
-    masks: [u8; 64],
+    pub(super) masks: [u8; 64],
+    /// The units as a whole-register permute, for instruction sets with a
+    /// cross-lane dword permute (one load and two shuffles instead of a load
+    /// and an insert per unit): dword `4q + i` of the register is dword
+    /// `b_{2q} / 4 + i` of the group.
+    pub(super) dwords: [u32; 16],
+    /// The in-lane byte shuffle for `dwords`' units (offsets shifted by
+    /// `b_{2q} % 4`).
+    pub(super) dword_masks: [u8; 64],
+    /// Whether `dwords` works for this width: every pair's bytes, plus the
+    /// ninth byte when `two_words`, lie within its dword-aligned 16 bytes.
+    pub(super) dwords_fit: bool,
+    /// Dwords a `dwords` register reads from the group start.
+    pub(super) dword_count: usize,
     /// `s_j`, the bit offset of value `j` within its first byte.
     shl: [u64; 8],
     /// `8 - s_j`, the right shift of the second word.
     shr: [u64; 8],
     /// Whether some value straddles nine bytes (`s_j + w > 64`).
     two_words: bool,
-    /// Bytes read from the group start, at most.
+    /// Bytes read from the group start, at most (either unit layout).
     span: usize,
 }
 
-const fn plan(w: usize) -> Plan {
-    let mut p = Plan {
+impl Plan {
+    const EMPTY: Plan = Plan {
         unit_off: [0; 4],
         masks: [0; 64],
+        dwords: [0; 16],
+        dword_masks: [0; 64],
+        dwords_fit: true,
+        dword_count: 0,
         shl: [0; 8],
         shr: [0; 8],
         two_words: false,
         span: 0,
     };
+}
+
+const fn plan(w: usize) -> Plan {
+    let mut p = Plan::EMPTY;
     let mut j = 0;
     while j < 8 {
         let s = (j * w) % 8;
@@ -253,31 +273,36 @@ const fn plan(w: usize) -> Plan {
     while q < 4 {
         let b0 = 2 * q * w / 8;
         let d = (2 * q + 1) * w / 8 - b0;
+        let skew = b0 % 4;
         p.unit_off[q] = b0;
         let mut k = 0;
         while k < 8 {
             p.masks[16 * q + k] = (7 - k) as u8;
             p.masks[16 * q + 8 + k] = (d + 7 - k) as u8;
+            p.dword_masks[16 * q + k] = (skew + 7 - k) as u8;
+            p.dword_masks[16 * q + 8 + k] = (skew + d + 7 - k) as u8;
             k += 1;
+        }
+        let mut i = 0;
+        while i < 4 {
+            p.dwords[4 * q + i] = (b0 / 4 + i) as u32;
+            i += 1;
+        }
+        if skew + d + 8 + p.two_words as usize > 16 {
+            p.dwords_fit = false;
         }
         q += 1;
     }
+    p.dword_count = p.unit_off[3] / 4 + 4;
+    // Units read `[b_{2q}, b_{2q} + 16)`, dwords `[0, 4 * dword_count)`, which
+    // ends no later; the second word reads one byte further.
     p.span = p.unit_off[3] + 16 + p.two_words as usize;
     p
 }
 
 /// [`Plan`] for every width 0..=64 (width 0 is never used: it unpacks to zeros).
 pub(super) static PLANS: [Plan; 65] = {
-    let mut plans = [const {
-        Plan {
-            unit_off: [0; 4],
-            masks: [0; 64],
-            shl: [0; 8],
-            shr: [0; 8],
-            two_words: false,
-            span: 0,
-        }
-    }; 65];
+    let mut plans = [Plan::EMPTY; 65];
     let mut w = 1;
     while w <= 64 {
         plans[w] = plan(w);
@@ -285,6 +310,49 @@ pub(super) static PLANS: [Plan; 65] = {
     }
     plans
 };
+
+/// How many of the first `wanted` groups of `packed` can be read through
+/// whole 16-byte units without leaving it. Group `g` reads
+/// `[g*w, g*w + span)`; the division only runs near the end of a page.
+#[inline(always)]
+fn safe_groups(packed: &[u8], plan: &Plan, w: usize, wanted: usize) -> usize {
+    if wanted == 0 || (wanted - 1) * w + plan.span <= packed.len() {
+        return wanted;
+    }
+    match packed.len().checked_sub(plan.span) {
+        Some(room) => (room / w + 1).min(wanted),
+        None => 0,
+    }
+}
+
+/// The two-diffs `8g + h .. 8g + h + LANES` of a `w`-bit stream (`w >= 1`),
+/// one per u64 lane. `MODE` is 1 when every value fits one 64-bit word, 2
+/// when some straddle nine bytes (`plan.two_words`).
+///
+/// # Safety
+/// Group `g` must be readable: `g * w + plan.span <= packed.len()`; `h` is a
+/// multiple of `LANES` below 8.
+#[inline(always)]
+unsafe fn group_words<I: Isa, const MODE: u8>(
+    src: *const u8,
+    plan: &Plan,
+    w: usize,
+    g: usize,
+    h: usize,
+) -> I::U64 {
+    // SAFETY: the caller's contract (`words` reads below `span - 1` bytes
+    // from `base`, and below `span` from `base + 1`); the shift counts
+    // `h .. h + LANES <= 8` stay within the plan's arrays.
+    unsafe {
+        let base = src.add(g * w);
+        let mut v = I::shl_each(I::words(base, plan, h), plan.shl.as_ptr().add(h));
+        if MODE == 2 {
+            let next = I::words(base.add(1), plan, h);
+            v = I::or(v, I::shr_each(next, plan.shr.as_ptr().add(h)));
+        }
+        I::shr_all(v, (64 - w) as u32)
+    }
+}
 
 /// Unpacks `out.len()` values of `width` bits (`width <= W::BITS`) from
 /// `packed`, which must hold at least `ceil(out.len() * width / 8)` bytes.
@@ -302,59 +370,47 @@ pub(super) unsafe fn unpack<I: Isa, W: Lane<I>>(packed: &[u8], width: u32, out: 
         return;
     }
     let plan = &PLANS[w];
-    let safe_groups = match packed.len().checked_sub(plan.span) {
-        Some(room) => room / w + 1,
-        None => 0,
-    };
-    let groups = (out.len() / 8).min(safe_groups);
-    // SAFETY: group `g < safe_groups` reads bytes `[g*w, g*w + span)`, inside
-    // `packed` by the definition of `safe_groups`; it writes values
-    // `[8g, 8g + 8)`, inside `out` because `groups <= out.len() / 8`.
+    let groups = safe_groups(packed, plan, w, out.len() / 8);
+    // SAFETY: group `g < groups` is readable (`safe_groups`) and its values
+    // `[8g, 8g + 8)` lie inside `out` (`groups <= out.len() / 8`).
     unsafe {
         if plan.two_words {
-            unpack_groups::<I, W, true>(packed.as_ptr(), plan, w, out.as_mut_ptr(), groups);
+            unpack_groups::<I, W, 2>(packed.as_ptr(), plan, w, out.as_mut_ptr(), groups);
         } else {
-            unpack_groups::<I, W, false>(packed.as_ptr(), plan, w, out.as_mut_ptr(), groups);
+            unpack_groups::<I, W, 1>(packed.as_ptr(), plan, w, out.as_mut_ptr(), groups);
         }
     }
     scalar::unpack(&packed[groups * w..], width, &mut out[groups * 8..]);
 }
 
 #[inline(always)]
-unsafe fn unpack_groups<I: Isa, W: Lane<I>, const TWO_WORDS: bool>(
+unsafe fn unpack_groups<I: Isa, W: Lane<I>, const MODE: u8>(
     src: *const u8,
     plan: &Plan,
     w: usize,
     dst: *mut W,
     groups: usize,
 ) {
-    let right = (64 - w) as u32;
     for g in 0..groups {
-        // SAFETY (whole loop body): see `unpack`; every pointer stays within
-        // group `g`'s bytes, values, or the plan's arrays (pairs `h/2 ..
-        // h/2 + LANES/2 <= 4`, shift counts `h .. h + LANES <= 8`).
-        unsafe {
-            let base = src.add(g * w);
-            let out = dst.add(g * 8);
-            let mut h = 0;
-            while h < 8 {
-                let off = plan.unit_off.as_ptr().add(h / 2);
-                let mask = plan.masks.as_ptr().add(8 * h);
-                let mut v = I::shl_each(I::words(base, off, mask), plan.shl.as_ptr().add(h));
-                if TWO_WORDS {
-                    let next = I::words(base.add(1), off, mask);
-                    v = I::or(v, I::shr_each(next, plan.shr.as_ptr().add(h)));
-                }
-                W::store_unpacked(I::shr_all(v, right), out.add(h));
-                h += I::LANES;
-            }
+        let mut h = 0;
+        while h < 8 {
+            // SAFETY: see `unpack`.
+            unsafe {
+                W::store_unpacked(
+                    group_words::<I, MODE>(src, plan, w, g, h),
+                    dst.add(g * 8 + h),
+                )
+            };
+            h += I::LANES;
         }
     }
 }
 
 /// The running sum `buf[k] = prev + min_delta + buf[k]` (wrapping), returning
 /// the last value. One register at a time: add `min_delta`, scan the lanes,
-/// add the carry (the previous register's last lane, broadcast).
+/// add the carry (the sum so far, broadcast). The carry advances by the
+/// scan's last lane, computed off the carry's dependency chain, so that chain
+/// is one addition per register rather than an addition plus a permute.
 #[inline(always)]
 pub(super) unsafe fn delta<I: Isa, W: Lane<I>>(prev: W, min_delta: W, buf: &mut [W]) -> W {
     let n = buf.len();
@@ -365,9 +421,9 @@ pub(super) unsafe fn delta<I: Isa, W: Lane<I>>(prev: W, min_delta: W, buf: &mut 
         let md = W::splat(min_delta);
         let mut carry = W::splat(prev);
         while i + W::N <= n {
-            let x = W::add(W::scan(W::add(W::load(ptr.add(i)), md)), carry);
-            W::store(x, ptr.add(i));
-            carry = W::last(x);
+            let x = W::scan(W::add(W::load(ptr.add(i)), md));
+            W::store(W::add(x, carry), ptr.add(i));
+            carry = W::add(carry, W::last(x));
             i += W::N;
         }
     }
@@ -375,7 +431,7 @@ pub(super) unsafe fn delta<I: Isa, W: Lane<I>>(prev: W, min_delta: W, buf: &mut 
     scalar::delta(prev, min_delta, &mut buf[i..])
 }
 
-/// `out[k] = ints[k] / divisor` (Java's conversion; `out.len() == ints.len()`).
+/// `a / p`, correctly rounded, given `y = 1/p` correctly rounded.
 ///
 /// Division is the slow instruction here (about 2 cycles per lane on current
 /// x86), so a [`DivisorKind::Reciprocal`] divisor uses the reciprocal `y` with
@@ -385,6 +441,23 @@ pub(super) unsafe fn delta<I: Isa, W: Lane<I>>(prev: W, min_delta: W, buf: &mut 
 /// ulp) makes the second step's result the correctly rounded quotient, i.e.
 /// exactly what the division instruction returns. [`Divisor::new`] picks this
 /// path only for `1 < p <= 1e280`, where nothing overflows or goes subnormal.
+#[inline(always)]
+unsafe fn divide<I: Isa>(a: I::F64, p: I::F64, y: I::F64, kind: DivisorKind) -> I::F64 {
+    // SAFETY: register-only operations of the running instruction set.
+    unsafe {
+        match kind {
+            DivisorKind::One => a,
+            DivisorKind::Reciprocal => {
+                let q = I::mul(a, y);
+                let q = I::mul_add(I::neg_mul_add(q, p, a), y, q);
+                I::mul_add(I::neg_mul_add(q, p, a), y, q)
+            }
+            DivisorKind::Divide => I::div(a, p),
+        }
+    }
+}
+
+/// `out[k] = ints[k] / divisor` (Java's conversion; `out.len() == ints.len()`).
 #[inline(always)]
 pub(super) unsafe fn scale<I: Isa, W: Lane<I>>(
     ints: &[W],
@@ -400,16 +473,7 @@ pub(super) unsafe fn scale<I: Isa, W: Lane<I>>(
         let p = I::splat_f64(divisor.value());
         let y = I::splat_f64(divisor.reciprocal());
         while i + I::LANES <= n {
-            let a = W::load_as_f64(src.add(i));
-            let q = match divisor.kind() {
-                DivisorKind::One => a,
-                DivisorKind::Reciprocal => {
-                    let q = I::mul(a, y);
-                    let q = I::mul_add(I::neg_mul_add(q, p, a), y, q);
-                    I::mul_add(I::neg_mul_add(q, p, a), y, q)
-                }
-                DivisorKind::Divide => I::div(a, p),
-            };
+            let q = divide::<I>(W::load_as_f64(src.add(i)), p, y, divisor.kind());
             W::store_float(q, dst.add(i));
             i += I::LANES;
         }

@@ -44,6 +44,8 @@ mod word {
         type Float: Copy;
         /// The low `BITS` bits of `x`.
         fn truncate(x: u64) -> Self;
+        /// Zero-extended to 64 bits.
+        fn widen(self) -> u64;
         /// Wrapping addition.
         fn wrapping_add(self, other: Self) -> Self;
         /// Java's conversion of the stored integer: FLOAT `(float) ((double) i / p)`,
@@ -56,6 +58,9 @@ mod word {
         type Float = f32;
         fn truncate(x: u64) -> u32 {
             x as u32
+        }
+        fn widen(self) -> u64 {
+            u64::from(self)
         }
         fn wrapping_add(self, other: u32) -> u32 {
             u32::wrapping_add(self, other)
@@ -70,6 +75,9 @@ mod word {
         type Float = f64;
         fn truncate(x: u64) -> u64 {
             x
+        }
+        fn widen(self) -> u64 {
+            self
         }
         fn wrapping_add(self, other: u64) -> u64 {
             u64::wrapping_add(self, other)

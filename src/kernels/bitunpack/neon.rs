@@ -4,7 +4,7 @@
 
 use std::arch::aarch64::*;
 
-use super::generic::Isa;
+use super::generic::{Isa, Plan};
 
 /// NEON: 128-bit registers.
 #[derive(Clone, Copy)]
@@ -17,9 +17,14 @@ impl Isa for Neon {
     const LANES: usize = 2;
 
     #[inline(always)]
-    unsafe fn words(src: *const u8, off: *const usize, mask: *const u8) -> uint64x2_t {
-        // SAFETY: the trait contract: one 16-byte unit and 16 mask bytes are readable.
-        unsafe { vreinterpretq_u64_u8(vqtbl1q_u8(vld1q_u8(src.add(*off)), vld1q_u8(mask))) }
+    unsafe fn words(base: *const u8, plan: &Plan, h: usize) -> uint64x2_t {
+        // SAFETY: the trait contract: pair `h/2` exists and its unit lies
+        // within `span` bytes of `base`.
+        unsafe {
+            let q = h / 2;
+            let unit = vld1q_u8(base.add(*plan.unit_off.as_ptr().add(q)));
+            vreinterpretq_u64_u8(vqtbl1q_u8(unit, vld1q_u8(plan.masks.as_ptr().add(16 * q))))
+        }
     }
     #[inline(always)]
     unsafe fn shl_each(v: uint64x2_t, counts: *const u64) -> uint64x2_t {

@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use super::generic::Isa;
+use super::generic::{Isa, Plan};
 
 /// AVX2 (with FMA): 256-bit registers.
 #[derive(Clone, Copy)]
@@ -37,6 +37,18 @@ unsafe fn i64_to_f64_avx2(x: __m256i) -> __m256d {
     }
 }
 
+/// The low 32 bits of each u64 lane, packed into 128 bits.
+#[inline(always)]
+unsafe fn low_dwords_avx2(v: __m256i) -> __m128i {
+    // SAFETY: register-only AVX2 operations; the caller guarantees AVX2.
+    unsafe {
+        _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
+            v,
+            _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6),
+        ))
+    }
+}
+
 impl Isa for Avx2 {
     type U64 = __m256i;
     type U32 = __m256i;
@@ -44,15 +56,16 @@ impl Isa for Avx2 {
     const LANES: usize = 4;
 
     #[inline(always)]
-    unsafe fn words(src: *const u8, off: *const usize, mask: *const u8) -> __m256i {
-        // SAFETY: the trait contract: two 16-byte units and 32 mask bytes are readable.
+    unsafe fn words(base: *const u8, plan: &Plan, h: usize) -> __m256i {
+        // SAFETY: the trait contract: `h + 4 <= 8`, so pairs `h/2` and
+        // `h/2 + 1` exist, and their units lie within `span` bytes of `base`.
         unsafe {
-            let lo = _mm_loadu_si128(src.add(*off) as *const __m128i);
-            let hi = _mm_loadu_si128(src.add(*off.add(1)) as *const __m128i);
-            _mm256_shuffle_epi8(
-                _mm256_set_m128i(hi, lo),
-                _mm256_loadu_si256(mask as *const __m256i),
-            )
+            let q = h / 2;
+            let off = plan.unit_off.as_ptr().add(q);
+            let lo = _mm_loadu_si128(base.add(*off) as *const __m128i);
+            let hi = _mm_loadu_si128(base.add(*off.add(1)) as *const __m128i);
+            let mask = _mm256_loadu_si256(plan.masks.as_ptr().add(16 * q) as *const __m256i);
+            _mm256_shuffle_epi8(_mm256_set_m128i(hi, lo), mask)
         }
     }
     #[inline(always)]
@@ -78,10 +91,7 @@ impl Isa for Avx2 {
     #[inline(always)]
     unsafe fn store_low_u32(v: __m256i, dst: *mut u32) {
         // SAFETY: the trait contract: 4 u32 are writable.
-        unsafe {
-            let even = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
-            _mm_storeu_si128(dst as *mut __m128i, _mm256_castsi256_si128(even));
-        }
+        unsafe { _mm_storeu_si128(dst as *mut __m128i, low_dwords_avx2(v)) }
     }
 
     #[inline(always)]
@@ -210,14 +220,29 @@ impl Isa for Avx512 {
     const LANES: usize = 8;
 
     #[inline(always)]
-    unsafe fn words(src: *const u8, off: *const usize, mask: *const u8) -> __m512i {
-        // SAFETY: the trait contract: four 16-byte units and 64 mask bytes are readable.
+    unsafe fn words(base: *const u8, plan: &Plan, _h: usize) -> __m512i {
+        // SAFETY: the trait contract: one register is the whole group
+        // (`h == 0`) and every unit or dword read lies within `span` bytes
+        // of `base`; the masked load does not even touch the dwords it skips.
         unsafe {
-            let unit = |q: usize| _mm_loadu_si128(src.add(*off.add(q)) as *const __m128i);
-            let low = _mm256_set_m128i(unit(1), unit(0));
-            let high = _mm256_set_m128i(unit(3), unit(2));
-            let v = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high);
-            _mm512_shuffle_epi8(v, _mm512_loadu_si512(mask as *const __m512i))
+            if plan.dwords_fit {
+                let live = ((1u32 << plan.dword_count) - 1) as u16;
+                let v = _mm512_maskz_loadu_epi32(live, base as *const i32);
+                let v = _mm512_permutexvar_epi32(
+                    _mm512_loadu_si512(plan.dwords.as_ptr() as *const __m512i),
+                    v,
+                );
+                _mm512_shuffle_epi8(
+                    v,
+                    _mm512_loadu_si512(plan.dword_masks.as_ptr() as *const __m512i),
+                )
+            } else {
+                let unit = |q: usize| _mm_loadu_si128(base.add(plan.unit_off[q]) as *const __m128i);
+                let low = _mm256_set_m128i(unit(1), unit(0));
+                let high = _mm256_set_m128i(unit(3), unit(2));
+                let v = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high);
+                _mm512_shuffle_epi8(v, _mm512_loadu_si512(plan.masks.as_ptr() as *const __m512i))
+            }
         }
     }
     #[inline(always)]
