@@ -1,8 +1,144 @@
-//! Tile decode benchmarks.
+//! Tile kernel throughput, per kernel and per table this CPU runs (scalar
+//! beside every vector one), in nonzeros per second, on a cache-resident chunk
+//! (16k nonzeros: 32 KiB of planes) and a DRAM-sized one (16M nonzeros).
+//!
+//! The data imitates real chunks: cells of 1,000 to 3,000 nonzeros over 36,601
+//! genes sorted by decreasing expression (so gaps are mostly small), and
+//! counts that are mostly 1 to 10.
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use std::time::Duration;
 
-fn bench(_c: &mut Criterion) {}
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use deltacells::kernels::{scalar, CellBounds, TileKernels};
 
-criterion_group!(benches, bench);
+/// Genes in the synthetic data (as in a typical human atlas).
+const N_GENES: u32 = 36_601;
+
+/// The sizes benchmarked: L2-resident and DRAM-sized.
+const SIZES: [(&str, usize); 2] = [("16k", 16 << 10), ("16M", 16 << 20)];
+
+/// xorshift64*: deterministic data without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `0..n`.
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One synthetic chunk, with every input the kernels take.
+struct Chunk {
+    bounds: Vec<i64>,
+    indices: Vec<i32>,
+    gaps: Vec<u16>,
+    gap_planes: Vec<u8>,
+    count_planes: Vec<u8>,
+}
+
+impl Chunk {
+    fn new(nnz: usize) -> Chunk {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut bounds = vec![0i64];
+        let mut indices = Vec::with_capacity(nnz);
+        let mut expressed = vec![false; N_GENES as usize];
+        while indices.len() < nnz {
+            let want = (1000 + rng.below(2001) as usize).min(nnz - indices.len());
+            expressed.fill(false);
+            let mut k = 0;
+            while k < want {
+                // Squaring a uniform variate crowds picks at the top genes.
+                let u = rng.below(1 << 20) as f64 / f64::from(1 << 20);
+                let g = (u * u * f64::from(N_GENES)) as usize;
+                if !expressed[g] {
+                    expressed[g] = true;
+                    k += 1;
+                }
+            }
+            indices.extend(expressed.iter().enumerate().filter(|(_, &e)| e).map(|(g, _)| g as i32));
+            bounds.push(indices.len() as i64);
+        }
+        let counts: Vec<u16> = (0..nnz)
+            .map(|_| match rng.below(100) {
+                0..=59 => 1,
+                60..=79 => 2,
+                80..=98 => 3 + rng.below(8) as u16,
+                _ => 11 + rng.below(1000) as u16,
+            })
+            .collect();
+        let mut gaps = vec![0u16; nnz];
+        let cells = CellBounds::new(&bounds, nnz).expect("valid bounds");
+        scalar::indices_to_gaps(&indices, cells, &mut gaps, &mut Vec::new());
+        let planes = |values: &[u16]| {
+            let mut p = vec![0u8; 2 * values.len()];
+            scalar::split_planes(values, &mut p);
+            p
+        };
+        let (gap_planes, count_planes) = (planes(&gaps), planes(&counts));
+        Chunk { bounds, indices, gaps, gap_planes, count_planes }
+    }
+
+    fn cells(&self) -> CellBounds<'_> {
+        CellBounds::new(&self.bounds, self.gaps.len()).expect("valid bounds")
+    }
+}
+
+/// Benchmarks `f` with every table this CPU runs, scalar first.
+fn bench_kernel(c: &mut Criterion, kernel: &str, size: &str, nnz: usize, f: &mut dyn FnMut(&TileKernels)) {
+    let mut group = c.benchmark_group(format!("{kernel}/{size}"));
+    group.throughput(Throughput::Elements(nnz as u64));
+    for table in TileKernels::available() {
+        group.bench_function(BenchmarkId::from_parameter(table.isa), |b| b.iter(|| f(table)));
+    }
+    group.finish();
+}
+
+fn kernels(c: &mut Criterion) {
+    for (size, nnz) in SIZES {
+        let chunk = Chunk::new(nnz);
+        let mut f32s = vec![0f32; nnz];
+        bench_kernel(c, "counts_f32", size, nnz, &mut |t| {
+            (t.counts_f32)(&chunk.count_planes, &mut f32s).expect("valid counts")
+        });
+        drop(f32s);
+        let mut i32s = vec![0i32; nnz];
+        bench_kernel(c, "counts_i32", size, nnz, &mut |t| {
+            (t.counts_i32)(&chunk.count_planes, &mut i32s).expect("valid counts")
+        });
+        bench_kernel(c, "gaps_to_indices", size, nnz, &mut |t| {
+            (t.gaps_to_indices)(&chunk.gap_planes, chunk.cells(), N_GENES, &mut i32s).expect("valid gaps")
+        });
+        drop(i32s);
+        let mut u16s = vec![0u16; nnz];
+        bench_kernel(c, "recombine_u16", size, nnz, &mut |t| (t.recombine_u16)(&chunk.gap_planes, &mut u16s));
+        let mut exceptions = Vec::new();
+        bench_kernel(c, "indices_to_gaps", size, nnz, &mut |t| {
+            exceptions.clear();
+            (t.indices_to_gaps)(&chunk.indices, chunk.cells(), &mut u16s, &mut exceptions)
+        });
+        drop(u16s);
+        let mut planes = vec![0u8; 2 * nnz];
+        bench_kernel(c, "split_planes", size, nnz, &mut |t| (t.split_planes)(&chunk.gaps, &mut planes));
+    }
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = kernels
+}
 criterion_main!(benches);

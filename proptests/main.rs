@@ -3,6 +3,7 @@
 //! run; set `PROPTEST_CASES` to run more locally.
 
 mod tile;
+mod tile_kernels;
 mod ts2diff;
 mod xdelta;
 
