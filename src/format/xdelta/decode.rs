@@ -370,15 +370,21 @@ impl Visit for Fill<'_> {
         let count = count as usize;
         match item {
             Item::Num(lit) => {
-                if self.ints && lit.int.is_none() {
-                    self.leave_integer_path();
-                }
-                let start = self.values.len();
-                self.values.resize(start + count, 0.0);
-                let new = &mut self.values[start..];
-                match lit.int {
-                    Some(i) if self.ints => bytemuck::cast_slice_mut::<f64, i64>(new).fill(i),
-                    _ => new.fill(lit.float),
+                let value = match lit.int {
+                    // The integer's bits, moved but never operated on as a
+                    // float until `ints_to_f64` reads them back as an `i64`.
+                    Some(i) if self.ints => f64::from_bits(i as u64),
+                    _ => {
+                        if self.ints {
+                            self.leave_integer_path();
+                        }
+                        lit.float
+                    }
+                };
+                if count == 1 {
+                    self.values.push(value);
+                } else {
+                    self.values.extend(std::iter::repeat_n(value, count));
                 }
             }
             Item::Null => {

@@ -213,6 +213,19 @@ fn emit_values<O: Out>(runs: &[Run], blank: BlankChoice, out: &mut O) {
             BlankChoice::Null => run.tok == Tok::Null,
             BlankChoice::Value(b) => run.tok == b,
         };
+        // A single item: a blank where it stands for the item, else the item.
+        if r == 1 {
+            if hits && !first && blank != BlankChoice::Repeat {
+                out.text(",");
+            } else {
+                if !first {
+                    out.text(",");
+                }
+                out.item(run.tok, l);
+            }
+            first = false;
+            continue;
+        }
         let comma = usize::from(!first);
         let mut best = (comma + l + (r - 1) * (l + 1), Way::Explicit);
         let mut consider = |cost: usize, way: Way| {
@@ -265,21 +278,28 @@ fn emit_values<O: Out>(runs: &[Run], blank: BlankChoice, out: &mut O) {
     }
 }
 
-/// The runs of the full list: `items` for the non-null values, in order.
-fn runs_of(values: &[Option<f64>], items: &[Tok]) -> Vec<Run> {
+/// The runs of the full list: `items` for the non-null values, in order;
+/// `lens`, when given, holds each item's [`Tok::text_len`].
+fn runs_of(values: &[Option<f64>], items: &[Tok], lens: Option<&[u8]>) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
-    let mut items = items.iter();
+    let mut k = 0;
     for v in values {
-        let tok = match v {
-            Some(_) => items.next().copied().unwrap_or(Tok::Null),
-            None => Tok::Null,
+        let (tok, len) = match (v, items.get(k)) {
+            (Some(_), Some(&tok)) => {
+                k += 1;
+                (
+                    tok,
+                    lens.and_then(|l| l.get(k - 1)).map(|&l| usize::from(l)),
+                )
+            }
+            _ => (Tok::Null, Some(1)),
         };
         match runs.last_mut() {
             Some(last) if last.tok == tok => last.count += 1,
             _ => runs.push(Run {
                 tok,
                 count: 1,
-                len: tok.text_len(),
+                len: len.unwrap_or_else(|| tok.text_len()),
             }),
         }
     }
@@ -415,38 +435,41 @@ impl Encoder {
         }
         let dense: Vec<f64> = values.iter().flatten().copied().collect();
         let mut best: Option<(usize, Plan, Vec<Run>)> = None;
-        let mut consider =
-            |delta: Delta, precision: Option<u32>, offset: Option<f64>, items: &[Tok]| {
-                let runs = runs_of(values, items);
-                let mut blanks = vec![BlankChoice::Repeat];
-                if values.iter().any(Option::is_none) {
-                    blanks.push(BlankChoice::Null);
+        let mut consider = |delta: Delta,
+                            precision: Option<u32>,
+                            offset: Option<f64>,
+                            items: &[Tok],
+                            lens: Option<&[u8]>| {
+            let runs = runs_of(values, items, lens);
+            let mut blanks = vec![BlankChoice::Repeat];
+            if values.iter().any(Option::is_none) {
+                blanks.push(BlankChoice::Null);
+            }
+            blanks.extend(majority(&runs).map(BlankChoice::Value));
+            let mut kept: Option<(usize, Plan)> = None;
+            for blank in blanks {
+                let plan = Plan {
+                    delta,
+                    blank,
+                    precision,
+                    offset,
+                };
+                let mut cost = Counter(0);
+                emit_header(&plan, &mut cost);
+                emit_values(&runs, blank, &mut cost);
+                if kept.is_none_or(|(c, _)| cost.0 < c) {
+                    kept = Some((cost.0, plan));
                 }
-                blanks.extend(majority(&runs).map(BlankChoice::Value));
-                let mut kept: Option<(usize, Plan)> = None;
-                for blank in blanks {
-                    let plan = Plan {
-                        delta,
-                        blank,
-                        precision,
-                        offset,
-                    };
-                    let mut cost = Counter(0);
-                    emit_header(&plan, &mut cost);
-                    emit_values(&runs, blank, &mut cost);
-                    if kept.is_none_or(|(c, _)| cost.0 < c) {
-                        kept = Some((cost.0, plan));
-                    }
-                }
-                if let Some((cost, plan)) =
-                    kept.filter(|&(c, _)| best.as_ref().is_none_or(|b| c < b.0))
-                {
-                    best = Some((cost, plan, runs));
-                }
-            };
+            }
+            if let Some((cost, plan)) = kept.filter(|&(c, _)| best.as_ref().is_none_or(|b| c < b.0))
+            {
+                best = Some((cost, plan, runs));
+            }
+        };
 
         let precisions = std::iter::once(None).chain(self.precision.filter(|&p| p > 0).map(Some));
         let mut exact_ints = false;
+        let mut grid = None;
         for precision in precisions {
             let divisor = precision.map(pow10);
             let Some(zs) = dense
@@ -459,7 +482,7 @@ impl Encoder {
             exact_ints |= precision.is_none();
             for delta in [Delta::D1, Delta::D0, Delta::D2] {
                 if let Some(items) = delta_items(&zs, delta) {
-                    consider(delta, precision, None, &items);
+                    consider(delta, precision, None, &items, None);
                 }
             }
             for o in offset_candidates(&zs) {
@@ -480,13 +503,29 @@ impl Encoder {
                     })
                     .collect();
                 if let Some(items) = items {
-                    consider(Delta::D0, precision, Some(offset), &items);
+                    consider(Delta::D0, precision, Some(offset), &items, None);
                 }
+            }
+            if let Some(p) = precision {
+                grid = Some((p, zs));
             }
         }
         if !exact_ints {
+            // Printing every double is the slow part of costing this domain;
+            // values on the precision grid get their length from their integer.
+            let lens: Vec<u8> = dense
+                .iter()
+                .enumerate()
+                .map(|(k, &y)| {
+                    let decimal = match &grid {
+                        Some((p, zs)) => Decimal::from_scaled(zs[k], *p),
+                        None => None,
+                    };
+                    decimal.unwrap_or_else(|| Decimal::from_f64(y)).len() as u8
+                })
+                .collect();
             let items: Vec<Tok> = dense.iter().map(|y| Tok::Float(y.to_bits())).collect();
-            consider(Delta::D0, None, None, &items);
+            consider(Delta::D0, None, None, &items, Some(&lens));
         }
         // The double-domain `d0` candidate always exists when the integer one
         // does not, so there is a best.

@@ -225,6 +225,21 @@ impl Decimal {
         }
     }
 
+    /// The shortest decimal of `z / 10^p` (the double nearest to it), when
+    /// that is the decimal `z × 10^-p` itself: when `|z| < 10^15`. Two distinct
+    /// decimals of at most 15 significant digits never round to the same
+    /// double, so no shorter (or other equally short) decimal maps to it.
+    pub(super) fn from_scaled(z: i64, p: u32) -> Option<Decimal> {
+        if z.unsigned_abs() >= 1_000_000_000_000_000 {
+            return None;
+        }
+        let mut d = Decimal::from_i64(z);
+        if z != 0 {
+            d.exp -= p as i32;
+        }
+        Some(d)
+    }
+
     /// The shortest decimal that parses back to `x` (finite), from std's
     /// shortest round-trip formatting in scientific notation.
     pub(super) fn from_f64(x: f64) -> Decimal {
@@ -344,13 +359,11 @@ fn push_ascii(out: &mut String, digits: &[u8]) {
 
 /// Characters of `v` in plain decimal (sign included).
 pub(super) fn int_len(v: i64) -> usize {
-    let mut mag = v.unsigned_abs();
-    let mut len = 1 + usize::from(v < 0);
-    while mag >= 10 {
-        mag /= 10;
-        len += 1;
-    }
-    len
+    let digits = v
+        .unsigned_abs()
+        .checked_ilog10()
+        .map_or(1, |l| l as usize + 1);
+    digits + usize::from(v < 0)
 }
 
 /// A fixed stack buffer for formatting one number.
@@ -485,5 +498,26 @@ mod tests {
             assert_eq!(lit(&s).unwrap().0.int, Some(v));
         }
         assert_eq!((int_len(0), int_len(-10), int_len(i64::MIN)), (1, 3, 20));
+    }
+
+    #[test]
+    fn scaled_integers_print_like_their_doubles() {
+        let mut z: i64 = 1;
+        for step in 0..2000i64 {
+            z = z
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = (z >> (step % 60)) % 1_000_000_000_000_000;
+            for p in [0u32, 1, 2, 3, 7, 15, 22] {
+                let y = v as f64 / 10f64.powi(p as i32);
+                assert_eq!(
+                    Decimal::from_scaled(v, p),
+                    Some(Decimal::from_f64(y)),
+                    "{v} / 10^{p}"
+                );
+            }
+        }
+        assert_eq!(Decimal::from_scaled(0, 3), Some(Decimal::from_f64(0.0)));
+        assert_eq!(Decimal::from_scaled(10i64.pow(15), 2), None);
     }
 }
