@@ -77,3 +77,78 @@ pub fn format_rows(rows: &[Row]) -> String {
     }
     s
 }
+
+/// A full scan of a dataset on its engine's threads: decode against zstd-only.
+#[derive(Clone, Debug)]
+pub struct ScanReport {
+    /// Worker threads.
+    pub threads: usize,
+    pub cells: u64,
+    pub nnz: u64,
+    /// Best time to fetch, check and decode every tile (f32 values).
+    pub decode_s: f64,
+    /// Best time to fetch, check and only decompress every tile's frames.
+    pub zstd_s: f64,
+}
+
+impl ScanReport {
+    /// Decode throughput relative to zstd-only.
+    pub fn vs_zstd(&self) -> f64 {
+        self.zstd_s / self.decode_s
+    }
+}
+
+/// Scans `ds` `reps` times each way, `group` tiles per request (so every
+/// worker has chunks to decode), into one reused buffer.
+pub fn scan_report(ds: &crate::dataset::Dataset, group: usize, reps: usize) -> Result<ScanReport> {
+    use rayon::prelude::*;
+    let group = group.max(1);
+    let limits = ds.limits().to_vec();
+    let n_tiles = ds.n_tiles();
+    let mut out = crate::csr::Csr::<f32>::empty(0);
+    let decode_s = best_of(reps, || {
+        for first in (0..n_tiles).step_by(group) {
+            let last = (first + group).min(n_tiles);
+            ds.read_range_into(limits[first]..limits[last], None, &mut out)?;
+        }
+        Ok(())
+    })?;
+    let engine = ds.engine();
+    let zstd_s = best_of(reps, || {
+        for first in (0..n_tiles).step_by(group) {
+            let last = (first + group).min(n_tiles);
+            let tiles = engine.install(|| (first..last).into_par_iter().map(|t| ds.fetch_tile(t)).collect::<Result<Vec<_>>>())?;
+            let units: Vec<(usize, usize)> = tiles
+                .iter()
+                .enumerate()
+                .flat_map(|(i, t)| {
+                    let n = TileView::revalidated(t.bytes.as_bytes()).map_or(0, |v| v.n_chunks());
+                    (0..n).map(move |c| (i, c))
+                })
+                .collect();
+            engine.install(|| {
+                units.par_iter().try_for_each(|&(i, c)| {
+                    let view = TileView::revalidated(tiles[i].bytes.as_bytes())?;
+                    engine.with_decoder(|d| d.decompress_chunk(&view, c))
+                })
+            })?;
+        }
+        Ok(())
+    })?;
+    let m = ds.manifest();
+    Ok(ScanReport { threads: engine.threads(), cells: m.n_cells, nnz: m.tile_nnz.iter().sum(), decode_s, zstd_s })
+}
+
+/// Peak resident memory of this process in bytes (Linux `VmHWM`), if known.
+pub fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Resets the peak-RSS mark (Linux `clear_refs` 5), so phases can be measured
+/// one after another in one process. Returns whether it worked.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}

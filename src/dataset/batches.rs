@@ -20,6 +20,7 @@
 //! hold `batch_size - 1` and 1 cells so the counts stay equal).
 
 use std::ops::Range;
+use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 
@@ -33,6 +34,7 @@ use crate::dataset::read::ReadStats;
 use crate::dataset::select::GeneSelection;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
+use crate::obs::{Labels, LocalObs};
 
 /// How the epoch's cells are ordered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +66,11 @@ pub struct BatchConfig {
     pub genes: Option<GeneSelection>,
     /// Dense `f32` rows instead of CSR.
     pub dense: bool,
+    /// Obs columns returned with every batch as [`Batch::labels`] (empty: none,
+    /// and no obs byte is read). Localized when the iterator is created.
+    pub obs_columns: Vec<String>,
+    /// Cache directory for localized obs (default: see [`crate::obs::cache_root`]).
+    pub obs_cache_dir: Option<PathBuf>,
 }
 
 impl Default for BatchConfig {
@@ -80,6 +87,8 @@ impl Default for BatchConfig {
             cache_bytes: 512 << 20,
             genes: None,
             dense: false,
+            obs_columns: Vec::new(),
+            obs_cache_dir: None,
         }
     }
 }
@@ -104,6 +113,8 @@ pub struct Batch {
     pub rows: BatchRows,
     /// What producing it cost (chunks decoded are cache misses).
     pub stats: ReadStats,
+    /// The requested obs columns for exactly `cells`, in the same order.
+    pub labels: Labels,
 }
 
 /// Uniform integer in `0..bound` (Lemire's multiply-and-reject; `bound > 0`).
@@ -204,6 +215,7 @@ struct Producer {
     order: Vec<u64>,
     batches: Vec<Range<usize>>,
     cache: ChunkCache,
+    obs: Option<LocalObs>,
 }
 
 impl Producer {
@@ -217,7 +229,11 @@ impl Producer {
             let c = self.dataset.read_csr_with::<f32>(cells, genes, &mut self.cache)?;
             (c.cells, BatchRows::Csr(c.csr), c.stats)
         };
-        Ok(Batch { index, cells, rows, stats })
+        let labels = match &self.obs {
+            Some(obs) => obs.labels(&cells)?,
+            None => Labels::default(),
+        };
+        Ok(Batch { index, cells, rows, stats, labels })
     }
 }
 
@@ -239,8 +255,14 @@ impl Dataset {
         let batches = rank_batches(order.len(), config.batch_size, config.rank, config.world_size, config.drop_last);
         let total = batches.len();
         let prefetch = config.prefetch;
+        let obs = if config.obs_columns.is_empty() {
+            None
+        } else {
+            let reader = self.obs().ok_or_else(|| Error::Input("obs columns were requested but the dataset has no obs".into()))?;
+            Some(reader.localize(&config.obs_columns, config.obs_cache_dir.as_deref())?)
+        };
         let mut producer =
-            Producer { dataset: self.clone(), cache: ChunkCache::new(config.cache_bytes), config, order, batches };
+            Producer { dataset: self.clone(), cache: ChunkCache::new(config.cache_bytes), config, order, batches, obs };
         let source = if prefetch == 0 {
             Source::OnDemand(Box::new(producer))
         } else {
@@ -333,8 +355,10 @@ mod tests {
         assert_eq!(s, (0..35).collect::<Vec<_>>());
         // A window's cells come from its tiles only.
         let tile_of = |c: u64| limits.partition_point(|&l| l <= c) - 1;
-        let first: std::collections::BTreeSet<usize> = a[..20].iter().map(|&c| tile_of(c)).collect();
-        assert!(first.len() <= 2 && a[..first.iter().map(|&t| (limits[t + 1] - limits[t]) as usize).sum::<usize>()].len() > 0);
+        let window: std::collections::BTreeSet<usize> = a[..20].iter().map(|&c| tile_of(c)).collect();
+        let window_cells: u64 = window.iter().map(|&t| limits[t + 1] - limits[t]).sum();
+        assert!(window.len() <= 2);
+        assert!(a[..window_cells as usize].iter().all(|&c| window.contains(&tile_of(c))));
     }
 
     #[test]

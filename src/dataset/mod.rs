@@ -8,6 +8,7 @@
 
 mod batches;
 mod cache;
+pub mod convert;
 mod read;
 mod select;
 pub mod store;
@@ -25,12 +26,14 @@ pub use store::{AlignedBytes, LocalStore, MemoryStore, Store};
 pub use writer::{DatasetWriter, WriterConfig, DEFAULT_TILE_SIZE};
 
 
+use crate::csr::Csr;
 use crate::engine::{ChunkDecoder, Engine, EngineConfig};
 use crate::error::{DatasetRule, Error, Result};
 use crate::format::manifest::Manifest;
 use crate::format::npy::Array;
 use crate::format::tile::TileView;
 use crate::kernels::DecodedCount;
+use crate::obs::ObsReader;
 
 use cache::TileBytes;
 
@@ -61,6 +64,7 @@ pub struct Dataset {
     var_names: Option<Vec<String>>,
     engine: Arc<Engine>,
     cache: Mutex<ChunkCache>,
+    obs: Option<ObsReader>,
 }
 
 /// What [`Dataset::verify`] checked.
@@ -109,6 +113,7 @@ impl Dataset {
             (false, true) => return Err(DatasetRule::Obs("has_obs is false but obs/schema.json exists".into()).into()),
             _ => {}
         }
+        let obs = if manifest.obs.is_some() { Some(ObsReader::open(store.clone(), &manifest)?) } else { None };
         Ok(Dataset {
             store,
             manifest,
@@ -117,6 +122,7 @@ impl Dataset {
             var_names,
             engine: Arc::new(Engine::new(options.engine)?),
             cache: Mutex::new(ChunkCache::new(options.cache_bytes)),
+            obs,
         })
     }
 
@@ -160,6 +166,11 @@ impl Dataset {
         &self.store
     }
 
+    /// The obs sidecar (per-cell metadata), when the dataset has one.
+    pub fn obs(&self) -> Option<&ObsReader> {
+        self.obs.as_ref()
+    }
+
     /// The decode pool.
     pub fn engine(&self) -> &Engine {
         &self.engine
@@ -167,7 +178,7 @@ impl Dataset {
 
     /// Reads tile `t` from the store and checks it: size against the manifest,
     /// every structural rule, and the header against the manifest's counts.
-    fn fetch_tile(&self, t: usize) -> Result<TileBytes> {
+    pub(crate) fn fetch_tile(&self, t: usize) -> Result<TileBytes> {
         let key = Manifest::tile_key(t);
         let bytes = self.store.get(&key)?.ok_or(DatasetRule::TileMissing { tile: t, key })?;
         let expected = self.manifest.tile_bytes[t];
@@ -209,6 +220,22 @@ impl Dataset {
             return Err(Error::Input(format!("cell range {range:?} is outside 0..{}", self.n_cells())));
         }
         self.read_cells_genes(&range.collect::<Vec<_>>(), genes)
+    }
+
+    /// Reads the cells `range` into `out`, reusing its allocations: the way to
+    /// scan a dataset tile group after tile group without allocating per read.
+    pub fn read_range_into<V: DecodedCount>(
+        &self,
+        range: std::ops::Range<u64>,
+        genes: Option<&GeneSelection>,
+        out: &mut Csr<V>,
+    ) -> Result<ReadStats> {
+        if range.end > self.n_cells() || range.start > range.end {
+            return Err(Error::Input(format!("cell range {range:?} is outside 0..{}", self.n_cells())));
+        }
+        self.check_selection(genes)?;
+        let mut cache = self.cache.lock().map_err(|_| Error::Config("dataset cache poisoned".into()))?;
+        self.read_csr_into(&range.collect::<Vec<_>>(), genes, &mut cache, out)
     }
 
     /// Reads every cell of tile `t`.
@@ -253,6 +280,12 @@ impl Dataset {
                 })
                 .collect::<Result<_>>()
         })?;
+        if let Some(obs) = &self.obs {
+            obs.verify()?;
+        }
+        if self.manifest.has_var_table {
+            crate::obs::read_var_table(self.store.as_ref(), self.n_genes())?;
+        }
         Ok(per_tile.iter().fold(VerifyReport { tiles: per_tile.len(), ..VerifyReport::default() }, |r, &(c, n, b)| {
             VerifyReport { cells: r.cells + c, nonzeros: r.nonzeros + n, bytes: r.bytes + b, ..r }
         }))

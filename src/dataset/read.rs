@@ -92,6 +92,14 @@ struct Sources {
     chunks: HashMap<(usize, usize), Arc<DecodedChunk>>,
 }
 
+/// A planned read: what it needs, where each row comes from, and the runs of
+/// output rows that form the parallel tasks.
+struct Plan {
+    sources: Sources,
+    rows: Vec<RowSource>,
+    runs: Vec<(Run, Range<usize>)>,
+}
+
 impl Sources {
     fn view(&self, tile: usize) -> TileView<'_> {
         TileView::revalidated(self.tiles[&tile].bytes.as_bytes()).expect("cached tiles were validated")
@@ -163,7 +171,7 @@ impl Dataset {
         direct_ok: bool,
         cache: &mut ChunkCache,
         stats: &mut ReadStats,
-    ) -> Result<(Sources, Vec<RowSource>, Vec<(Run, Range<usize>)>)> {
+    ) -> Result<Plan> {
         let located = cells.iter().map(|&c| self.locate(c)).collect::<Result<Vec<_>>>()?;
         let mut tiles: Vec<usize> = located.iter().map(|&(t, _)| t).collect();
         tiles.sort_unstable();
@@ -215,7 +223,7 @@ impl Dataset {
             cache.put_chunk(unit.0, unit.1, chunk.clone());
             sources.chunks.insert(*unit, chunk);
         }
-        Ok((sources, rows, runs))
+        Ok(Plan { sources, rows, runs })
     }
 
     /// Reads `cells` (any order, duplicates allowed) as CSR rows in request order,
@@ -227,10 +235,25 @@ impl Dataset {
         genes: Option<&GeneSelection>,
         cache: &mut ChunkCache,
     ) -> Result<CsrBatch<V>> {
+        let mut csr = Csr::empty(0);
+        let stats = self.read_csr_into(cells, genes, cache, &mut csr)?;
+        Ok(CsrBatch { cells: cells.to_vec(), csr, stats })
+    }
+
+    /// As [`Dataset::read_csr_with`], into `out`, reusing its allocations (a scan
+    /// that reads tile after tile into one buffer allocates nothing once warm).
+    pub(crate) fn read_csr_into<V: DecodedCount>(
+        &self,
+        cells: &[u64],
+        genes: Option<&GeneSelection>,
+        cache: &mut ChunkCache,
+        out: &mut Csr<V>,
+    ) -> Result<ReadStats> {
         let mut stats = ReadStats::default();
-        let (sources, rows, runs) = self.plan(cells, genes.is_none(), cache, &mut stats)?;
+        let Plan { sources, rows, runs } = self.plan(cells, genes.is_none(), cache, &mut stats)?;
         let keep = |g: i32| genes.map_or(Some(g), |s| s.column(g));
-        let mut indptr = Vec::with_capacity(rows.len() + 1);
+        let indptr = &mut out.indptr;
+        indptr.clear();
         indptr.push(0i64);
         let mut total = 0i64;
         for r in &rows {
@@ -246,8 +269,10 @@ impl Dataset {
             indptr.push(total);
         }
         let nnz = total as usize;
-        let mut indices = vec![0i32; nnz];
-        let mut values = vec![V::default(); nnz];
+        // Every element is overwritten by its task; resizing only touches new ones.
+        out.indices.resize(nnz, 0);
+        out.values.resize(nnz, V::default());
+        let (indptr, indices, values) = (&out.indptr, &mut out.indices, &mut out.values);
         let mut tasks: Vec<Task<'_, V>> = Vec::new();
         let (mut idx_rest, mut val_rest) = (&mut indices[..], &mut values[..]);
         for (run, span) in runs {
@@ -297,14 +322,14 @@ impl Dataset {
                 }
             })
         })?;
-        let n_cols = genes.map_or(u64::from(self.manifest().n_genes), |s| s.len() as u64);
-        Ok(CsrBatch { cells: cells.to_vec(), csr: Csr { n_cols, indptr, indices, values }, stats })
+        out.n_cols = genes.map_or(u64::from(self.manifest().n_genes), |s| s.len() as u64);
+        Ok(stats)
     }
 
     /// Reads `cells` as dense `f32` rows (all genes, or `genes` in its order).
     pub(crate) fn read_dense_with(&self, cells: &[u64], genes: Option<&GeneSelection>, cache: &mut ChunkCache) -> Result<DenseBatch> {
         let mut stats = ReadStats::default();
-        let (sources, rows, _) = self.plan(cells, false, cache, &mut stats)?;
+        let Plan { sources, rows, .. } = self.plan(cells, false, cache, &mut stats)?;
         let n_cols = genes.map_or(self.manifest().n_genes as usize, GeneSelection::len);
         let mut data = vec![0f32; rows.len() * n_cols];
         if n_cols > 0 {

@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::format::manifest::Manifest;
 use crate::format::npy::Array;
 use crate::format::tile_writer::{CountSource, TileEncoder, DEFAULT_CHUNKS, DEFAULT_LEVEL};
+use crate::obs::{encode_obs, ObsConfig, VarTable};
 
 /// Default cells per tile.
 pub const DEFAULT_TILE_SIZE: usize = 4096;
@@ -40,6 +41,12 @@ pub struct WriterConfig {
     pub var_names: Option<Vec<String>>,
     /// Free-form metadata for the manifest.
     pub metadata: Map<String, Value>,
+    /// Per-cell metadata: one value per cell in push order, written as obs
+    /// shards of one row group per tile.
+    pub obs: Option<ObsConfig>,
+    /// The gene table in source column order, written as `var.parquet` in
+    /// output column order.
+    pub var_table: Option<VarTable>,
     /// Tiles encoded at once (memory: about 8 bytes per nonzero per tile).
     pub parallel_tiles: usize,
 }
@@ -53,6 +60,8 @@ impl Default for WriterConfig {
             gene_totals: None,
             var_names: None,
             metadata: Map::new(),
+            obs: None,
+            var_table: None,
             parallel_tiles: rayon::current_num_threads().max(1),
         }
     }
@@ -106,6 +115,9 @@ impl DatasetWriter {
         }
         if dir.join("manifest.json").exists() {
             return Err(Error::Input(format!("{} already holds a dataset (manifest.json exists)", dir.display())));
+        }
+        if let Some(table) = config.var_table.as_ref().filter(|t| t.len() != n_genes as usize) {
+            return Err(Error::Input(format!("var table of {} rows for {n_genes} genes", table.len())));
         }
         if let Some(names) = &config.var_names {
             if names.len() != n_genes as usize {
@@ -185,12 +197,14 @@ impl DatasetWriter {
                 let out = self.rank.as_ref().map_or(g, |rank| rank[g as usize]);
                 row.push((out, count));
             }
-            if self.rank.is_some() {
+            // scipy allows unsorted CSR rows, and a gene order permutes them: sort.
+            if row.windows(2).any(|p| p[0].0 > p[1].0) {
                 row.sort_unstable_by_key(|e| e.0);
             }
             if let Some(p) = row.windows(2).position(|p| p[0].0 >= p[1].0) {
                 return Err(Error::Input(format!(
-                    "cell {cell}: gene indices must be sorted and distinct (nonzero {})",
+                    "cell {cell}: a gene appears twice (output column {}, nonzero {})",
+                    row[p].0,
                     p + 1
                 )));
             }
@@ -250,6 +264,23 @@ impl DatasetWriter {
             }
             write_atomically(&self.dir.join("var_names.txt"), text.as_bytes(), &mut self.temporaries)?;
         }
+        if let Some(table) = &self.config.var_table {
+            let bytes = table.to_parquet(self.gene_order.as_deref())?;
+            write_atomically(&self.dir.join(crate::obs::VAR_KEY), &bytes, &mut self.temporaries)?;
+        }
+        let obs = match &self.config.obs {
+            None => None,
+            Some(config) => {
+                let files = encode_obs(config, &self.tile_cells)?;
+                let obs_dir = self.dir.join("obs");
+                fs::create_dir_all(&obs_dir).map_err(|e| Error::io(obs_dir.display().to_string(), e))?;
+                for (s, shard) in files.shards.iter().enumerate() {
+                    write_atomically(&self.dir.join(crate::obs::shard_key(s)), shard, &mut self.temporaries)?;
+                }
+                write_atomically(&self.dir.join(crate::obs::SCHEMA_KEY), files.schema_json.as_bytes(), &mut self.temporaries)?;
+                Some(files.manifest)
+            }
+        };
         let manifest = Manifest {
             n_cells: self.cells_in,
             n_genes: self.n_genes,
@@ -261,8 +292,8 @@ impl DatasetWriter {
             zstd_level: i64::from(self.config.level),
             has_gene_order: self.gene_order.is_some(),
             has_var_names: self.config.var_names.is_some(),
-            has_var_table: false,
-            obs: None,
+            has_var_table: self.config.var_table.is_some(),
+            obs,
             metadata: self.config.metadata.clone(),
         };
         manifest.validate()?;

@@ -37,7 +37,7 @@ impl<'a> ExceptionList<'a> {
     /// 1 ..= n_genes - 1).
     pub fn parse(words: &'a [u32], n: u64, kind: StreamKind, n_genes: u32) -> Result<ExceptionList<'a>, TileRule> {
         let k = words.len() / 2;
-        if words.len() % 2 != 0 || k as u64 > n {
+        if !words.len().is_multiple_of(2) || k as u64 > n {
             return Err(TileRule::ExceptionSize { stream: kind, bytes: 4 * words.len() as u64, n });
         }
         let (positions, payloads) = words.split_at(k);

@@ -213,9 +213,20 @@ pub fn open_npz(path: &std::path::Path) -> Result<zip::ZipArchive<std::fs::File>
     zip::ZipArchive::new(f).map_err(|e| Error::Input(format!("{}: not a valid .npz archive: {e}", path.display())))
 }
 
+/// The members of a CSR `.npz`, as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NpzCsr {
+    pub indptr: Vec<i64>,
+    pub indices: Vec<i32>,
+    /// Values in their stored dtype.
+    pub data: Array,
+    /// `(rows, columns)`.
+    pub shape: [u64; 2],
+}
+
 /// A scipy sparse CSR matrix saved with `scipy.sparse.save_npz`, or the golden
 /// expectations: `indptr`, `indices`, `data` and `shape` members.
-pub fn read_csr_npz(path: &std::path::Path) -> Result<(Vec<i64>, Vec<i32>, Array, [u64; 2])> {
+pub fn read_csr_npz(path: &std::path::Path) -> Result<NpzCsr> {
     let mut z = open_npz(path)?;
     let indptr = read_npz_member(&mut z, "indptr")?.to_i64()?;
     let indices = read_npz_member(&mut z, "indices")?.to_i32()?;
@@ -227,7 +238,7 @@ pub fn read_csr_npz(path: &std::path::Path) -> Result<(Vec<i64>, Vec<i32>, Array
     if rows < 0 || cols < 0 || indptr.len() as i64 != rows + 1 {
         return Err(Error::Input(format!("{}: shape ({rows}, {cols}) disagrees with indptr", path.display())));
     }
-    Ok((indptr, indices, data, [rows as u64, cols as u64]))
+    Ok(NpzCsr { indptr, indices, data, shape: [rows as u64, cols as u64] })
 }
 
 #[cfg(test)]
@@ -240,7 +251,7 @@ mod tests {
         let b = Array::parse(&a.to_npy()).unwrap();
         assert_eq!(a, b);
         assert_eq!(b.to_i32().unwrap(), vec![3, -1, 7]);
-        assert_eq!(a.to_npy().len() % 64, 12 % 64);
+        assert_eq!(a.to_npy().len() % 64, 12, "header padded to a multiple of 64");
     }
 
     #[test]

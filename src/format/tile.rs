@@ -200,7 +200,7 @@ impl<'a> TileView<'a> {
         if (h.n_chunks == 0) != (h.n_cells == 0) {
             return fail(TileRule::ChunkCount { n_chunks: h.n_chunks, n_cells: h.n_cells }, Location::offset(36));
         }
-        if h.indptr_off % 8 != 0 || h.indptr_off < table_end {
+        if !h.indptr_off.is_multiple_of(8) || h.indptr_off < table_end {
             return fail(TileRule::IndptrOffset(h.indptr_off), Location::offset(40));
         }
         // n_cells + 1 entries of 8 bytes must fit after indptr_off: compare counts,
@@ -291,7 +291,7 @@ impl<'a> TileView<'a> {
                     }
                     continue;
                 }
-                if e.offset % 8 != 0 {
+                if !e.offset.is_multiple_of(8) {
                     return rule(TileRule::StreamMisaligned { stream: kind, offset: e.offset });
                 }
                 if e.offset < streams_start || e.offset.checked_add(e.len).is_none_or(|end| end > len) {

@@ -15,8 +15,8 @@ pub fn testdata() -> PathBuf {
 
 /// A golden expectation as exact `i32` counts.
 pub fn expected_csr(path: &std::path::Path) -> Csr<i32> {
-    let (indptr, indices, data, shape) = read_csr_npz(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    Csr { n_cols: shape[1], indptr, indices, values: data.to_i32().expect("integer counts") }
+    let npz = read_csr_npz(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Csr { n_cols: npz.shape[1], indptr: npz.indptr, indices: npz.indices, values: npz.data.to_i32().expect("integer counts") }
 }
 
 /// Reads a file into memory that is 8-byte aligned, as the dataset stores do.

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use deltacells::Backend;
 
+mod bench_cmd;
+mod dataset_cmd;
 mod demo_cmd;
 mod output;
 mod tile_cmd;
@@ -32,8 +34,18 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Generate a realistic synthetic block, encode, verify and time it.
+    /// Generate a realistic synthetic dataset, write it, verify it, and bench it.
     Demo(demo_cmd::DemoArgs),
+    /// Summary of a dataset.
+    Info(dataset_cmd::InfoArgs),
+    /// Check a dataset completely: manifest, side files, every tile decoded.
+    Verify(dataset_cmd::VerifyArgs),
+    /// Print cells of a dataset as TSV or Matrix Market.
+    Cat(dataset_cmd::CatArgs),
+    /// Convert a 10x folder or a scipy CSR .npz into a dataset.
+    Convert(dataset_cmd::ConvertArgs),
+    /// Decode throughput of a dataset against zstd-only, scans and batches.
+    Bench(bench_cmd::BenchArgs),
     /// Inspect, verify or print one tile file.
     #[command(subcommand)]
     Tile(tile_cmd::Command),
@@ -54,6 +66,11 @@ fn main() -> ExitCode {
         };
         match cli.command {
             Command::Demo(args) => demo_cmd::run(args, backend),
+            Command::Info(args) => dataset_cmd::info(args, backend),
+            Command::Verify(args) => dataset_cmd::verify(args, backend),
+            Command::Cat(args) => dataset_cmd::cat(args, backend),
+            Command::Convert(args) => dataset_cmd::convert_cmd(args),
+            Command::Bench(args) => bench_cmd::run(args, backend),
             Command::Tile(cmd) => tile_cmd::run(cmd, backend),
             Command::Ts2diff(cmd) => ts2diff_cmd::run(cmd),
             Command::Xdelta(cmd) => xdelta_cmd::run(cmd),

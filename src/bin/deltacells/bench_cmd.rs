@@ -1,0 +1,187 @@
+//! `deltacells bench DIR`: decode throughput of a dataset, as ratios to
+//! zstd-only decompression of the same tiles measured in the same run.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use deltacells::dataset::{BatchConfig, Shuffle};
+use deltacells::format::tile::TileView;
+use deltacells::measure::{format_rows, peak_rss, reset_peak_rss, scan_report, tile_decode_report, ScanReport};
+use deltacells::{Backend, Result};
+
+use crate::dataset_cmd::open;
+use crate::output::{out_err, Out};
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Dataset directory.
+    pub dir: PathBuf,
+    /// Threads for the multi-thread scan (default: all cores); 1 thread is always measured.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Cells per batch for the batch measurements.
+    #[arg(long, default_value_t = 256)]
+    pub batch_size: usize,
+    /// Also measure batches of uniformly random cells (the worst case for a cache).
+    #[arg(long)]
+    pub random: bool,
+    /// Repetitions of each timed scan (the best is kept).
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Tiles per block-shuffle window.
+    #[arg(long, default_value_t = 4)]
+    pub window: usize,
+    /// Bound of the batch iterator's tile/chunk cache, in MiB.
+    #[arg(long, default_value_t = 512)]
+    pub cache_mb: usize,
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+fn scan_line(r: &ScanReport, base: Option<&ScanReport>) -> String {
+    let scaling = base.map_or(String::new(), |b| format!("{:>9.2}x", b.decode_s / r.decode_s));
+    format!(
+        "{:>7} {:>12.0} {:>10.1} {:>10.1} {:>12.2} {scaling}",
+        r.threads,
+        r.cells as f64 / r.decode_s,
+        r.nnz as f64 / r.decode_s / 1e6,
+        r.nnz as f64 / r.zstd_s / 1e6,
+        r.vs_zstd()
+    )
+}
+
+pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
+    let mut out = Out::stdout();
+    let probe = open(&args.dir, backend, Some(1))?;
+    let m = probe.manifest().clone();
+    let nnz: u64 = m.tile_nnz.iter().sum();
+    writeln!(
+        out,
+        "dataset {}: {} cells x {} genes, {nnz} nonzeros, {} tiles, {:.1} MiB; zstd {}, kernel {}",
+        args.dir.display(),
+        m.n_cells,
+        m.n_genes,
+        m.n_tiles(),
+        mib(m.tile_bytes.iter().sum()),
+        deltacells::format::zstd::version(),
+        probe.engine().backend()
+    )
+    .map_err(out_err)?;
+
+    // Per-backend single-thread decode of the first tiles (up to ~2M nonzeros).
+    let store = probe.store().clone();
+    let mut held = Vec::new();
+    for t in 0..m.n_tiles() {
+        held.push(store.get(&deltacells::format::manifest::Manifest::tile_key(t))?.unwrap_or_default());
+        if held.iter().map(|b| b.len()).sum::<usize>() > 4 << 20 {
+            break;
+        }
+    }
+    let views = held.iter().map(|b| TileView::parse(b.as_bytes())).collect::<Result<Vec<_>>>()?;
+    writeln!(out, "\nsingle-thread tile decode by backend ({} tiles, f32 values, best of 5):", views.len()).map_err(out_err)?;
+    write!(out, "{}", format_rows(&tile_decode_report(&views, 5)?)).map_err(out_err)?;
+    drop(views);
+    drop(held);
+    drop(probe);
+
+    let max_threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let mut thread_counts = vec![1];
+    if max_threads > 1 {
+        thread_counts.push(max_threads.min(2));
+    }
+    if max_threads > 2 {
+        thread_counts.push(max_threads);
+    }
+    writeln!(out, "\nfull scan (fetch + CRC + decode into one reused buffer, best of {}):", args.reps).map_err(out_err)?;
+    writeln!(out, "{:>7} {:>12} {:>10} {:>10} {:>12} {:>10}", "threads", "cells/s", "Mnnz/s", "zstd Mnnz/s", "vs zstd-only", "scaling").map_err(out_err)?;
+    let mut base: Option<ScanReport> = None;
+    for &threads in &thread_counts {
+        reset_peak_rss();
+        let ds = open(&args.dir, backend, Some(threads))?;
+        let group = (2 * threads).div_ceil(m.n_chunks.max(1) as usize);
+        let r = scan_report(&ds, group, args.reps)?;
+        writeln!(out, "{}", scan_line(&r, base.as_ref())).map_err(out_err)?;
+        if base.is_none() {
+            base = Some(r);
+        }
+    }
+    if let Some(p) = peak_rss() {
+        writeln!(out, "peak RSS of the last scan: {:.0} MiB", mib(p)).map_err(out_err)?;
+    }
+
+    let ds = Arc::new(open(&args.dir, backend, Some(max_threads))?);
+    let config = BatchConfig {
+        batch_size: args.batch_size,
+        shuffle: Shuffle::Block { window_tiles: args.window },
+        cache_bytes: args.cache_mb << 20,
+        prefetch: 2,
+        ..BatchConfig::default()
+    };
+    reset_peak_rss();
+    let t = Instant::now();
+    let (mut cells, mut batches, mut decoded, mut touched) = (0usize, 0usize, 0usize, 0usize);
+    for b in ds.batches(config)? {
+        let b = b?;
+        cells += b.cells.len();
+        batches += 1;
+        decoded += b.stats.chunks_decoded;
+        touched += b.stats.chunks_touched;
+    }
+    let s = t.elapsed().as_secs_f64();
+    writeln!(
+        out,
+        "\ntraining batches ({} cells, block shuffle over {} tiles, prefetch 2, cache {} MiB, {max_threads} threads):",
+        args.batch_size, args.window, args.cache_mb
+    )
+    .map_err(out_err)?;
+    writeln!(
+        out,
+        "{batches} batches, {:.0} cells/s, {:.1} batches/s; per batch {:.1} chunks touched, {:.2} decoded; peak RSS {:.0} MiB",
+        cells as f64 / s,
+        batches as f64 / s,
+        touched as f64 / batches.max(1) as f64,
+        decoded as f64 / batches.max(1) as f64,
+        peak_rss().map_or(f64::NAN, mib)
+    )
+    .map_err(out_err)?;
+
+    if args.random {
+        let n = 50.min(m.n_cells as usize / args.batch_size.max(1)).max(1);
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        let t = Instant::now();
+        let (mut decoded, mut touched) = (0usize, 0usize);
+        for _ in 0..n {
+            let cells: Vec<u64> = (0..args.batch_size).map(|_| next(m.n_cells.max(1))).collect();
+            let b = ds.read_cells::<f32>(&cells)?;
+            decoded += b.stats.chunks_decoded;
+            touched += b.stats.chunks_touched;
+        }
+        let s = t.elapsed().as_secs_f64();
+        writeln!(
+            out,
+            "uniformly random batches ({} cells, shared 256 MiB cache): {:.0} cells/s; per batch {:.1} chunks touched, {:.1} decoded",
+            args.batch_size,
+            (n * args.batch_size) as f64 / s,
+            touched as f64 / n as f64,
+            decoded as f64 / n as f64
+        )
+        .map_err(out_err)?;
+    }
+    out.finish()
+}
+
+/// The dataset and scan figures for the demo: opens `dir` and runs the bench.
+pub fn for_demo(dir: PathBuf, backend: Backend) -> Result<()> {
+    run(BenchArgs { dir, threads: None, batch_size: 256, random: true, reps: 3, window: 4, cache_mb: 512 }, backend)
+}
