@@ -62,7 +62,13 @@ impl Chunk {
                     k += 1;
                 }
             }
-            indices.extend(expressed.iter().enumerate().filter(|(_, &e)| e).map(|(g, _)| g as i32));
+            indices.extend(
+                expressed
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &e)| e)
+                    .map(|(g, _)| g as i32),
+            );
             bounds.push(indices.len() as i64);
         }
         let counts: Vec<u16> = (0..nnz)
@@ -82,7 +88,13 @@ impl Chunk {
             p
         };
         let (gap_planes, count_planes) = (planes(&gaps), planes(&counts));
-        Chunk { bounds, indices, gaps, gap_planes, count_planes }
+        Chunk {
+            bounds,
+            indices,
+            gaps,
+            gap_planes,
+            count_planes,
+        }
     }
 
     fn cells(&self) -> CellBounds<'_> {
@@ -91,11 +103,19 @@ impl Chunk {
 }
 
 /// Benchmarks `f` with every table this CPU runs, scalar first.
-fn bench_kernel(c: &mut Criterion, kernel: &str, size: &str, nnz: usize, f: &mut dyn FnMut(&TileKernels)) {
+fn bench_kernel(
+    c: &mut Criterion,
+    kernel: &str,
+    size: &str,
+    nnz: usize,
+    f: &mut dyn FnMut(&TileKernels),
+) {
     let mut group = c.benchmark_group(format!("{kernel}/{size}"));
     group.throughput(Throughput::Elements(nnz as u64));
     for table in TileKernels::available() {
-        group.bench_function(BenchmarkId::from_parameter(table.isa), |b| b.iter(|| f(table)));
+        group.bench_function(BenchmarkId::from_parameter(table.isa), |b| {
+            b.iter(|| f(table))
+        });
     }
     group.finish();
 }
@@ -113,11 +133,14 @@ fn kernels(c: &mut Criterion) {
             (t.counts_i32)(&chunk.count_planes, &mut i32s).expect("valid counts")
         });
         bench_kernel(c, "gaps_to_indices", size, nnz, &mut |t| {
-            (t.gaps_to_indices)(&chunk.gap_planes, chunk.cells(), N_GENES, &mut i32s).expect("valid gaps")
+            (t.gaps_to_indices)(&chunk.gap_planes, chunk.cells(), N_GENES, &mut i32s)
+                .expect("valid gaps")
         });
         drop(i32s);
         let mut u16s = vec![0u16; nnz];
-        bench_kernel(c, "recombine_u16", size, nnz, &mut |t| (t.recombine_u16)(&chunk.gap_planes, &mut u16s));
+        bench_kernel(c, "recombine_u16", size, nnz, &mut |t| {
+            (t.recombine_u16)(&chunk.gap_planes, &mut u16s)
+        });
         let mut exceptions = Vec::new();
         bench_kernel(c, "indices_to_gaps", size, nnz, &mut |t| {
             exceptions.clear();
@@ -125,7 +148,9 @@ fn kernels(c: &mut Criterion) {
         });
         drop(u16s);
         let mut planes = vec![0u8; 2 * nnz];
-        bench_kernel(c, "split_planes", size, nnz, &mut |t| (t.split_planes)(&chunk.gaps, &mut planes));
+        bench_kernel(c, "split_planes", size, nnz, &mut |t| {
+            (t.split_planes)(&chunk.gaps, &mut planes)
+        });
     }
 }
 

@@ -27,10 +27,16 @@ const WRAP_SAFE_GENES: u32 = u32::MAX - 65534;
 /// CI logs show which backends were exercised.
 fn vector_tables() -> Vec<&'static TileKernels> {
     static ANNOUNCE: Once = Once::new();
-    let tables: Vec<_> = TileKernels::available().into_iter().filter(|t| t.backend != Backend::Scalar).collect();
+    let tables: Vec<_> = TileKernels::available()
+        .into_iter()
+        .filter(|t| t.backend != Backend::Scalar)
+        .collect();
     ANNOUNCE.call_once(|| {
         let names: Vec<_> = tables.iter().map(|t| t.isa).collect();
-        let _ = writeln!(std::io::stderr(), "tile_kernels: vector tables checked against scalar: {names:?}");
+        let _ = writeln!(
+            std::io::stderr(),
+            "tile_kernels: vector tables checked against scalar: {names:?}"
+        );
     });
     tables
 }
@@ -111,7 +117,11 @@ impl Chunk {
 
     /// The largest true (`u64`) last index over the cells.
     fn max_total(&self) -> u64 {
-        self.spans().iter().map(|&(s, e)| self.gaps[s..e].iter().map(|&g| u64::from(g)).sum()).max().unwrap_or(0)
+        self.spans()
+            .iter()
+            .map(|&(s, e)| self.gaps[s..e].iter().map(|&g| u64::from(g)).sum())
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -121,8 +131,14 @@ fn chunk_with(lens: impl Strategy<Value = Vec<usize>>) -> impl Strategy<Value = 
     (lens, 0..5000i64).prop_flat_map(|(lens, base)| {
         let n: usize = lens.iter().sum();
         let firsts = vec(any::<bool>(), lens.len());
-        (Just(lens), Just(base), vec(nonzero_u16(), n), firsts, breaks()).prop_map(
-            |(lens, base, mut gaps, zero_first, zero_at)| {
+        (
+            Just(lens),
+            Just(base),
+            vec(nonzero_u16(), n),
+            firsts,
+            breaks(),
+        )
+            .prop_map(|(lens, base, mut gaps, zero_first, zero_at)| {
                 let mut bounds = vec![base];
                 for &len in &lens {
                     if zero_first[bounds.len() - 1] && len > 0 {
@@ -138,8 +154,7 @@ fn chunk_with(lens: impl Strategy<Value = Vec<usize>>) -> impl Strategy<Value = 
                     }
                 }
                 Chunk { bounds, gaps }
-            },
-        )
+            })
     })
 }
 
@@ -165,15 +180,25 @@ fn pick_n_genes(chunk: &Chunk, choice: u8, random: u32) -> u32 {
 
 /// Runs `gaps_to_indices` with every table on slices offset by `offsets` and
 /// compares with the reference.
-fn check_gaps_to_indices(chunk: &Chunk, n_genes: u32, offsets: (usize, usize)) -> Result<(), TestCaseError> {
+fn check_gaps_to_indices(
+    chunk: &Chunk,
+    n_genes: u32,
+    offsets: (usize, usize),
+) -> Result<(), TestCaseError> {
     let n = chunk.n();
     let planes = planes_of(&chunk.gaps);
     let mut expected = vec![0i32; n];
-    let want = (TileKernels::SCALAR.gaps_to_indices)(&planes, chunk.cells(), n_genes, &mut expected);
+    let want =
+        (TileKernels::SCALAR.gaps_to_indices)(&planes, chunk.cells(), n_genes, &mut expected);
     let input = shifted(&planes, offsets.0);
     for t in vector_tables() {
         let mut out = vec![-1i32; offsets.1 + n];
-        let got = (t.gaps_to_indices)(&input[offsets.0..], chunk.cells(), n_genes, &mut out[offsets.1..]);
+        let got = (t.gaps_to_indices)(
+            &input[offsets.0..],
+            chunk.cells(),
+            n_genes,
+            &mut out[offsets.1..],
+        );
         prop_assert_eq!(got, want, "{} n_genes={}", t.isa, n_genes);
         if want.is_ok() {
             prop_assert_eq!(&out[offsets.1..], &expected[..], "{}", t.isa);
@@ -426,7 +451,10 @@ fn giant(gaps: Vec<u16>) -> Chunk {
     let len = gaps.len() as i64;
     let mut gaps = gaps;
     gaps.extend([3, 1, 2]);
-    Chunk { bounds: vec![10, 10, 10 + len, 13 + len], gaps }
+    Chunk {
+        bounds: vec![10, 10, 10 + len, 13 + len],
+        gaps,
+    }
 }
 
 #[test]
@@ -461,14 +489,25 @@ fn wrapping_sums_fault_like_the_reference() {
 #[test]
 fn indices_reaching_n_genes_fault_identically() {
     // Gene n_genes - 1 is fine; n_genes is a fault at the cell's last nonzero.
-    let chunk = Chunk { bounds: vec![0, 20, 20, 37], gaps: [vec![0; 1], vec![1; 19], vec![5; 17]].concat() };
+    let chunk = Chunk {
+        bounds: vec![0, 20, 20, 37],
+        gaps: [vec![0; 1], vec![1; 19], vec![5; 17]].concat(),
+    };
     let top = chunk.max_total() as u32;
     check_gaps_to_indices(&chunk, top + 1, (0, 0)).unwrap();
     check_gaps_to_indices(&chunk, top, (1, 2)).unwrap();
     let mut out = vec![0; chunk.n()];
     for t in vector_tables() {
         let got = (t.gaps_to_indices)(&planes_of(&chunk.gaps), chunk.cells(), top, &mut out);
-        assert_eq!(got, Err(Fault::GeneIndex { position: 36, index: u64::from(top) }), "{}", t.isa);
+        assert_eq!(
+            got,
+            Err(Fault::GeneIndex {
+                position: 36,
+                index: u64::from(top)
+            }),
+            "{}",
+            t.isa
+        );
     }
 }
 
@@ -476,13 +515,27 @@ fn indices_reaching_n_genes_fault_identically() {
 #[test]
 fn kernel_backends_exercised() {
     let tables = TileKernels::available();
-    let names: Vec<_> = tables.iter().map(|t| format!("{} ({})", t.backend, t.isa)).collect();
-    let _ = writeln!(std::io::stderr(), "tile_kernels: backends exercised: {}", names.join(", "));
+    let names: Vec<_> = tables
+        .iter()
+        .map(|t| format!("{} ({})", t.backend, t.isa))
+        .collect();
+    let _ = writeln!(
+        std::io::stderr(),
+        "tile_kernels: backends exercised: {}",
+        names.join(", ")
+    );
     for backend in Backend::available() {
-        let table = TileKernels::for_backend(backend).expect("every available backend has tile kernels");
+        let table =
+            TileKernels::for_backend(backend).expect("every available backend has tile kernels");
         assert_eq!(table.backend, backend);
-        assert!(tables.iter().any(|t| std::ptr::eq(*t, table)), "{backend} listed");
+        assert!(
+            tables.iter().any(|t| std::ptr::eq(*t, table)),
+            "{backend} listed"
+        );
     }
     #[cfg(target_arch = "aarch64")]
-    assert!(tables.iter().any(|t| t.backend == Backend::Neon), "NEON exercised");
+    assert!(
+        tables.iter().any(|t| t.backend == Backend::Neon),
+        "NEON exercised"
+    );
 }

@@ -289,7 +289,7 @@ fn chunk_streams<V>(csr: &CsrRef<'_, V>, counts: &[u32], cell_lo: usize, cell_hi
         gexc: Vec::new(),
         vexc: Vec::new(),
     };
-    scalar::indices_to_gaps(&csr.indices[nnz_lo..nnz_hi], cells, &mut s.gaps, &mut s.gexc);
+    (TileKernels::best().indices_to_gaps)(&csr.indices[nnz_lo..nnz_hi], cells, &mut s.gaps, &mut s.gexc);
     scalar::counts_to_stream(&counts[nnz_lo..nnz_hi], &mut s.vals, &mut s.vexc);
     s
 }

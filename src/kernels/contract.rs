@@ -7,9 +7,9 @@
 //! `proptests/tile_kernels.rs` check it). When a kernel returns a fault, what it
 //! wrote to `out` is unspecified, as it is for the reference.
 
-use super::scalar::{self, Count};
 #[cfg(target_arch = "aarch64")]
 use super::aarch64;
+use super::scalar::{self, Count};
 #[cfg(target_arch = "x86_64")]
 use super::x86;
 use super::Backend;
@@ -32,7 +32,9 @@ impl<'a> CellBounds<'a> {
     pub fn new(bounds: &'a [i64], n: usize) -> Option<CellBounds<'a>> {
         let first = *bounds.first()?;
         let last = *bounds.last()?;
-        if last.checked_sub(first)? != i64::try_from(n).ok()? || bounds.windows(2).any(|w| w[1] < w[0]) {
+        if last.checked_sub(first)? != i64::try_from(n).ok()?
+            || bounds.windows(2).any(|w| w[1] < w[0])
+        {
             return None;
         }
         Some(CellBounds { bounds })
@@ -56,7 +58,9 @@ impl<'a> CellBounds<'a> {
     /// `(start, end)` of each cell, relative to the chunk.
     pub fn iter(&self) -> impl Iterator<Item = (usize, usize)> + 'a {
         let base = self.bounds[0];
-        self.bounds.windows(2).map(move |w| ((w[0] - base) as usize, (w[1] - base) as usize))
+        self.bounds
+            .windows(2)
+            .map(move |w| ((w[0] - base) as usize, (w[1] - base) as usize))
     }
 }
 
@@ -75,6 +79,9 @@ pub enum Fault {
 
 type CountsFn<V> = fn(&[u8], &mut [V]) -> Result<(), Fault>;
 type ValueExcFn<V> = fn(&[u8], &[u32], &[u32], &mut [V]) -> Result<(), Fault>;
+type GapsFn = fn(&[u8], CellBounds<'_>, u32, &mut [i32]) -> Result<(), Fault>;
+type GapExcFn = fn(&[u8], CellBounds<'_>, u32, &[u32], &[u32], &mut [i32]) -> Result<(), Fault>;
+type IndicesToGapsFn = fn(&[i32], CellBounds<'_>, &mut [u16], &mut Vec<(u32, u32)>);
 
 /// The tile kernels of one backend, as plain function pointers chosen once.
 #[derive(Clone, Copy, Debug)]
@@ -91,17 +98,17 @@ pub struct TileKernels {
     /// Planes -> `f32` counts, refusing zeros.
     pub counts_f32: CountsFn<f32>,
     /// Per-cell prefix sum of gaps -> `i32` gene indices, with the strict checks.
-    pub gaps_to_indices: fn(&[u8], CellBounds<'_>, u32, &mut [i32]) -> Result<(), Fault>,
+    pub gaps_to_indices: GapsFn,
     /// `vexc` application to `i32` counts.
     pub value_exceptions_i32: ValueExcFn<i32>,
     /// `vexc` application to `f32` counts.
     pub value_exceptions_f32: ValueExcFn<f32>,
     /// `gexc` application.
-    pub gap_exceptions: fn(&[u8], CellBounds<'_>, u32, &[u32], &[u32], &mut [i32]) -> Result<(), Fault>,
+    pub gap_exceptions: GapExcFn,
     /// `u16` -> planes.
     pub split_planes: fn(&[u16], &mut [u8]),
     /// Sorted gene indices -> per-cell gaps, collecting gap exceptions.
-    pub indices_to_gaps: fn(&[i32], CellBounds<'_>, &mut [u16], &mut Vec<(u32, u32)>),
+    pub indices_to_gaps: IndicesToGapsFn,
 }
 
 impl TileKernels {

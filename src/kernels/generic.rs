@@ -179,13 +179,21 @@ pub(crate) trait Vector: Copy {
     /// The smallest lane.
     #[inline(always)]
     fn reduce_min(self, v: Self::U32) -> u32 {
-        self.lanes(v).into_iter().take(Self::LANES).min().unwrap_or(u32::MAX)
+        self.lanes(v)
+            .into_iter()
+            .take(Self::LANES)
+            .min()
+            .unwrap_or(u32::MAX)
     }
 
     /// The largest lane.
     #[inline(always)]
     fn reduce_max(self, v: Self::U32) -> u32 {
-        self.lanes(v).into_iter().take(Self::LANES).max().unwrap_or(0)
+        self.lanes(v)
+            .into_iter()
+            .take(Self::LANES)
+            .max()
+            .unwrap_or(0)
     }
 
     /// The lanes, in the first `LANES` entries.
@@ -320,7 +328,13 @@ struct ScanChecks<S: Vector> {
 /// sum `carry` (every lane) before them. `exempt` is 1 in the lanes whose gap
 /// may be 0 (the cell's first, and padding).
 #[inline(always)]
-fn scan_step<S: Vector>(s: S, g: S::U32, exempt: S::U32, carry: &mut S::U32, checks: &mut ScanChecks<S>) -> S::U32 {
+fn scan_step<S: Vector>(
+    s: S,
+    g: S::U32,
+    exempt: S::U32,
+    carry: &mut S::U32,
+    checks: &mut ScanChecks<S>,
+) -> S::U32 {
     checks.least_gap = s.min(checks.least_gap, s.or(g, exempt));
     let sums = s.prefix_sum(g);
     let v = s.add(sums, *carry);
@@ -353,7 +367,10 @@ pub(crate) fn gaps_to_indices<S: Vector>(
     let one = s.splat(1);
     let first_lane = s.and(one, s.lanes_below(1));
     let zero = s.splat(0);
-    let mut checks = ScanChecks::<S> { least_gap: s.splat(u32::MAX), most_index: zero };
+    let mut checks = ScanChecks::<S> {
+        least_gap: s.splat(u32::MAX),
+        most_index: zero,
+    };
     for (start, end) in cells.iter() {
         let mut carry = zero;
         let mut exempt = first_lane;
@@ -400,7 +417,13 @@ fn add_to_all<S: Vector>(s: S, xs: &mut [i32], payload: u32) {
     }
     if j < n {
         // SAFETY: `j + (n - j) = n`.
-        unsafe { s.store_u32_partial(p.add(j), s.add(s.load_u32_partial(p.add(j), n - j), d), n - j) };
+        unsafe {
+            s.store_u32_partial(
+                p.add(j),
+                s.add(s.load_u32_partial(p.add(j), n - j), d),
+                n - j,
+            )
+        };
     }
 }
 
@@ -423,16 +446,24 @@ pub(crate) fn gap_exceptions<S: Vector>(
     for (&p, &payload) in positions.iter().zip(payloads) {
         let p = p as usize;
         while p >= cell.1 {
-            cell = cell_iter.next().expect("exception positions lie inside the chunk");
+            cell = cell_iter
+                .next()
+                .expect("exception positions lie inside the chunk");
         }
         let stored = u16::from_le_bytes([planes[p], planes[half + p]]);
         if stored != u16::MAX {
-            return Err(Fault::Unmarked { position: p as u64, stored });
+            return Err(Fault::Unmarked {
+                position: p as u64,
+                stored,
+            });
         }
         let last = cell.1 - 1;
         let new_last = out[last] as u64 + u64::from(payload);
         if new_last >= u64::from(n_genes) {
-            return Err(Fault::GeneIndex { position: last as u64, index: new_last });
+            return Err(Fault::GeneIndex {
+                position: last as u64,
+                index: new_last,
+            });
         }
         add_to_all(s, &mut out[p..cell.1], payload);
     }
@@ -448,7 +479,11 @@ fn gaps_of(
     out: &mut [u16],
     exceptions: &mut Vec<(u32, u32)>,
 ) {
-    let mut prev = if range.start == cell_start { 0 } else { indices[range.start - 1] as u32 };
+    let mut prev = if range.start == cell_start {
+        0
+    } else {
+        indices[range.start - 1] as u32
+    };
     for j in range {
         let g = (indices[j] as u32).wrapping_sub(prev);
         prev = indices[j] as u32;
@@ -472,7 +507,10 @@ pub(crate) fn indices_to_gaps<S: Vector>(
     exceptions: &mut Vec<(u32, u32)>,
 ) {
     assert_eq!(out.len(), indices.len(), "one gap per index");
-    assert!(cells.nnz() <= indices.len(), "cell bounds must lie inside the chunk");
+    assert!(
+        cells.nnz() <= indices.len(),
+        "cell bounds must lie inside the chunk"
+    );
     let src = indices.as_ptr().cast::<u32>();
     let high = s.splat(0xFFFF_0000);
     for (start, end) in cells.iter() {
@@ -482,7 +520,14 @@ pub(crate) fn indices_to_gaps<S: Vector>(
             // where it is read.
             let (cur, prev) = unsafe {
                 let cur = s.load_u32(src.add(j));
-                (cur, if j == start { s.shift_in_zero(cur) } else { s.load_u32(src.add(j - 1)) })
+                (
+                    cur,
+                    if j == start {
+                        s.shift_in_zero(cur)
+                    } else {
+                        s.load_u32(src.add(j - 1))
+                    },
+                )
             };
             let d = s.sub(cur, prev);
             if s.any_nonzero(s.and(d, high)) {
@@ -498,7 +543,14 @@ pub(crate) fn indices_to_gaps<S: Vector>(
             // SAFETY: `j + len = end`, and `j - 1 >= start` where it is read.
             let (cur, prev) = unsafe {
                 let cur = s.load_u32_partial(src.add(j), len);
-                (cur, if j == start { s.shift_in_zero(cur) } else { s.load_u32_partial(src.add(j - 1), len) })
+                (
+                    cur,
+                    if j == start {
+                        s.shift_in_zero(cur)
+                    } else {
+                        s.load_u32_partial(src.add(j - 1), len)
+                    },
+                )
             };
             let d = s.and(s.sub(cur, prev), s.lanes_below(len));
             if s.any_nonzero(s.and(d, high)) {

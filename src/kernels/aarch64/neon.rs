@@ -26,7 +26,12 @@ type U32x16 = [uint32x4_t; 4];
 /// `op` applied to each register pair.
 #[inline(always)]
 fn map2(a: U32x16, b: U32x16, op: impl Fn(uint32x4_t, uint32x4_t) -> uint32x4_t) -> U32x16 {
-    [op(a[0], b[0]), op(a[1], b[1]), op(a[2], b[2]), op(a[3], b[3])]
+    [
+        op(a[0], b[0]),
+        op(a[1], b[1]),
+        op(a[2], b[2]),
+        op(a[3], b[3]),
+    ]
 }
 
 /// Lane numbers 0..16, for [`Vector::lanes_below`].
@@ -184,7 +189,14 @@ impl Vector for Neon {
     #[inline(always)]
     unsafe fn load_u32(self, p: *const u32) -> U32x16 {
         // SAFETY: NEON token; the caller makes 16 values readable at `p`.
-        unsafe { [vld1q_u32(p), vld1q_u32(p.add(4)), vld1q_u32(p.add(8)), vld1q_u32(p.add(12))] }
+        unsafe {
+            [
+                vld1q_u32(p),
+                vld1q_u32(p.add(4)),
+                vld1q_u32(p.add(8)),
+                vld1q_u32(p.add(12)),
+            ]
+        }
     }
 
     #[inline(always)]

@@ -82,8 +82,12 @@ impl Vector for Avx2 {
             let v = _mm256_add_epi32(v, _mm256_slli_si256::<4>(v));
             let v = _mm256_add_epi32(v, _mm256_slli_si256::<8>(v));
             // ...then the low half's total into every lane of the high half.
-            let low_total = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3));
-            _mm256_add_epi32(v, _mm256_blend_epi32::<0x0F>(low_total, _mm256_setzero_si256()))
+            let low_total =
+                _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3));
+            _mm256_add_epi32(
+                v,
+                _mm256_blend_epi32::<0x0F>(low_total, _mm256_setzero_si256()),
+            )
         }
     }
 
@@ -111,7 +115,12 @@ impl Vector for Avx2 {
     #[inline(always)]
     fn lanes_below(self, len: usize) -> __m256i {
         // SAFETY: AVX2 token.
-        unsafe { _mm256_cmpgt_epi32(_mm256_set1_epi32(len as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)) }
+        unsafe {
+            _mm256_cmpgt_epi32(
+                _mm256_set1_epi32(len as i32),
+                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+            )
+        }
     }
 
     #[inline(always)]

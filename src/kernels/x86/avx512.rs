@@ -236,7 +236,10 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
             let (first, second) = if VBMI {
                 let first = _mm512_loadu_si512(INTERLEAVE[0].as_ptr().cast());
                 let second = _mm512_loadu_si512(INTERLEAVE[1].as_ptr().cast());
-                (_mm512_permutex2var_epi8(l, first, h), _mm512_permutex2var_epi8(l, second, h))
+                (
+                    _mm512_permutex2var_epi8(l, first, h),
+                    _mm512_permutex2var_epi8(l, second, h),
+                )
             } else {
                 // Unpacking works per 128-bit lane: a holds elements 0-7,
                 // 16-23, 32-39, 48-55 and b the 8 after each; pick 64-bit
@@ -258,7 +261,10 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
         // bytes readable at `src` and 64 writable at `lo` and `hi`; the index
         // tables are 64 bytes each.
         unsafe {
-            let (a, b) = (_mm512_loadu_si512(src.cast()), _mm512_loadu_si512(src.add(64).cast()));
+            let (a, b) = (
+                _mm512_loadu_si512(src.cast()),
+                _mm512_loadu_si512(src.add(64).cast()),
+            );
             if VBMI {
                 let even = _mm512_loadu_si512(DEINTERLEAVE[0].as_ptr().cast());
                 let odd = _mm512_loadu_si512(DEINTERLEAVE[1].as_ptr().cast());
@@ -270,7 +276,10 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
                 _mm256_storeu_si256(lo.cast(), _mm512_cvtepi16_epi8(a));
                 _mm256_storeu_si256(lo.add(32).cast(), _mm512_cvtepi16_epi8(b));
                 _mm256_storeu_si256(hi.cast(), _mm512_cvtepi16_epi8(_mm512_srli_epi16::<8>(a)));
-                _mm256_storeu_si256(hi.add(32).cast(), _mm512_cvtepi16_epi8(_mm512_srli_epi16::<8>(b)));
+                _mm256_storeu_si256(
+                    hi.add(32).cast(),
+                    _mm512_cvtepi16_epi8(_mm512_srli_epi16::<8>(b)),
+                );
             }
         }
     }
