@@ -106,8 +106,9 @@ impl Encoder {
             }
         }
         put_uvar(out, self.mpn.max(0) as u32);
+        let mut td = Vec::with_capacity(block_values.min(n));
         for block in ints.chunks(block_values) {
-            put_block::<T>(block, out);
+            put_block::<T>(block, &mut td, out);
         }
         Ok(())
     }
@@ -132,25 +133,28 @@ fn put_uvar(out: &mut Vec<u8>, mut x: u32) {
 
 /// One `DeltaBinaryEncoder` block: `[writeIndex][bitWidth][minDelta][first]`
 /// then the two-diffs `delta - minDelta`, MSB-first at the block's width.
-fn put_block<T: PageFloat>(ints: &[T::Bits], out: &mut Vec<u8>) {
+/// `td` is scratch for the two-diffs (reused across blocks).
+fn put_block<T: PageFloat>(ints: &[T::Bits], td: &mut Vec<u64>, out: &mut Vec<u8>) {
     let first = ints[0];
-    let word_bits = 8 * T::TYPE.word_bytes() as u32;
-    let mask = u64::MAX >> (64 - word_bits);
-    let delta = |k: usize| {
-        T::to_i64(T::from_i64(
-            T::to_i64(ints[k + 1]).wrapping_sub(T::to_i64(ints[k])),
-        ))
-    };
     let deltas = ints.len() - 1;
-    let (min_delta, width) = match (0..deltas).map(delta).min() {
+    let mask = u64::MAX >> (64 - 8 * T::TYPE.word_bytes() as u32);
+    // Deltas wrap at the word width and compare as signed words.
+    td.clear();
+    td.extend(
+        ints.windows(2)
+            .map(|w| T::to_i64(T::from_i64(T::to_i64(w[1]).wrapping_sub(T::to_i64(w[0])))) as u64),
+    );
+    let (min_delta, width) = match td.iter().map(|&d| d as i64).min() {
         // One value: no delta, and Java writes its "no delta yet" sentinel.
         None => (T::NO_DELTA, 0),
         Some(min) => {
-            let widest = (0..deltas)
-                .map(|k| (delta(k).wrapping_sub(min)) as u64 & mask)
-                .max()
-                .unwrap_or(0);
-            (T::from_i64(min), 64 - widest.leading_zeros())
+            let mut any = 0u64;
+            for d in td.iter_mut() {
+                *d = d.wrapping_sub(min as u64) & mask;
+                any |= *d;
+            }
+            // The widest two-diff has the highest set bit of them all.
+            (T::from_i64(min), 64 - any.leading_zeros())
         }
     };
     out.extend_from_slice(&(deltas as i32).to_be_bytes());
@@ -160,20 +164,22 @@ fn put_block<T: PageFloat>(ints: &[T::Bits], out: &mut Vec<u8>) {
     if width == 0 {
         return;
     }
-    let min = T::to_i64(min_delta);
-    // Bits not yet written sit in the low `pending` bits of `acc`.
+    out.reserve((deltas * width as usize).div_ceil(8));
+    // Bits not yet written sit in the low `pending` bits of `acc`; they are
+    // flushed 64 at a time, big-endian, which is the MSB-first stream order.
     let mut acc: u128 = 0;
     let mut pending = 0u32;
-    for k in 0..deltas {
-        let td = delta(k).wrapping_sub(min) as u64 & mask;
-        acc = (acc << width) | u128::from(td);
+    for &d in td.iter() {
+        acc = (acc << width) | u128::from(d);
         pending += width;
-        while pending >= 8 {
-            pending -= 8;
-            out.push((acc >> pending) as u8);
+        if pending >= 64 {
+            pending -= 64;
+            out.extend_from_slice(&((acc >> pending) as u64).to_be_bytes());
         }
     }
     if pending > 0 {
-        out.push((acc << (8 - pending)) as u8);
+        // The last bits, left-aligned, zero pad bits after them.
+        let tail = ((acc as u64) << (64 - pending)).to_be_bytes();
+        out.extend_from_slice(&tail[..pending.div_ceil(8) as usize]);
     }
 }

@@ -24,8 +24,12 @@
 //! register is filled with the words of consecutive values by loading one
 //! 16-byte unit per *pair* of values (pair `p` starts at `b_{2p}`; both words
 //! lie within the next 16 bytes because `b_{2p+1} - b_{2p} <= 8`) and reversing
-//! bytes with an in-lane byte shuffle. The per-width shape (unit offsets,
-//! shuffle masks, shift counts) is computed at compile time into [`PLANS`].
+//! bytes with an in-lane byte shuffle. AVX-512 can instead build all four
+//! units of a group from one masked load with a cross-lane dword permute,
+//! when each pair's bytes fit in dword-aligned 16 bytes (every width up to
+//! 32, the FLOAT range, and more). The per-width shape (unit offsets, dword
+//! indices, shuffle masks, shift counts) is computed at compile time into
+//! [`PLANS`].
 
 use super::{scalar, Divisor, DivisorKind, Word};
 
