@@ -471,18 +471,49 @@ pub(super) unsafe fn scale<I: Isa, W: Lane<I>>(
     let n = ints.len().min(out.len());
     let src = ints.as_ptr();
     let dst = out.as_mut_ptr();
-    let mut i = 0;
+    if n < I::LANES {
+        scalar::scale(&ints[..n], divisor, &mut out[..n]);
+        return;
+    }
     // SAFETY: every load/store covers `[i, i + LANES)` with `i + LANES <= n`.
     unsafe {
         let p = I::splat_f64(divisor.value());
         let y = I::splat_f64(divisor.reciprocal());
+        let mut i = 0;
         while i + I::LANES <= n {
-            let q = divide::<I>(W::load_as_f64(src.add(i)), p, y, divisor.kind());
-            W::store_float(q, dst.add(i));
+            scale_at::<I, W>(src, dst, i, p, y, divisor.kind());
             i += I::LANES;
         }
+        // A ragged end is the last full register again, overlapping: the
+        // values are recomputed identically (a 129-value block would
+        // otherwise pay a scalar division for its last value).
+        if i < n {
+            scale_at::<I, W>(src, dst, n - I::LANES, p, y, divisor.kind());
+        }
     }
-    scalar::scale(&ints[i..n], divisor, &mut out[i..n]);
+}
+
+/// Scales the register of words at `src + i` into `dst + i`.
+///
+/// # Safety
+/// `LANES` words at `src + i` are readable and `LANES` floats at `dst + i`
+/// writable.
+#[inline(always)]
+unsafe fn scale_at<I: Isa, W: Lane<I>>(
+    src: *const W,
+    dst: *mut W::Float,
+    i: usize,
+    p: I::F64,
+    y: I::F64,
+    kind: DivisorKind,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        W::store_float(
+            divide::<I>(W::load_as_f64(src.add(i)), p, y, kind),
+            dst.add(i),
+        )
+    }
 }
 
 /// The kernel table of one backend: function pointers to its instantiations.

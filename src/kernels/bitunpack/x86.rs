@@ -237,9 +237,13 @@ impl Isa for Avx512 {
                     _mm512_loadu_si512(plan.dword_masks.as_ptr() as *const __m512i),
                 )
             } else {
-                let unit = |q: usize| _mm_loadu_si128(base.add(plan.unit_off[q]) as *const __m128i);
-                let low = _mm256_set_m128i(unit(1), unit(0));
-                let high = _mm256_set_m128i(unit(3), unit(2));
+                let off = plan.unit_off.as_ptr();
+                let unit0 = _mm_loadu_si128(base.add(*off) as *const __m128i);
+                let unit1 = _mm_loadu_si128(base.add(*off.add(1)) as *const __m128i);
+                let unit2 = _mm_loadu_si128(base.add(*off.add(2)) as *const __m128i);
+                let unit3 = _mm_loadu_si128(base.add(*off.add(3)) as *const __m128i);
+                let low = _mm256_set_m128i(unit1, unit0);
+                let high = _mm256_set_m128i(unit3, unit2);
                 let v = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high);
                 _mm512_shuffle_epi8(v, _mm512_loadu_si512(plan.masks.as_ptr() as *const __m512i))
             }
