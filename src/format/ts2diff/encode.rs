@@ -165,21 +165,31 @@ fn put_block<T: PageFloat>(ints: &[T::Bits], td: &mut Vec<u64>, out: &mut Vec<u8
         return;
     }
     out.reserve((deltas * width as usize).div_ceil(8));
-    // Bits not yet written sit in the low `pending` bits of `acc`; they are
-    // flushed 64 at a time, big-endian, which is the MSB-first stream order.
-    let mut acc: u128 = 0;
+    // Bits not yet written sit in the low `pending` (< 32) bits of `acc`;
+    // they leave 32 at a time, big-endian, which is the MSB-first stream
+    // order. Two-diffs wider than 32 bits go in as two pieces so that `acc`
+    // never needs more than 64 bits.
+    let mut acc = 0u64;
     let mut pending = 0u32;
+    let mut push = |bits: u64, n: u32| {
+        acc = (acc << n) | bits;
+        pending += n;
+        if pending >= 32 {
+            pending -= 32;
+            out.extend_from_slice(&((acc >> pending) as u32).to_be_bytes());
+        }
+    };
     for &d in td.iter() {
-        acc = (acc << width) | u128::from(d);
-        pending += width;
-        if pending >= 64 {
-            pending -= 64;
-            out.extend_from_slice(&((acc >> pending) as u64).to_be_bytes());
+        if width > 32 {
+            push(d >> 32, width - 32);
+            push(d & 0xFFFF_FFFF, 32);
+        } else {
+            push(d, width);
         }
     }
     if pending > 0 {
         // The last bits, left-aligned, zero pad bits after them.
-        let tail = ((acc as u64) << (64 - pending)).to_be_bytes();
+        let tail = (acc << (64 - pending)).to_be_bytes();
         out.extend_from_slice(&tail[..pending.div_ceil(8) as usize]);
     }
 }

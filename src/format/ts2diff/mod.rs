@@ -310,14 +310,23 @@ pub(crate) mod repr {
 ///
 /// Not `(x + 0.5).floor()`: that addition rounds, which turns
 /// 0.49999999999999994 into 1 and odd integers above 2^52 into their
-/// successors. `x - floor(x)` is exact for every finite `x` (Sterbenz, or
-/// `floor(x) == 0`), so comparing it with 1/2 decides exactly.
+/// successors. Instead: `|x| >= 2^52` is already an integer; below that,
+/// `floor(x)` comes from the truncating conversion, and `x - floor(x)` is
+/// exact (Sterbenz for `|x| >= 1`, trivially below), so comparing it with 1/2
+/// decides exactly. No `f64::floor`, which is a libm call on baseline x86-64.
 pub fn java_round(x: f64) -> i64 {
-    let floor = x.floor();
-    let up = x - floor >= 0.5;
-    // `as` saturates and maps NaN to 0, as Java does; `floor + 1.0` is exact
-    // because a fractional part implies |x| < 2^52.
-    (if up { floor + 1.0 } else { floor }) as i64
+    const INTEGRAL: f64 = 4_503_599_627_370_496.0; // 2^52
+    if !(x.abs() < INTEGRAL) {
+        // An integer, an infinity or NaN: `as` saturates and maps NaN to 0,
+        // as Java does.
+        return x as i64;
+    }
+    let t = x as i64; // towards zero
+    let floor = t - i64::from(t as f64 > x);
+    // Branch-free: for data with few decimals the fractional part of a
+    // scaled value sits just above 0 or just below 1, which no branch
+    // predictor guesses.
+    floor + i64::from(x - floor as f64 >= 0.5)
 }
 
 /// `maxPointValue` for a maxPointNumber: `10^mpn` as Java's `Math.pow(10, mpn)`,
