@@ -316,7 +316,7 @@ pub(crate) mod repr {
 /// decides exactly. No `f64::floor`, which is a libm call on baseline x86-64.
 pub fn java_round(x: f64) -> i64 {
     const INTEGRAL: f64 = 4_503_599_627_370_496.0; // 2^52
-    if !(x.abs() < INTEGRAL) {
+    if x.is_nan() || x.abs() >= INTEGRAL {
         // An integer, an infinity or NaN: `as` saturates and maps NaN to 0,
         // as Java does.
         return x as i64;
