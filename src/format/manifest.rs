@@ -176,14 +176,14 @@ impl Manifest {
             return Err(inconsistent(format!("tile_cells sums to {total:?}, n_cells is {}", self.n_cells)));
         }
         if let Some((last, full)) = self.tile_cells.split_last() {
+            if *last == 0 || *last > self.tile_size {
+                return Err(inconsistent(format!("the last tile holds {last} cells (must be 1..={})", self.tile_size)));
+            }
             if let Some(t) = full.iter().position(|&c| c != self.tile_size) {
                 return Err(inconsistent(format!(
                     "tile {t} holds {} cells; every tile but the last holds tile_size = {}",
                     full[t], self.tile_size
                 )));
-            }
-            if *last == 0 || *last > self.tile_size {
-                return Err(inconsistent(format!("the last tile holds {last} cells (must be 1..={})", self.tile_size)));
             }
         }
         if let Some(obs) = &self.obs {
