@@ -1,2 +1,39 @@
 //! Per-cell metadata (obs) stored beside the tiles as Parquet shards, and the
 //! gene table (`var.parquet`). See the format spec, section "Obs".
+//!
+//! Obs is kept out of the tiles so that a reader that wants no metadata never
+//! pays for it: opening a dataset reads `obs/schema.json` and checks sizes
+//! and the fingerprint, and reads no Parquet byte. Columns that training
+//! needs are *localized* once per node ([`ObsReader::localize`]): only their
+//! column chunks are fetched, and stored as memory-mapped Arrow IPC files in
+//! a cache keyed by the obs fingerprint. Batches then carry [`Labels`]
+//! gathered from those mappings.
+//!
+//! * [`schema`]: `obs/schema.json` ([`ObsSchema`]).
+//! * [`ObsColumn`], [`ObsConfig`], [`encode_obs`]: the writer side (used by
+//!   [`crate::dataset::DatasetWriter`]), with [`fingerprint`].
+//! * [`ObsReader`]: open-time checks, ranged column reads, [`ObsReader::verify`].
+//! * [`LocalObs`]: the localized columns; [`Labels`] for any cells.
+//! * [`VarTable`] / [`VarFrame`]: writing and reading `var.parquet`.
+
+mod cache;
+mod column;
+mod json;
+mod labels;
+mod reader;
+pub mod schema;
+mod shards;
+mod var;
+
+pub use cache::{cache_root, quote_name, LocalObs, LocalizeReport, CACHE_ENV};
+pub use column::ObsColumn;
+pub use labels::{json_value, Label, Labels};
+pub use reader::{ObsReader, ObsVerifyReport};
+pub use schema::{ColumnSchema, Kind, ObsSchema, ObsType};
+pub use shards::{
+    encode_obs, fingerprint, sha256_hex, shard_key, ObsConfig, ObsFiles, DEFAULT_MAX_CATEGORIES,
+    DEFAULT_TILES_PER_FILE, SCHEMA_KEY,
+};
+pub use var::{VarFrame, VarTable, VAR_KEY};
+
+pub(crate) use var::read_var_table;

@@ -1,0 +1,318 @@
+//! `var.parquet`: the gene table, one row per output column, pandas index kept.
+//!
+//! Written the way pyarrow writes a pandas DataFrame: the data columns, then
+//! the index column, and a `pandas` entry in the file's key-value metadata
+//! naming the index, so `pandas.read_parquet` gives back the same frame with
+//! its index. Categorical columns are Arrow dictionaries, which pandas reads
+//! as `category`.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow_array::types::{Int16Type, Int32Type, Int8Type};
+use arrow_array::{
+    ArrayRef, DictionaryArray, Int16Array, Int32Array, Int8Array, RecordBatch, StringArray,
+};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use serde_json::{json, Value};
+
+use super::reader::{check_chunk_ranges, read_footer, to_bytes};
+use super::schema::ObsType;
+use crate::dataset::{Dataset, Store};
+use crate::error::{DatasetRule, Error, Result};
+
+/// Object key of the gene table.
+pub const VAR_KEY: &str = "var.parquet";
+
+fn var_rule(msg: impl Into<String>) -> Error {
+    Error::Dataset(DatasetRule::VarTable(msg.into()))
+}
+
+#[derive(Clone, Debug)]
+enum VarValues {
+    String(Vec<String>),
+    Category(Vec<String>),
+}
+
+/// A gene table for [`crate::dataset::WriterConfig`], in source column order
+/// (the writer reorders it by `gene_order`).
+#[derive(Clone, Debug)]
+pub struct VarTable {
+    index_name: String,
+    index: Vec<String>,
+    columns: Vec<(String, VarValues)>,
+}
+
+impl VarTable {
+    /// A table whose pandas index is the column `index_name` with values `index`.
+    pub fn new(index_name: impl Into<String>, index: Vec<String>) -> VarTable {
+        VarTable {
+            index_name: index_name.into(),
+            index,
+            columns: Vec::new(),
+        }
+    }
+
+    /// The table a 10x `features.tsv` describes: gene ids as the index
+    /// (`gene_ids`), names as `gene_name`, feature types as the categorical
+    /// `feature_types`.
+    pub fn from_features(
+        gene_ids: Vec<String>,
+        names: Vec<String>,
+        feature_types: Vec<String>,
+    ) -> Result<VarTable> {
+        VarTable::new("gene_ids", gene_ids)
+            .with_column("gene_name", names)?
+            .with_category_column("feature_types", feature_types)
+    }
+
+    fn push(mut self, name: String, values: VarValues, len: usize) -> Result<VarTable> {
+        if len != self.index.len() {
+            return Err(Error::Input(format!(
+                "var column {name:?} has {len} values for {} genes",
+                self.index.len()
+            )));
+        }
+        if name == self.index_name || self.columns.iter().any(|(n, _)| *n == name) {
+            return Err(Error::Input(format!("var column {name:?} appears twice")));
+        }
+        self.columns.push((name, values));
+        Ok(self)
+    }
+
+    /// Adds a string column.
+    pub fn with_column(self, name: impl Into<String>, values: Vec<String>) -> Result<VarTable> {
+        let len = values.len();
+        self.push(name.into(), VarValues::String(values), len)
+    }
+
+    /// Adds a categorical column (vocabulary: the distinct values, sorted).
+    pub fn with_category_column(
+        self,
+        name: impl Into<String>,
+        values: Vec<String>,
+    ) -> Result<VarTable> {
+        let len = values.len();
+        self.push(name.into(), VarValues::Category(values), len)
+    }
+
+    /// Number of genes.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether the table has no genes.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// `var.parquet` with rows in output order: row `j` is source row `order[j]`.
+    pub fn to_parquet(&self, order: Option<&[i32]>) -> Result<Vec<u8>> {
+        let n = self.index.len();
+        let rows: Vec<usize> = match order {
+            None => (0..n).collect(),
+            Some(o) => {
+                let rows: Vec<usize> = o
+                    .iter()
+                    .filter_map(|&g| usize::try_from(g).ok().filter(|&g| g < n))
+                    .collect();
+                if o.len() != n || rows.len() != n {
+                    return Err(Error::Input(format!(
+                        "gene order of {} entries does not permute {n} var rows",
+                        o.len()
+                    )));
+                }
+                rows
+            }
+        };
+        let strings = |v: &[String]| -> ArrayRef {
+            Arc::new(
+                rows.iter()
+                    .map(|&r| Some(v[r].as_str()))
+                    .collect::<StringArray>(),
+            )
+        };
+        let mut fields = Vec::new();
+        let mut arrays = Vec::new();
+        let mut described = Vec::new();
+        for (name, values) in &self.columns {
+            let (array, description) = match values {
+                VarValues::String(v) => (strings(v), unicode_column(name)),
+                VarValues::Category(v) => {
+                    let (array, key_type, n_categories) = dictionary(v, &rows)?;
+                    let description = json!({
+                        "name": name, "field_name": name, "pandas_type": "categorical", "numpy_type": key_type,
+                        "metadata": {"num_categories": n_categories, "ordered": false}
+                    });
+                    (array, description)
+                }
+            };
+            fields.push(Field::new(name, array.data_type().clone(), false));
+            arrays.push(array);
+            described.push(description);
+        }
+        fields.push(Field::new(&self.index_name, DataType::Utf8, false));
+        arrays.push(strings(&self.index));
+        described.push(unicode_column(&self.index_name));
+        let pandas = json!({
+            "index_columns": [self.index_name],
+            "column_indexes": [{"name": null, "field_name": null, "pandas_type": "unicode", "numpy_type": "object",
+                                "metadata": {"encoding": "UTF-8"}}],
+            "columns": described,
+            "attributes": {},
+            "creator": {"library": "deltacells", "version": crate::build_info::VERSION},
+        })
+        .to_string();
+        let schema = Arc::new(Schema::new_with_metadata(
+            fields,
+            HashMap::from([("pandas".to_string(), pandas.clone())]),
+        ));
+        let level = ZstdLevel::try_new(3).map_err(|e| Error::Compress(e.to_string()))?;
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(level))
+            .set_statistics_enabled(EnabledStatistics::None)
+            .set_key_value_metadata(Some(vec![KeyValue::new("pandas".into(), pandas)]))
+            .build();
+        let err =
+            |e: parquet::errors::ParquetError| Error::Input(format!("writing var.parquet: {e}"));
+        let batch = RecordBatch::try_new(schema.clone(), arrays)
+            .map_err(|e| Error::Input(format!("building var.parquet: {e}")))?;
+        let mut writer = ArrowWriter::try_new(Vec::new(), schema, Some(props)).map_err(err)?;
+        writer.write(&batch).map_err(err)?;
+        writer.into_inner().map_err(err)
+    }
+}
+
+fn unicode_column(name: &str) -> Value {
+    json!({"name": name, "field_name": name, "pandas_type": "unicode", "numpy_type": "object", "metadata": null})
+}
+
+/// A dictionary array over the sorted distinct values, keys of the smallest
+/// signed type (as pandas stores categorical codes): (array, numpy key type, categories).
+fn dictionary(values: &[String], rows: &[usize]) -> Result<(ArrayRef, &'static str, usize)> {
+    let vocabulary: BTreeSet<&str> = values.iter().map(String::as_str).collect();
+    let code: HashMap<&str, usize> = vocabulary
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (v, i))
+        .collect();
+    let dict: ArrayRef = Arc::new(vocabulary.iter().map(|&v| Some(v)).collect::<StringArray>());
+    let codes = rows.iter().map(|&r| code[values[r].as_str()]);
+    let n = vocabulary.len();
+    let bad =
+        |e: arrow_schema::ArrowError| Error::Input(format!("building a var category column: {e}"));
+    Ok(match ObsType::codes_for(n) {
+        Some(ObsType::Int8) => {
+            let keys: Int8Array = codes.map(|c| c as i8).collect();
+            (
+                Arc::new(DictionaryArray::<Int8Type>::try_new(keys, dict).map_err(bad)?),
+                "int8",
+                n,
+            )
+        }
+        Some(ObsType::Int16) => {
+            let keys: Int16Array = codes.map(|c| c as i16).collect();
+            (
+                Arc::new(DictionaryArray::<Int16Type>::try_new(keys, dict).map_err(bad)?),
+                "int16",
+                n,
+            )
+        }
+        _ => {
+            let keys: Int32Array = codes.map(|c| c as i32).collect();
+            (
+                Arc::new(DictionaryArray::<Int32Type>::try_new(keys, dict).map_err(bad)?),
+                "int32",
+                n,
+            )
+        }
+    })
+}
+
+/// The gene table read back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VarFrame {
+    /// Every column, the index columns included, as stored.
+    pub table: RecordBatch,
+    /// The columns pandas uses as the index (from the `pandas` metadata).
+    pub index_columns: Vec<String>,
+}
+
+/// Reads and checks `var.parquet` of a dataset of `n_genes` genes.
+pub(crate) fn read_var_table(store: &dyn Store, n_genes: u32) -> Result<VarFrame> {
+    let bytes = store
+        .get(VAR_KEY)?
+        .ok_or_else(|| var_rule("has_var_table is true but var.parquet is missing"))?;
+    let len = bytes.len() as u64;
+    let data = to_bytes(bytes);
+    let meta =
+        read_footer(len, |r| Ok(data.slice(r.start as usize..r.end as usize))).map_err(var_rule)?;
+    let rows = meta.file_metadata().num_rows();
+    if u64::try_from(rows).ok() != Some(u64::from(n_genes)) {
+        return Err(var_rule(format!(
+            "{rows} rows for {n_genes} genes (one row per output column)"
+        )));
+    }
+    check_chunk_ranges(&meta, len).map_err(var_rule)?;
+    let index_columns = meta
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|e| e.key == "pandas"))
+        .and_then(|e| e.value.as_deref())
+        .and_then(|v| serde_json::from_str::<Value>(v).ok())
+        .and_then(|v| {
+            let list: Vec<String> = v
+                .get("index_columns")?
+                .as_array()?
+                .iter()
+                .filter_map(|c| c.as_str().map(str::to_string))
+                .collect();
+            Some(list)
+        })
+        .unwrap_or_default();
+    let meta = ArrowReaderMetadata::try_new(Arc::new(meta), ArrowReaderOptions::new())
+        .map_err(|e| var_rule(e.to_string()))?;
+    let schema = meta.schema().clone();
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(data, meta)
+        .with_batch_size((n_genes as usize).max(1))
+        .build()
+        .map_err(|e| var_rule(e.to_string()))?;
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| var_rule(e.to_string()))?;
+    let table = arrow_select::concat::concat_batches(&schema, &batches)
+        .map_err(|e| var_rule(e.to_string()))?;
+    if table.num_rows() != n_genes as usize {
+        return Err(var_rule(format!(
+            "decoded {} rows for {n_genes} genes",
+            table.num_rows()
+        )));
+    }
+    let names: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    if let Some(missing) = index_columns.iter().find(|c| !names.contains(c.as_str())) {
+        return Err(var_rule(format!(
+            "the pandas index column {missing:?} is not in the file"
+        )));
+    }
+    Ok(VarFrame {
+        table,
+        index_columns,
+    })
+}
+
+impl Dataset {
+    /// `var.parquet` as an Arrow table, when the dataset has one.
+    pub fn var_table(&self) -> Result<Option<VarFrame>> {
+        if !self.manifest().has_var_table {
+            return Ok(None);
+        }
+        read_var_table(self.store().as_ref(), self.n_genes()).map(Some)
+    }
+}
