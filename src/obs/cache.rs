@@ -127,17 +127,17 @@ impl LocalObs {
     /// The localized columns for exactly `cells`, in that order (duplicates
     /// allowed), gathered from the mapped files.
     pub fn labels(&self, cells: &[u64]) -> Result<Labels> {
-        let (tiles, index) = locate(&self.limits, cells)?;
+        let at = locate(&self.limits, cells)?;
         let columns = self
             .columns
             .iter()
             .map(|c| {
                 let sources: Vec<&dyn arrow_array::Array> =
-                    tiles.iter().map(|&t| c.tiles[t].as_ref()).collect();
-                let values = if index.is_empty() {
+                    at.tiles.iter().map(|&t| c.tiles[t].as_ref()).collect();
+                let values = if at.index.is_empty() {
                     arrow_array::new_empty_array(&c.schema.arrow_type.data_type())
                 } else {
-                    interleave(&sources, &index).map_err(|e| {
+                    interleave(&sources, &at.index).map_err(|e| {
                         Error::Input(format!("gathering obs column {:?}: {e}", c.schema.name))
                     })?
                 };

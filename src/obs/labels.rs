@@ -176,10 +176,17 @@ pub fn json_value(a: &dyn Array, categories: Option<&[String]>, row: usize) -> V
     }
 }
 
-/// Where each of `cells` lives: the distinct tiles touched, and for each
-/// cell its (position in that list, row in the tile) — the index form
-/// `arrow_select::interleave` takes.
-pub(crate) fn locate(limits: &[u64], cells: &[u64]) -> Result<(Vec<usize>, Vec<(usize, usize)>)> {
+/// Where the cells of a request live.
+pub(crate) struct Located {
+    /// The distinct tiles touched, in order of first use.
+    pub tiles: Vec<usize>,
+    /// For each cell, (position in `tiles`, row in the tile): the index form
+    /// `arrow_select::interleave` takes.
+    pub index: Vec<(usize, usize)>,
+}
+
+/// Locates `cells` in tiles starting at `limits` (`n_tiles + 1` entries).
+pub(crate) fn locate(limits: &[u64], cells: &[u64]) -> Result<Located> {
     let n_cells = limits.last().copied().unwrap_or(0);
     let mut tiles = Vec::new();
     let mut slot_of: HashMap<usize, usize> = HashMap::new();
@@ -195,7 +202,7 @@ pub(crate) fn locate(limits: &[u64], cells: &[u64]) -> Result<(Vec<usize>, Vec<(
         });
         index.push((slot, (c - limits[tile]) as usize));
     }
-    Ok((tiles, index))
+    Ok(Located { tiles, index })
 }
 
 impl Dataset {
@@ -250,9 +257,9 @@ mod tests {
 
     #[test]
     fn locate_groups_cells_by_tile() {
-        let (tiles, index) = locate(&[0, 3, 6, 7], &[6, 0, 4, 1]).unwrap();
-        assert_eq!(tiles, vec![2, 0, 1]);
-        assert_eq!(index, vec![(0, 0), (1, 0), (2, 1), (1, 1)]);
+        let at = locate(&[0, 3, 6, 7], &[6, 0, 4, 1]).unwrap();
+        assert_eq!(at.tiles, vec![2, 0, 1]);
+        assert_eq!(at.index, vec![(0, 0), (1, 0), (2, 1), (1, 1)]);
         assert!(locate(&[0, 3], &[3]).is_err());
     }
 }

@@ -8,6 +8,7 @@ use deltacells::Backend;
 mod bench_cmd;
 mod dataset_cmd;
 mod demo_cmd;
+mod obs_cmd;
 mod output;
 mod tile_cmd;
 mod ts2diff_cmd;
@@ -55,6 +56,8 @@ enum Command {
     /// XDelta text-encoded number lists.
     #[command(subcommand)]
     Xdelta(xdelta_cmd::Command),
+    /// Per-cell metadata: schema summary, values as JSON lines, localize columns.
+    Obs(obs_cmd::ObsArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
             Command::Tile(cmd) => tile_cmd::run(cmd, backend),
             Command::Ts2diff(cmd) => ts2diff_cmd::run(cmd),
             Command::Xdelta(cmd) => xdelta_cmd::run(cmd),
+            Command::Obs(args) => obs_cmd::run(args),
         }
     })();
     match result {

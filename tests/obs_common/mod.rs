@@ -1,0 +1,240 @@
+//! Helpers shared by the obs integration tests: where the shared test data
+//! lies, scratch folders, small count matrices, and obs columns of every kind
+//! with the JSON each cell must give.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arrow_array::{Float32Array, Float64Array, Int32Array, Int64Array, UInt8Array};
+use deltacells::dataset::{Dataset, DatasetWriter, WriterConfig};
+use deltacells::obs::{ObsColumn, ObsConfig};
+use deltacells::Csr;
+use serde_json::Value;
+
+/// `../shared/testdata` relative to the crate root (where CI lays it too).
+pub fn testdata() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata")
+}
+
+/// A fresh, empty scratch directory (removed by [`Scratch`]'s drop).
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "deltacells-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `n_cells` cells of 1 to 3 nonzeros over `n_genes` genes.
+pub fn counts(n_cells: usize, n_genes: u32) -> Csr<u32> {
+    let mut csr = Csr::empty(u64::from(n_genes));
+    for c in 0..n_cells {
+        let k = 1 + c % 3;
+        for j in 0..k {
+            csr.indices
+                .push(((c * 7 + j * 11) % n_genes as usize) as i32);
+            csr.values.push(1 + (c + j) as u32 % 40);
+        }
+        let row = csr.indptr.len() - 1;
+        let start = csr.indptr[row] as usize;
+        let mut pairs: Vec<(i32, u32)> = csr.indices[start..]
+            .iter()
+            .copied()
+            .zip(csr.values[start..].iter().copied())
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup_by_key(|p| p.0);
+        csr.indices.truncate(start);
+        csr.values.truncate(start);
+        for (g, v) in pairs {
+            csr.indices.push(g);
+            csr.values.push(v);
+        }
+        csr.indptr.push(csr.indices.len() as i64);
+    }
+    csr
+}
+
+/// Obs columns of every kind, and the JSON value each cell must come back as.
+pub fn all_kinds(n: usize) -> (Vec<ObsColumn>, Vec<(String, Vec<Value>)>) {
+    let mut columns = Vec::new();
+    let mut expected = Vec::new();
+    let mut add = |column: ObsColumn, values: Vec<Value>| {
+        expected.push((column.name().to_string(), values));
+        columns.push(column);
+    };
+    let opt_str = |v: &Option<String>| v.as_ref().map_or(Value::Null, |s| Value::String(s.clone()));
+
+    // 200 categories: int16 codes (int8 holds at most 128).
+    let cats: Vec<String> = (0..200).map(|i| format!("cluster {i:03}")).collect();
+    let codes: Vec<i32> = (0..n)
+        .map(|c| {
+            if c % 13 == 0 {
+                -1
+            } else {
+                (c * 7 % 200) as i32
+            }
+        })
+        .collect();
+    let values = codes
+        .iter()
+        .map(|&c| usize::try_from(c).map_or(Value::Null, |c| Value::String(cats[c].clone())))
+        .collect();
+    add(ObsColumn::category("cluster", cats, codes).unwrap(), values);
+
+    // 300 distinct values with max_categories = 250: stored as strings.
+    let wide: Vec<Option<String>> = (0..n)
+        .map(|c| (c % 17 != 5).then(|| format!("BC{:04}-1", c % 300)))
+        .collect();
+    add(
+        ObsColumn::categorical("barcode", wide.iter().map(Option::as_deref)),
+        wide.iter().map(opt_str).collect(),
+    );
+
+    // A small vocabulary with an empty, a non-ASCII and an astral category.
+    let small = ["", "β-cell ✓", "𝔘nicode"];
+    let vals: Vec<Option<&str>> = (0..n)
+        .map(|c| (c % 5 != 4).then_some(small[c % 3]))
+        .collect();
+    add(
+        ObsColumn::categorical("kind", vals.iter().copied()),
+        vals.iter()
+            .map(|v| v.map_or(Value::Null, Value::from))
+            .collect(),
+    );
+
+    // Every value missing: an empty vocabulary.
+    add(
+        ObsColumn::categorical("nothing", (0..n).map(|_| None::<&str>)),
+        vec![Value::Null; n],
+    );
+
+    let texts = [
+        "",
+        "tab\there",
+        "naïve \"quoted\" \\ back",
+        "line\nbreak",
+        "😀 astral",
+        "plain",
+    ];
+    let text: Vec<Option<String>> = (0..n)
+        .map(|c| (c % 7 != 3).then(|| texts[c % texts.len()].to_string()))
+        .collect();
+    add(
+        ObsColumn::string("note", text.iter().map(Option::as_deref)),
+        text.iter().map(opt_str).collect(),
+    );
+
+    let nulls = Float64Array::from(vec![None::<f64>; n]);
+    add(
+        ObsColumn::from_arrow("no_numbers", Arc::new(nulls)).unwrap(),
+        vec![Value::Null; n],
+    );
+
+    let score: Vec<Option<f32>> = (0..n)
+        .map(|c| {
+            if c % 11 == 0 {
+                None
+            } else if c % 11 == 1 {
+                Some(f32::NAN)
+            } else {
+                Some(c as f32 / 8.0)
+            }
+        })
+        .collect();
+    let values = score
+        .iter()
+        .map(|v| {
+            v.filter(|x| !x.is_nan())
+                .map_or(Value::Null, |x| Value::from(f64::from(x)))
+        })
+        .collect();
+    add(
+        ObsColumn::from_arrow("score", Arc::new(Float32Array::from(score))).unwrap(),
+        values,
+    );
+
+    let big: Vec<Option<i64>> = (0..n)
+        .map(|c| (c % 9 != 0).then(|| (c as i64 - 500) * 1_000_000_007))
+        .collect();
+    let values = big
+        .iter()
+        .map(|v| v.map_or(Value::Null, Value::from))
+        .collect();
+    add(
+        ObsColumn::from_arrow("n_counts", Arc::new(Int64Array::from(big))).unwrap(),
+        values,
+    );
+
+    let small_uint: Vec<u8> = (0..n).map(|c| (c % 256) as u8).collect();
+    let values = small_uint.iter().map(|&v| Value::from(v)).collect();
+    add(
+        ObsColumn::from_arrow("lane", Arc::new(UInt8Array::from(small_uint))).unwrap(),
+        values,
+    );
+
+    let flags: Vec<Option<bool>> = (0..n)
+        .map(|c| (c % 10 != 9).then_some(c % 3 == 0))
+        .collect();
+    add(
+        ObsColumn::bool("is_doublet", flags.iter().copied()),
+        flags
+            .iter()
+            .map(|v| v.map_or(Value::Null, Value::Bool))
+            .collect(),
+    );
+
+    let escape: Vec<i32> = (0..n).map(|c| c as i32).collect();
+    let values = escape.iter().map(|&v| Value::from(v)).collect();
+    add(
+        ObsColumn::from_arrow("../x", Arc::new(Int32Array::from(escape))).unwrap(),
+        values,
+    );
+
+    (columns, expected)
+}
+
+/// Writes a dataset of `n_cells` cells (40 genes) with `columns` as obs.
+pub fn write_dataset(
+    dir: &Path,
+    n_cells: usize,
+    tile_size: usize,
+    tiles_per_file: usize,
+    columns: Vec<ObsColumn>,
+) -> Dataset {
+    let config = WriterConfig {
+        tile_size,
+        n_chunks: 2,
+        level: 3,
+        obs: Some(ObsConfig {
+            tiles_per_file,
+            max_categories: 250,
+            ..ObsConfig::new(columns)
+        }),
+        ..WriterConfig::default()
+    };
+    let mut writer = DatasetWriter::create(dir, 40, config).unwrap();
+    writer.push(counts(n_cells, 40).as_ref()).unwrap();
+    writer.finish().unwrap();
+    Dataset::open(dir).unwrap()
+}
