@@ -175,7 +175,7 @@ fn parse_header(bytes: &[u8]) -> Result<Params, XdeltaError> {
                     }
                     _ => {
                         let (lit, end) = number::parse(bytes, pos + 1)?;
-                        header.blank = Blank::Value(lit.float);
+                        header.blank = Blank::Value(lit.float());
                         blank = BlankRule::Value(lit);
                         end
                     }
@@ -185,17 +185,21 @@ fn parse_header(bytes: &[u8]) -> Result<Params, XdeltaError> {
             Some(&op @ (b'*' | b'/')) => {
                 let (lit, end) = number::parse(bytes, pos + 1)?;
                 header.affine.scale = if op == b'*' {
-                    Scale::Mul(lit.float)
-                } else if lit.float == 0.0 {
+                    Scale::Mul(lit.float())
+                } else if lit.float() == 0.0 {
                     return Err(XdeltaError::ZeroDivisor { offset: pos });
                 } else {
-                    Scale::Div(lit.float)
+                    Scale::Div(lit.float())
                 };
                 (Parameter::Scalar, end)
             }
             Some(&op @ (b'+' | b'-')) => {
                 let (lit, end) = number::parse(bytes, pos + 1)?;
-                header.affine.offset = Some(if op == b'+' { lit.float } else { -lit.float });
+                header.affine.offset = Some(if op == b'+' {
+                    lit.float()
+                } else {
+                    -lit.float()
+                });
                 (Parameter::Offset, end)
             }
             _ => {
@@ -370,7 +374,7 @@ impl Visit for Fill<'_> {
         let count = count as usize;
         match item {
             Item::Num(lit) => {
-                let value = match lit.int {
+                let value = match lit.int() {
                     // The integer's bits, moved but never operated on as a
                     // float until `ints_to_f64` reads them back as an `i64`.
                     Some(i) if self.ints => f64::from_bits(i as u64),
@@ -378,7 +382,7 @@ impl Visit for Fill<'_> {
                         if self.ints {
                             self.leave_integer_path();
                         }
-                        lit.float
+                        lit.float()
                     }
                 };
                 if count == 1 {

@@ -6,24 +6,32 @@ use std::fmt::{self, Write as _};
 
 use super::{error_at, XdeltaError};
 
-/// A parsed literal: its nearest double, and its exact value when that is an
-/// integer in `i64` range (which lets the decoder integrate exactly).
+/// A parsed literal: exactly, when it is an integer in `i64` range (which
+/// lets the decoder integrate exactly), else as its nearest double.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct Literal {
-    /// The nearest double (round to nearest, ties to even).
-    pub(super) float: f64,
-    /// The exact value, if it is an integer that fits `i64`; never set for
-    /// a negative zero, which only the double path keeps.
-    pub(super) int: Option<i64>,
+pub(super) enum Literal {
+    /// An integer that fits `i64`; never a negative zero, which only the
+    /// double keeps.
+    Int(i64),
+    /// Anything else, as the nearest double (round to nearest, ties to even).
+    Float(f64),
 }
 
 impl Literal {
-    /// The literal of an integer (used by the encoder's checks and tests).
-    #[cfg(test)]
-    pub(super) fn of_int(v: i64) -> Literal {
-        Literal {
-            float: v as f64,
-            int: Some(v),
+    /// The nearest double (for an integer, `as` rounds to nearest even,
+    /// which is what a correct parser gives for its decimal text).
+    pub(super) fn float(self) -> f64 {
+        match self {
+            Literal::Int(i) => i as f64,
+            Literal::Float(x) => x,
+        }
+    }
+
+    /// The exact value, if it is an integer that fits `i64`.
+    pub(super) fn int(self) -> Option<i64> {
+        match self {
+            Literal::Int(i) => Some(i),
+            Literal::Float(_) => None,
         }
     }
 }
@@ -45,8 +53,64 @@ fn digit_at(bytes: &[u8], i: usize) -> Option<u8> {
 
 /// Parses the number starting at `start`; returns it and the offset just
 /// past it. What follows (`,`, `:`, `n`) is the caller's business.
-#[inline]
+///
+/// Inlined into the value loop: the common literal, an integer of at most 7
+/// digits, takes one 8-byte load and a few multiplications ([`digits8`]), no
+/// per-digit loop or branch. Everything else goes to [`parse_general`].
+#[inline(always)]
 pub(super) fn parse(bytes: &[u8], start: usize) -> Result<(Literal, usize), XdeltaError> {
+    let neg = bytes.get(start) == Some(&b'-');
+    let i = start + usize::from(neg);
+    let (n, mag) = digits8(bytes, i);
+    let end = i + n;
+    let short = (1..8).contains(&n) && (n == 1 || bytes[i] != b'0');
+    if short && !matches!(bytes.get(end), Some(b'.' | b'e' | b'E')) && !(neg && mag == 0) {
+        // `mag < 10^7`: exact in both types, no overflow, no negative zero.
+        let int = if neg { -(mag as i64) } else { mag as i64 };
+        return Ok((Literal::Int(int), end));
+    }
+    parse_general(bytes, start)
+}
+
+/// The leading ASCII digits at `i`, at most 8 of them: their count and value.
+///
+/// SWAR: eight bytes are loaded as one little-endian word (zero-padded past
+/// the end of the input, and zero is not a digit), a byte is a digit iff its
+/// high nibble is 3 and its low nibble at most 9, and the digits, moved to the
+/// top of the word, are combined pairwise (`a * 10 + b`, then `ab * 100 + cd`,
+/// then `abcd * 10^4 + efgh`) by three multiplications.
+#[inline(always)]
+fn digits8(bytes: &[u8], i: usize) -> (usize, u64) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let rest = bytes.get(i..).unwrap_or_default();
+    let word = match rest.first_chunk::<8>() {
+        Some(chunk) => u64::from_le_bytes(*chunk),
+        None => {
+            let mut padded = [0u8; 8];
+            padded[..rest.len()].copy_from_slice(rest);
+            u64::from_le_bytes(padded)
+        }
+    };
+    let low = word & (0x0F * ONES);
+    let not_digit =
+        ((word & (0xF0 * ONES)) ^ (0x30 * ONES)) | ((low + 0x06 * ONES) & (0xF0 * ONES));
+    // The high bit of each byte that is not a digit.
+    let flags = (((not_digit & (0x7F * ONES)) + 0x7F * ONES) | not_digit) & (0x80 * ONES);
+    let n = (flags.trailing_zeros() / 8) as usize;
+    if n == 0 {
+        return (0, 0);
+    }
+    let d = low << (8 * (8 - n));
+    let d = (d.wrapping_mul(10 * 0x100 + 1) >> 8) & 0x00FF_00FF_00FF_00FF;
+    let d = (d.wrapping_mul(100 * 0x1_0000 + 1) >> 16) & 0x0000_FFFF_0000_FFFF;
+    let d = d.wrapping_mul(10_000 * 0x1_0000_0000 + 1) >> 32;
+    (n, d)
+}
+
+/// [`parse`] for every literal: any length, fraction, exponent, and errors.
+#[cold]
+#[inline(never)]
+fn parse_general(bytes: &[u8], start: usize) -> Result<(Literal, usize), XdeltaError> {
     let mut i = start;
     let neg = bytes.get(i) == Some(&b'-');
     if neg {
@@ -93,7 +157,7 @@ pub(super) fn parse(bytes: &[u8], start: usize) -> Result<(Literal, usize), Xdel
         } else {
             i64::try_from(mag).ok()
         };
-        return Ok((Literal { float, int }, i));
+        return Ok((int.map_or(Literal::Float(float), Literal::Int), i));
     }
     let mut frac = int_end..int_end;
     if bytes.get(i) == Some(&b'.') {
@@ -138,7 +202,7 @@ pub(super) fn parse(bytes: &[u8], start: usize) -> Result<(Literal, usize), Xdel
         &bytes[frac],
         exp,
     );
-    Ok((Literal { float, int }, i))
+    Ok((int.map_or(Literal::Float(float), Literal::Int), i))
 }
 
 /// The value of `±int_digits.frac_digits × 10^exp` if it is an integer in
@@ -407,34 +471,81 @@ mod tests {
 
     #[test]
     fn parses_the_grammar() {
-        assert_eq!(lit("0").unwrap(), (Literal::of_int(0), 1));
-        assert_eq!(lit("-12,").unwrap(), (Literal::of_int(-12), 3));
-        assert_eq!(lit("1e3").unwrap().0, Literal::of_int(1000));
-        assert_eq!(lit("1.5E+1").unwrap().0, Literal::of_int(15));
-        assert_eq!(lit("2.000").unwrap().0, Literal::of_int(2));
-        assert_eq!(lit("120e-1").unwrap().0, Literal::of_int(12));
+        assert_eq!(lit("0").unwrap(), (Literal::Int(0), 1));
+        assert_eq!(lit("-12,").unwrap(), (Literal::Int(-12), 3));
+        assert_eq!(lit("1e3").unwrap().0, Literal::Int(1000));
+        assert_eq!(lit("1.5E+1").unwrap().0, Literal::Int(15));
+        assert_eq!(lit("2.000").unwrap().0, Literal::Int(2));
+        assert_eq!(lit("120e-1").unwrap().0, Literal::Int(12));
         assert_eq!(
             lit("-9223372036854775808").unwrap().0,
-            Literal::of_int(i64::MIN)
+            Literal::Int(i64::MIN)
         );
         let big = lit("9223372036854775808").unwrap().0;
-        assert_eq!((big.float, big.int), (9223372036854775808.0, None));
+        assert_eq!((big.float(), big.int()), (9223372036854775808.0, None));
         let frac = lit("0.1").unwrap().0;
-        assert_eq!((frac.float, frac.int), (0.1, None));
+        assert_eq!((frac.float(), frac.int()), (0.1, None));
         let neg_zero = lit("-0").unwrap().0;
         assert_eq!(
-            (neg_zero.float.to_bits(), neg_zero.int),
+            (neg_zero.float().to_bits(), neg_zero.int()),
             ((-0.0f64).to_bits(), None)
         );
-        assert_eq!(lit("-0.0e7").unwrap().0.int, None);
-        assert_eq!(lit("0e99999999999999999999").unwrap().0, Literal::of_int(0));
-        assert_eq!(lit("1e400").unwrap().0.float, f64::INFINITY);
-        assert_eq!(lit("1e-400").unwrap().0.float, 0.0);
+        assert_eq!(lit("-0.0e7").unwrap().0.int(), None);
+        assert_eq!(lit("0e99999999999999999999").unwrap().0, Literal::Int(0));
+        assert_eq!(lit("1e400").unwrap().0.float(), f64::INFINITY);
+        assert_eq!(lit("1e-400").unwrap().0.float(), 0.0);
         assert_eq!(
             lit("10000000000000000000000e-4").unwrap().0,
-            Literal::of_int(10i64.pow(18))
+            Literal::Int(10i64.pow(18))
         );
         assert_eq!(lit("1.2n3").unwrap().1, 3);
+    }
+
+    #[test]
+    fn swar_digits_match_a_loop() {
+        let texts = [
+            "",
+            "0",
+            "7",
+            "12",
+            "123,",
+            "1234567",
+            "12345678",
+            "123456789",
+            "98765432",
+            "1a",
+            "9:",
+            "09",
+            "-1",
+            "5/",
+            "4e3",
+            "00000000",
+        ];
+        for text in texts {
+            for pad in ["", ",", "xxxxxxxxxx"] {
+                let s = format!("{text}{pad}");
+                let n = s.bytes().take(8).take_while(u8::is_ascii_digit).count();
+                let value = s[..n].parse::<u64>().unwrap_or(0);
+                assert_eq!(digits8(s.as_bytes(), 0), (n, value), "{s:?}");
+            }
+        }
+        let mut x: u64 = 0x1234_5678_9ABC_DEF0;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let bytes: Vec<u8> = x
+                .to_le_bytes()
+                .iter()
+                .map(|b| if b % 4 == 0 { *b } else { b'0' + b % 10 })
+                .collect();
+            let n = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+            let value = std::str::from_utf8(&bytes[..n])
+                .unwrap()
+                .parse::<u64>()
+                .unwrap_or(0);
+            assert_eq!(digits8(&bytes, 0), (n, value), "{bytes:?}");
+        }
     }
 
     #[test]
@@ -495,7 +606,7 @@ mod tests {
             let mut s = String::new();
             d.write(&mut s);
             assert_eq!((s.as_str(), d.len()), (want, want.len()));
-            assert_eq!(lit(&s).unwrap().0.int, Some(v));
+            assert_eq!(lit(&s).unwrap().0.int(), Some(v));
         }
         assert_eq!((int_len(0), int_len(-10), int_len(i64::MIN)), (1, 3, 20));
     }
