@@ -75,8 +75,8 @@ fn main() -> ExitCode {
             Command::Convert(args) => dataset_cmd::convert_cmd(args),
             Command::Bench(args) => bench_cmd::run(args, backend),
             Command::Tile(cmd) => tile_cmd::run(cmd, backend),
-            Command::Ts2diff(cmd) => ts2diff_cmd::run(cmd),
-            Command::Xdelta(cmd) => xdelta_cmd::run(cmd),
+            Command::Ts2diff(cmd) => ts2diff_cmd::run(cmd, backend),
+            Command::Xdelta(cmd) => xdelta_cmd::run(cmd, backend),
             Command::Obs(args) => obs_cmd::run(args),
         }
     })();

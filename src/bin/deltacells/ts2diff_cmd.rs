@@ -19,9 +19,6 @@ pub enum Command {
         /// Print IEEE-754 bit patterns as 0x-prefixed hex (keeps NaN payloads).
         #[arg(long)]
         bits: bool,
-        /// Kernel backend (scalar, avx2, avx512, neon); default: the best available.
-        #[arg(long)]
-        kernel: Option<Backend>,
         /// Page file, or - for standard input.
         #[arg(default_value = "-")]
         input: PathBuf,
@@ -71,19 +68,16 @@ impl From<TypeArg> for FloatType {
     }
 }
 
-pub fn run(cmd: Command) -> Result<()> {
+/// Runs a `ts2diff` command; `backend` is the global `--kernel` choice.
+pub fn run(cmd: Command, backend: Backend) -> Result<()> {
     match cmd {
         Command::Decode {
             ty,
             bits,
-            kernel,
             input,
         } => {
             let page = read_input(&input)?;
-            let mut decoder = Decoder::new();
-            if let Some(k) = kernel {
-                decoder = decoder.backend(k);
-            }
+            let decoder = Decoder::new().backend(backend);
             let mut out = BufWriter::new(io::stdout().lock());
             match ty {
                 TypeArg::Float => {

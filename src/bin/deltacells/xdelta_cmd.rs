@@ -13,10 +13,6 @@ pub enum Command {
         /// The string, or `-` (the default) to read it from standard input
         /// (one trailing newline is ignored).
         input: Option<String>,
-        /// Kernel backend: scalar, avx2, avx512 or neon (default: the best
-        /// this CPU has, or DELTACELLS_KERNEL).
-        #[arg(long)]
-        kernel: Option<Backend>,
         /// Refuse strings that expand beyond this many values (default:
         /// max(2^20, 1024 per input byte)).
         #[arg(long)]
@@ -44,11 +40,11 @@ fn stdout_error(e: io::Error) -> Error {
     Error::io("writing standard output", e)
 }
 
-pub fn run(cmd: Command) -> Result<()> {
+/// Runs an `xdelta` command; `backend` is the global `--kernel` choice.
+pub fn run(cmd: Command, backend: Backend) -> Result<()> {
     match cmd {
         Command::Decode {
             input,
-            kernel,
             max_values,
         } => {
             let text = match input.as_deref() {
@@ -64,10 +60,7 @@ pub fn run(cmd: Command) -> Result<()> {
                 }
                 Some(s) => s.to_string(),
             };
-            let mut decoder = Decoder::new();
-            if let Some(backend) = kernel {
-                decoder = decoder.backend(backend);
-            }
+            let mut decoder = Decoder::new().backend(backend);
             if let Some(limit) = max_values {
                 decoder = decoder.max_values(limit);
             }
