@@ -69,6 +69,35 @@ proptest! {
     #![proptest_config(config(256))]
 
     #[test]
+    fn fused_prefix_sums_match_the_reference((data, skip) in int_vec(), affine in affine()) {
+        let scans = backends("fused prefix sums");
+        let skip = skip.min(data.len());
+        let as_bits: Vec<f64> = data.iter().map(|&i| f64::from_bits(i as u64)).collect();
+        let bits = |v: &[f64]| v.iter().map(|&x| canon(x)).collect::<Vec<_>>();
+        let reference = Scan::scalar();
+        let (mut want1, mut want2) = (as_bits.clone(), as_bits.clone());
+        let want1_r = reference.prefix_sum_to_f64(&mut want1[skip..], affine);
+        let want2_r = reference.prefix_sum2_to_f64(&mut want2[skip..], affine);
+        // The fused pass is the two passes it replaces.
+        let mut ints = data[skip..].to_vec();
+        prop_assert_eq!(reference.prefix_sum_i64(&mut ints), want1_r);
+        let mut ints2 = data[skip..].to_vec();
+        prop_assert_eq!(reference.prefix_sum2_i64(&mut ints2), want2_r);
+        if want1_r.is_ok() {
+            let mut converted: Vec<f64> = ints.iter().map(|&i| f64::from_bits(i as u64)).collect();
+            reference.ints_to_f64(&mut converted, affine);
+            prop_assert_eq!(bits(&converted), bits(&want1[skip..]));
+        }
+        for scan in scans {
+            let (mut got1, mut got2) = (as_bits.clone(), as_bits.clone());
+            prop_assert_eq!(scan.prefix_sum_to_f64(&mut got1[skip..], affine), want1_r, "{}", scan.backend());
+            prop_assert_eq!(bits(&got1), bits(&want1), "{}", scan.backend());
+            prop_assert_eq!(scan.prefix_sum2_to_f64(&mut got2[skip..], affine), want2_r, "{}", scan.backend());
+            prop_assert_eq!(bits(&got2), bits(&want2), "{}", scan.backend());
+        }
+    }
+
+    #[test]
     fn prefix_sums_match_the_reference((data, skip) in int_vec()) {
         let scans = backends("prefix sums");
         let skip = skip.min(data.len());

@@ -15,6 +15,10 @@
 //!   never contracts `a * b + c`, and the vector code uses separate multiply and
 //!   add instructions). Elementwise work is order-independent, so every backend
 //!   gives the bits of the scalar reference.
+//! * [`Scan::prefix_sum_to_f64`] (and its second-order twin) fuses the
+//!   integer prefix sum with the conversion and the scale/offset map: the
+//!   decoder's whole integer path in one read and one write of the buffer,
+//!   which matters because a decoded column is far larger than the caches.
 //! * [`prefix_sum_f64`] has no vector backend on purpose: floating-point
 //!   addition is not associative, so a SIMD scan would round differently from
 //!   the sequential left-to-right sum that the XDelta reference decoders
@@ -146,19 +150,55 @@ impl Scan {
     /// position; the contents of `data` are then unspecified (but the same for
     /// every backend).
     pub fn prefix_sum2_i64(&self, data: &mut [i64]) -> Result<(), Overflow> {
+        self.integrate_deltas(data)?;
+        self.prefix_sum_i64(data)
+    }
+
+    /// The first pass of a second-order integration: the deltas `data[1..]`.
+    /// On overflow it also runs the second pass up to the bad delta, so that
+    /// the reported position is the first bad delta *or value*.
+    fn integrate_deltas(&self, data: &mut [i64]) -> Result<(), Overflow> {
         if data.len() < 2 {
             return Ok(());
         }
-        match self.prefix_sum_i64(&mut data[1..]) {
-            Ok(()) => self.prefix_sum_i64(data),
-            Err(Overflow { index }) => {
+        self.prefix_sum_i64(&mut data[1..])
+            .or_else(|Overflow { index }| {
                 // The delta at `index + 1` overflowed; deltas before it are
                 // integrated, so a value before it may overflow first.
                 let first_bad = index + 1;
                 self.prefix_sum_i64(&mut data[..first_bad])?;
                 Err(Overflow { index: first_bad })
-            }
+            })
+    }
+
+    /// [`Scan::prefix_sum_i64`] and [`Scan::ints_to_f64`] fused into one pass
+    /// over memory: `data` holds `i64` bit patterns (as for `ints_to_f64`);
+    /// each running sum is converted and mapped as soon as it is known.
+    ///
+    /// On overflow at `index`, `data[..index]` holds the mapped doubles and
+    /// `data[index..]` the untouched integers, on every backend.
+    pub fn prefix_sum_to_f64(&self, data: &mut [f64], affine: Affine) -> Result<(), Overflow> {
+        match self.backend {
+            // SAFETY: see `prefix_sum_i64`.
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => unsafe { x86::prefix_sum_to_f64_avx2(data, affine) },
+            // SAFETY: see `prefix_sum_i64`.
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512 => unsafe { x86::prefix_sum_to_f64_avx512(data, affine) },
+            // SAFETY: see `prefix_sum_i64`.
+            #[cfg(target_arch = "aarch64")]
+            Backend::Neon => unsafe { neon::prefix_sum_to_f64(data, affine) },
+            _ => reference::prefix_sum_to_f64(data, affine),
         }
+    }
+
+    /// [`Scan::prefix_sum2_i64`] with its second pass fused with the
+    /// conversion, as in [`Scan::prefix_sum_to_f64`]. Overflow is reported as
+    /// by `prefix_sum2_i64`; the contents are then unspecified (but the same
+    /// for every backend).
+    pub fn prefix_sum2_to_f64(&self, data: &mut [f64], affine: Affine) -> Result<(), Overflow> {
+        self.integrate_deltas(bytemuck::cast_slice_mut(data))?;
+        self.prefix_sum_to_f64(data, affine)
     }
 
     /// In-place `x -> affine.apply(x)`.
@@ -249,6 +289,33 @@ pub mod reference {
         Ok(())
     }
 
+    /// Reference for [`super::Scan::prefix_sum_to_f64`].
+    pub fn prefix_sum_to_f64(data: &mut [f64], affine: Affine) -> Result<(), Overflow> {
+        let Some(first) = data.first_mut() else {
+            return Ok(());
+        };
+        let running = first.to_bits() as i64;
+        *first = affine.apply(running as f64);
+        prefix_sum_to_f64_from(data, 1, running, affine)
+    }
+
+    /// Continues a fused prefix sum at `start`, `running` being the sum of
+    /// `data[..start]` (whose elements are already converted).
+    pub(super) fn prefix_sum_to_f64_from(
+        data: &mut [f64],
+        start: usize,
+        mut running: i64,
+        affine: Affine,
+    ) -> Result<(), Overflow> {
+        for (k, x) in data.iter_mut().enumerate().skip(start) {
+            running = running
+                .checked_add(x.to_bits() as i64)
+                .ok_or(Overflow { index: k })?;
+            *x = affine.apply(running as f64);
+        }
+        Ok(())
+    }
+
     /// Reference for [`super::Scan::affine_f64`].
     pub fn affine_f64(data: &mut [f64], affine: Affine) {
         for x in data {
@@ -291,6 +358,8 @@ mod generic {
         unsafe fn scan(self) -> Self;
         /// The last lane copied into every lane.
         unsafe fn broadcast_last(self) -> Self;
+        /// Lane 0.
+        unsafe fn first_lane(self) -> i64;
         /// Bit `i` set iff lane `i` is negative.
         unsafe fn sign_mask(self) -> u32;
         /// Lane-wise conversion, rounding to nearest even.
@@ -348,6 +417,46 @@ mod generic {
             i += V::LANES;
         }
         reference::prefix_sum_from(data, i)
+    }
+
+    /// [`prefix_sum`] fused with [`ints_to_f64`]: scan, check, convert, map,
+    /// store, one register at a time. A flagged register is left for the
+    /// reference tail, which continues from the running sum.
+    ///
+    /// # Safety
+    /// As for [`prefix_sum`].
+    #[inline(always)]
+    pub(super) unsafe fn prefix_sum_to_f64<V: I64s>(
+        data: &mut [f64],
+        affine: Affine,
+    ) -> Result<(), Overflow> {
+        let n = data.len();
+        let Some(first) = data.first_mut() else {
+            return Ok(());
+        };
+        let mut running = first.to_bits() as i64;
+        *first = affine.apply(running as f64);
+        let p = data.as_mut_ptr();
+        let mut i = 1;
+        // SAFETY: CPU support is the caller's contract; `i + LANES <= n`
+        // keeps every register inside `data`, whose 8-byte elements are read
+        // as `i64` and written as `f64`.
+        unsafe {
+            let map = Map::<V::F>::new(affine);
+            let mut carry = V::splat(running);
+            while n - i >= V::LANES {
+                let x = V::load(p.add(i).cast::<i64>());
+                let s = x.scan().add(carry);
+                if s.sub(x).xor(s).and(x.xor(s)).sign_mask() != 0 {
+                    break;
+                }
+                map.apply(s.to_f64()).store(p.add(i));
+                carry = s.broadcast_last();
+                i += V::LANES;
+            }
+            running = carry.first_lane();
+        }
+        reference::prefix_sum_to_f64_from(data, i, running, affine)
     }
 
     /// `x -> affine(x)` over registers, the tail by the reference.
@@ -504,6 +613,10 @@ mod x86 {
             unsafe { Avx2I(_mm256_permute4x64_epi64::<0b11_11_11_11>(self.0)) }
         }
         #[inline(always)]
+        unsafe fn first_lane(self) -> i64 {
+            unsafe { _mm_cvtsi128_si64(_mm256_castsi256_si128(self.0)) }
+        }
+        #[inline(always)]
         unsafe fn sign_mask(self) -> u32 {
             unsafe { _mm256_movemask_pd(_mm256_castsi256_pd(self.0)) as u32 }
         }
@@ -621,6 +734,10 @@ mod x86 {
             unsafe { Avx512I(_mm512_permutexvar_epi64(_mm512_set1_epi64(7), self.0)) }
         }
         #[inline(always)]
+        unsafe fn first_lane(self) -> i64 {
+            unsafe { _mm_cvtsi128_si64(_mm512_castsi512_si128(self.0)) }
+        }
+        #[inline(always)]
         unsafe fn sign_mask(self) -> u32 {
             unsafe { u32::from(_mm512_movepi64_mask(self.0)) }
         }
@@ -667,6 +784,12 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2")]
+    pub(super) fn prefix_sum_to_f64_avx2(data: &mut [f64], affine: Affine) -> Result<(), Overflow> {
+        // SAFETY: as in `prefix_sum_avx2`.
+        unsafe { generic::prefix_sum_to_f64::<Avx2I>(data, affine) }
+    }
+
+    #[target_feature(enable = "avx2")]
     pub(super) fn affine_avx2(data: &mut [f64], affine: Affine) {
         // SAFETY: as in `prefix_sum_avx2`.
         unsafe { generic::affine::<Avx2I>(data, affine) }
@@ -682,6 +805,15 @@ mod x86 {
     pub(super) fn prefix_sum_avx512(data: &mut [i64]) -> Result<(), Overflow> {
         // SAFETY: compiled with AVX-512 F/DQ; callers only get here after `require`.
         unsafe { generic::prefix_sum::<Avx512I>(data) }
+    }
+
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub(super) fn prefix_sum_to_f64_avx512(
+        data: &mut [f64],
+        affine: Affine,
+    ) -> Result<(), Overflow> {
+        // SAFETY: as in `prefix_sum_avx512`.
+        unsafe { generic::prefix_sum_to_f64::<Avx512I>(data, affine) }
     }
 
     #[target_feature(enable = "avx512f,avx512dq")]
@@ -752,6 +884,10 @@ mod neon {
             unsafe { NeonI(vdupq_laneq_s64::<1>(self.0)) }
         }
         #[inline(always)]
+        unsafe fn first_lane(self) -> i64 {
+            unsafe { vgetq_lane_s64::<0>(self.0) }
+        }
+        #[inline(always)]
         unsafe fn sign_mask(self) -> u32 {
             unsafe {
                 let s = vshrq_n_u64::<63>(vreinterpretq_u64_s64(self.0));
@@ -796,6 +932,12 @@ mod neon {
     pub(super) fn prefix_sum(data: &mut [i64]) -> Result<(), Overflow> {
         // SAFETY: compiled with NEON; callers only get here after `require`.
         unsafe { generic::prefix_sum::<NeonI>(data) }
+    }
+
+    #[target_feature(enable = "neon")]
+    pub(super) fn prefix_sum_to_f64(data: &mut [f64], affine: Affine) -> Result<(), Overflow> {
+        // SAFETY: as in `prefix_sum`.
+        unsafe { generic::prefix_sum_to_f64::<NeonI>(data, affine) }
     }
 
     #[target_feature(enable = "neon")]

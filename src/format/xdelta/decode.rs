@@ -639,11 +639,13 @@ impl Decoder {
 
         let header = params.header;
         if ints {
-            let as_ints = bytemuck::cast_slice_mut::<f64, i64>(values);
             let integrated = match header.delta {
-                Delta::D0 => Ok(()),
-                Delta::D1 => scan.prefix_sum_i64(as_ints),
-                Delta::D2 => scan.prefix_sum2_i64(as_ints),
+                Delta::D0 => {
+                    scan.ints_to_f64(values, header.affine);
+                    Ok(())
+                }
+                Delta::D1 => scan.prefix_sum_to_f64(values, header.affine),
+                Delta::D2 => scan.prefix_sum2_to_f64(values, header.affine),
             };
             if let Err(Overflow { index }) = integrated {
                 let mut locate = Locate {
@@ -656,7 +658,6 @@ impl Decoder {
                 let (offset, index) = locate.found.unwrap_or((bytes.len(), index));
                 return Err(XdeltaError::Overflow { offset, index }.into());
             }
-            scan.ints_to_f64(values, header.affine);
         } else {
             match header.delta {
                 Delta::D0 => {}
