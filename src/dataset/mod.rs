@@ -265,7 +265,8 @@ impl Dataset {
     }
 
     /// Checks everything: every tile's size, structure, CRC and header against
-    /// the manifest, and a full decode of every chunk (tiles in parallel).
+    /// the manifest, and a full decode of every chunk (tiles in parallel); then
+    /// the obs shards in full ([`ObsReader::verify`]) and var.parquet's rows.
     pub fn verify(&self) -> Result<VerifyReport> {
         use rayon::prelude::*;
         let per_tile: Vec<(u64, u64, u64)> = self.engine.install(|| {

@@ -32,7 +32,7 @@ use bytes::Bytes;
 use memmap2::Mmap;
 
 use super::labels::{locate, Label, Labels};
-use super::reader::{check_column, ObsReader};
+use super::reader::{check_column, guarded, ObsReader};
 use super::schema::ColumnSchema;
 use crate::error::{Error, Result};
 
@@ -189,7 +189,7 @@ fn load(path: &Path, column: &ColumnSchema, tile_cells: &[u64]) -> Result<Cached
         )));
     }
     let buffer = Buffer::from(Bytes::from_owner(map_file(&file, path)?));
-    Ok(match parse(&buffer, column, tile_cells) {
+    Ok(match guarded(|| parse(&buffer, column, tile_cells)) {
         Ok(tiles) => Cached::Valid(tiles),
         Err(reason) => Cached::Damaged(reason),
     })

@@ -32,6 +32,17 @@ use crate::format::manifest::{Manifest, ObsManifest};
 /// Parquet's leading magic plus the 8-byte footer tail.
 const MIN_PARQUET_LEN: u64 = 12;
 
+/// Runs a third-party decoder (parquet, arrow-ipc) over untrusted bytes and
+/// turns a panic into an error. Those decoders still panic on some corrupt
+/// input (the property tests found definition levels that index past a
+/// validity bitmap), and a damaged shard or cache file must give an error,
+/// not bring down a training job. Nothing shared is left half-updated: the
+/// closure only reads its inputs and builds new arrays, dropped on failure.
+pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err("the decoder failed on corrupt data".into()))
+}
+
 pub(crate) fn obs_rule(msg: impl Into<String>) -> Error {
     Error::Dataset(DatasetRule::Obs(msg.into()))
 }
@@ -116,7 +127,9 @@ pub(crate) fn read_footer(
         ));
     }
     let meta = read(len - 8 - meta_len..len - 8).map_err(|e| e.to_string())?;
-    ParquetMetaDataReader::decode_metadata(&meta).map_err(|e| format!("footer metadata: {e}"))
+    guarded(|| {
+        ParquetMetaDataReader::decode_metadata(&meta).map_err(|e| format!("footer metadata: {e}"))
+    })
 }
 
 /// Checks every column chunk's byte range of `meta` against the file length
@@ -151,18 +164,20 @@ pub(crate) fn decode_row_group<R: ChunkReader + 'static>(
     rows: usize,
     column: Option<usize>,
 ) -> Result<RecordBatch, String> {
-    let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(input, meta.clone())
-        .with_row_groups(vec![rg])
-        .with_batch_size(rows.max(1));
-    if let Some(c) = column {
-        builder = builder.with_projection(ProjectionMask::roots(meta.parquet_schema(), [c]));
-    }
-    let mut batches = builder.build().map_err(|e| e.to_string())?;
-    let batch = batches.next().transpose().map_err(|e| e.to_string())?;
-    match (batch, batches.next()) {
-        (Some(b), None) if b.num_rows() == rows => Ok(b),
-        _ => Err(format!("row group does not decode to exactly {rows} rows")),
-    }
+    guarded(|| {
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(input, meta.clone())
+            .with_row_groups(vec![rg])
+            .with_batch_size(rows.max(1));
+        if let Some(c) = column {
+            builder = builder.with_projection(ProjectionMask::roots(meta.parquet_schema(), [c]));
+        }
+        let mut batches = builder.build().map_err(|e| e.to_string())?;
+        let batch = batches.next().transpose().map_err(|e| e.to_string())?;
+        match (batch, batches.next()) {
+            (Some(b), None) if b.num_rows() == rows => Ok(b),
+            _ => Err(format!("row group does not decode to exactly {rows} rows")),
+        }
+    })
 }
 
 /// What [`ObsReader::verify`] checked.

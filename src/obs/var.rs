@@ -23,7 +23,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use serde_json::{json, Value};
 
-use super::reader::{check_chunk_ranges, read_footer, to_bytes};
+use super::reader::{check_chunk_ranges, guarded, read_footer, to_bytes};
 use super::schema::ObsType;
 use crate::dataset::{Dataset, Store};
 use crate::error::{DatasetRule, Error, Result};
@@ -280,15 +280,17 @@ pub(crate) fn read_var_table(store: &dyn Store, n_genes: u32) -> Result<VarFrame
     let meta = ArrowReaderMetadata::try_new(Arc::new(meta), ArrowReaderOptions::new())
         .map_err(|e| var_rule(e.to_string()))?;
     let schema = meta.schema().clone();
-    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(data, meta)
-        .with_batch_size((n_genes as usize).max(1))
-        .build()
-        .map_err(|e| var_rule(e.to_string()))?;
-    let batches = reader
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| var_rule(e.to_string()))?;
-    let table = arrow_select::concat::concat_batches(&schema, &batches)
-        .map_err(|e| var_rule(e.to_string()))?;
+    let table = guarded(|| {
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(data, meta)
+            .with_batch_size((n_genes as usize).max(1))
+            .build()
+            .map_err(|e| e.to_string())?;
+        let batches = reader
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| e.to_string())
+    })
+    .map_err(var_rule)?;
     if table.num_rows() != n_genes as usize {
         return Err(var_rule(format!(
             "decoded {} rows for {n_genes} genes",
