@@ -20,7 +20,10 @@ fn main() {
     let rev = first_line("git", &["rev-parse", "--short=12", "HEAD"]);
     println!("cargo:rustc-env=DELTACELLS_GIT_REVISION={rev}");
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
-    println!("cargo:rustc-env=DELTACELLS_RUSTC_VERSION={}", first_line(&rustc, &["--version"]));
+    println!(
+        "cargo:rustc-env=DELTACELLS_RUSTC_VERSION={}",
+        first_line(&rustc, &["--version"])
+    );
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/refs/heads");
 }

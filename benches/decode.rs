@@ -17,11 +17,18 @@ use deltacells::Backend;
 
 fn realistic_tile() -> Vec<u8> {
     let block = Synth::new(SynthConfig::default()).block(0, 4096);
-    TileEncoder::new().with_chunks(8).with_level(19).encode(block.as_ref()).expect("encodes")
+    TileEncoder::new()
+        .with_chunks(8)
+        .with_level(19)
+        .encode(block.as_ref())
+        .expect("encodes")
 }
 
 fn backends() -> Vec<Backend> {
-    Backend::available().into_iter().filter(|&b| TileKernels::for_backend(b).is_ok()).collect()
+    Backend::available()
+        .into_iter()
+        .filter(|&b| TileKernels::for_backend(b).is_ok())
+        .collect()
 }
 
 fn bench(c: &mut Criterion) {
@@ -42,12 +49,17 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("chunk");
     g.throughput(Throughput::Elements(n as u64));
     let mut zstd = ChunkDecoder::with_backend(Backend::Scalar).unwrap();
-    g.bench_function("zstd-only", |b| b.iter(|| zstd.decompress_chunk(&view, 0).unwrap()));
+    g.bench_function("zstd-only", |b| {
+        b.iter(|| zstd.decompress_chunk(&view, 0).unwrap())
+    });
     let (mut indices, mut values) = (vec![0i32; n], vec![0f32; n]);
     for backend in backends() {
         let mut dec = ChunkDecoder::with_backend(backend).unwrap();
         g.bench_with_input(BenchmarkId::new("decode-f32", backend), &backend, |b, _| {
-            b.iter(|| dec.decode_chunk(&view, 0, &mut indices, &mut values).unwrap())
+            b.iter(|| {
+                dec.decode_chunk(&view, 0, &mut indices, &mut values)
+                    .unwrap()
+            })
         });
     }
     g.finish();
@@ -57,15 +69,25 @@ fn bench(c: &mut Criterion) {
     g.bench_function("zstd-only", |b| {
         b.iter(|| (0..view.n_chunks()).for_each(|i| zstd.decompress_chunk(&view, i).unwrap()))
     });
-    let (mut indptr, mut indices, mut values) = (vec![0i64; view.n_cells() + 1], vec![0i32; view.nnz()], vec![0f32; view.nnz()]);
+    let (mut indptr, mut indices, mut values) = (
+        vec![0i64; view.n_cells() + 1],
+        vec![0i32; view.nnz()],
+        vec![0f32; view.nnz()],
+    );
     let mut counts = vec![0i32; view.nnz()];
     for backend in backends() {
         let mut dec = ChunkDecoder::with_backend(backend).unwrap();
         g.bench_with_input(BenchmarkId::new("decode-f32", backend), &backend, |b, _| {
-            b.iter(|| dec.decode_tile(&view, &mut indptr, &mut indices, &mut values).unwrap())
+            b.iter(|| {
+                dec.decode_tile(&view, &mut indptr, &mut indices, &mut values)
+                    .unwrap()
+            })
         });
         g.bench_with_input(BenchmarkId::new("decode-i32", backend), &backend, |b, _| {
-            b.iter(|| dec.decode_tile(&view, &mut indptr, &mut indices, &mut counts).unwrap())
+            b.iter(|| {
+                dec.decode_tile(&view, &mut indptr, &mut indices, &mut counts)
+                    .unwrap()
+            })
         });
     }
     g.finish();

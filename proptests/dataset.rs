@@ -8,9 +8,18 @@ use deltacells::{Csr, CsrRef};
 use proptest::prelude::*;
 
 fn blocks() -> impl Strategy<Value = (Csr<i32>, usize, usize, Vec<usize>)> {
-    let cell = prop::collection::btree_map(0..400i32, prop_oneof![8 => 1..20i32, 1 => 60_000..70_000i32], 0..12);
-    (prop::collection::vec(cell, 1..60), 1..20usize, 1..6usize, prop::collection::vec(1..25usize, 1..6)).prop_map(
-        |(cells, tile_size, chunks, block_sizes)| {
+    let cell = prop::collection::btree_map(
+        0..400i32,
+        prop_oneof![8 => 1..20i32, 1 => 60_000..70_000i32],
+        0..12,
+    );
+    (
+        prop::collection::vec(cell, 1..60),
+        1..20usize,
+        1..6usize,
+        prop::collection::vec(1..25usize, 1..6),
+    )
+        .prop_map(|(cells, tile_size, chunks, block_sizes)| {
             let mut csr = Csr::empty(400);
             for c in cells {
                 for (g, v) in c {
@@ -20,8 +29,7 @@ fn blocks() -> impl Strategy<Value = (Csr<i32>, usize, usize, Vec<usize>)> {
                 csr.indptr.push(csr.indices.len() as i64);
             }
             (csr, tile_size, chunks, block_sizes)
-        },
-    )
+        })
 }
 
 proptest! {

@@ -2,8 +2,8 @@
 //! encoder round-trips through its decoder. Case counts are sized for a 2-core CI
 //! run; set `PROPTEST_CASES` to run more locally.
 
-mod obs;
 mod dataset;
+mod obs;
 mod tile;
 mod tile_kernels;
 mod ts2diff;

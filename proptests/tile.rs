@@ -26,7 +26,10 @@ fn count() -> impl Strategy<Value = i32> {
 fn cell(n_genes: u32, max_nnz: usize) -> impl Strategy<Value = Vec<(i32, i32)>> {
     let genes = prop_oneof![
         // Mostly small genes: dense, small gaps.
-        prop::collection::btree_set(0..n_genes.min(300), 0..max_nnz.min(n_genes.min(300) as usize) + 1),
+        prop::collection::btree_set(
+            0..n_genes.min(300),
+            0..max_nnz.min(n_genes.min(300) as usize) + 1
+        ),
         // Anywhere: large gaps, several above 65535 when n_genes allows.
         prop::collection::btree_set(0..n_genes, 0..max_nnz.min(n_genes as usize) + 1),
         // Ends at the last gene, the largest index a tile may hold.
@@ -37,29 +40,54 @@ fn cell(n_genes: u32, max_nnz: usize) -> impl Strategy<Value = Vec<(i32, i32)>> 
     ];
     genes.prop_flat_map(|set| {
         let n = set.len();
-        prop::collection::vec(count(), n)
-            .prop_map(move |counts| set.iter().map(|&g| g as i32).zip(counts).collect::<Vec<_>>())
+        prop::collection::vec(count(), n).prop_map(move |counts| {
+            set.iter()
+                .map(|&g| g as i32)
+                .zip(counts)
+                .collect::<Vec<_>>()
+        })
     })
 }
 
 fn block() -> impl Strategy<Value = Csr<i32>> {
-    prop_oneof![Just(1u32), Just(2), Just(100), Just(36_601), Just(70_000), Just(300_000), Just(1 << 31)]
-        .prop_flat_map(|n_genes| (Just(n_genes), prop::collection::vec(cell(n_genes, 60), 0..24)))
-        .prop_map(|(n_genes, cells)| {
-            let mut csr = Csr { n_cols: u64::from(n_genes), indptr: vec![0], indices: vec![], values: vec![] };
-            for c in cells {
-                for (g, v) in c {
-                    csr.indices.push(g);
-                    csr.values.push(v);
-                }
-                csr.indptr.push(csr.indices.len() as i64);
+    prop_oneof![
+        Just(1u32),
+        Just(2),
+        Just(100),
+        Just(36_601),
+        Just(70_000),
+        Just(300_000),
+        Just(1 << 31)
+    ]
+    .prop_flat_map(|n_genes| {
+        (
+            Just(n_genes),
+            prop::collection::vec(cell(n_genes, 60), 0..24),
+        )
+    })
+    .prop_map(|(n_genes, cells)| {
+        let mut csr = Csr {
+            n_cols: u64::from(n_genes),
+            indptr: vec![0],
+            indices: vec![],
+            values: vec![],
+        };
+        for c in cells {
+            for (g, v) in c {
+                csr.indices.push(g);
+                csr.values.push(v);
             }
-            csr
-        })
+            csr.indptr.push(csr.indices.len() as i64);
+        }
+        csr
+    })
 }
 
 fn backends() -> Vec<Backend> {
-    Backend::available().into_iter().filter(|&b| TileKernels::for_backend(b).is_ok()).collect()
+    Backend::available()
+        .into_iter()
+        .filter(|&b| TileKernels::for_backend(b).is_ok())
+        .collect()
 }
 
 proptest! {

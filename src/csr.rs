@@ -43,7 +43,12 @@ pub struct Csr<V> {
 impl<V> Csr<V> {
     /// A block of no rows and `n_cols` columns.
     pub fn empty(n_cols: u64) -> Csr<V> {
-        Csr { n_cols, indptr: vec![0], indices: Vec::new(), values: Vec::new() }
+        Csr {
+            n_cols,
+            indptr: vec![0],
+            indices: Vec::new(),
+            values: Vec::new(),
+        }
     }
 
     /// Number of rows (cells).
@@ -58,6 +63,11 @@ impl<V> Csr<V> {
 
     /// Borrows the block.
     pub fn as_ref(&self) -> CsrRef<'_, V> {
-        CsrRef { n_cols: self.n_cols, indptr: &self.indptr, indices: &self.indices, values: &self.values }
+        CsrRef {
+            n_cols: self.n_cols,
+            indptr: &self.indptr,
+            indices: &self.indices,
+            values: &self.values,
+        }
     }
 }

@@ -24,7 +24,11 @@ pub enum Error {
     Policy(String),
     /// A caller-provided output buffer has the wrong length.
     #[error("output buffer `{what}` has length {got}, expected {expected}")]
-    OutputLength { what: &'static str, expected: usize, got: usize },
+    OutputLength {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
     /// A kernel backend was forced that this CPU cannot run.
     #[error("kernel backend `{0}` is not available on this CPU")]
     BackendUnavailable(Backend),
@@ -51,7 +55,10 @@ pub enum Error {
     Xdelta(#[from] crate::format::xdelta::XdeltaError),
     /// An I/O error, with the path or object it concerned.
     #[error("{context}: {source}")]
-    Io { context: String, source: std::io::Error },
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
 }
 
 impl Error {
@@ -70,7 +77,10 @@ impl Error {
 
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 }
 
@@ -88,21 +98,35 @@ pub struct Location {
 
 impl Location {
     /// No location (a rule about the whole object).
-    pub const NONE: Location = Location { chunk: None, offset: None, position: None };
+    pub const NONE: Location = Location {
+        chunk: None,
+        offset: None,
+        position: None,
+    };
 
     /// A byte offset in the tile.
     pub fn offset(offset: u64) -> Location {
-        Location { offset: Some(offset), ..Location::NONE }
+        Location {
+            offset: Some(offset),
+            ..Location::NONE
+        }
     }
 
     /// A chunk.
     pub fn chunk(chunk: usize) -> Location {
-        Location { chunk: Some(chunk as u32), ..Location::NONE }
+        Location {
+            chunk: Some(chunk as u32),
+            ..Location::NONE
+        }
     }
 
     /// A nonzero within a chunk.
     pub fn position(chunk: usize, position: u64) -> Location {
-        Location { chunk: Some(chunk as u32), position: Some(position), offset: None }
+        Location {
+            chunk: Some(chunk as u32),
+            position: Some(position),
+            offset: None,
+        }
     }
 }
 
@@ -186,11 +210,20 @@ pub enum TileRule {
     #[error("indptr[n_cells] is {last}, header nnz is {nnz}")]
     IndptrEnd { last: i64, nnz: u64 },
     #[error("chunk {field} is {got}, expected {expected}")]
-    ChunkCoverage { field: &'static str, got: u64, expected: u64 },
+    ChunkCoverage {
+        field: &'static str,
+        got: u64,
+        expected: u64,
+    },
     #[error("chunk bounds out of order or beyond the tile ({field} = {got})")]
     ChunkBounds { field: &'static str, got: u64 },
     #[error("indptr[{cell}] = {indptr} disagrees with the chunk's {field} = {expected}")]
-    ChunkIndptr { cell: u64, indptr: i64, field: &'static str, expected: u64 },
+    ChunkIndptr {
+        cell: u64,
+        indptr: i64,
+        field: &'static str,
+        expected: u64,
+    },
     #[error("chunk holds {0} nonzeros (must be below 2^32)")]
     ChunkTooLarge(u64),
     #[error("{stream} stream is empty (every chunk has a gaps and a vals frame)")]
@@ -198,25 +231,45 @@ pub enum TileRule {
     #[error("{stream} stream offset {offset} is not 8-byte aligned")]
     StreamMisaligned { stream: StreamKind, offset: u64 },
     #[error("{stream} stream [{offset}, +{len}) lies outside the stream area of the object")]
-    StreamBounds { stream: StreamKind, offset: u64, len: u64 },
+    StreamBounds {
+        stream: StreamKind,
+        offset: u64,
+        len: u64,
+    },
     #[error("{stream} stream is not a zstd frame")]
     FrameMagic { stream: StreamKind },
     #[error("{stream} frame has no content size in its header")]
     FrameNoContentSize { stream: StreamKind },
     #[error("{stream} frame declares {declared} bytes, the format requires {expected}")]
-    FrameSize { stream: StreamKind, declared: u64, expected: u64 },
+    FrameSize {
+        stream: StreamKind,
+        declared: u64,
+        expected: u64,
+    },
     #[error("{stream} frame of {compressed} bytes cannot hold {declared} bytes")]
-    FrameRatio { stream: StreamKind, compressed: u64, declared: u64 },
+    FrameRatio {
+        stream: StreamKind,
+        compressed: u64,
+        declared: u64,
+    },
     #[error("{stream} stream has {extra} bytes after its single frame")]
     FrameTrailing { stream: StreamKind, extra: u64 },
     #[error("{stream} frame is corrupt: {reason}")]
     FrameCorrupt { stream: StreamKind, reason: String },
     #[error("{stream} frame holds {bytes} bytes, not 8 * k with k <= {n}")]
-    ExceptionSize { stream: StreamKind, bytes: u64, n: u64 },
+    ExceptionSize {
+        stream: StreamKind,
+        bytes: u64,
+        n: u64,
+    },
     #[error("{stream} position {position} is not above the previous one")]
     ExceptionOrder { stream: StreamKind, position: u32 },
     #[error("{stream} position {position} is not below the chunk's {n} nonzeros")]
-    ExceptionPosition { stream: StreamKind, position: u32, n: u64 },
+    ExceptionPosition {
+        stream: StreamKind,
+        position: u32,
+        n: u64,
+    },
     #[error("{stream} payload {payload} is out of range")]
     ExceptionPayload { stream: StreamKind, payload: u32 },
     #[error("{stream} exception at a nonzero whose stored value is {stored}, not 65535")]
@@ -247,7 +300,11 @@ pub enum DatasetRule {
     #[error("manifest counts are inconsistent: {0}")]
     Inconsistent(String),
     #[error("tile {tile} is {actual} bytes, the manifest says {manifest}")]
-    TileBytes { tile: usize, manifest: u64, actual: u64 },
+    TileBytes {
+        tile: usize,
+        manifest: u64,
+        actual: u64,
+    },
     #[error("tile {tile} is missing ({key})")]
     TileMissing { tile: usize, key: String },
     #[error("tile {tile} disagrees with the manifest: {problem}")]

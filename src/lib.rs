@@ -16,7 +16,9 @@
 //! The format is little-endian; this crate refuses to build for big-endian targets.
 
 #[cfg(target_endian = "big")]
-compile_error!("deltacells reads little-endian tiles in place and supports little-endian hosts only");
+compile_error!(
+    "deltacells reads little-endian tiles in place and supports little-endian hosts only"
+);
 
 pub mod csr;
 pub mod dataset;
@@ -27,7 +29,6 @@ pub mod kernels;
 pub mod measure;
 pub mod obs;
 pub mod synth;
-
 
 pub use csr::{Csr, CsrRef};
 pub use error::{Error, Location, Result, TileRule};

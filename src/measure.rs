@@ -43,10 +43,16 @@ pub fn tile_decode_report(tiles: &[TileView<'_>], reps: usize) -> Result<Vec<Row
     let cells: usize = tiles.iter().map(|t| t.n_cells()).sum();
     let max_nnz = tiles.iter().map(|t| t.nnz()).max().unwrap_or(0);
     let max_cells = tiles.iter().map(|t| t.n_cells()).max().unwrap_or(0);
-    let (mut indptr, mut indices, mut values) = (vec![0i64; max_cells + 1], vec![0i32; max_nnz], vec![0f32; max_nnz]);
+    let (mut indptr, mut indices, mut values) = (
+        vec![0i64; max_cells + 1],
+        vec![0i32; max_nnz],
+        vec![0f32; max_nnz],
+    );
     let mut dec = ChunkDecoder::with_backend(Backend::Scalar)?;
     let zstd = best_of(reps, || {
-        tiles.iter().try_for_each(|t| (0..t.n_chunks()).try_for_each(|i| dec.decompress_chunk(t, i)))
+        tiles
+            .iter()
+            .try_for_each(|t| (0..t.n_chunks()).try_for_each(|i| dec.decompress_chunk(t, i)))
     })?;
     let row = |what: String, seconds: f64| Row {
         what,
@@ -56,7 +62,10 @@ pub fn tile_decode_report(tiles: &[TileView<'_>], reps: usize) -> Result<Vec<Row
         vs_zstd: zstd / seconds,
     };
     let mut rows = vec![row("zstd-only".into(), zstd)];
-    for b in Backend::available().into_iter().filter(|&b| TileKernels::for_backend(b).is_ok()) {
+    for b in Backend::available()
+        .into_iter()
+        .filter(|&b| TileKernels::for_backend(b).is_ok())
+    {
         let mut dec = ChunkDecoder::with_backend(b)?;
         let s = best_of(reps, || {
             tiles.iter().try_for_each(|t| {
@@ -71,9 +80,18 @@ pub fn tile_decode_report(tiles: &[TileView<'_>], reps: usize) -> Result<Vec<Row
 
 /// Formats rows as an aligned text table.
 pub fn format_rows(rows: &[Row]) -> String {
-    let mut s = format!("{:<12} {:>12} {:>12} {:>12}\n", "path", "Mnnz/s", "kcells/s", "vs zstd-only");
+    let mut s = format!(
+        "{:<12} {:>12} {:>12} {:>12}\n",
+        "path", "Mnnz/s", "kcells/s", "vs zstd-only"
+    );
     for r in rows {
-        s += &format!("{:<12} {:>12.1} {:>12.1} {:>12.2}\n", r.what, r.nnz_per_s / 1e6, r.cells_per_s / 1e3, r.vs_zstd);
+        s += &format!(
+            "{:<12} {:>12.1} {:>12.1} {:>12.2}\n",
+            r.what,
+            r.nnz_per_s / 1e6,
+            r.cells_per_s / 1e3,
+            r.vs_zstd
+        );
     }
     s
 }
@@ -117,7 +135,12 @@ pub fn scan_report(ds: &crate::dataset::Dataset, group: usize, reps: usize) -> R
     let zstd_s = best_of(reps, || {
         for first in (0..n_tiles).step_by(group) {
             let last = (first + group).min(n_tiles);
-            let tiles = engine.install(|| (first..last).into_par_iter().map(|t| ds.fetch_tile(t)).collect::<Result<Vec<_>>>())?;
+            let tiles = engine.install(|| {
+                (first..last)
+                    .into_par_iter()
+                    .map(|t| ds.fetch_tile(t))
+                    .collect::<Result<Vec<_>>>()
+            })?;
             let units: Vec<(usize, usize)> = tiles
                 .iter()
                 .enumerate()
@@ -136,7 +159,13 @@ pub fn scan_report(ds: &crate::dataset::Dataset, group: usize, reps: usize) -> R
         Ok(())
     })?;
     let m = ds.manifest();
-    Ok(ScanReport { threads: engine.threads(), cells: m.n_cells, nnz: m.tile_nnz.iter().sum(), decode_s, zstd_s })
+    Ok(ScanReport {
+        threads: engine.threads(),
+        cells: m.n_cells,
+        nnz: m.tile_nnz.iter().sum(),
+        decode_s,
+        zstd_s,
+    })
 }
 
 /// Peak resident memory of this process in bytes (Linux `VmHWM`), if known.

@@ -34,7 +34,12 @@ pub struct SynthConfig {
 impl Default for SynthConfig {
     /// 36,601 genes (the GRCh38 10x reference), ~2,000 nonzeros per cell.
     fn default() -> Self {
-        SynthConfig { n_genes: 36_601, median_umis: 3_500.0, n_types: 12, seed: 42 }
+        SynthConfig {
+            n_genes: 36_601,
+            median_umis: 3_500.0,
+            n_types: 12,
+            seed: 42,
+        }
     }
 }
 
@@ -57,7 +62,10 @@ fn mix(a: u64, b: u64) -> u64 {
 impl Synth {
     /// Builds the gene profiles. Panics if `n_genes` is 0 or `n_types` is 0.
     pub fn new(config: SynthConfig) -> Synth {
-        assert!(config.n_genes > 0 && config.n_types > 0, "need genes and cell types");
+        assert!(
+            config.n_genes > 0 && config.n_types > 0,
+            "need genes and cell types"
+        );
         let n = config.n_genes as usize;
         // Global profile: a few dominant genes, then a Zipf-like tail.
         let global: Vec<f64> = (0..n)
@@ -81,7 +89,11 @@ impl Synth {
             })
             .collect();
         let library = LogNormal::new(config.median_umis.ln(), 0.45).expect("valid log-normal");
-        Synth { config, types, library }
+        Synth {
+            config,
+            types,
+            library,
+        }
     }
 
     /// The configuration.
@@ -90,7 +102,13 @@ impl Synth {
     }
 
     /// Appends cell `cell`'s sorted gene indices and counts.
-    pub fn cell_into(&self, cell: u64, indices: &mut Vec<i32>, counts: &mut Vec<i32>, reads: &mut Vec<u32>) {
+    pub fn cell_into(
+        &self,
+        cell: u64,
+        indices: &mut Vec<i32>,
+        counts: &mut Vec<i32>,
+        reads: &mut Vec<u32>,
+    ) {
         let mut rng = Pcg64Mcg::seed_from_u64(mix(self.config.seed, cell));
         let table = &self.types[rng.random_range(0..self.types.len())];
         let total = self.library.sample(&mut rng).clamp(200.0, 2.0e6) as usize;
@@ -105,7 +123,12 @@ impl Synth {
 
     /// Cells `first .. first + n` as a CSR block.
     pub fn block(&self, first: u64, n: usize) -> Csr<i32> {
-        let mut csr = Csr { n_cols: u64::from(self.config.n_genes), indptr: vec![0], indices: Vec::new(), values: Vec::new() };
+        let mut csr = Csr {
+            n_cols: u64::from(self.config.n_genes),
+            indptr: vec![0],
+            indices: Vec::new(),
+            values: Vec::new(),
+        };
         let mut reads = Vec::new();
         for cell in first..first + n as u64 {
             self.cell_into(cell, &mut csr.indices, &mut csr.values, &mut reads);
@@ -121,10 +144,17 @@ mod tests {
 
     #[test]
     fn blocks_are_reproducible_and_sorted() {
-        let s = Synth::new(SynthConfig { n_genes: 2000, median_umis: 500.0, ..SynthConfig::default() });
+        let s = Synth::new(SynthConfig {
+            n_genes: 2000,
+            median_umis: 500.0,
+            ..SynthConfig::default()
+        });
         let a = s.block(10, 20);
         let b = s.block(0, 40);
-        assert_eq!(a.indices[..], b.indices[b.indptr[10] as usize..b.indptr[30] as usize]);
+        assert_eq!(
+            a.indices[..],
+            b.indices[b.indptr[10] as usize..b.indptr[30] as usize]
+        );
         for w in a.indptr.windows(2) {
             let row = &a.indices[w[0] as usize..w[1] as usize];
             assert!(row.windows(2).all(|p| p[0] < p[1]));

@@ -8,14 +8,22 @@ use std::process::Command;
 use common::{expected_csr, testdata};
 
 fn deltacells(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_deltacells")).args(args).output().expect("runs");
-    (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    let out = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 #[test]
 fn verify_exits_non_zero_and_names_the_rule_on_every_rejected_case() {
     let dir = testdata().join("deltacells/corpus");
-    let corpus: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("corpus.json")).unwrap()).unwrap();
+    let corpus: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("corpus.json")).unwrap()).unwrap();
     let words = |name: &str| -> &'static str {
         match name {
             "manifest_missing" => "no manifest.json",
@@ -31,7 +39,12 @@ fn verify_exits_non_zero_and_names_the_rule_on_every_rejected_case() {
             _ => "",
         }
     };
-    for case in corpus["cases"].as_array().unwrap().iter().filter(|c| c["level"] == "dataset") {
+    for case in corpus["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["level"] == "dataset")
+    {
         let name = case["name"].as_str().unwrap();
         let path = dir.join(case["path"].as_str().unwrap());
         let (ok, _, stderr) = deltacells(&["verify", path.to_str().unwrap()]);
@@ -39,7 +52,10 @@ fn verify_exits_non_zero_and_names_the_rule_on_every_rejected_case() {
             "accept" => assert!(ok, "{name}: {stderr}"),
             _ => {
                 assert!(!ok, "{name}: verify accepted a broken dataset");
-                assert!(stderr.contains(words(name)), "{name}: {stderr:?} does not name the rule");
+                assert!(
+                    stderr.contains(words(name)),
+                    "{name}: {stderr:?} does not name the rule"
+                );
             }
         }
     }
@@ -59,14 +75,28 @@ fn cat_prints_global_cells_in_order_and_info_summarises() {
         }
     }
     assert_eq!(lines.next(), None);
-    let (ok, stdout, _) = deltacells(&["cat", ds.to_str().unwrap(), "--cells", "0", "--format", "mtx"]);
+    let (ok, stdout, _) = deltacells(&[
+        "cat",
+        ds.to_str().unwrap(),
+        "--cells",
+        "0",
+        "--format",
+        "mtx",
+    ]);
     assert!(ok);
     let n0 = (want.indptr[1] - want.indptr[0]) as usize;
     assert!(stdout.starts_with("%%MatrixMarket matrix coordinate integer general\n"));
-    assert!(stdout.contains(&format!("\n1 70000 {n0}\n")), "{}", &stdout[..200.min(stdout.len())]);
+    assert!(
+        stdout.contains(&format!("\n1 70000 {n0}\n")),
+        "{}",
+        &stdout[..200.min(stdout.len())]
+    );
     let (ok, stdout, _) = deltacells(&["info", "-v", ds.to_str().unwrap()]);
     assert!(ok);
-    assert!(stdout.contains("300 cells x 70000 genes") && stdout.contains("kernel backend:"), "{stdout}");
+    assert!(
+        stdout.contains("300 cells x 70000 genes") && stdout.contains("kernel backend:"),
+        "{stdout}"
+    );
     let (ok, _, stderr) = deltacells(&["cat", ds.to_str().unwrap(), "--genes", "NOT_A_GENE"]);
     assert!(!ok && stderr.contains("NOT_A_GENE"), "{stderr}");
 }

@@ -7,8 +7,15 @@ use std::process::Command;
 use common::{expected_csr, testdata};
 
 fn deltacells(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_deltacells")).args(args).output().expect("runs");
-    (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    let out = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 fn path(rel: &str) -> String {
@@ -17,13 +24,35 @@ fn path(rel: &str) -> String {
 
 #[test]
 fn verify_accepts_golden_tiles_and_names_the_broken_rule() {
-    let (ok, stdout, _) = deltacells(&["tile", "verify", "--verbose", &path("deltacells/tiles/gap_exceptions_70k.dct")]);
+    let (ok, stdout, _) = deltacells(&[
+        "tile",
+        "verify",
+        "--verbose",
+        &path("deltacells/tiles/gap_exceptions_70k.dct"),
+    ]);
     assert!(ok);
-    assert!(stdout.contains("kernel backend:") && stdout.contains("ok (120 cells, 295621 nonzeros, 70000 genes, 8 chunks)"), "{stdout}");
-    let (ok, _, stderr) = deltacells(&["tile", "verify", &path("deltacells/corpus/exc_positions_duplicate.dct")]);
+    assert!(
+        stdout.contains("kernel backend:")
+            && stdout.contains("ok (120 cells, 295621 nonzeros, 70000 genes, 8 chunks)"),
+        "{stdout}"
+    );
+    let (ok, _, stderr) = deltacells(&[
+        "tile",
+        "verify",
+        &path("deltacells/corpus/exc_positions_duplicate.dct"),
+    ]);
     assert!(!ok);
-    assert!(stderr.contains("not above the previous one") && stderr.contains("chunk"), "{stderr}");
-    let (ok, _, stderr) = deltacells(&["tile", "verify", "--genes", "100", &path("deltacells/tiles/one_cell.dct")]);
+    assert!(
+        stderr.contains("not above the previous one") && stderr.contains("chunk"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = deltacells(&[
+        "tile",
+        "verify",
+        "--genes",
+        "100",
+        &path("deltacells/tiles/one_cell.dct"),
+    ]);
     assert!(!ok && stderr.contains("n_genes = 36601"), "{stderr}");
     let (ok, _, stderr) = deltacells(&["tile", "verify", "/nonexistent/tile.dct"]);
     assert!(!ok && stderr.contains("/nonexistent/tile.dct"), "{stderr}");
@@ -32,12 +61,24 @@ fn verify_accepts_golden_tiles_and_names_the_broken_rule() {
 #[test]
 fn every_backend_verifies_and_unknown_ones_are_refused() {
     for b in deltacells::Backend::available() {
-        let (ok, stdout, stderr) =
-            deltacells(&["--kernel", b.name(), "tile", "verify", "-v", &path("deltacells/tiles/heavy_values.dct")]);
+        let (ok, stdout, stderr) = deltacells(&[
+            "--kernel",
+            b.name(),
+            "tile",
+            "verify",
+            "-v",
+            &path("deltacells/tiles/heavy_values.dct"),
+        ]);
         assert!(ok, "{b}: {stderr}");
         assert!(stdout.contains(&format!("kernel backend: {b}")));
     }
-    let (ok, _, stderr) = deltacells(&["--kernel", "sse9", "tile", "verify", &path("deltacells/tiles/one_cell.dct")]);
+    let (ok, _, stderr) = deltacells(&[
+        "--kernel",
+        "sse9",
+        "tile",
+        "verify",
+        &path("deltacells/tiles/one_cell.dct"),
+    ]);
     assert!(!ok && stderr.contains("sse9"), "{stderr}");
 }
 
@@ -58,7 +99,11 @@ fn cat_prints_every_nonzero_in_cell_then_gene_order() {
 
 #[test]
 fn inspect_reports_exceptions_and_ratio() {
-    let (ok, stdout, _) = deltacells(&["tile", "inspect", &path("deltacells/tiles/gap_exceptions_70k.dct")]);
+    let (ok, stdout, _) = deltacells(&[
+        "tile",
+        "inspect",
+        &path("deltacells/tiles/gap_exceptions_70k.dct"),
+    ]);
     assert!(ok);
     assert!(stdout.contains("exceptions: 5 value, 3 gap"), "{stdout}");
     assert!(stdout.contains("bytes per nonzero"), "{stdout}");

@@ -21,17 +21,32 @@ fn matches_case(name: &str, rule: &TileRule) -> bool {
         "truncated" => matches!(rule, TotalSize { .. }),
         "crc_mismatch" => matches!(rule, Crc { .. }),
         "n_genes_too_large" => matches!(rule, NGenes(_)),
-        "n_cells_plus_one" => matches!(rule, IndptrEnd { .. } | IndptrBounds { .. } | ChunkCoverage { .. }),
+        "n_cells_plus_one" => matches!(
+            rule,
+            IndptrEnd { .. } | IndptrBounds { .. } | ChunkCoverage { .. }
+        ),
         "n_chunks_zero" => matches!(rule, ChunkCount { .. }),
         "n_chunks_too_large" => matches!(rule, ChunkTableBounds { .. }),
         "indptr_off_in_chunk_table" => matches!(rule, IndptrOffset(_)),
         "indptr_beyond_file" => matches!(rule, IndptrBounds { .. }),
         "chunk_first_not_zero" => matches!(rule, ChunkCoverage { .. }),
-        "chunk_cell_hi_beyond" => matches!(rule, ChunkBounds { field: "cell_hi", .. }),
+        "chunk_cell_hi_beyond" => matches!(
+            rule,
+            ChunkBounds {
+                field: "cell_hi",
+                ..
+            }
+        ),
         "stream_out_of_bounds" => matches!(rule, StreamBounds { .. }),
         "stream_misaligned" => matches!(rule, StreamMisaligned { .. }),
         "stream_len_zero" => matches!(rule, StreamEmpty { .. }),
-        "frame_wrong_size" => matches!(rule, FrameSize { stream: StreamKind::Gaps, .. }),
+        "frame_wrong_size" => matches!(
+            rule,
+            FrameSize {
+                stream: StreamKind::Gaps,
+                ..
+            }
+        ),
         "frame_no_content_size" => matches!(rule, FrameNoContentSize { .. }),
         "frame_trailing_bytes" => matches!(rule, FrameTrailing { .. }),
         "frame_content_size_lie" => matches!(rule, FrameCorrupt { .. }),
@@ -41,8 +56,20 @@ fn matches_case(name: &str, rule: &TileRule) -> bool {
         "indptr_negative" => matches!(rule, IndptrDecreasing { .. } | IndptrStart(_)),
         "exc_positions_duplicate" => matches!(rule, ExceptionOrder { .. }),
         "exc_position_huge" => matches!(rule, ExceptionPosition { .. }),
-        "exc_payload_small_1000" => matches!(rule, ExceptionPayload { stream: StreamKind::Vexc, payload: 1000 }),
-        "gexc_payload_zero" => matches!(rule, ExceptionPayload { stream: StreamKind::Gexc, payload: 0 }),
+        "exc_payload_small_1000" => matches!(
+            rule,
+            ExceptionPayload {
+                stream: StreamKind::Vexc,
+                payload: 1000
+            }
+        ),
+        "gexc_payload_zero" => matches!(
+            rule,
+            ExceptionPayload {
+                stream: StreamKind::Gexc,
+                payload: 0
+            }
+        ),
         "exc_k_greater_than_n" => matches!(rule, ExceptionSize { .. }),
         "exc_frame_wrong_size" => matches!(rule, ExceptionSize { .. }),
         "exc_frame_corrupt" => matches!(rule, FrameCorrupt { .. }),
@@ -53,17 +80,29 @@ fn matches_case(name: &str, rule: &TileRule) -> bool {
 #[test]
 fn corpus_tile_cases_are_judged_as_listed() {
     let dir = testdata().join("deltacells/corpus");
-    let corpus: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("corpus.json")).unwrap()).unwrap();
+    let corpus: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("corpus.json")).unwrap()).unwrap();
     let mut judged = 0;
-    for case in corpus["cases"].as_array().unwrap().iter().filter(|c| c["level"] == "tile") {
+    for case in corpus["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["level"] == "tile")
+    {
         let name = case["name"].as_str().unwrap();
         let bytes = read_aligned(&dir.join(case["path"].as_str().unwrap()));
         for backend in common::tile_backends() {
             let result = decode_with(bytes.bytes(), backend);
             match (case["expect"].as_str().unwrap(), result) {
-                ("reject", Ok(_)) => panic!("{name}: accepted a tile that breaks: {}", case["rule"]),
+                ("reject", Ok(_)) => {
+                    panic!("{name}: accepted a tile that breaks: {}", case["rule"])
+                }
                 ("reject", Err(Error::Tile { rule, at })) => {
-                    assert!(matches_case(name, &rule), "{name}: wrong rule {rule} {at:?} for {}", case["rule"]);
+                    assert!(
+                        matches_case(name, &rule),
+                        "{name}: wrong rule {rule} {at:?} for {}",
+                        case["rule"]
+                    );
                 }
                 ("reject", Err(other)) => panic!("{name}: not a tile error: {other}"),
                 ("accept" | "either", Ok(csr)) => {

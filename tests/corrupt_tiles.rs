@@ -42,11 +42,13 @@ fn decode_all(bytes: &[u8], backend: Backend) -> Result<Csr<i32>, Error> {
 
 /// The rule a tile breaks, checked to be the same on every backend.
 fn rule_of(bytes: &[u8]) -> TileRule {
-    let mut rules = common::tile_backends().into_iter().map(|b| match decode_all(bytes, b) {
-        Err(Error::Tile { rule, .. }) => rule,
-        Err(e) => panic!("not a tile error: {e}"),
-        Ok(_) => panic!("corrupt tile accepted by {b}"),
-    });
+    let mut rules = common::tile_backends()
+        .into_iter()
+        .map(|b| match decode_all(bytes, b) {
+            Err(Error::Tile { rule, .. }) => rule,
+            Err(e) => panic!("not a tile error: {e}"),
+            Ok(_) => panic!("corrupt tile accepted by {b}"),
+        });
     let first = rules.next().unwrap();
     for other in rules {
         assert_eq!(other, first, "backends disagree");
@@ -59,10 +61,29 @@ fn sample_tile() -> (Vec<u8>, Csr<i32>) {
     let csr = Csr {
         n_cols: 100_000,
         indptr: vec![0, 3, 3, 6, 8, 12],
-        indices: vec![0, 5, 70_000, 1, 2, 99_999, 10, 20, 0, 66_000, 99_000, 99_001],
-        values: vec![1, 70_000, 3, 1, 2, 65_535, 9, 65_536, 4, 5, 6, 2_147_483_647],
+        indices: vec![
+            0, 5, 70_000, 1, 2, 99_999, 10, 20, 0, 66_000, 99_000, 99_001,
+        ],
+        values: vec![
+            1,
+            70_000,
+            3,
+            1,
+            2,
+            65_535,
+            9,
+            65_536,
+            4,
+            5,
+            6,
+            2_147_483_647,
+        ],
     };
-    let tile = TileEncoder::new().with_chunks(3).with_level(3).encode(csr.as_ref()).unwrap();
+    let tile = TileEncoder::new()
+        .with_chunks(3)
+        .with_level(3)
+        .encode(csr.as_ref())
+        .unwrap();
     (tile, csr)
 }
 
@@ -108,47 +129,104 @@ fn header_rules() {
     assert_eq!(edited(|t| put_u32(t, 8, 3)), TileRule::Version(3));
     assert_eq!(edited(|t| put_u32(t, 12, 1)), TileRule::Flags(1));
     assert_eq!(edited(|t| put_u32(t, 60, 7)), TileRule::Reserved(7));
-    assert!(matches!(edited(|t| t.extend_from_slice(&[0; 8])), TileRule::TotalSize { .. }));
+    assert!(matches!(
+        edited(|t| t.extend_from_slice(&[0; 8])),
+        TileRule::TotalSize { .. }
+    ));
     let (mut t, _) = sample_tile();
     let last = t.len() - 1;
     t[last] ^= 0xFF;
     assert!(matches!(rule_of(&t), TileRule::Crc { .. }));
     assert_eq!(edited(|t| put_u32(t, 32, 0)), TileRule::NGenes(0));
-    assert_eq!(edited(|t| put_u32(t, 32, (1 << 31) + 1)), TileRule::NGenes((1 << 31) + 1));
-    assert_eq!(edited(|t| put_u32(t, 36, 1 << 20)), TileRule::ChunkTableBounds { n_chunks: 1 << 20 });
-    assert!(matches!(edited(|t| put_u32(t, 36, 0)), TileRule::ChunkCount { n_chunks: 0, .. }));
-    assert!(matches!(edited(|t| {
-        let v = get_u64(t, 40);
-        put_u64(t, 40, v + 4)
-    }), TileRule::IndptrOffset(_)));
-    assert!(matches!(edited(|t| put_u64(t, 40, 64 + 96)), TileRule::IndptrOffset(160)));
-    assert!(matches!(edited(|t| put_u64(t, 16, 1 << 40)), TileRule::IndptrBounds { .. }));
+    assert_eq!(
+        edited(|t| put_u32(t, 32, (1 << 31) + 1)),
+        TileRule::NGenes((1 << 31) + 1)
+    );
+    assert_eq!(
+        edited(|t| put_u32(t, 36, 1 << 20)),
+        TileRule::ChunkTableBounds { n_chunks: 1 << 20 }
+    );
+    assert!(matches!(
+        edited(|t| put_u32(t, 36, 0)),
+        TileRule::ChunkCount { n_chunks: 0, .. }
+    ));
+    assert!(matches!(
+        edited(|t| {
+            let v = get_u64(t, 40);
+            put_u64(t, 40, v + 4)
+        }),
+        TileRule::IndptrOffset(_)
+    ));
+    assert!(matches!(
+        edited(|t| put_u64(t, 40, 64 + 96)),
+        TileRule::IndptrOffset(160)
+    ));
+    assert!(matches!(
+        edited(|t| put_u64(t, 16, 1 << 40)),
+        TileRule::IndptrBounds { .. }
+    ));
 }
 
 #[test]
 fn indptr_rules() {
     let off = |t: &[u8], cell: usize| get_u64(t, 40) as usize + 8 * cell;
-    assert_eq!(edited(|t| {
-        let o = off(t, 0);
-        put_u64(t, o, 1)
-    }), TileRule::IndptrStart(1));
-    assert!(matches!(edited(|t| {
-        let o = off(t, 2);
-        put_u64(t, o, 1)
-    }), TileRule::IndptrDecreasing { cell: 2 }));
-    assert!(matches!(edited(|t| {
-        let o = off(t, 1);
-        put_u64(t, o, u64::MAX)
-    }), TileRule::IndptrDecreasing { cell: 1 }));
-    assert!(matches!(edited(|t| put_u64(t, 24, 13)), TileRule::IndptrEnd { last: 12, nnz: 13 }));
+    assert_eq!(
+        edited(|t| {
+            let o = off(t, 0);
+            put_u64(t, o, 1)
+        }),
+        TileRule::IndptrStart(1)
+    );
+    assert!(matches!(
+        edited(|t| {
+            let o = off(t, 2);
+            put_u64(t, o, 1)
+        }),
+        TileRule::IndptrDecreasing { cell: 2 }
+    ));
+    assert!(matches!(
+        edited(|t| {
+            let o = off(t, 1);
+            put_u64(t, o, u64::MAX)
+        }),
+        TileRule::IndptrDecreasing { cell: 1 }
+    ));
+    assert!(matches!(
+        edited(|t| put_u64(t, 24, 13)),
+        TileRule::IndptrEnd { last: 12, nnz: 13 }
+    ));
 }
 
 #[test]
 fn chunk_table_rules() {
-    assert!(matches!(edited(|t| put_u64(t, field(0, 0), 1)), TileRule::ChunkCoverage { field: "cell_lo", .. }));
-    assert!(matches!(edited(|t| put_u64(t, field(1, 2), 4)), TileRule::ChunkCoverage { field: "nnz_lo", .. }));
-    assert!(matches!(edited(|t| put_u64(t, field(2, 1), 6)), TileRule::ChunkBounds { field: "cell_hi", .. }));
-    assert!(matches!(edited(|t| put_u64(t, field(2, 3), 13)), TileRule::ChunkBounds { field: "nnz_hi", .. }));
+    assert!(matches!(
+        edited(|t| put_u64(t, field(0, 0), 1)),
+        TileRule::ChunkCoverage {
+            field: "cell_lo",
+            ..
+        }
+    ));
+    assert!(matches!(
+        edited(|t| put_u64(t, field(1, 2), 4)),
+        TileRule::ChunkCoverage {
+            field: "nnz_lo",
+            ..
+        }
+    ));
+    assert!(matches!(
+        edited(|t| put_u64(t, field(2, 1), 6)),
+        TileRule::ChunkBounds {
+            field: "cell_hi",
+            ..
+        }
+    ));
+    assert!(matches!(
+        edited(|t| put_u64(t, field(2, 3), 13)),
+        TileRule::ChunkBounds {
+            field: "nnz_hi",
+            ..
+        }
+    ));
     // Move the boundary between chunks 0 and 1 by a cell without fixing nnz.
     let rule = edited(|t| {
         let hi = get_u64(t, field(0, 1));
@@ -157,20 +235,48 @@ fn chunk_table_rules() {
     });
     assert!(matches!(rule, TileRule::ChunkIndptr { .. }), "{rule:?}");
     // The last chunk ends early: drop it from the count.
-    assert!(matches!(edited(|t| put_u32(t, 36, 2)), TileRule::ChunkCoverage { field: "last cell_hi", .. }));
+    assert!(matches!(
+        edited(|t| put_u32(t, 36, 2)),
+        TileRule::ChunkCoverage {
+            field: "last cell_hi",
+            ..
+        }
+    ));
 }
 
 #[test]
 fn stream_extent_rules() {
-    assert_eq!(edited(|t| put_u64(t, field(1, 5), 0)), TileRule::StreamEmpty { stream: StreamKind::Gaps });
-    assert_eq!(edited(|t| put_u64(t, field(0, 7), 0)), TileRule::StreamEmpty { stream: StreamKind::Vals });
+    assert_eq!(
+        edited(|t| put_u64(t, field(1, 5), 0)),
+        TileRule::StreamEmpty {
+            stream: StreamKind::Gaps
+        }
+    );
+    assert_eq!(
+        edited(|t| put_u64(t, field(0, 7), 0)),
+        TileRule::StreamEmpty {
+            stream: StreamKind::Vals
+        }
+    );
     let rule = edited(|t| {
         let v = get_u64(t, field(0, 4));
         put_u64(t, field(0, 4), v + 1)
     });
-    assert!(matches!(rule, TileRule::StreamMisaligned { stream: StreamKind::Gaps, .. }));
+    assert!(matches!(
+        rule,
+        TileRule::StreamMisaligned {
+            stream: StreamKind::Gaps,
+            ..
+        }
+    ));
     let rule = edited(|t| put_u64(t, field(0, 6), 1 << 40));
-    assert!(matches!(rule, TileRule::StreamBounds { stream: StreamKind::Vals, .. }));
+    assert!(matches!(
+        rule,
+        TileRule::StreamBounds {
+            stream: StreamKind::Vals,
+            ..
+        }
+    ));
     let rule = edited(|t| put_u64(t, field(0, 7), u64::MAX - 3));
     assert!(matches!(rule, TileRule::StreamBounds { .. }));
     // A stream pointing into the indptr.
@@ -185,7 +291,13 @@ fn stream_extent_rules() {
         let v = get_u64(t, field(c, 8));
         put_u64(t, field(c, 8), v + 4)
     });
-    assert!(matches!(rule, TileRule::StreamMisaligned { stream: StreamKind::Vexc, .. }));
+    assert!(matches!(
+        rule,
+        TileRule::StreamMisaligned {
+            stream: StreamKind::Vexc,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -195,31 +307,73 @@ fn frame_rules() {
         let o = get_u64(t, field(0, 4)) as usize;
         t[o] ^= 0xFF;
     });
-    assert_eq!(rule, TileRule::FrameMagic { stream: StreamKind::Gaps });
+    assert_eq!(
+        rule,
+        TileRule::FrameMagic {
+            stream: StreamKind::Gaps
+        }
+    );
     // Point chunk 0's gaps at chunk 2's (a different n): wrong content size.
     let rule = edited(|t| {
         let (o, l) = (get_u64(t, field(2, 4)), get_u64(t, field(2, 5)));
         put_u64(t, field(0, 4), o);
         put_u64(t, field(0, 5), l);
     });
-    assert!(matches!(rule, TileRule::FrameSize { stream: StreamKind::Gaps, .. }), "{rule:?}");
+    assert!(
+        matches!(
+            rule,
+            TileRule::FrameSize {
+                stream: StreamKind::Gaps,
+                ..
+            }
+        ),
+        "{rule:?}"
+    );
     // Extend the gaps stream over the start of the next frame: trailing bytes.
     let rule = edited(|t| {
         let v = get_u64(t, field(0, 6)) - get_u64(t, field(0, 4));
         put_u64(t, field(0, 5), v + 8)
     });
-    assert!(matches!(rule, TileRule::FrameTrailing { stream: StreamKind::Gaps, .. }), "{rule:?}");
+    assert!(
+        matches!(
+            rule,
+            TileRule::FrameTrailing {
+                stream: StreamKind::Gaps,
+                ..
+            }
+        ),
+        "{rule:?}"
+    );
     // Cut the last byte off the vals frame.
     let rule = edited(|t| {
         let v = get_u64(t, field(1, 7));
         put_u64(t, field(1, 7), v - 1)
     });
-    assert!(matches!(rule, TileRule::FrameCorrupt { stream: StreamKind::Vals, .. }), "{rule:?}");
+    assert!(
+        matches!(
+            rule,
+            TileRule::FrameCorrupt {
+                stream: StreamKind::Vals,
+                ..
+            }
+        ),
+        "{rule:?}"
+    );
 }
 
 /// One chunk of 2 cells with 3 nonzeros each, genes < 10, as raw streams.
 fn raw(gaps: Vec<u16>, vals: Vec<u16>, vexc: Option<Vec<u32>>, gexc: Option<Vec<u32>>) -> Vec<u8> {
-    assemble_tile(10, &[0, 3, 6], &[RawChunk { cells: 0..2, gaps, vals, vexc, gexc }])
+    assemble_tile(
+        10,
+        &[0, 3, 6],
+        &[RawChunk {
+            cells: 0..2,
+            gaps,
+            vals,
+            vexc,
+            gexc,
+        }],
+    )
 }
 
 #[test]
@@ -227,12 +381,27 @@ fn element_rules() {
     let ok_gaps = || vec![1, 2, 3, 0, 4, 5];
     let ok_vals = || vec![1, 2, 3, 4, 5, 6];
     assert!(decode_all(&raw(ok_gaps(), ok_vals(), None, None), Backend::Scalar).is_ok());
-    assert_eq!(rule_of(&raw(ok_gaps(), vec![1, 2, 3, 4, 0, 6], None, None)), TileRule::ZeroCount);
-    assert_eq!(rule_of(&raw(vec![1, 0, 3, 0, 4, 5], ok_vals(), None, None)), TileRule::ZeroGap);
-    assert_eq!(rule_of(&raw(vec![1, 2, 3, 0, 4, 6], ok_vals(), None, None)), TileRule::GeneIndex { index: 10, n_genes: 10 });
+    assert_eq!(
+        rule_of(&raw(ok_gaps(), vec![1, 2, 3, 4, 0, 6], None, None)),
+        TileRule::ZeroCount
+    );
+    assert_eq!(
+        rule_of(&raw(vec![1, 0, 3, 0, 4, 5], ok_vals(), None, None)),
+        TileRule::ZeroGap
+    );
+    assert_eq!(
+        rule_of(&raw(vec![1, 2, 3, 0, 4, 6], ok_vals(), None, None)),
+        TileRule::GeneIndex {
+            index: 10,
+            n_genes: 10
+        }
+    );
     assert_eq!(
         rule_of(&raw(vec![1, 2, 3, 0, 4, 65_535], ok_vals(), None, None)),
-        TileRule::GeneIndex { index: 65_539, n_genes: 10 }
+        TileRule::GeneIndex {
+            index: 65_539,
+            n_genes: 10
+        }
     );
 }
 
@@ -242,48 +411,137 @@ fn exception_rules() {
     let vals = || vec![1, 65_535, 3, 4, 5, 65_535];
     let dec = |vexc, gexc| rule_of(&raw(gaps(), vals(), vexc, gexc));
     let ok = raw(gaps(), vals(), Some(vec![1, 5, 70_000, 80_000]), None);
-    assert_eq!(decode_all(&ok, Backend::Scalar).unwrap().values, vec![1, 70_000, 3, 4, 5, 80_000]);
+    assert_eq!(
+        decode_all(&ok, Backend::Scalar).unwrap().values,
+        vec![1, 70_000, 3, 4, 5, 80_000]
+    );
     let v = StreamKind::Vexc;
-    assert_eq!(dec(Some(vec![1, 1, 70_000, 70_000]), None), TileRule::ExceptionOrder { stream: v, position: 1 });
-    assert_eq!(dec(Some(vec![1, 6, 70_000, 70_000]), None), TileRule::ExceptionPosition { stream: v, position: 6, n: 6 });
-    assert_eq!(dec(Some(vec![1, 1000]), None), TileRule::ExceptionPayload { stream: v, payload: 1000 });
-    assert_eq!(dec(Some(vec![1, 1 << 31]), None), TileRule::ExceptionPayload { stream: v, payload: 1 << 31 });
-    assert_eq!(dec(Some(vec![2, 70_000]), None), TileRule::ExceptionUnmarked { stream: v, stored: 3 });
-    assert!(matches!(dec(Some(vec![1, 70_000, 3]), None), TileRule::ExceptionSize { stream: StreamKind::Vexc, bytes: 12, n: 6 }));
-    assert!(matches!(dec(Some((0..7).chain((0..7).map(|_| 70_000)).collect()), None), TileRule::ExceptionSize { bytes: 56, .. }));
+    assert_eq!(
+        dec(Some(vec![1, 1, 70_000, 70_000]), None),
+        TileRule::ExceptionOrder {
+            stream: v,
+            position: 1
+        }
+    );
+    assert_eq!(
+        dec(Some(vec![1, 6, 70_000, 70_000]), None),
+        TileRule::ExceptionPosition {
+            stream: v,
+            position: 6,
+            n: 6
+        }
+    );
+    assert_eq!(
+        dec(Some(vec![1, 1000]), None),
+        TileRule::ExceptionPayload {
+            stream: v,
+            payload: 1000
+        }
+    );
+    assert_eq!(
+        dec(Some(vec![1, 1 << 31]), None),
+        TileRule::ExceptionPayload {
+            stream: v,
+            payload: 1 << 31
+        }
+    );
+    assert_eq!(
+        dec(Some(vec![2, 70_000]), None),
+        TileRule::ExceptionUnmarked {
+            stream: v,
+            stored: 3
+        }
+    );
+    assert!(matches!(
+        dec(Some(vec![1, 70_000, 3]), None),
+        TileRule::ExceptionSize {
+            stream: StreamKind::Vexc,
+            bytes: 12,
+            n: 6
+        }
+    ));
+    assert!(matches!(
+        dec(Some((0..7).chain((0..7).map(|_| 70_000)).collect()), None),
+        TileRule::ExceptionSize { bytes: 56, .. }
+    ));
     let g = StreamKind::Gexc;
     let gaps_marked = || vec![1, 65_535, 3, 0, 4, 5];
     let gdec = |gexc: Vec<u32>, n_genes: u32| {
         rule_of(&assemble_tile(
             n_genes,
             &[0, 3, 6],
-            &[RawChunk { cells: 0..2, gaps: gaps_marked(), vals: vec![1; 6], vexc: None, gexc: Some(gexc) }],
+            &[RawChunk {
+                cells: 0..2,
+                gaps: gaps_marked(),
+                vals: vec![1; 6],
+                vexc: None,
+                gexc: Some(gexc),
+            }],
         ))
     };
-    assert_eq!(gdec(vec![1, 0], 200_000), TileRule::ExceptionPayload { stream: g, payload: 0 });
-    assert_eq!(gdec(vec![1, 200_000], 200_000), TileRule::ExceptionPayload { stream: g, payload: 200_000 });
-    assert_eq!(gdec(vec![2, 10], 200_000), TileRule::ExceptionUnmarked { stream: g, stored: 3 });
+    assert_eq!(
+        gdec(vec![1, 0], 200_000),
+        TileRule::ExceptionPayload {
+            stream: g,
+            payload: 0
+        }
+    );
+    assert_eq!(
+        gdec(vec![1, 200_000], 200_000),
+        TileRule::ExceptionPayload {
+            stream: g,
+            payload: 200_000
+        }
+    );
+    assert_eq!(
+        gdec(vec![2, 10], 200_000),
+        TileRule::ExceptionUnmarked {
+            stream: g,
+            stored: 3
+        }
+    );
     // 1 + 65535 + 3 = 65539, plus 134_461 reaches exactly n_genes = 200_000.
-    assert_eq!(gdec(vec![1, 134_461], 200_000), TileRule::GeneIndex { index: 200_000, n_genes: 200_000 });
+    assert_eq!(
+        gdec(vec![1, 134_461], 200_000),
+        TileRule::GeneIndex {
+            index: 200_000,
+            n_genes: 200_000
+        }
+    );
     let fine = assemble_tile(
         200_000,
         &[0, 3, 6],
-        &[RawChunk { cells: 0..2, gaps: gaps_marked(), vals: vec![1; 6], vexc: None, gexc: Some(vec![1, 134_460]) }],
+        &[RawChunk {
+            cells: 0..2,
+            gaps: gaps_marked(),
+            vals: vec![1; 6],
+            vexc: None,
+            gexc: Some(vec![1, 134_460]),
+        }],
     );
-    assert_eq!(decode_all(&fine, Backend::Scalar).unwrap().indices, vec![1, 199_996, 199_999, 0, 4, 9]);
+    assert_eq!(
+        decode_all(&fine, Backend::Scalar).unwrap().indices,
+        vec![1, 199_996, 199_999, 0, 4, 9]
+    );
 }
 
 #[test]
 fn every_truncation_is_refused_without_panic() {
     let (t, _) = sample_tile();
     for len in 0..t.len() {
-        assert!(decode_all(&t[..len], Backend::Scalar).is_err(), "prefix of {len} bytes accepted");
+        assert!(
+            decode_all(&t[..len], Backend::Scalar).is_err(),
+            "prefix of {len} bytes accepted"
+        );
         let mut fixed = t[..len].to_vec();
         if len >= 64 {
             put_u64(&mut fixed, 48, len as u64);
             fix_crc(&mut fixed);
         }
-        assert!(decode_all(&fixed, Backend::Scalar).is_err(), "prefix of {len} bytes with fixed size accepted");
+        assert!(
+            decode_all(&fixed, Backend::Scalar).is_err(),
+            "prefix of {len} bytes with fixed size accepted"
+        );
     }
 }
 
@@ -328,7 +586,11 @@ fn random_bytes_and_mutations_never_panic() {
 /// The rule `TileView::parse` reports for `t`, and the bytes it allocated meanwhile.
 fn parse_cost(t: &[u8]) -> (TileRule, usize) {
     let before = ALLOCATED.load(Ordering::Relaxed);
-    let rule = TileView::parse(t).unwrap_err().tile_rule().cloned().expect("a tile error");
+    let rule = TileView::parse(t)
+        .unwrap_err()
+        .tile_rule()
+        .cloned()
+        .expect("a tile error");
     (rule, ALLOCATED.load(Ordering::Relaxed) - before)
 }
 
@@ -345,36 +607,61 @@ fn hostile_counts_are_refused_without_large_allocation() {
     put_u64(&mut t, 48, 100);
     fix_crc(&mut t);
     let (rule, cost) = parse_cost(&t);
-    assert!(matches!(rule, TileRule::ChunkCount { .. }) && cost <= t.len(), "{rule:?} {cost}");
+    assert!(
+        matches!(rule, TileRule::ChunkCount { .. }) && cost <= t.len(),
+        "{rule:?} {cost}"
+    );
     put_u32(&mut t, 36, 1); // one chunk: its table entry does not fit in 100 bytes
     fix_crc(&mut t);
     let (rule, cost) = parse_cost(&t);
-    assert!(matches!(rule, TileRule::ChunkTableBounds { .. }) && cost <= t.len(), "{rule:?} {cost}");
+    assert!(
+        matches!(rule, TileRule::ChunkTableBounds { .. }) && cost <= t.len(),
+        "{rule:?} {cost}"
+    );
     t.resize(200, 0); // now the table fits, and the indptr of 2^40 + 1 entries cannot
     put_u64(&mut t, 40, 160);
     put_u64(&mut t, 48, 200);
     fix_crc(&mut t);
     let (rule, cost) = parse_cost(&t);
-    assert!(matches!(rule, TileRule::IndptrBounds { .. }) && cost <= t.len(), "{rule:?} {cost}");
+    assert!(
+        matches!(rule, TileRule::IndptrBounds { .. }) && cost <= t.len(),
+        "{rule:?} {cost}"
+    );
 
     // A chunk table pointing past the end, in a tile whose indptr fits.
     let (mut big, _) = sample_tile();
     put_u64(&mut big, field(0, 4), 1 << 50);
     fix_crc(&mut big);
     let (rule, cost) = parse_cost(&big);
-    assert!(matches!(rule, TileRule::StreamBounds { .. }) && cost <= big.len(), "{rule:?} {cost}");
+    assert!(
+        matches!(rule, TileRule::StreamBounds { .. }) && cost <= big.len(),
+        "{rule:?} {cost}"
+    );
 
     // A tile that claims 2^31 nonzeros in one chunk backed by a tiny frame is
     // refused at parse time (frame expansion bound), before any decode buffer.
     let mut claim = raw_claim();
     fix_crc(&mut claim);
     let (rule, cost) = parse_cost(&claim);
-    assert!(matches!(rule, TileRule::FrameRatio { .. }) && cost <= claim.len(), "{rule:?} {cost}");
+    assert!(
+        matches!(rule, TileRule::FrameRatio { .. }) && cost <= claim.len(),
+        "{rule:?} {cost}"
+    );
 }
 
 /// A one-cell tile whose header and indptr claim 2^31 nonzeros.
 fn raw_claim() -> Vec<u8> {
-    let mut t = assemble_tile(10, &[0, 1], &[RawChunk { cells: 0..1, gaps: vec![1], vals: vec![1], vexc: None, gexc: None }]);
+    let mut t = assemble_tile(
+        10,
+        &[0, 1],
+        &[RawChunk {
+            cells: 0..1,
+            gaps: vec![1],
+            vals: vec![1],
+            vexc: None,
+            gexc: None,
+        }],
+    );
     let n = 1u64 << 31;
     put_u64(&mut t, 24, n);
     let ip = get_u64(&t, 40) as usize;

@@ -5,7 +5,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use deltacells::dataset::convert::{convert, ConvertOptions, Input};
-use deltacells::dataset::{BatchConfig, BatchRows, Dataset, DatasetWriter, GeneSelection, OpenOptions, Shuffle, WriterConfig};
+use deltacells::dataset::{
+    BatchConfig, BatchRows, Dataset, DatasetWriter, GeneSelection, OpenOptions, Shuffle,
+    WriterConfig,
+};
 use deltacells::engine::EngineConfig;
 use deltacells::error::DatasetRule;
 use deltacells::synth::{Synth, SynthConfig};
@@ -19,10 +22,19 @@ fn tmpdir(name: &str) -> std::path::PathBuf {
 
 /// A small synthetic dataset of `n` cells: the data and where it was written.
 fn small(name: &str, n: usize, tile_size: usize, chunks: usize) -> (std::path::PathBuf, Csr<i32>) {
-    let synth = Synth::new(SynthConfig { n_genes: 3000, median_umis: 400.0, ..SynthConfig::default() });
+    let synth = Synth::new(SynthConfig {
+        n_genes: 3000,
+        median_umis: 400.0,
+        ..SynthConfig::default()
+    });
     let data = synth.block(0, n);
     let dir = tmpdir(name);
-    let config = WriterConfig { tile_size, n_chunks: chunks, level: 1, ..WriterConfig::default() };
+    let config = WriterConfig {
+        tile_size,
+        n_chunks: chunks,
+        level: 1,
+        ..WriterConfig::default()
+    };
     let mut w = DatasetWriter::create(&dir, 3000, config).unwrap();
     // Blocks of awkward sizes: the writer cuts tiles itself.
     let mut start = 0;
@@ -32,9 +44,17 @@ fn small(name: &str, n: usize, tile_size: usize, chunks: usize) -> (std::path::P
         }
         let end = (start + size).min(n);
         let (lo, hi) = (data.indptr[start] as usize, data.indptr[end] as usize);
-        let indptr: Vec<i64> = data.indptr[start..=end].iter().map(|&p| p - lo as i64).collect();
-        w.push(deltacells::CsrRef { n_cols: 3000, indptr: &indptr, indices: &data.indices[lo..hi], values: &data.values[lo..hi] })
-            .unwrap();
+        let indptr: Vec<i64> = data.indptr[start..=end]
+            .iter()
+            .map(|&p| p - lo as i64)
+            .collect();
+        w.push(deltacells::CsrRef {
+            n_cols: 3000,
+            indptr: &indptr,
+            indices: &data.indices[lo..hi],
+            values: &data.values[lo..hi],
+        })
+        .unwrap();
         start = end;
     }
     w.finish().unwrap();
@@ -44,7 +64,10 @@ fn small(name: &str, n: usize, tile_size: usize, chunks: usize) -> (std::path::P
 fn rows_of(csr: &Csr<i32>, cells: &[u64]) -> Csr<i32> {
     let mut out = Csr::empty(csr.n_cols);
     for &c in cells {
-        let (lo, hi) = (csr.indptr[c as usize] as usize, csr.indptr[c as usize + 1] as usize);
+        let (lo, hi) = (
+            csr.indptr[c as usize] as usize,
+            csr.indptr[c as usize + 1] as usize,
+        );
         out.indices.extend_from_slice(&csr.indices[lo..hi]);
         out.values.extend_from_slice(&csr.values[lo..hi]);
         out.indptr.push(out.indices.len() as i64);
@@ -63,7 +86,9 @@ fn read_cells_matches_a_naive_full_decode() {
         let k = [1usize, 2, 17, 256, 900][round % 5];
         let cells: Vec<u64> = (0..k)
             .map(|_| {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 (state >> 33) % 700
             })
             .collect();
@@ -71,12 +96,31 @@ fn read_cells_matches_a_naive_full_decode() {
         assert_eq!(got.csr, rows_of(&data, &cells));
         assert_eq!(got.cells, cells);
         let f = ds.read_cells::<f32>(&cells).unwrap();
-        assert!(f.csr.values.iter().zip(&got.csr.values).all(|(&a, &b)| a == b as f32));
+        assert!(f
+            .csr
+            .values
+            .iter()
+            .zip(&got.csr.values)
+            .all(|(&a, &b)| a == b as f32));
     }
     // A few cells decode only the chunks that hold them.
-    let fresh = Dataset::open_with(&dir, OpenOptions { cache_bytes: 0, ..OpenOptions::default() }).unwrap();
+    let fresh = Dataset::open_with(
+        &dir,
+        OpenOptions {
+            cache_bytes: 0,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
     let one = fresh.read_cells::<i32>(&[300]).unwrap();
-    assert_eq!((one.stats.tiles_fetched, one.stats.chunks_touched, one.stats.chunks_decoded), (1, 1, 1));
+    assert_eq!(
+        (
+            one.stats.tiles_fetched,
+            one.stats.chunks_touched,
+            one.stats.chunks_decoded
+        ),
+        (1, 1, 1)
+    );
     assert!(matches!(ds.read_cells::<i32>(&[700]), Err(Error::Input(_))));
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -85,7 +129,12 @@ fn read_cells_matches_a_naive_full_decode() {
 fn gene_selection_matches_slicing_the_full_result() {
     let (dir, data) = small("genes", 300, 64, 3);
     let ds = Dataset::open(&dir).unwrap();
-    for genes in [vec![0u32, 1, 2, 2999], vec![2999, 5, 0], vec![], (0..3000).rev().collect()] {
+    for genes in [
+        vec![0u32, 1, 2, 2999],
+        vec![2999, 5, 0],
+        vec![],
+        (0..3000).rev().collect(),
+    ] {
         let sel = GeneSelection::new(3000, &genes).unwrap();
         let cells: Vec<u64> = (0..300).step_by(7).chain([5, 5, 0]).collect();
         let got = ds.read_cells_genes::<i32>(&cells, Some(&sel)).unwrap().csr;
@@ -93,7 +142,12 @@ fn gene_selection_matches_slicing_the_full_result() {
         let mut want = Csr::empty(genes.len() as u64);
         for w in full.indptr.windows(2) {
             let mut row: Vec<(i32, i32)> = (w[0] as usize..w[1] as usize)
-                .filter_map(|j| genes.iter().position(|&g| g as i32 == full.indices[j]).map(|k| (k as i32, full.values[j])))
+                .filter_map(|j| {
+                    genes
+                        .iter()
+                        .position(|&g| g as i32 == full.indices[j])
+                        .map(|k| (k as i32, full.values[j]))
+                })
                 .collect();
             row.sort_unstable();
             want.indices.extend(row.iter().map(|r| r.0));
@@ -115,7 +169,11 @@ fn gene_selection_matches_slicing_the_full_result() {
 }
 
 fn epoch(ds: &Arc<Dataset>, config: BatchConfig) -> Vec<(Vec<u64>, BatchRows)> {
-    ds.batches(config).unwrap().map(|b| b.map(|b| (b.cells, b.rows))).collect::<Result<_, _>>().unwrap()
+    ds.batches(config)
+        .unwrap()
+        .map(|b| b.map(|b| (b.cells, b.rows)))
+        .collect::<Result<_, _>>()
+        .unwrap()
 }
 
 #[test]
@@ -125,13 +183,24 @@ fn batches_cover_every_cell_once_across_ranks_and_are_deterministic() {
         Arc::new(
             Dataset::open_with(
                 &dir,
-                OpenOptions { engine: EngineConfig { threads, pin: false, backend: None }, ..OpenOptions::default() },
+                OpenOptions {
+                    engine: EngineConfig {
+                        threads,
+                        pin: false,
+                        backend: None,
+                    },
+                    ..OpenOptions::default()
+                },
             )
             .unwrap(),
         )
     };
     let (ds1, ds2) = (open(1), open(2));
-    for (shuffle, world) in [(Shuffle::None, 1), (Shuffle::Block { window_tiles: 3 }, 3), (Shuffle::Block { window_tiles: 1 }, 4)] {
+    for (shuffle, world) in [
+        (Shuffle::None, 1),
+        (Shuffle::Block { window_tiles: 3 }, 3),
+        (Shuffle::Block { window_tiles: 1 }, 4),
+    ] {
         let config = |rank, prefetch, cache_bytes| BatchConfig {
             batch_size: 64,
             seed: 9,
@@ -148,29 +217,78 @@ fn batches_cover_every_cell_once_across_ranks_and_are_deterministic() {
         for rank in 0..world {
             let a = epoch(&ds1, config(rank, 0, 0));
             let b = epoch(&ds2, config(rank, 3, 64 << 20));
-            assert_eq!(a, b, "same batches with 1 or 2 threads, with or without prefetch and cache");
+            assert_eq!(
+                a, b,
+                "same batches with 1 or 2 threads, with or without prefetch and cache"
+            );
             counts.push(a.len());
             for (cells, rows) in a {
-                let BatchRows::Csr(csr) = rows else { panic!("csr expected") };
+                let BatchRows::Csr(csr) = rows else {
+                    panic!("csr expected")
+                };
                 let want = rows_of(&data, &cells);
                 assert_eq!(csr.indices, want.indices);
-                assert!(csr.values.iter().zip(&want.values).all(|(&x, &y)| x == y as f32));
+                assert!(csr
+                    .values
+                    .iter()
+                    .zip(&want.values)
+                    .all(|(&x, &y)| x == y as f32));
                 assert!(cells.len() <= 64);
                 seen.extend(cells);
             }
         }
-        assert!(counts.windows(2).all(|w| w[0] == w[1]), "equal batch counts per rank: {counts:?}");
+        assert!(
+            counts.windows(2).all(|w| w[0] == w[1]),
+            "equal batch counts per rank: {counts:?}"
+        );
         seen.sort_unstable();
-        assert_eq!(seen, (0..1000).collect::<Vec<_>>(), "every cell exactly once ({shuffle:?}, {world} ranks)");
+        assert_eq!(
+            seen,
+            (0..1000).collect::<Vec<_>>(),
+            "every cell exactly once ({shuffle:?}, {world} ranks)"
+        );
     }
-    let e0 = epoch(&ds1, BatchConfig { batch_size: 50, epoch: 0, ..BatchConfig::default() });
-    let e1 = epoch(&ds1, BatchConfig { batch_size: 50, epoch: 1, ..BatchConfig::default() });
+    let e0 = epoch(
+        &ds1,
+        BatchConfig {
+            batch_size: 50,
+            epoch: 0,
+            ..BatchConfig::default()
+        },
+    );
+    let e1 = epoch(
+        &ds1,
+        BatchConfig {
+            batch_size: 50,
+            epoch: 1,
+            ..BatchConfig::default()
+        },
+    );
     assert_ne!(e0[0].0, e1[0].0, "different epochs, different orders");
-    let dropped = epoch(&ds1, BatchConfig { batch_size: 300, drop_last: true, world_size: 2, rank: 1, ..BatchConfig::default() });
+    let dropped = epoch(
+        &ds1,
+        BatchConfig {
+            batch_size: 300,
+            drop_last: true,
+            world_size: 2,
+            rank: 1,
+            ..BatchConfig::default()
+        },
+    );
     assert_eq!(dropped.len(), 1);
     assert_eq!(dropped[0].0.len(), 300);
-    let dense = epoch(&ds1, BatchConfig { batch_size: 10, dense: true, shuffle: Shuffle::None, ..BatchConfig::default() });
-    let BatchRows::Dense { n_cols, data: d } = &dense[0].1 else { panic!("dense expected") };
+    let dense = epoch(
+        &ds1,
+        BatchConfig {
+            batch_size: 10,
+            dense: true,
+            shuffle: Shuffle::None,
+            ..BatchConfig::default()
+        },
+    );
+    let BatchRows::Dense { n_cols, data: d } = &dense[0].1 else {
+        panic!("dense expected")
+    };
     assert_eq!((*n_cols, d.len()), (3000, 30_000));
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -178,24 +296,55 @@ fn batches_cover_every_cell_once_across_ranks_and_are_deterministic() {
 #[test]
 fn interrupted_writer_leaves_an_incomplete_dataset_and_no_partial_tile() {
     let dir = tmpdir("interrupted");
-    let synth = Synth::new(SynthConfig { n_genes: 500, median_umis: 200.0, ..SynthConfig::default() });
+    let synth = Synth::new(SynthConfig {
+        n_genes: 500,
+        median_umis: 200.0,
+        ..SynthConfig::default()
+    });
     {
-        let config = WriterConfig { tile_size: 50, level: 1, parallel_tiles: 1, ..WriterConfig::default() };
+        let config = WriterConfig {
+            tile_size: 50,
+            level: 1,
+            parallel_tiles: 1,
+            ..WriterConfig::default()
+        };
         let mut w = DatasetWriter::create(&dir, 500, config).unwrap();
         w.push(synth.block(0, 120).as_ref()).unwrap();
         // A bad block stops the writer half-way; it is then dropped unfinished.
-        let bad = Csr { n_cols: 500, indptr: vec![0, 1], indices: vec![3], values: vec![0i32] };
+        let bad = Csr {
+            n_cols: 500,
+            indptr: vec![0, 1],
+            indices: vec![3],
+            values: vec![0i32],
+        };
         assert!(matches!(w.push(bad.as_ref()), Err(Error::Input(_))));
     }
     assert!(!dir.join("manifest.json").exists());
-    assert!(matches!(Dataset::open(&dir), Err(Error::Dataset(DatasetRule::ManifestMissing(_)))));
-    let tiles: Vec<_> = std::fs::read_dir(dir.join("tiles")).unwrap().map(|e| e.unwrap().path()).collect();
-    assert_eq!(tiles.len(), 2, "two full tiles written, the partial third one never named");
+    assert!(matches!(
+        Dataset::open(&dir),
+        Err(Error::Dataset(DatasetRule::ManifestMissing(_)))
+    ));
+    let tiles: Vec<_> = std::fs::read_dir(dir.join("tiles"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        tiles.len(),
+        2,
+        "two full tiles written, the partial third one never named"
+    );
     for t in tiles {
-        assert!(t.extension().is_some_and(|e| e == "dct"), "no temporary file left: {}", t.display());
+        assert!(
+            t.extension().is_some_and(|e| e == "dct"),
+            "no temporary file left: {}",
+            t.display()
+        );
         deltacells::format::tile::TileView::parse(&std::fs::read(&t).unwrap()).unwrap();
     }
-    assert!(DatasetWriter::create(&dir, 500, WriterConfig::default()).is_ok(), "an incomplete dataset can be rewritten");
+    assert!(
+        DatasetWriter::create(&dir, 500, WriterConfig::default()).is_ok(),
+        "an incomplete dataset can be rewritten"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -220,7 +369,12 @@ fn write_10x(dir: &Path, gz: bool) -> Csr<i32> {
     put("features.tsv", features);
     put("barcodes.tsv", barcodes);
     // Cells x source genes, as the reader must see them.
-    Csr { n_cols: 4, indptr: vec![0, 3, 4, 5], indices: vec![0, 1, 3, 2, 0], values: vec![3, 5, 70_000, 1, 2] }
+    Csr {
+        n_cols: 4,
+        indptr: vec![0, 3, 4, 5],
+        indices: vec![0, 1, 3, 2, 0],
+        values: vec![3, 5, 70_000, 1, 2],
+    }
 }
 
 #[test]
@@ -229,7 +383,13 @@ fn converts_10x_folders_sorting_genes_by_total() {
         let input = tmpdir(&format!("tenx-in-{gz}"));
         let out = tmpdir(&format!("tenx-out-{gz}"));
         let source = write_10x(&input, gz);
-        let m = convert(&Input::detect(&input).unwrap(), &out, ConvertOptions::default(), &mut |_| {}).unwrap();
+        let m = convert(
+            &Input::detect(&input).unwrap(),
+            &out,
+            ConvertOptions::default(),
+            &mut |_| {},
+        )
+        .unwrap();
         assert_eq!((m.n_cells, m.n_genes), (3, 4));
         let ds = Dataset::open(&out).unwrap();
         // Totals: A 5, B 5, C 1, D 70000 -> D, A, B, C.
@@ -263,12 +423,36 @@ fn converts_scipy_npz_and_refuses_bad_input() {
         use std::io::Write;
         let mut z = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
         let opts = zip::write::SimpleFileOptions::default();
-        let arr = |dtype, data: Vec<u8>, n| Array { dtype, shape: vec![n], data };
+        let arr = |dtype, data: Vec<u8>, n| Array {
+            dtype,
+            shape: vec![n],
+            data,
+        };
         for (name, a) in [
-            ("indptr", arr(Dtype::I32, bytemuck::cast_slice(&[0i32, 2, 2, 3]).to_vec(), 4)),
-            ("indices", arr(Dtype::I32, bytemuck::cast_slice(&[4i32, 1, 0]).to_vec(), 3)),
-            ("data", arr(Dtype::F32, bytemuck::cast_slice(&[2f32, 1.0, 7.0]).to_vec(), 3)),
-            ("shape", arr(Dtype::I64, bytemuck::cast_slice(&[3i64, 5]).to_vec(), 2)),
+            (
+                "indptr",
+                arr(
+                    Dtype::I32,
+                    bytemuck::cast_slice(&[0i32, 2, 2, 3]).to_vec(),
+                    4,
+                ),
+            ),
+            (
+                "indices",
+                arr(Dtype::I32, bytemuck::cast_slice(&[4i32, 1, 0]).to_vec(), 3),
+            ),
+            (
+                "data",
+                arr(
+                    Dtype::F32,
+                    bytemuck::cast_slice(&[2f32, 1.0, 7.0]).to_vec(),
+                    3,
+                ),
+            ),
+            (
+                "shape",
+                arr(Dtype::I64, bytemuck::cast_slice(&[3i64, 5]).to_vec(), 2),
+            ),
         ] {
             z.start_file(format!("{name}.npy"), opts).unwrap();
             z.write_all(&a.to_npy()).unwrap();
@@ -276,15 +460,49 @@ fn converts_scipy_npz_and_refuses_bad_input() {
         z.finish().unwrap();
     }
     let out = dir.join("ds");
-    let options = ConvertOptions { sort_genes: false, ..ConvertOptions::default() };
+    let options = ConvertOptions {
+        sort_genes: false,
+        ..ConvertOptions::default()
+    };
     convert(&Input::detect(&path).unwrap(), &out, options, &mut |_| {}).unwrap();
-    let got = Dataset::open(&out).unwrap().read_range::<i32>(0..3, None).unwrap().csr;
-    assert_eq!(got, Csr { n_cols: 5, indptr: vec![0, 2, 2, 3], indices: vec![1, 4, 0], values: vec![1, 2, 7] });
-    assert!(convert(&Input::detect(&path).unwrap(), &out, ConvertOptions::default(), &mut |_| {}).is_err(), "never overwrites");
+    let got = Dataset::open(&out)
+        .unwrap()
+        .read_range::<i32>(0..3, None)
+        .unwrap()
+        .csr;
+    assert_eq!(
+        got,
+        Csr {
+            n_cols: 5,
+            indptr: vec![0, 2, 2, 3],
+            indices: vec![1, 4, 0],
+            values: vec![1, 2, 7]
+        }
+    );
+    assert!(
+        convert(
+            &Input::detect(&path).unwrap(),
+            &out,
+            ConvertOptions::default(),
+            &mut |_| {}
+        )
+        .is_err(),
+        "never overwrites"
+    );
     let bad = tmpdir("bad-mtx");
     std::fs::create_dir_all(&bad).unwrap();
-    std::fs::write(bad.join("matrix.mtx"), "%%MatrixMarket matrix coordinate integer general\n2 2 1\n3 1 1\n").unwrap();
-    let err = convert(&Input::detect(&bad).unwrap(), &bad.join("o"), ConvertOptions::default(), &mut |_| {}).unwrap_err();
+    std::fs::write(
+        bad.join("matrix.mtx"),
+        "%%MatrixMarket matrix coordinate integer general\n2 2 1\n3 1 1\n",
+    )
+    .unwrap();
+    let err = convert(
+        &Input::detect(&bad).unwrap(),
+        &bad.join("o"),
+        ConvertOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("line 3"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
     std::fs::remove_dir_all(bad).unwrap();

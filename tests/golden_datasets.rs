@@ -15,7 +15,9 @@ use deltacells::{Csr, Error};
 
 fn check_dataset(dir: &Path, expected: &Path) {
     let ds = Dataset::open(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    let report = ds.verify().unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let report = ds
+        .verify()
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let want = expected_csr(expected);
     assert_eq!(report.cells, want.n_rows() as u64);
     assert_eq!(report.nonzeros, want.nnz() as u64);
@@ -31,8 +33,14 @@ fn check_dataset(dir: &Path, expected: &Path) {
     cells.push(0);
     let rev = ds.read_cells::<i32>(&cells).unwrap();
     for (row, &c) in cells.iter().enumerate() {
-        let (lo, hi) = (rev.csr.indptr[row] as usize, rev.csr.indptr[row + 1] as usize);
-        let (wl, wh) = (want.indptr[c as usize] as usize, want.indptr[c as usize + 1] as usize);
+        let (lo, hi) = (
+            rev.csr.indptr[row] as usize,
+            rev.csr.indptr[row + 1] as usize,
+        );
+        let (wl, wh) = (
+            want.indptr[c as usize] as usize,
+            want.indptr[c as usize + 1] as usize,
+        );
         assert_eq!(rev.csr.indices[lo..hi], want.indices[wl..wh]);
         assert_eq!(rev.csr.values[lo..hi], want.values[wl..wh]);
     }
@@ -46,9 +54,13 @@ fn check_dataset(dir: &Path, expected: &Path) {
 #[test]
 fn golden_datasets_decode_exactly() {
     let dir = testdata().join("deltacells/datasets");
-    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
     for e in index.as_array().unwrap() {
-        check_dataset(&dir.join(e["dir"].as_str().unwrap()), &dir.join(e["expected"].as_str().unwrap()));
+        check_dataset(
+            &dir.join(e["dir"].as_str().unwrap()),
+            &dir.join(e["expected"].as_str().unwrap()),
+        );
         let ds = Dataset::open(dir.join(e["dir"].as_str().unwrap())).unwrap();
         assert_eq!(ds.n_cells(), e["n_cells"].as_u64().unwrap());
         assert_eq!(u64::from(ds.n_genes()), e["n_genes"].as_u64().unwrap());
@@ -64,11 +76,24 @@ fn gene_selection_by_name_matches_slicing() {
     let picked = [names[5].as_str(), names[0].as_str(), names[1999].as_str()];
     let sel = GeneSelection::by_names(names, &picked).unwrap();
     let full = ds.read_range::<i32>(0..ds.n_cells(), None).unwrap().csr;
-    let part = ds.read_range::<i32>(0..ds.n_cells(), Some(&sel)).unwrap().csr;
-    let mut want = Csr { n_cols: 3, indptr: vec![0], indices: vec![], values: vec![] };
+    let part = ds
+        .read_range::<i32>(0..ds.n_cells(), Some(&sel))
+        .unwrap()
+        .csr;
+    let mut want = Csr {
+        n_cols: 3,
+        indptr: vec![0],
+        indices: vec![],
+        values: vec![],
+    };
     for w in full.indptr.windows(2) {
         let mut row: Vec<(i32, i32)> = (w[0] as usize..w[1] as usize)
-            .filter_map(|j| [5, 0, 1999].iter().position(|&g| g == full.indices[j]).map(|k| (k as i32, full.values[j])))
+            .filter_map(|j| {
+                [5, 0, 1999]
+                    .iter()
+                    .position(|&g| g == full.indices[j])
+                    .map(|k| (k as i32, full.values[j]))
+            })
             .collect();
         row.sort_unstable();
         for (k, v) in row {
@@ -97,9 +122,15 @@ fn verdict(dir: &Path) -> Result<(), Error> {
 #[test]
 fn corpus_dataset_cases_are_judged_as_listed() {
     let dir = testdata().join("deltacells/corpus");
-    let corpus: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("corpus.json")).unwrap()).unwrap();
+    let corpus: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("corpus.json")).unwrap()).unwrap();
     let mut judged = 0;
-    for case in corpus["cases"].as_array().unwrap().iter().filter(|c| c["level"] == "dataset") {
+    for case in corpus["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["level"] == "dataset")
+    {
         let name = case["name"].as_str().unwrap();
         if name.starts_with("obs_") || name.starts_with("var_table_") {
             continue;
@@ -112,19 +143,37 @@ fn corpus_dataset_cases_are_judged_as_listed() {
                 check_dataset(&path, &dir.join(case["expected"].as_str().unwrap()));
             }
             "reject" => {
-                let err = result.err().unwrap_or_else(|| panic!("{name}: accepted, but breaks: {}", case["rule"]));
+                let err = result
+                    .err()
+                    .unwrap_or_else(|| panic!("{name}: accepted, but breaks: {}", case["rule"]));
                 let right = match (name, &err) {
                     ("manifest_missing", Error::Dataset(DatasetRule::ManifestMissing(_))) => true,
                     ("manifest_wrong_format", Error::Dataset(DatasetRule::Format(_))) => true,
                     ("manifest_version_string", Error::Dataset(DatasetRule::Version(_))) => true,
-                    ("manifest_list_length_mismatch", Error::Dataset(DatasetRule::Inconsistent(_))) => true,
-                    ("manifest_obs_fields_missing", Error::Dataset(DatasetRule::Field { .. })) => true,
-                    ("manifest_empty_last_tile", Error::Dataset(DatasetRule::Inconsistent(_))) => true,
+                    (
+                        "manifest_list_length_mismatch",
+                        Error::Dataset(DatasetRule::Inconsistent(_)),
+                    ) => true,
+                    ("manifest_obs_fields_missing", Error::Dataset(DatasetRule::Field { .. })) => {
+                        true
+                    }
+                    ("manifest_empty_last_tile", Error::Dataset(DatasetRule::Inconsistent(_))) => {
+                        true
+                    }
                     ("tile_bytes_mismatch", Error::Dataset(DatasetRule::TileBytes { .. })) => true,
                     ("tile_corrupt", Error::InTile { source, .. }) => {
-                        matches!(**source, Error::Tile { rule: deltacells::TileRule::Crc { .. }, .. })
+                        matches!(
+                            **source,
+                            Error::Tile {
+                                rule: deltacells::TileRule::Crc { .. },
+                                ..
+                            }
+                        )
                     }
-                    ("gene_order_missing" | "gene_order_not_permutation", Error::Dataset(DatasetRule::GeneOrder(_))) => true,
+                    (
+                        "gene_order_missing" | "gene_order_not_permutation",
+                        Error::Dataset(DatasetRule::GeneOrder(_)),
+                    ) => true,
                     ("var_names_wrong_count", Error::Dataset(DatasetRule::VarNames(_))) => true,
                     _ => false,
                 };

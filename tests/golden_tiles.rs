@@ -19,18 +19,33 @@ fn index() -> Vec<serde_json::Value> {
 fn golden_tiles_decode_exactly_on_every_backend() {
     let dir = testdata().join("deltacells/tiles");
     let entries = index();
-    let tiles = std::fs::read_dir(&dir).unwrap().filter(|f| f.as_ref().unwrap().path().extension() == Some("dct".as_ref()));
-    assert_eq!(entries.len(), tiles.count(), "index.json lists every golden tile");
+    let tiles = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|f| f.as_ref().unwrap().path().extension() == Some("dct".as_ref()));
+    assert_eq!(
+        entries.len(),
+        tiles.count(),
+        "index.json lists every golden tile"
+    );
     for e in &entries {
         let name = e["name"].as_str().unwrap();
         let bytes = read_aligned(&dir.join(e["tile"].as_str().unwrap()));
         let expected = expected_csr(&dir.join(e["expected"].as_str().unwrap()));
         let view = TileView::parse(bytes.bytes()).unwrap_or_else(|err| panic!("{name}: {err}"));
-        assert_eq!(view.n_cells() as u64, e["n_cells"].as_u64().unwrap(), "{name}");
+        assert_eq!(
+            view.n_cells() as u64,
+            e["n_cells"].as_u64().unwrap(),
+            "{name}"
+        );
         assert_eq!(view.nnz() as u64, e["nnz"].as_u64().unwrap(), "{name}");
-        assert_eq!(u64::from(view.n_genes()), e["n_genes"].as_u64().unwrap(), "{name}");
+        assert_eq!(
+            u64::from(view.n_genes()),
+            e["n_genes"].as_u64().unwrap(),
+            "{name}"
+        );
         for backend in common::tile_backends() {
-            let got = decode_with(bytes.bytes(), backend).unwrap_or_else(|err| panic!("{name} ({backend}): {err}"));
+            let got = decode_with(bytes.bytes(), backend)
+                .unwrap_or_else(|err| panic!("{name} ({backend}): {err}"));
             assert_eq!(got, expected, "{name} decoded with {backend}");
         }
     }
@@ -43,7 +58,10 @@ fn unaligned_tile_bytes_decode_the_same() {
     let mut shifted = vec![0u8; raw.len() + 1];
     shifted[1..].copy_from_slice(&raw);
     let expected = expected_csr(&dir.join("realistic_8chunks.npz"));
-    assert_eq!(decode_with(&shifted[1..], Backend::Scalar).unwrap(), expected);
+    assert_eq!(
+        decode_with(&shifted[1..], Backend::Scalar).unwrap(),
+        expected
+    );
 }
 
 #[test]

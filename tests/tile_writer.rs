@@ -12,7 +12,12 @@ fn encode<V: deltacells::format::tile_writer::CountSource>(
     indices: &[i32],
     values: &[V],
 ) -> Result<Vec<u8>, Error> {
-    TileEncoder::new().with_level(1).encode(CsrRef { n_cols, indptr, indices, values })
+    TileEncoder::new().with_level(1).encode(CsrRef {
+        n_cols,
+        indptr,
+        indices,
+        values,
+    })
 }
 
 fn input_error(r: Result<Vec<u8>, Error>) -> String {
@@ -67,21 +72,35 @@ fn exception_policy_limits_each_kind() {
 
 #[test]
 fn integral_floats_and_wide_integers_are_counts() {
-    let csr = Csr { n_cols: 5, indptr: vec![0, 2], indices: vec![0, 4], values: vec![1i32, 70_000] };
+    let csr = Csr {
+        n_cols: 5,
+        indptr: vec![0, 2],
+        indices: vec![0, 4],
+        values: vec![1i32, 70_000],
+    };
     for tile in [
         encode(5, &csr.indptr, &csr.indices, &[1.0f32, 70_000.0]).unwrap(),
         encode(5, &csr.indptr, &csr.indices, &[1.0f64, 70_000.0]).unwrap(),
         encode(5, &csr.indptr, &csr.indices, &[1u32, 70_000]).unwrap(),
         encode(5, &csr.indptr, &csr.indices, &[1i64, 70_000]).unwrap(),
     ] {
-        let got: Csr<i32> = ChunkDecoder::new().unwrap().decode_tile_to_csr(&TileView::parse(&tile).unwrap()).unwrap();
+        let got: Csr<i32> = ChunkDecoder::new()
+            .unwrap()
+            .decode_tile_to_csr(&TileView::parse(&tile).unwrap())
+            .unwrap();
         assert_eq!(got, csr);
     }
 }
 
 #[test]
 fn streams_are_aligned_and_absent_exception_frames_are_zero() {
-    let tile = encode(100_000, &[0, 2, 4], &[0, 90_000, 3, 4], &[1i32, 70_000, 2, 3]).unwrap();
+    let tile = encode(
+        100_000,
+        &[0, 2, 4],
+        &[0, 90_000, 3, 4],
+        &[1i32, 70_000, 2, 3],
+    )
+    .unwrap();
     let view = TileView::parse(&tile).unwrap();
     assert_eq!(view.header().indptr_off % 8, 0);
     for c in view.chunks() {

@@ -139,7 +139,9 @@ fn shuffle<T>(items: &mut [T], rng: &mut Pcg64Mcg) {
 
 /// A generator for one purpose of one epoch (SplitMix64 of the three words).
 fn rng(seed: u64, epoch: u64, stream: u64) -> Pcg64Mcg {
-    let mut z = seed ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let mut z = seed
+        ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     Pcg64Mcg::seed_from_u64(z ^ (z >> 31))
@@ -167,13 +169,21 @@ pub fn epoch_order(limits: &[u64], shuffle_mode: Shuffle, seed: u64, epoch: u64)
 }
 
 /// Positions (into the epoch order of `n` cells) of each batch of `rank`.
-pub fn rank_batches(n: usize, batch_size: usize, rank: usize, world_size: usize, drop_last: bool) -> Vec<Range<usize>> {
+pub fn rank_batches(
+    n: usize,
+    batch_size: usize,
+    rank: usize,
+    world_size: usize,
+    drop_last: bool,
+) -> Vec<Range<usize>> {
     let b = batch_size.max(1);
     let ws = world_size.max(1);
     if drop_last {
         let per_rank = n / (ws * b);
         let start = rank * per_rank * b;
-        return (0..per_rank).map(|i| start + i * b..start + (i + 1) * b).collect();
+        return (0..per_rank)
+            .map(|i| start + i * b..start + (i + 1) * b)
+            .collect();
     }
     let (base, extra) = (n / ws, n % ws);
     let len = base + usize::from(rank < extra);
@@ -223,17 +233,34 @@ impl Producer {
         let cells = &self.order[self.batches[index].clone()];
         let genes = self.config.genes.as_ref();
         let (cells, rows, stats) = if self.config.dense {
-            let d = self.dataset.read_dense_with(cells, genes, &mut self.cache)?;
-            (d.cells, BatchRows::Dense { n_cols: d.n_cols, data: d.data }, d.stats)
+            let d = self
+                .dataset
+                .read_dense_with(cells, genes, &mut self.cache)?;
+            (
+                d.cells,
+                BatchRows::Dense {
+                    n_cols: d.n_cols,
+                    data: d.data,
+                },
+                d.stats,
+            )
         } else {
-            let c = self.dataset.read_csr_with::<f32>(cells, genes, &mut self.cache)?;
+            let c = self
+                .dataset
+                .read_csr_with::<f32>(cells, genes, &mut self.cache)?;
             (c.cells, BatchRows::Csr(c.csr), c.stats)
         };
         let labels = match &self.obs {
             Some(obs) => obs.labels(&cells)?,
             None => Labels::default(),
         };
-        Ok(Batch { index, cells, rows, stats, labels })
+        Ok(Batch {
+            index,
+            cells,
+            rows,
+            stats,
+            labels,
+        })
     }
 }
 
@@ -241,28 +268,49 @@ impl Dataset {
     /// One rank's batches for one epoch (see the module docs for the order).
     pub fn batches(self: &Arc<Self>, config: BatchConfig) -> Result<BatchIter> {
         if config.world_size == 0 || config.rank >= config.world_size {
-            return Err(Error::Input(format!("rank {} is outside 0..{}", config.rank, config.world_size)));
+            return Err(Error::Input(format!(
+                "rank {} is outside 0..{}",
+                config.rank, config.world_size
+            )));
         }
         if config.batch_size == 0 {
             return Err(Error::Input("batch_size must be at least 1".into()));
         }
         if let Some(g) = &config.genes {
             if g.n_genes() != self.n_genes() as usize {
-                return Err(Error::Input(format!("gene selection built for {} genes, the dataset has {}", g.n_genes(), self.n_genes())));
+                return Err(Error::Input(format!(
+                    "gene selection built for {} genes, the dataset has {}",
+                    g.n_genes(),
+                    self.n_genes()
+                )));
             }
         }
         let order = epoch_order(self.limits(), config.shuffle, config.seed, config.epoch);
-        let batches = rank_batches(order.len(), config.batch_size, config.rank, config.world_size, config.drop_last);
+        let batches = rank_batches(
+            order.len(),
+            config.batch_size,
+            config.rank,
+            config.world_size,
+            config.drop_last,
+        );
         let total = batches.len();
         let prefetch = config.prefetch;
         let obs = if config.obs_columns.is_empty() {
             None
         } else {
-            let reader = self.obs().ok_or_else(|| Error::Input("obs columns were requested but the dataset has no obs".into()))?;
+            let reader = self.obs().ok_or_else(|| {
+                Error::Input("obs columns were requested but the dataset has no obs".into())
+            })?;
             Some(reader.localize(&config.obs_columns, config.obs_cache_dir.as_deref())?)
         };
-        let mut producer =
-            Producer { dataset: self.clone(), cache: ChunkCache::new(config.cache_bytes), config, order, batches, obs };
+        let mut producer = Producer {
+            dataset: self.clone(),
+            cache: ChunkCache::new(config.cache_bytes),
+            config,
+            order,
+            batches,
+            obs,
+        };
         let source = if prefetch == 0 {
             Source::OnDemand(Box::new(producer))
         } else {
@@ -282,7 +330,11 @@ impl Dataset {
                 .map_err(|e| Error::io("starting the prefetch thread", e))?;
             Source::Prefetched(rx)
         };
-        Ok(BatchIter { next: 0, total, source })
+        Ok(BatchIter {
+            next: 0,
+            total,
+            source,
+        })
     }
 }
 
@@ -307,9 +359,15 @@ impl Iterator for BatchIter {
         }
         let item = match &mut self.source {
             Source::OnDemand(p) => p.produce(self.next),
-            Source::Prefetched(rx) => rx.recv().unwrap_or_else(|_| Err(Error::Config("prefetch thread stopped".into()))),
+            Source::Prefetched(rx) => rx
+                .recv()
+                .unwrap_or_else(|_| Err(Error::Config("prefetch thread stopped".into()))),
         };
-        self.next = if item.is_err() { self.total } else { self.next + 1 };
+        self.next = if item.is_err() {
+            self.total
+        } else {
+            self.next + 1
+        };
         Some(item)
     }
 
@@ -328,14 +386,20 @@ mod tests {
         for n in [0usize, 1, 5, 10, 100, 257, 1000] {
             for ws in 1..5 {
                 for b in [1usize, 2, 3, 7, 256] {
-                    let all: Vec<Vec<Range<usize>>> = (0..ws).map(|r| rank_batches(n, b, r, ws, false)).collect();
+                    let all: Vec<Vec<Range<usize>>> =
+                        (0..ws).map(|r| rank_batches(n, b, r, ws, false)).collect();
                     let counts: Vec<usize> = all.iter().map(Vec::len).collect();
-                    assert!(counts.windows(2).all(|w| w[0] == w[1]), "n={n} ws={ws} b={b}: {counts:?}");
-                    let mut covered: Vec<usize> = all.iter().flatten().flat_map(Clone::clone).collect();
+                    assert!(
+                        counts.windows(2).all(|w| w[0] == w[1]),
+                        "n={n} ws={ws} b={b}: {counts:?}"
+                    );
+                    let mut covered: Vec<usize> =
+                        all.iter().flatten().flat_map(Clone::clone).collect();
                     covered.sort_unstable();
                     assert_eq!(covered, (0..n).collect::<Vec<_>>(), "n={n} ws={ws} b={b}");
                     assert!(all.iter().flatten().all(|r| r.len() <= b));
-                    let dropped: Vec<Vec<Range<usize>>> = (0..ws).map(|r| rank_batches(n, b, r, ws, true)).collect();
+                    let dropped: Vec<Vec<Range<usize>>> =
+                        (0..ws).map(|r| rank_batches(n, b, r, ws, true)).collect();
                     assert!(dropped.iter().flatten().all(|r| r.len() == b));
                     assert!(dropped.windows(2).all(|w| w[0].len() == w[1].len()));
                 }
@@ -348,17 +412,23 @@ mod tests {
         let limits = [0u64, 10, 20, 30, 35];
         let a = epoch_order(&limits, Shuffle::Block { window_tiles: 2 }, 7, 0);
         let b = epoch_order(&limits, Shuffle::Block { window_tiles: 2 }, 7, 1);
-        assert_eq!(a, epoch_order(&limits, Shuffle::Block { window_tiles: 2 }, 7, 0));
+        assert_eq!(
+            a,
+            epoch_order(&limits, Shuffle::Block { window_tiles: 2 }, 7, 0)
+        );
         assert_ne!(a, b);
         let mut s = a.clone();
         s.sort_unstable();
         assert_eq!(s, (0..35).collect::<Vec<_>>());
         // A window's cells come from its tiles only.
         let tile_of = |c: u64| limits.partition_point(|&l| l <= c) - 1;
-        let window: std::collections::BTreeSet<usize> = a[..20].iter().map(|&c| tile_of(c)).collect();
+        let window: std::collections::BTreeSet<usize> =
+            a[..20].iter().map(|&c| tile_of(c)).collect();
         let window_cells: u64 = window.iter().map(|&t| limits[t + 1] - limits[t]).sum();
         assert!(window.len() <= 2);
-        assert!(a[..window_cells as usize].iter().all(|&c| window.contains(&tile_of(c))));
+        assert!(a[..window_cells as usize]
+            .iter()
+            .all(|&c| window.contains(&tile_of(c))));
     }
 
     #[test]
@@ -367,7 +437,10 @@ mod tests {
         let mut r = rng(1, 2, 3);
         let drawn: Vec<u64> = (0..5).map(|_| below(&mut r, 1000)).collect();
         let mut again = rng(1, 2, 3);
-        assert_eq!(drawn, (0..5).map(|_| below(&mut again, 1000)).collect::<Vec<_>>());
+        assert_eq!(
+            drawn,
+            (0..5).map(|_| below(&mut again, 1000)).collect::<Vec<_>>()
+        );
         assert!(drawn.iter().all(|&v| v < 1000));
     }
 }

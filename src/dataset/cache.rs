@@ -67,7 +67,12 @@ pub struct ChunkCache {
 impl ChunkCache {
     /// A cache holding at most `capacity` bytes (0 keeps nothing between requests).
     pub fn new(capacity: usize) -> ChunkCache {
-        ChunkCache { capacity, used: 0, clock: 0, entries: HashMap::new() }
+        ChunkCache {
+            capacity,
+            used: 0,
+            clock: 0,
+            entries: HashMap::new(),
+        }
     }
 
     /// Bytes currently held.
@@ -112,7 +117,9 @@ impl ChunkCache {
         }
         self.used += bytes;
         while self.used > self.capacity {
-            let Some((&victim, _)) = self.entries.iter().min_by_key(|(_, e)| e.2) else { break };
+            let Some((&victim, _)) = self.entries.iter().min_by_key(|(_, e)| e.2) else {
+                break;
+            };
             let (_, b, _) = self.entries.remove(&victim).expect("present");
             self.used -= b;
         }
@@ -136,7 +143,12 @@ mod tests {
     use super::*;
 
     fn chunk(n: usize) -> Arc<DecodedChunk> {
-        Arc::new(DecodedChunk { cell_lo: 0, indptr: vec![0, n], indices: vec![0; n], values: vec![1; n] })
+        Arc::new(DecodedChunk {
+            cell_lo: 0,
+            indptr: vec![0, n],
+            indices: vec![0; n],
+            values: vec![1; n],
+        })
     }
 
     #[test]

@@ -14,7 +14,6 @@ mod select;
 pub mod store;
 mod writer;
 
-
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -24,7 +23,6 @@ pub use read::{CsrBatch, DenseBatch, ReadStats};
 pub use select::GeneSelection;
 pub use store::{AlignedBytes, LocalStore, MemoryStore, Store};
 pub use writer::{DatasetWriter, WriterConfig, DEFAULT_TILE_SIZE};
-
 
 use crate::csr::Csr;
 use crate::engine::{ChunkDecoder, Engine, EngineConfig};
@@ -51,7 +49,10 @@ pub struct OpenOptions {
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { engine: EngineConfig::default(), cache_bytes: DEFAULT_CACHE_BYTES }
+        OpenOptions {
+            engine: EngineConfig::default(),
+            cache_bytes: DEFAULT_CACHE_BYTES,
+        }
     }
 }
 
@@ -86,7 +87,10 @@ impl Dataset {
     pub fn open_with(dir: impl AsRef<Path>, options: OpenOptions) -> Result<Dataset> {
         let dir = dir.as_ref();
         if !dir.is_dir() {
-            return Err(Error::io(dir.display().to_string(), std::io::ErrorKind::NotFound.into()));
+            return Err(Error::io(
+                dir.display().to_string(),
+                std::io::ErrorKind::NotFound.into(),
+            ));
         }
         Dataset::open_store(Arc::new(LocalStore::new(dir)), options)
     }
@@ -102,18 +106,42 @@ impl Dataset {
         for &c in &manifest.tile_cells {
             limits.push(limits[limits.len() - 1] + c);
         }
-        let gene_order = if manifest.has_gene_order { Some(read_gene_order(&*store, manifest.n_genes)?) } else { None };
-        let var_names = if manifest.has_var_names { Some(read_var_names(&*store, manifest.n_genes)?) } else { None };
+        let gene_order = if manifest.has_gene_order {
+            Some(read_gene_order(&*store, manifest.n_genes)?)
+        } else {
+            None
+        };
+        let var_names = if manifest.has_var_names {
+            Some(read_var_names(&*store, manifest.n_genes)?)
+        } else {
+            None
+        };
         if manifest.has_var_table && store.size("var.parquet")?.is_none() {
-            return Err(DatasetRule::VarTable("has_var_table is true but var.parquet is missing".into()).into());
+            return Err(DatasetRule::VarTable(
+                "has_var_table is true but var.parquet is missing".into(),
+            )
+            .into());
         }
         let has_schema = store.size("obs/schema.json")?.is_some();
         match (manifest.obs.is_some(), has_schema) {
-            (true, false) => return Err(DatasetRule::Obs("has_obs is true but obs/schema.json is missing".into()).into()),
-            (false, true) => return Err(DatasetRule::Obs("has_obs is false but obs/schema.json exists".into()).into()),
+            (true, false) => {
+                return Err(DatasetRule::Obs(
+                    "has_obs is true but obs/schema.json is missing".into(),
+                )
+                .into())
+            }
+            (false, true) => {
+                return Err(
+                    DatasetRule::Obs("has_obs is false but obs/schema.json exists".into()).into(),
+                )
+            }
             _ => {}
         }
-        let obs = if manifest.obs.is_some() { Some(ObsReader::open(store.clone(), &manifest)?) } else { None };
+        let obs = if manifest.obs.is_some() {
+            Some(ObsReader::open(store.clone(), &manifest)?)
+        } else {
+            None
+        };
         Ok(Dataset {
             store,
             manifest,
@@ -180,19 +208,42 @@ impl Dataset {
     /// every structural rule, and the header against the manifest's counts.
     pub(crate) fn fetch_tile(&self, t: usize) -> Result<TileBytes> {
         let key = Manifest::tile_key(t);
-        let bytes = self.store.get(&key)?.ok_or(DatasetRule::TileMissing { tile: t, key })?;
+        let bytes = self
+            .store
+            .get(&key)?
+            .ok_or(DatasetRule::TileMissing { tile: t, key })?;
         let expected = self.manifest.tile_bytes[t];
         if bytes.len() as u64 != expected {
-            return Err(DatasetRule::TileBytes { tile: t, manifest: expected, actual: bytes.len() as u64 }.into());
+            return Err(DatasetRule::TileBytes {
+                tile: t,
+                manifest: expected,
+                actual: bytes.len() as u64,
+            }
+            .into());
         }
-        let view = TileView::parse(bytes.as_bytes()).map_err(|e| Error::InTile { tile: t, source: Box::new(e) })?;
+        let view = TileView::parse(bytes.as_bytes()).map_err(|e| Error::InTile {
+            tile: t,
+            source: Box::new(e),
+        })?;
         let m = &self.manifest;
         let problem = if view.n_cells() as u64 != m.tile_cells[t] {
-            Some(format!("{} cells, manifest says {}", view.n_cells(), m.tile_cells[t]))
+            Some(format!(
+                "{} cells, manifest says {}",
+                view.n_cells(),
+                m.tile_cells[t]
+            ))
         } else if view.nnz() as u64 != m.tile_nnz[t] {
-            Some(format!("{} nonzeros, manifest says {}", view.nnz(), m.tile_nnz[t]))
+            Some(format!(
+                "{} nonzeros, manifest says {}",
+                view.nnz(),
+                m.tile_nnz[t]
+            ))
         } else if view.n_genes() != m.n_genes {
-            Some(format!("{} genes, manifest says {}", view.n_genes(), m.n_genes))
+            Some(format!(
+                "{} genes, manifest says {}",
+                view.n_genes(),
+                m.n_genes
+            ))
         } else {
             None
         };
@@ -208,16 +259,30 @@ impl Dataset {
     }
 
     /// Reads `cells` keeping only the selected genes (renumbered `0..k`).
-    pub fn read_cells_genes<V: DecodedCount>(&self, cells: &[u64], genes: Option<&GeneSelection>) -> Result<CsrBatch<V>> {
+    pub fn read_cells_genes<V: DecodedCount>(
+        &self,
+        cells: &[u64],
+        genes: Option<&GeneSelection>,
+    ) -> Result<CsrBatch<V>> {
         self.check_selection(genes)?;
-        let mut cache = self.cache.lock().map_err(|_| Error::Config("dataset cache poisoned".into()))?;
+        let mut cache = self
+            .cache
+            .lock()
+            .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
         self.read_csr_with(cells, genes, &mut cache)
     }
 
     /// Reads the cells `range` as CSR rows.
-    pub fn read_range<V: DecodedCount>(&self, range: std::ops::Range<u64>, genes: Option<&GeneSelection>) -> Result<CsrBatch<V>> {
+    pub fn read_range<V: DecodedCount>(
+        &self,
+        range: std::ops::Range<u64>,
+        genes: Option<&GeneSelection>,
+    ) -> Result<CsrBatch<V>> {
         if range.end > self.n_cells() || range.start > range.end {
-            return Err(Error::Input(format!("cell range {range:?} is outside 0..{}", self.n_cells())));
+            return Err(Error::Input(format!(
+                "cell range {range:?} is outside 0..{}",
+                self.n_cells()
+            )));
         }
         self.read_cells_genes(&range.collect::<Vec<_>>(), genes)
     }
@@ -231,17 +296,30 @@ impl Dataset {
         out: &mut Csr<V>,
     ) -> Result<ReadStats> {
         if range.end > self.n_cells() || range.start > range.end {
-            return Err(Error::Input(format!("cell range {range:?} is outside 0..{}", self.n_cells())));
+            return Err(Error::Input(format!(
+                "cell range {range:?} is outside 0..{}",
+                self.n_cells()
+            )));
         }
         self.check_selection(genes)?;
-        let mut cache = self.cache.lock().map_err(|_| Error::Config("dataset cache poisoned".into()))?;
+        let mut cache = self
+            .cache
+            .lock()
+            .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
         self.read_csr_into(&range.collect::<Vec<_>>(), genes, &mut cache, out)
     }
 
     /// Reads every cell of tile `t`.
-    pub fn read_tile<V: DecodedCount>(&self, t: usize, genes: Option<&GeneSelection>) -> Result<CsrBatch<V>> {
+    pub fn read_tile<V: DecodedCount>(
+        &self,
+        t: usize,
+        genes: Option<&GeneSelection>,
+    ) -> Result<CsrBatch<V>> {
         if t >= self.n_tiles() {
-            return Err(Error::Input(format!("tile {t} is outside 0..{}", self.n_tiles())));
+            return Err(Error::Input(format!(
+                "tile {t} is outside 0..{}",
+                self.n_tiles()
+            )));
         }
         self.read_range(self.limits[t]..self.limits[t + 1], genes)
     }
@@ -249,7 +327,10 @@ impl Dataset {
     /// Reads `cells` as dense `f32` rows.
     pub fn read_dense(&self, cells: &[u64], genes: Option<&GeneSelection>) -> Result<DenseBatch> {
         self.check_selection(genes)?;
-        let mut cache = self.cache.lock().map_err(|_| Error::Config("dataset cache poisoned".into()))?;
+        let mut cache = self
+            .cache
+            .lock()
+            .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
         self.read_dense_with(cells, genes, &mut cache)
     }
 
@@ -276,8 +357,16 @@ impl Dataset {
                     let tile = self.fetch_tile(t)?;
                     let view = TileView::parse(tile.bytes.as_bytes())?;
                     let mut dec = ChunkDecoder::with_backend(self.engine.backend())?;
-                    dec.decode_tile_to_csr::<i32>(&view).map_err(|e| Error::InTile { tile: t, source: Box::new(e) })?;
-                    Ok((view.n_cells() as u64, view.nnz() as u64, tile.bytes.len() as u64))
+                    dec.decode_tile_to_csr::<i32>(&view)
+                        .map_err(|e| Error::InTile {
+                            tile: t,
+                            source: Box::new(e),
+                        })?;
+                    Ok((
+                        view.n_cells() as u64,
+                        view.nnz() as u64,
+                        tile.bytes.len() as u64,
+                    ))
                 })
                 .collect::<Result<_>>()
         })?;
@@ -287,9 +376,18 @@ impl Dataset {
         if self.manifest.has_var_table {
             crate::obs::read_var_table(self.store.as_ref(), self.n_genes())?;
         }
-        Ok(per_tile.iter().fold(VerifyReport { tiles: per_tile.len(), ..VerifyReport::default() }, |r, &(c, n, b)| {
-            VerifyReport { cells: r.cells + c, nonzeros: r.nonzeros + n, bytes: r.bytes + b, ..r }
-        }))
+        Ok(per_tile.iter().fold(
+            VerifyReport {
+                tiles: per_tile.len(),
+                ..VerifyReport::default()
+            },
+            |r, &(c, n, b)| VerifyReport {
+                cells: r.cells + c,
+                nonzeros: r.nonzeros + n,
+                bytes: r.bytes + b,
+                ..r
+            },
+        ))
     }
 }
 
@@ -300,12 +398,17 @@ fn read_gene_order(store: &dyn Store, n_genes: u32) -> Result<Vec<i32>> {
         .ok_or_else(|| bad("has_gene_order is true but the file is missing".into()))?;
     let array = Array::parse(bytes.as_bytes()).map_err(|e| bad(e.to_string()))?;
     if array.shape.len() != 1 || array.len() != n_genes as usize {
-        return Err(bad(format!("shape {:?}, expected ({n_genes},)", array.shape)));
+        return Err(bad(format!(
+            "shape {:?}, expected ({n_genes},)",
+            array.shape
+        )));
     }
     let order = array.to_i32().map_err(|e| bad(e.to_string()))?;
     let mut seen = std::collections::HashSet::with_capacity(order.len());
     if let Some(bad_entry) = order.iter().find(|&&g| g < 0 || !seen.insert(g)) {
-        return Err(bad(format!("entry {bad_entry} is negative or repeated: entries are distinct source columns")));
+        return Err(bad(format!(
+            "entry {bad_entry} is negative or repeated: entries are distinct source columns"
+        )));
     }
     Ok(order)
 }
@@ -316,7 +419,12 @@ fn read_var_names(store: &dyn Store, n_genes: u32) -> Result<Vec<String>> {
         .get("var_names.txt")?
         .ok_or_else(|| bad("has_var_names is true but the file is missing".into()))?;
     let text = std::str::from_utf8(bytes.as_bytes()).map_err(|e| bad(format!("not UTF-8: {e}")))?;
-    let names: Vec<String> = text.strip_suffix('\n').unwrap_or(text).split('\n').map(|l| l.trim_end_matches('\r').to_string()).collect();
+    let names: Vec<String> = text
+        .strip_suffix('\n')
+        .unwrap_or(text)
+        .split('\n')
+        .map(|l| l.trim_end_matches('\r').to_string())
+        .collect();
     let names = if text.is_empty() { Vec::new() } else { names };
     if names.len() != n_genes as usize {
         return Err(bad(format!("{} lines for {n_genes} genes", names.len())));

@@ -102,7 +102,8 @@ struct Plan {
 
 impl Sources {
     fn view(&self, tile: usize) -> TileView<'_> {
-        TileView::revalidated(self.tiles[&tile].bytes.as_bytes()).expect("cached tiles were validated")
+        TileView::revalidated(self.tiles[&tile].bytes.as_bytes())
+            .expect("cached tiles were validated")
     }
 }
 
@@ -110,14 +111,22 @@ impl Dataset {
     /// Tile and local row of global cell `cell`.
     pub fn locate(&self, cell: u64) -> Result<(usize, usize)> {
         if cell >= self.manifest().n_cells {
-            return Err(Error::Input(format!("cell {cell} is outside 0..{}", self.manifest().n_cells)));
+            return Err(Error::Input(format!(
+                "cell {cell} is outside 0..{}",
+                self.manifest().n_cells
+            )));
         }
         let tile = self.limits().partition_point(|&l| l <= cell) - 1;
         Ok((tile, (cell - self.limits()[tile]) as usize))
     }
 
     /// Fetches every tile in `tiles` that the cache lacks, in parallel.
-    fn fetch_tiles(&self, tiles: &[usize], cache: &mut ChunkCache, stats: &mut ReadStats) -> Result<HashMap<usize, Arc<TileBytes>>> {
+    fn fetch_tiles(
+        &self,
+        tiles: &[usize],
+        cache: &mut ChunkCache,
+        stats: &mut ReadStats,
+    ) -> Result<HashMap<usize, Arc<TileBytes>>> {
         let mut out = HashMap::with_capacity(tiles.len());
         let mut missing = Vec::new();
         for &t in tiles {
@@ -130,7 +139,10 @@ impl Dataset {
         }
         stats.tiles_fetched += missing.len();
         let fetched: Vec<(usize, Arc<TileBytes>)> = self.engine().install(|| {
-            missing.par_iter().map(|&t| Ok((t, Arc::new(self.fetch_tile(t)?)))).collect::<Result<_>>()
+            missing
+                .par_iter()
+                .map(|&t| Ok((t, Arc::new(self.fetch_tile(t)?))))
+                .collect::<Result<_>>()
         })?;
         for (t, b) in fetched {
             cache.put_tile(t, b.clone());
@@ -140,7 +152,11 @@ impl Dataset {
     }
 
     /// Decodes whole chunks into shared buffers (on the pool).
-    fn decode_chunks(&self, sources: &Sources, units: &[(usize, usize)]) -> Result<Vec<Arc<DecodedChunk>>> {
+    fn decode_chunks(
+        &self,
+        sources: &Sources,
+        units: &[(usize, usize)],
+    ) -> Result<Vec<Arc<DecodedChunk>>> {
         self.engine().install(|| {
             units
                 .par_iter()
@@ -150,13 +166,22 @@ impl Dataset {
                     let n = e.nnz() as usize;
                     let mut chunk = DecodedChunk {
                         cell_lo: e.cell_lo as usize,
-                        indptr: view.indptr(e.cell_lo as usize, e.cell_hi as usize).iter().map(|&p| (p as u64 - e.nnz_lo) as usize).collect(),
+                        indptr: view
+                            .indptr(e.cell_lo as usize, e.cell_hi as usize)
+                            .iter()
+                            .map(|&p| (p as u64 - e.nnz_lo) as usize)
+                            .collect(),
                         indices: vec![0; n],
                         values: vec![0; n],
                     };
                     self.engine()
-                        .with_decoder(|d| d.decode_chunk(&view, c, &mut chunk.indices, &mut chunk.values))
-                        .map_err(|e| Error::InTile { tile: t, source: Box::new(e) })?;
+                        .with_decoder(|d| {
+                            d.decode_chunk(&view, c, &mut chunk.indices, &mut chunk.values)
+                        })
+                        .map_err(|e| Error::InTile {
+                            tile: t,
+                            source: Box::new(e),
+                        })?;
                     Ok(Arc::new(chunk))
                 })
                 .collect()
@@ -172,17 +197,29 @@ impl Dataset {
         cache: &mut ChunkCache,
         stats: &mut ReadStats,
     ) -> Result<Plan> {
-        let located = cells.iter().map(|&c| self.locate(c)).collect::<Result<Vec<_>>>()?;
+        let located = cells
+            .iter()
+            .map(|&c| self.locate(c))
+            .collect::<Result<Vec<_>>>()?;
         let mut tiles: Vec<usize> = located.iter().map(|&(t, _)| t).collect();
         tiles.sort_unstable();
         tiles.dedup();
-        let mut sources = Sources { tiles: self.fetch_tiles(&tiles, cache, stats)?, chunks: HashMap::new() };
+        let mut sources = Sources {
+            tiles: self.fetch_tiles(&tiles, cache, stats)?,
+            chunks: HashMap::new(),
+        };
         // Chunk boundaries (cell_hi of each chunk) per tile, to place each row.
-        let bounds: HashMap<usize, Vec<u64>> =
-            tiles.iter().map(|&t| (t, sources.view(t).chunks().map(|c| c.cell_hi).collect())).collect();
+        let bounds: HashMap<usize, Vec<u64>> = tiles
+            .iter()
+            .map(|&t| (t, sources.view(t).chunks().map(|c| c.cell_hi).collect()))
+            .collect();
         let rows: Vec<RowSource> = located
             .iter()
-            .map(|&(tile, local)| RowSource { tile, chunk: bounds[&tile].partition_point(|&hi| hi <= local as u64), local })
+            .map(|&(tile, local)| RowSource {
+                tile,
+                chunk: bounds[&tile].partition_point(|&hi| hi <= local as u64),
+                local,
+            })
             .collect();
 
         let mut runs = Vec::new();
@@ -199,9 +236,18 @@ impl Dataset {
                 && cached.is_none()
                 && r.local == e.cell_lo as usize
                 && i + n <= rows.len()
-                && rows[i..i + n].iter().enumerate().all(|(j, s)| s.tile == r.tile && s.local == r.local + j);
+                && rows[i..i + n]
+                    .iter()
+                    .enumerate()
+                    .all(|(j, s)| s.tile == r.tile && s.local == r.local + j);
             if whole {
-                runs.push((Run::Direct { tile: r.tile, chunk: r.chunk }, i..i + n));
+                runs.push((
+                    Run::Direct {
+                        tile: r.tile,
+                        chunk: r.chunk,
+                    },
+                    i..i + n,
+                ));
                 stats.chunks_decoded += 1;
                 i += n;
                 continue;
@@ -212,18 +258,27 @@ impl Dataset {
             }
             if let Some(c) = cached {
                 sources.chunks.insert((r.tile, r.chunk), c);
-            } else if !sources.chunks.contains_key(&(r.tile, r.chunk)) && !gather_units.contains(&(r.tile, r.chunk)) {
+            } else if !sources.chunks.contains_key(&(r.tile, r.chunk))
+                && !gather_units.contains(&(r.tile, r.chunk))
+            {
                 gather_units.push((r.tile, r.chunk));
             }
             i += 1;
         }
         stats.chunks_touched += touched.len();
         stats.chunks_decoded += gather_units.len();
-        for (unit, chunk) in gather_units.iter().zip(self.decode_chunks(&sources, &gather_units)?) {
+        for (unit, chunk) in gather_units
+            .iter()
+            .zip(self.decode_chunks(&sources, &gather_units)?)
+        {
             cache.put_chunk(unit.0, unit.1, chunk.clone());
             sources.chunks.insert(*unit, chunk);
         }
-        Ok(Plan { sources, rows, runs })
+        Ok(Plan {
+            sources,
+            rows,
+            runs,
+        })
     }
 
     /// Reads `cells` (any order, duplicates allowed) as CSR rows in request order,
@@ -237,7 +292,11 @@ impl Dataset {
     ) -> Result<CsrBatch<V>> {
         let mut csr = Csr::empty(0);
         let stats = self.read_csr_into(cells, genes, cache, &mut csr)?;
-        Ok(CsrBatch { cells: cells.to_vec(), csr, stats })
+        Ok(CsrBatch {
+            cells: cells.to_vec(),
+            csr,
+            stats,
+        })
     }
 
     /// As [`Dataset::read_csr_with`], into `out`, reusing its allocations (a scan
@@ -250,7 +309,11 @@ impl Dataset {
         out: &mut Csr<V>,
     ) -> Result<ReadStats> {
         let mut stats = ReadStats::default();
-        let Plan { sources, rows, runs } = self.plan(cells, genes.is_none(), cache, &mut stats)?;
+        let Plan {
+            sources,
+            rows,
+            runs,
+        } = self.plan(cells, genes.is_none(), cache, &mut stats)?;
         let keep = |g: i32| genes.map_or(Some(g), |s| s.column(g));
         let indptr = &mut out.indptr;
         indptr.clear();
@@ -258,7 +321,12 @@ impl Dataset {
         let mut total = 0i64;
         for r in &rows {
             let len = match sources.chunks.get(&(r.tile, r.chunk)) {
-                Some(c) if genes.is_some() => c.row(r.local).0.iter().filter(|&&g| keep(g).is_some()).count(),
+                Some(c) if genes.is_some() => c
+                    .row(r.local)
+                    .0
+                    .iter()
+                    .filter(|&&g| keep(g).is_some())
+                    .count(),
                 Some(c) => c.row(r.local).0.len(),
                 None => {
                     let ip = sources.view(r.tile).indptr(r.local, r.local + 1);
@@ -283,7 +351,9 @@ impl Dataset {
                 Run::Gather => {
                     let mut start = span.start;
                     for r in span.clone() {
-                        if (indptr[r + 1] - indptr[start]) as usize >= GATHER_TASK_NNZ || r + 1 == span.end {
+                        if (indptr[r + 1] - indptr[start]) as usize >= GATHER_TASK_NNZ
+                            || r + 1 == span.end
+                        {
                             pieces.push((Run::Gather, start..r + 1));
                             start = r + 1;
                         }
@@ -292,7 +362,12 @@ impl Dataset {
             }
             for (run, rows) in pieces {
                 let len = (indptr[rows.end] - indptr[rows.start]) as usize;
-                tasks.push(Task { run, rows, indices: split_off(&mut idx_rest, len), values: split_off(&mut val_rest, len) });
+                tasks.push(Task {
+                    run,
+                    rows,
+                    indices: split_off(&mut idx_rest, len),
+                    values: split_off(&mut val_rest, len),
+                });
             }
         }
         let monotone = genes.is_none_or(GeneSelection::is_monotone);
@@ -300,8 +375,13 @@ impl Dataset {
             tasks.into_par_iter().try_for_each(|task| match task.run {
                 Run::Direct { tile, chunk } => self
                     .engine()
-                    .with_decoder(|d| d.decode_chunk(&sources.view(tile), chunk, task.indices, task.values))
-                    .map_err(|e| Error::InTile { tile, source: Box::new(e) }),
+                    .with_decoder(|d| {
+                        d.decode_chunk(&sources.view(tile), chunk, task.indices, task.values)
+                    })
+                    .map_err(|e| Error::InTile {
+                        tile,
+                        source: Box::new(e),
+                    }),
                 Run::Gather => {
                     let mut at = 0;
                     for r in &rows[task.rows] {
@@ -327,24 +407,36 @@ impl Dataset {
     }
 
     /// Reads `cells` as dense `f32` rows (all genes, or `genes` in its order).
-    pub(crate) fn read_dense_with(&self, cells: &[u64], genes: Option<&GeneSelection>, cache: &mut ChunkCache) -> Result<DenseBatch> {
+    pub(crate) fn read_dense_with(
+        &self,
+        cells: &[u64],
+        genes: Option<&GeneSelection>,
+        cache: &mut ChunkCache,
+    ) -> Result<DenseBatch> {
         let mut stats = ReadStats::default();
         let Plan { sources, rows, .. } = self.plan(cells, false, cache, &mut stats)?;
         let n_cols = genes.map_or(self.manifest().n_genes as usize, GeneSelection::len);
         let mut data = vec![0f32; rows.len() * n_cols];
         if n_cols > 0 {
             self.engine().install(|| {
-                data.par_chunks_mut(n_cols).zip(rows.par_iter()).for_each(|(out, r)| {
-                    let (g, v) = sources.chunks[&(r.tile, r.chunk)].row(r.local);
-                    for (&gene, &count) in g.iter().zip(v) {
-                        if let Some(col) = genes.map_or(Some(gene), |s| s.column(gene)) {
-                            out[col as usize] = count as f32;
+                data.par_chunks_mut(n_cols)
+                    .zip(rows.par_iter())
+                    .for_each(|(out, r)| {
+                        let (g, v) = sources.chunks[&(r.tile, r.chunk)].row(r.local);
+                        for (&gene, &count) in g.iter().zip(v) {
+                            if let Some(col) = genes.map_or(Some(gene), |s| s.column(gene)) {
+                                out[col as usize] = count as f32;
+                            }
                         }
-                    }
-                })
+                    })
             });
         }
-        Ok(DenseBatch { cells: cells.to_vec(), n_cols, data, stats })
+        Ok(DenseBatch {
+            cells: cells.to_vec(),
+            n_cols,
+            data,
+            stats,
+        })
     }
 }
 
@@ -357,7 +449,11 @@ fn split_off<'o, T>(rest: &mut &'o mut [T], len: usize) -> &'o mut [T] {
 
 /// Sorts one row's entries by column (after a non-monotone gene selection).
 fn sort_row<V: Copy>(indices: &mut [i32], values: &mut [V]) {
-    let mut pairs: Vec<(i32, V)> = indices.iter().copied().zip(values.iter().copied()).collect();
+    let mut pairs: Vec<(i32, V)> = indices
+        .iter()
+        .copied()
+        .zip(values.iter().copied())
+        .collect();
     pairs.sort_unstable_by_key(|p| p.0);
     for ((i, v), (pi, pv)) in indices.iter_mut().zip(values.iter_mut()).zip(pairs) {
         *i = pi;

@@ -28,7 +28,11 @@ impl GeneSelection {
             *slot = k as i32;
         }
         let monotone = genes.windows(2).all(|w| w[0] < w[1]);
-        Ok(GeneSelection { map, genes: genes.to_vec(), monotone })
+        Ok(GeneSelection {
+            map,
+            genes: genes.to_vec(),
+            monotone,
+        })
     }
 
     /// Keeps the genes named `names`, looked up in `var_names` (the dataset's
@@ -36,13 +40,18 @@ impl GeneSelection {
     pub fn by_names(var_names: &[String], names: &[&str]) -> Result<GeneSelection> {
         let mut index = std::collections::HashMap::with_capacity(var_names.len());
         for (i, n) in var_names.iter().enumerate() {
-            index.entry(n.as_str()).and_modify(|v: &mut Option<u32>| *v = None).or_insert(Some(i as u32));
+            index
+                .entry(n.as_str())
+                .and_modify(|v: &mut Option<u32>| *v = None)
+                .or_insert(Some(i as u32));
         }
         let genes = names
             .iter()
             .map(|&n| match index.get(n) {
                 Some(Some(i)) => Ok(*i),
-                Some(None) => Err(Error::Input(format!("gene name {n:?} appears more than once in var_names"))),
+                Some(None) => Err(Error::Input(format!(
+                    "gene name {n:?} appears more than once in var_names"
+                ))),
                 None => Err(Error::Input(format!("no gene named {n:?}"))),
             })
             .collect::<Result<Vec<_>>>()?;
@@ -88,12 +97,20 @@ mod tests {
     #[test]
     fn maps_and_refuses() {
         let s = GeneSelection::new(10, &[7, 2]).unwrap();
-        assert_eq!((s.column(7), s.column(2), s.column(3)), (Some(0), Some(1), None));
+        assert_eq!(
+            (s.column(7), s.column(2), s.column(3)),
+            (Some(0), Some(1), None)
+        );
         assert!(!s.is_monotone());
         assert!(GeneSelection::new(10, &[10]).is_err());
         assert!(GeneSelection::new(10, &[1, 1]).is_err());
         let names: Vec<String> = ["A", "B", "A", "C"].iter().map(|s| s.to_string()).collect();
-        assert_eq!(GeneSelection::by_names(&names, &["C", "B"]).unwrap().genes(), &[3, 1]);
+        assert_eq!(
+            GeneSelection::by_names(&names, &["C", "B"])
+                .unwrap()
+                .genes(),
+            &[3, 1]
+        );
         assert!(GeneSelection::by_names(&names, &["A"]).is_err());
         assert!(GeneSelection::by_names(&names, &["Z"]).is_err());
     }

@@ -26,7 +26,10 @@ pub struct AlignedBytes {
 impl AlignedBytes {
     /// A zeroed buffer of `len` bytes.
     pub fn zeroed(len: usize) -> AlignedBytes {
-        AlignedBytes { words: vec![0; len.div_ceil(8)], len }
+        AlignedBytes {
+            words: vec![0; len.div_ceil(8)],
+            len,
+        }
     }
 
     /// A copy of `bytes`.
@@ -102,7 +105,17 @@ impl LocalStore {
     fn read_at(&self, key: &str, file: &File, range: Range<u64>) -> Result<AlignedBytes> {
         let mut buf = AlignedBytes::zeroed((range.end - range.start) as usize);
         file.read_exact_at(buf.as_mut_bytes(), range.start)
-            .map_err(|e| Error::io(format!("{} bytes {}..{}", self.path(key).display(), range.start, range.end), e))?;
+            .map_err(|e| {
+                Error::io(
+                    format!(
+                        "{} bytes {}..{}",
+                        self.path(key).display(),
+                        range.start,
+                        range.end
+                    ),
+                    e,
+                )
+            })?;
         Ok(buf)
     }
 }
@@ -117,14 +130,22 @@ impl Store for LocalStore {
     }
 
     fn get(&self, key: &str) -> Result<Option<AlignedBytes>> {
-        let Some(file) = self.open(key)? else { return Ok(None) };
-        let len = file.metadata().map_err(|e| Error::io(self.path(key).display().to_string(), e))?.len();
+        let Some(file) = self.open(key)? else {
+            return Ok(None);
+        };
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(self.path(key).display().to_string(), e))?
+            .len();
         self.read_at(key, &file, 0..len).map(Some)
     }
 
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<AlignedBytes> {
         let file = self.open(key)?.ok_or_else(|| {
-            Error::io(self.path(key).display().to_string(), std::io::ErrorKind::NotFound.into())
+            Error::io(
+                self.path(key).display().to_string(),
+                std::io::ErrorKind::NotFound.into(),
+            )
         })?;
         self.read_at(key, &file, range)
     }
@@ -148,20 +169,31 @@ impl MemoryStore {
 
     /// Adds or replaces an object.
     pub fn put(&self, key: impl Into<String>, bytes: &[u8]) {
-        self.objects.write().expect("store lock").insert(key.into(), AlignedBytes::copy_from(bytes));
+        self.objects
+            .write()
+            .expect("store lock")
+            .insert(key.into(), AlignedBytes::copy_from(bytes));
     }
 
     /// Copies every file under `dir` into a new store (keys are relative paths).
     pub fn from_dir(dir: &Path) -> Result<MemoryStore> {
         fn walk(store: &MemoryStore, root: &Path, dir: &Path) -> Result<()> {
-            let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+            let entries =
+                std::fs::read_dir(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
             for entry in entries {
-                let path = entry.map_err(|e| Error::io(dir.display().to_string(), e))?.path();
+                let path = entry
+                    .map_err(|e| Error::io(dir.display().to_string(), e))?
+                    .path();
                 if path.is_dir() {
                     walk(store, root, &path)?;
                 } else {
-                    let bytes = std::fs::read(&path).map_err(|e| Error::io(path.display().to_string(), e))?;
-                    let key = path.strip_prefix(root).expect("under root").to_string_lossy().replace('\\', "/");
+                    let bytes = std::fs::read(&path)
+                        .map_err(|e| Error::io(path.display().to_string(), e))?;
+                    let key = path
+                        .strip_prefix(root)
+                        .expect("under root")
+                        .to_string_lossy()
+                        .replace('\\', "/");
                     store.put(key, &bytes);
                 }
             }
@@ -175,7 +207,12 @@ impl MemoryStore {
 
 impl Store for MemoryStore {
     fn size(&self, key: &str) -> Result<Option<u64>> {
-        Ok(self.objects.read().expect("store lock").get(key).map(|b| b.len() as u64))
+        Ok(self
+            .objects
+            .read()
+            .expect("store lock")
+            .get(key)
+            .map(|b| b.len() as u64))
     }
 
     fn get(&self, key: &str) -> Result<Option<AlignedBytes>> {
@@ -185,9 +222,14 @@ impl Store for MemoryStore {
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<AlignedBytes> {
         let objects = self.objects.read().expect("store lock");
         let bytes = objects.get(key).map(|b| b.as_bytes()).unwrap_or_default();
-        let slice = bytes.get(range.start as usize..range.end as usize).ok_or_else(|| {
-            Error::io(format!("memory:{key} bytes {}..{}", range.start, range.end), std::io::ErrorKind::UnexpectedEof.into())
-        })?;
+        let slice = bytes
+            .get(range.start as usize..range.end as usize)
+            .ok_or_else(|| {
+                Error::io(
+                    format!("memory:{key} bytes {}..{}", range.start, range.end),
+                    std::io::ErrorKind::UnexpectedEof.into(),
+                )
+            })?;
         Ok(AlignedBytes::copy_from(slice))
     }
 

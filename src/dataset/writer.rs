@@ -96,7 +96,12 @@ fn write_atomically(path: &Path, bytes: &[u8], temporaries: &mut Vec<PathBuf>) -
     let mut f = fs::File::create(&tmp).map_err(io)?;
     f.write_all(bytes).map_err(io)?;
     f.sync_data().map_err(io)?;
-    fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {} to {}", tmp.display(), path.display()), e))?;
+    fs::rename(&tmp, path).map_err(|e| {
+        Error::io(
+            format!("renaming {} to {}", tmp.display(), path.display()),
+            e,
+        )
+    })?;
     temporaries.pop();
     Ok(())
 }
@@ -105,36 +110,64 @@ impl DatasetWriter {
     /// Starts a dataset of `n_genes` genes in `dir` (created if needed). Refuses a
     /// directory that already holds a manifest: a complete dataset is never
     /// overwritten in place.
-    pub fn create(dir: impl Into<PathBuf>, n_genes: u32, config: WriterConfig) -> Result<DatasetWriter> {
+    pub fn create(
+        dir: impl Into<PathBuf>,
+        n_genes: u32,
+        config: WriterConfig,
+    ) -> Result<DatasetWriter> {
         let dir = dir.into();
         if n_genes == 0 || n_genes > 1 << 31 {
-            return Err(Error::Input(format!("n_genes {n_genes} is outside 1..=2^31")));
+            return Err(Error::Input(format!(
+                "n_genes {n_genes} is outside 1..=2^31"
+            )));
         }
         if config.tile_size == 0 {
             return Err(Error::Input("tile_size must be at least 1".into()));
         }
         if dir.join("manifest.json").exists() {
-            return Err(Error::Input(format!("{} already holds a dataset (manifest.json exists)", dir.display())));
+            return Err(Error::Input(format!(
+                "{} already holds a dataset (manifest.json exists)",
+                dir.display()
+            )));
         }
-        if let Some(table) = config.var_table.as_ref().filter(|t| t.len() != n_genes as usize) {
-            return Err(Error::Input(format!("var table of {} rows for {n_genes} genes", table.len())));
+        if let Some(table) = config
+            .var_table
+            .as_ref()
+            .filter(|t| t.len() != n_genes as usize)
+        {
+            return Err(Error::Input(format!(
+                "var table of {} rows for {n_genes} genes",
+                table.len()
+            )));
         }
         if let Some(names) = &config.var_names {
             if names.len() != n_genes as usize {
-                return Err(Error::Input(format!("{} var_names for {n_genes} genes", names.len())));
+                return Err(Error::Input(format!(
+                    "{} var_names for {n_genes} genes",
+                    names.len()
+                )));
             }
             if let Some(bad) = names.iter().find(|n| n.contains(['\n', '\r'])) {
-                return Err(Error::Input(format!("gene name {bad:?} contains a line break")));
+                return Err(Error::Input(format!(
+                    "gene name {bad:?} contains a line break"
+                )));
             }
         }
         let (gene_order, rank) = match &config.gene_totals {
             None => (None, None),
             Some(totals) if totals.len() != n_genes as usize => {
-                return Err(Error::Input(format!("{} gene totals for {n_genes} genes", totals.len())));
+                return Err(Error::Input(format!(
+                    "{} gene totals for {n_genes} genes",
+                    totals.len()
+                )));
             }
             Some(totals) => {
                 let mut order: Vec<i32> = (0..n_genes as i32).collect();
-                order.sort_by(|&a, &b| totals[b as usize].total_cmp(&totals[a as usize]).then(a.cmp(&b)));
+                order.sort_by(|&a, &b| {
+                    totals[b as usize]
+                        .total_cmp(&totals[a as usize])
+                        .then(a.cmp(&b))
+                });
                 let mut rank = vec![0i32; n_genes as usize];
                 for (j, &g) in order.iter().enumerate() {
                     rank[g as usize] = j as i32;
@@ -142,7 +175,8 @@ impl DatasetWriter {
                 (Some(order), Some(rank))
             }
         };
-        fs::create_dir_all(dir.join("tiles")).map_err(|e| Error::io(dir.display().to_string(), e))?;
+        fs::create_dir_all(dir.join("tiles"))
+            .map_err(|e| Error::io(dir.display().to_string(), e))?;
         Ok(DatasetWriter {
             dir,
             config,
@@ -172,28 +206,44 @@ impl DatasetWriter {
     /// Appends a block of cells (any number of rows; columns are source genes).
     pub fn push<V: CountSource>(&mut self, block: CsrRef<'_, V>) -> Result<()> {
         if block.n_cols != u64::from(self.n_genes) {
-            return Err(Error::Input(format!("block has {} genes, the dataset {}", block.n_cols, self.n_genes)));
+            return Err(Error::Input(format!(
+                "block has {} genes, the dataset {}",
+                block.n_cols, self.n_genes
+            )));
         }
         let nnz = block.indices.len();
-        if block.indptr.first() != Some(&0) || block.values.len() != nnz || block.indptr.last() != Some(&(nnz as i64)) {
-            return Err(Error::Input("block indptr must start at 0 and end at its number of nonzeros".into()));
+        if block.indptr.first() != Some(&0)
+            || block.values.len() != nnz
+            || block.indptr.last() != Some(&(nnz as i64))
+        {
+            return Err(Error::Input(
+                "block indptr must start at 0 and end at its number of nonzeros".into(),
+            ));
         }
         let mut row: Vec<(i32, u32)> = Vec::new();
         for (r, w) in block.indptr.windows(2).enumerate() {
             let cell = self.cells_in + r as u64;
             if w[1] < w[0] || w[1] as usize > nnz {
-                return Err(Error::Input(format!("cell {cell}: indptr is not non-decreasing within the block")));
+                return Err(Error::Input(format!(
+                    "cell {cell}: indptr is not non-decreasing within the block"
+                )));
             }
             row.clear();
             for j in w[0] as usize..w[1] as usize {
                 let g = block.indices[j];
                 if g < 0 || g as u32 >= self.n_genes {
-                    return Err(Error::Input(format!("cell {cell}: gene index {g} outside 0..{}", self.n_genes)));
+                    return Err(Error::Input(format!(
+                        "cell {cell}: gene index {g} outside 0..{}",
+                        self.n_genes
+                    )));
                 }
                 let v = block.values[j];
-                let count = v
-                    .to_count()
-                    .ok_or_else(|| Error::Input(format!("cell {cell}: value {} is not a count in 1..=2^31-1", v.describe())))?;
+                let count = v.to_count().ok_or_else(|| {
+                    Error::Input(format!(
+                        "cell {cell}: value {} is not a count in 1..=2^31-1",
+                        v.describe()
+                    ))
+                })?;
                 let out = self.rank.as_ref().map_or(g, |rank| rank[g as usize]);
                 row.push((out, count));
             }
@@ -214,7 +264,8 @@ impl DatasetWriter {
             }
             self.pending.indptr.push(self.pending.indices.len() as i64);
             if self.pending.n_rows() == self.config.tile_size {
-                let tile = std::mem::replace(&mut self.pending, Csr::empty(u64::from(self.n_genes)));
+                let tile =
+                    std::mem::replace(&mut self.pending, Csr::empty(u64::from(self.n_genes)));
                 self.full.push(tile);
                 if self.full.len() >= self.config.parallel_tiles.max(1) {
                     self.flush_full()?;
@@ -231,7 +282,10 @@ impl DatasetWriter {
         let encoded: Vec<Vec<u8>> = self
             .full
             .par_iter()
-            .map_init(|| TileEncoder::new().with_chunks(chunks).with_level(level), |enc, block| enc.encode(block.as_ref()))
+            .map_init(
+                || TileEncoder::new().with_chunks(chunks).with_level(level),
+                |enc, block| enc.encode(block.as_ref()),
+            )
             .collect::<Result<_>>()?;
         for (block, bytes) in self.full.drain(..).zip(encoded) {
             let t = self.tile_cells.len();
@@ -253,7 +307,11 @@ impl DatasetWriter {
         self.flush_full()?;
         if let Some(order) = &self.gene_order {
             let npy = Array::from_i32(order).to_npy();
-            write_atomically(&self.dir.join("gene_order.npy"), &npy, &mut self.temporaries)?;
+            write_atomically(
+                &self.dir.join("gene_order.npy"),
+                &npy,
+                &mut self.temporaries,
+            )?;
         }
         if let Some(names) = &self.config.var_names {
             let mut text = String::new();
@@ -262,22 +320,39 @@ impl DatasetWriter {
                 text.push_str(&names[source]);
                 text.push('\n');
             }
-            write_atomically(&self.dir.join("var_names.txt"), text.as_bytes(), &mut self.temporaries)?;
+            write_atomically(
+                &self.dir.join("var_names.txt"),
+                text.as_bytes(),
+                &mut self.temporaries,
+            )?;
         }
         if let Some(table) = &self.config.var_table {
             let bytes = table.to_parquet(self.gene_order.as_deref())?;
-            write_atomically(&self.dir.join(crate::obs::VAR_KEY), &bytes, &mut self.temporaries)?;
+            write_atomically(
+                &self.dir.join(crate::obs::VAR_KEY),
+                &bytes,
+                &mut self.temporaries,
+            )?;
         }
         let obs = match &self.config.obs {
             None => None,
             Some(config) => {
                 let files = encode_obs(config, &self.tile_cells)?;
                 let obs_dir = self.dir.join("obs");
-                fs::create_dir_all(&obs_dir).map_err(|e| Error::io(obs_dir.display().to_string(), e))?;
+                fs::create_dir_all(&obs_dir)
+                    .map_err(|e| Error::io(obs_dir.display().to_string(), e))?;
                 for (s, shard) in files.shards.iter().enumerate() {
-                    write_atomically(&self.dir.join(crate::obs::shard_key(s)), shard, &mut self.temporaries)?;
+                    write_atomically(
+                        &self.dir.join(crate::obs::shard_key(s)),
+                        shard,
+                        &mut self.temporaries,
+                    )?;
                 }
-                write_atomically(&self.dir.join(crate::obs::SCHEMA_KEY), files.schema_json.as_bytes(), &mut self.temporaries)?;
+                write_atomically(
+                    &self.dir.join(crate::obs::SCHEMA_KEY),
+                    files.schema_json.as_bytes(),
+                    &mut self.temporaries,
+                )?;
                 Some(files.manifest)
             }
         };
@@ -297,7 +372,11 @@ impl DatasetWriter {
             metadata: self.config.metadata.clone(),
         };
         manifest.validate()?;
-        write_atomically(&self.dir.join("manifest.json"), &manifest.to_json(), &mut self.temporaries)?;
+        write_atomically(
+            &self.dir.join("manifest.json"),
+            &manifest.to_json(),
+            &mut self.temporaries,
+        )?;
         Ok(manifest)
     }
 }

@@ -26,8 +26,19 @@ fn frame_rule(stream: StreamKind, e: FrameError) -> TileRule {
     match e {
         FrameError::NotAFrame => TileRule::FrameMagic { stream },
         FrameError::NoContentSize => TileRule::FrameNoContentSize { stream },
-        FrameError::Size { declared, expected } => TileRule::FrameSize { stream, declared, expected },
-        FrameError::Ratio { declared, compressed } => TileRule::FrameRatio { stream, compressed, declared },
+        FrameError::Size { declared, expected } => TileRule::FrameSize {
+            stream,
+            declared,
+            expected,
+        },
+        FrameError::Ratio {
+            declared,
+            compressed,
+        } => TileRule::FrameRatio {
+            stream,
+            compressed,
+            declared,
+        },
         FrameError::Trailing { extra } => TileRule::FrameTrailing { stream, extra },
         FrameError::Corrupt(reason) => TileRule::FrameCorrupt { stream, reason },
     }
@@ -76,27 +87,52 @@ impl ChunkDecoder {
         self.kernels.backend
     }
 
-    fn decompress(&mut self, tile: &TileView<'_>, chunk: usize, c: &ChunkEntry, kind: StreamKind) -> Result<()> {
+    fn decompress(
+        &mut self,
+        tile: &TileView<'_>,
+        chunk: usize,
+        c: &ChunkEntry,
+        kind: StreamKind,
+    ) -> Result<()> {
         let e = c.extent(kind);
         let src = tile.extent_bytes(e);
-        let at = Location { chunk: Some(chunk as u32), offset: Some(e.offset), position: None };
+        let at = Location {
+            chunk: Some(chunk as u32),
+            offset: Some(e.offset),
+            position: None,
+        };
         let fail = |rule| Error::tile(rule, at);
         let n = c.nnz() as usize;
         match kind {
             StreamKind::Gaps | StreamKind::Vals => {
-                let buf = if kind == StreamKind::Gaps { &mut self.gaps } else { &mut self.vals };
-                self.zstd.decompress_exact(src, sized(buf, 2 * n)).map_err(|e| fail(frame_rule(kind, e)))
+                let buf = if kind == StreamKind::Gaps {
+                    &mut self.gaps
+                } else {
+                    &mut self.vals
+                };
+                self.zstd
+                    .decompress_exact(src, sized(buf, 2 * n))
+                    .map_err(|e| fail(frame_rule(kind, e)))
             }
             StreamKind::Vexc | StreamKind::Gexc => {
-                let buf = if kind == StreamKind::Vexc { &mut self.vexc } else { &mut self.gexc };
+                let buf = if kind == StreamKind::Vexc {
+                    &mut self.vexc
+                } else {
+                    &mut self.gexc
+                };
                 if e.len == 0 {
                     buf.clear();
                     return Ok(());
                 }
-                let size = crate::format::zstd::frame_content_size(src).map_err(|e| fail(frame_rule(kind, e)))?;
+                let size = crate::format::zstd::frame_content_size(src)
+                    .map_err(|e| fail(frame_rule(kind, e)))?;
                 // 8k bytes with k <= n: checked before the buffer is sized from it.
                 if size % 8 != 0 || size / 8 > n as u64 {
-                    return Err(fail(TileRule::ExceptionSize { stream: kind, bytes: size, n: n as u64 }));
+                    return Err(fail(TileRule::ExceptionSize {
+                        stream: kind,
+                        bytes: size,
+                        n: n as u64,
+                    }));
                 }
                 let words = sized(buf, (size / 4) as usize);
                 self.zstd
@@ -110,7 +146,12 @@ impl ChunkDecoder {
     /// baseline that decode throughput is measured against.
     pub fn decompress_chunk(&mut self, tile: &TileView<'_>, chunk: usize) -> Result<()> {
         let c = tile.chunk(chunk);
-        for kind in [StreamKind::Gaps, StreamKind::Vals, StreamKind::Vexc, StreamKind::Gexc] {
+        for kind in [
+            StreamKind::Gaps,
+            StreamKind::Vals,
+            StreamKind::Vexc,
+            StreamKind::Gexc,
+        ] {
             self.decompress(tile, chunk, &c, kind)?;
         }
         Ok(())
@@ -129,20 +170,33 @@ impl ChunkDecoder {
         let c = tile.chunk(chunk);
         let n = c.nnz() as usize;
         if indices.len() != n {
-            return Err(Error::OutputLength { what: "indices", expected: n, got: indices.len() });
+            return Err(Error::OutputLength {
+                what: "indices",
+                expected: n,
+                got: indices.len(),
+            });
         }
         if values.len() != n {
-            return Err(Error::OutputLength { what: "values", expected: n, got: values.len() });
+            return Err(Error::OutputLength {
+                what: "values",
+                expected: n,
+                got: values.len(),
+            });
         }
         self.decompress_chunk(tile, chunk)?;
         let n_genes = tile.n_genes();
-        let at = |kind: StreamKind| Location { chunk: Some(chunk as u32), offset: Some(c.extent(kind).offset), position: None };
+        let at = |kind: StreamKind| Location {
+            chunk: Some(chunk as u32),
+            offset: Some(c.extent(kind).offset),
+            position: None,
+        };
         let vexc = ExceptionList::parse(&self.vexc, n as u64, StreamKind::Vexc, n_genes)
             .map_err(|r| Error::tile(r, at(StreamKind::Vexc)))?;
         let gexc = ExceptionList::parse(&self.gexc, n as u64, StreamKind::Gexc, n_genes)
             .map_err(|r| Error::tile(r, at(StreamKind::Gexc)))?;
         let k = self.kernels;
-        (V::counts_kernel(k))(&self.vals, values).map_err(|f| fault_error(f, chunk, StreamKind::Vals, n_genes))?;
+        (V::counts_kernel(k))(&self.vals, values)
+            .map_err(|f| fault_error(f, chunk, StreamKind::Vals, n_genes))?;
         if !vexc.is_empty() {
             (V::value_exceptions_kernel(k))(&self.vals, vexc.positions, vexc.payloads, values)
                 .map_err(|f| fault_error(f, chunk, StreamKind::Vexc, n_genes))?;
@@ -152,8 +206,15 @@ impl ChunkDecoder {
         (k.gaps_to_indices)(&self.gaps, cells, n_genes, indices)
             .map_err(|f| fault_error(f, chunk, StreamKind::Gaps, n_genes))?;
         if !gexc.is_empty() {
-            (k.gap_exceptions)(&self.gaps, cells, n_genes, gexc.positions, gexc.payloads, indices)
-                .map_err(|f| fault_error(f, chunk, StreamKind::Gexc, n_genes))?;
+            (k.gap_exceptions)(
+                &self.gaps,
+                cells,
+                n_genes,
+                gexc.positions,
+                gexc.payloads,
+                indices,
+            )
+            .map_err(|f| fault_error(f, chunk, StreamKind::Gexc, n_genes))?;
         }
         Ok(())
     }
@@ -169,13 +230,25 @@ impl ChunkDecoder {
     ) -> Result<()> {
         let (cells, nnz) = (tile.n_cells(), tile.nnz());
         if indptr.len() != cells + 1 {
-            return Err(Error::OutputLength { what: "indptr", expected: cells + 1, got: indptr.len() });
+            return Err(Error::OutputLength {
+                what: "indptr",
+                expected: cells + 1,
+                got: indptr.len(),
+            });
         }
         if indices.len() != nnz {
-            return Err(Error::OutputLength { what: "indices", expected: nnz, got: indices.len() });
+            return Err(Error::OutputLength {
+                what: "indices",
+                expected: nnz,
+                got: indices.len(),
+            });
         }
         if values.len() != nnz {
-            return Err(Error::OutputLength { what: "values", expected: nnz, got: values.len() });
+            return Err(Error::OutputLength {
+                what: "values",
+                expected: nnz,
+                got: values.len(),
+            });
         }
         indptr.copy_from_slice(&tile.indptr_all());
         for (i, c) in tile.chunks().enumerate() {

@@ -25,7 +25,9 @@ pub struct EngineConfig {
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             pin: true,
             backend: None,
         }
@@ -53,7 +55,11 @@ impl Engine {
             None => Backend::active()?,
         };
         let threads = config.threads.max(1);
-        let cores = if config.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
+        let cores = if config.pin {
+            core_affinity::get_core_ids().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let pinned = !cores.is_empty();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -65,7 +71,12 @@ impl Engine {
             })
             .build()
             .map_err(|e| Error::Config(format!("cannot start {threads} decode threads: {e}")))?;
-        Ok(Engine { pool, backend, threads, pinned })
+        Ok(Engine {
+            pool,
+            backend,
+            threads,
+            pinned,
+        })
     }
 
     /// The kernel backend the workers use.

@@ -19,7 +19,10 @@ pub struct ExceptionList<'a> {
 
 impl<'a> ExceptionList<'a> {
     /// The empty list (a chunk without this kind of exception).
-    pub const EMPTY: ExceptionList<'static> = ExceptionList { positions: &[], payloads: &[] };
+    pub const EMPTY: ExceptionList<'static> = ExceptionList {
+        positions: &[],
+        payloads: &[],
+    };
 
     /// Number of exceptions.
     pub fn len(&self) -> usize {
@@ -35,19 +38,35 @@ impl<'a> ExceptionList<'a> {
     /// chunk of `n` nonzeros: `k <= n`, positions strictly increasing and `< n`,
     /// and payloads in range for `kind` (`vexc`: 65536 ..= 2^31 - 1; `gexc`:
     /// 1 ..= n_genes - 1).
-    pub fn parse(words: &'a [u32], n: u64, kind: StreamKind, n_genes: u32) -> Result<ExceptionList<'a>, TileRule> {
+    pub fn parse(
+        words: &'a [u32],
+        n: u64,
+        kind: StreamKind,
+        n_genes: u32,
+    ) -> Result<ExceptionList<'a>, TileRule> {
         let k = words.len() / 2;
         if !words.len().is_multiple_of(2) || k as u64 > n {
-            return Err(TileRule::ExceptionSize { stream: kind, bytes: 4 * words.len() as u64, n });
+            return Err(TileRule::ExceptionSize {
+                stream: kind,
+                bytes: 4 * words.len() as u64,
+                n,
+            });
         }
         let (positions, payloads) = words.split_at(k);
         let mut prev: Option<u32> = None;
         for &p in positions {
             if prev.is_some_and(|q| p <= q) {
-                return Err(TileRule::ExceptionOrder { stream: kind, position: p });
+                return Err(TileRule::ExceptionOrder {
+                    stream: kind,
+                    position: p,
+                });
             }
             if u64::from(p) >= n {
-                return Err(TileRule::ExceptionPosition { stream: kind, position: p, n });
+                return Err(TileRule::ExceptionPosition {
+                    stream: kind,
+                    position: p,
+                    n,
+                });
             }
             prev = Some(p);
         }
@@ -56,9 +75,15 @@ impl<'a> ExceptionList<'a> {
             _ => 1..=n_genes.saturating_sub(1),
         };
         if let Some(&bad) = payloads.iter().find(|v| !range.contains(v)) {
-            return Err(TileRule::ExceptionPayload { stream: kind, payload: bad });
+            return Err(TileRule::ExceptionPayload {
+                stream: kind,
+                payload: bad,
+            });
         }
-        Ok(ExceptionList { positions, payloads })
+        Ok(ExceptionList {
+            positions,
+            payloads,
+        })
     }
 }
 
@@ -77,14 +102,35 @@ mod tests {
     #[test]
     fn rejects_each_rule() {
         let v = StreamKind::Vexc;
-        assert!(matches!(ExceptionList::parse(&[1, 2, 3], 10, v, 9), Err(TileRule::ExceptionSize { .. })));
-        assert!(matches!(ExceptionList::parse(&[0, 1, 70_000, 70_000], 1, v, 9), Err(TileRule::ExceptionSize { .. })));
-        assert!(matches!(ExceptionList::parse(&[3, 3, 70_000, 70_000], 10, v, 9), Err(TileRule::ExceptionOrder { .. })));
-        assert!(matches!(ExceptionList::parse(&[10, 70_000], 10, v, 9), Err(TileRule::ExceptionPosition { .. })));
-        assert!(matches!(ExceptionList::parse(&[1, 1000], 10, v, 9), Err(TileRule::ExceptionPayload { payload: 1000, .. })));
+        assert!(matches!(
+            ExceptionList::parse(&[1, 2, 3], 10, v, 9),
+            Err(TileRule::ExceptionSize { .. })
+        ));
+        assert!(matches!(
+            ExceptionList::parse(&[0, 1, 70_000, 70_000], 1, v, 9),
+            Err(TileRule::ExceptionSize { .. })
+        ));
+        assert!(matches!(
+            ExceptionList::parse(&[3, 3, 70_000, 70_000], 10, v, 9),
+            Err(TileRule::ExceptionOrder { .. })
+        ));
+        assert!(matches!(
+            ExceptionList::parse(&[10, 70_000], 10, v, 9),
+            Err(TileRule::ExceptionPosition { .. })
+        ));
+        assert!(matches!(
+            ExceptionList::parse(&[1, 1000], 10, v, 9),
+            Err(TileRule::ExceptionPayload { payload: 1000, .. })
+        ));
         let g = StreamKind::Gexc;
-        assert!(matches!(ExceptionList::parse(&[1, 0], 10, g, 9), Err(TileRule::ExceptionPayload { payload: 0, .. })));
-        assert!(matches!(ExceptionList::parse(&[1, 9], 10, g, 9), Err(TileRule::ExceptionPayload { payload: 9, .. })));
+        assert!(matches!(
+            ExceptionList::parse(&[1, 0], 10, g, 9),
+            Err(TileRule::ExceptionPayload { payload: 0, .. })
+        ));
+        assert!(matches!(
+            ExceptionList::parse(&[1, 9], 10, g, 9),
+            Err(TileRule::ExceptionPayload { payload: 9, .. })
+        ));
         assert!(ExceptionList::parse(&[1, 8], 10, g, 9).is_ok());
     }
 }

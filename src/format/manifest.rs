@@ -49,7 +49,10 @@ pub struct Manifest {
 }
 
 fn field(key: &'static str, problem: impl Into<String>) -> DatasetRule {
-    DatasetRule::Field { key, problem: problem.into() }
+    DatasetRule::Field {
+        key,
+        problem: problem.into(),
+    }
 }
 
 fn get<'v>(obj: &'v Map<String, Value>, key: &'static str) -> Result<&'v Value, DatasetRule> {
@@ -57,11 +60,15 @@ fn get<'v>(obj: &'v Map<String, Value>, key: &'static str) -> Result<&'v Value, 
 }
 
 fn uint(obj: &Map<String, Value>, key: &'static str) -> Result<u64, DatasetRule> {
-    get(obj, key)?.as_u64().ok_or_else(|| field(key, "must be a non-negative integer"))
+    get(obj, key)?
+        .as_u64()
+        .ok_or_else(|| field(key, "must be a non-negative integer"))
 }
 
 fn boolean(obj: &Map<String, Value>, key: &'static str) -> Result<bool, DatasetRule> {
-    get(obj, key)?.as_bool().ok_or_else(|| field(key, "must be true or false"))
+    get(obj, key)?
+        .as_bool()
+        .ok_or_else(|| field(key, "must be true or false"))
 }
 
 fn uint_list(obj: &Map<String, Value>, key: &'static str) -> Result<Vec<u64>, DatasetRule> {
@@ -69,7 +76,10 @@ fn uint_list(obj: &Map<String, Value>, key: &'static str) -> Result<Vec<u64>, Da
         .as_array()
         .ok_or_else(|| field(key, "must be a list"))?
         .iter()
-        .map(|v| v.as_u64().ok_or_else(|| field(key, "entries must be non-negative integers")))
+        .map(|v| {
+            v.as_u64()
+                .ok_or_else(|| field(key, "entries must be non-negative integers"))
+        })
         .collect()
 }
 
@@ -95,8 +105,11 @@ impl Manifest {
 
     /// Parses and validates manifest bytes.
     pub fn parse(bytes: &[u8]) -> Result<Manifest, DatasetRule> {
-        let value: Value = serde_json::from_slice(bytes).map_err(|e| DatasetRule::ManifestJson(e.to_string()))?;
-        let obj = value.as_object().ok_or_else(|| DatasetRule::ManifestJson("not a JSON object".into()))?;
+        let value: Value =
+            serde_json::from_slice(bytes).map_err(|e| DatasetRule::ManifestJson(e.to_string()))?;
+        let obj = value
+            .as_object()
+            .ok_or_else(|| DatasetRule::ManifestJson("not a JSON object".into()))?;
         match get(obj, "format")? {
             Value::String(s) if s == FORMAT => {}
             other => return Err(DatasetRule::Format(other.to_string())),
@@ -127,7 +140,9 @@ impl Manifest {
                     v.as_str()
                         .filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
                         .map(str::to_string)
-                        .ok_or_else(|| field("obs_shard_sha256", "entries must be 64 hex characters"))
+                        .ok_or_else(|| {
+                            field("obs_shard_sha256", "entries must be 64 hex characters")
+                        })
                 })
                 .collect::<Result<_, _>>()?;
             let fingerprint = get(obj, "obs_fingerprint")?
@@ -135,7 +150,12 @@ impl Manifest {
                 .filter(|s| s.len() == 24 && s.bytes().all(|b| b.is_ascii_hexdigit()))
                 .ok_or_else(|| field("obs_fingerprint", "must be 24 hex characters"))?
                 .to_string();
-            Some(ObsManifest { tiles_per_file, shard_bytes: uint_list(obj, "obs_shard_bytes")?, shard_sha256, fingerprint })
+            Some(ObsManifest {
+                tiles_per_file,
+                shard_bytes: uint_list(obj, "obs_shard_bytes")?,
+                shard_sha256,
+                fingerprint,
+            })
         } else {
             None
         };
@@ -152,7 +172,9 @@ impl Manifest {
             tile_nnz: uint_list(obj, "tile_nnz")?,
             tile_bytes: uint_list(obj, "tile_bytes")?,
             n_chunks: uint(obj, "n_chunks")?,
-            zstd_level: get(obj, "zstd_level")?.as_i64().ok_or_else(|| field("zstd_level", "must be an integer"))?,
+            zstd_level: get(obj, "zstd_level")?
+                .as_i64()
+                .ok_or_else(|| field("zstd_level", "must be an integer"))?,
             has_gene_order: boolean(obj, "has_gene_order")?,
             has_var_names: boolean(obj, "has_var_names")?,
             has_var_table: boolean(obj, "has_var_table")?,
@@ -166,18 +188,32 @@ impl Manifest {
     /// Checks that every count agrees with every other.
     pub fn validate(&self) -> Result<(), DatasetRule> {
         let n = self.tile_cells.len();
-        for (key, len) in [("tile_nnz", self.tile_nnz.len()), ("tile_bytes", self.tile_bytes.len())] {
+        for (key, len) in [
+            ("tile_nnz", self.tile_nnz.len()),
+            ("tile_bytes", self.tile_bytes.len()),
+        ] {
             if len != n {
-                return Err(inconsistent(format!("{key} has {len} entries, tile_cells has {n}")));
+                return Err(inconsistent(format!(
+                    "{key} has {len} entries, tile_cells has {n}"
+                )));
             }
         }
-        let total = self.tile_cells.iter().try_fold(0u64, |a, &c| a.checked_add(c));
+        let total = self
+            .tile_cells
+            .iter()
+            .try_fold(0u64, |a, &c| a.checked_add(c));
         if total != Some(self.n_cells) {
-            return Err(inconsistent(format!("tile_cells sums to {total:?}, n_cells is {}", self.n_cells)));
+            return Err(inconsistent(format!(
+                "tile_cells sums to {total:?}, n_cells is {}",
+                self.n_cells
+            )));
         }
         if let Some((last, full)) = self.tile_cells.split_last() {
             if *last == 0 || *last > self.tile_size {
-                return Err(inconsistent(format!("the last tile holds {last} cells (must be 1..={})", self.tile_size)));
+                return Err(inconsistent(format!(
+                    "the last tile holds {last} cells (must be 1..={})",
+                    self.tile_size
+                )));
             }
             if let Some(t) = full.iter().position(|&c| c != self.tile_size) {
                 return Err(inconsistent(format!(
@@ -188,7 +224,10 @@ impl Manifest {
         }
         if let Some(obs) = &self.obs {
             let shards = Manifest::shards_for(n, obs.tiles_per_file);
-            for (key, len) in [("obs_shard_bytes", obs.shard_bytes.len()), ("obs_shard_sha256", obs.shard_sha256.len())] {
+            for (key, len) in [
+                ("obs_shard_bytes", obs.shard_bytes.len()),
+                ("obs_shard_sha256", obs.shard_sha256.len()),
+            ] {
                 if len != shards {
                     return Err(inconsistent(format!(
                         "{key} has {len} entries; {n} tiles at {} per shard make {shards} shards",
@@ -225,7 +264,10 @@ impl Manifest {
         }
         m.insert("metadata".into(), Value::Object(self.metadata.clone()));
         let mut out = Vec::new();
-        let mut ser = serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(b" "));
+        let mut ser = serde_json::Serializer::with_formatter(
+            &mut out,
+            serde_json::ser::PrettyFormatter::with_indent(b" "),
+        );
         serde::Serialize::serialize(&Value::Object(m), &mut ser).expect("a JSON value serialises");
         out.push(b'\n');
         out
@@ -264,11 +306,22 @@ mod tests {
     fn refuses_inconsistent_counts() {
         let mut m = sample();
         m.tile_cells = vec![2, 1, 2];
-        assert!(matches!(Manifest::parse(&m.to_json()), Err(DatasetRule::Inconsistent(_))));
+        assert!(matches!(
+            Manifest::parse(&m.to_json()),
+            Err(DatasetRule::Inconsistent(_))
+        ));
         let mut m = sample();
         m.tile_nnz.pop();
-        assert!(matches!(Manifest::parse(&m.to_json()), Err(DatasetRule::Inconsistent(_))));
-        let text = String::from_utf8(sample().to_json()).unwrap().replace("\"version\": 2", "\"version\": \"2\"");
-        assert!(matches!(Manifest::parse(text.as_bytes()), Err(DatasetRule::Version(_))));
+        assert!(matches!(
+            Manifest::parse(&m.to_json()),
+            Err(DatasetRule::Inconsistent(_))
+        ));
+        let text = String::from_utf8(sample().to_json())
+            .unwrap()
+            .replace("\"version\": 2", "\"version\": \"2\"");
+        assert!(matches!(
+            Manifest::parse(text.as_bytes()),
+            Err(DatasetRule::Version(_))
+        ));
     }
 }

@@ -83,7 +83,11 @@ fn bad(msg: impl Into<String>) -> Error {
 fn dict_value<'h>(header: &'h str, key: &str) -> Option<&'h str> {
     let start = header.find(&format!("'{key}'"))? + key.len() + 2;
     let rest = header[start..].trim_start().strip_prefix(':')?.trim_start();
-    let end = if rest.starts_with('(') { rest.find(')')? + 1 } else { rest.find([',', '}'])? };
+    let end = if rest.starts_with('(') {
+        rest.find(')')? + 1
+    } else {
+        rest.find([',', '}'])?
+    };
     Some(rest[..end].trim())
 }
 
@@ -95,14 +99,19 @@ impl Array {
         }
         let (hlen, hstart): (usize, usize) = match bytes[6] {
             1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
-            2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
+            2 | 3 if bytes.len() >= 12 => (
+                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+                12,
+            ),
             v => return Err(bad(format!("unsupported version {v}"))),
         };
         let header = bytes
             .get(hstart..hstart.saturating_add(hlen))
             .and_then(|h| std::str::from_utf8(h).ok())
             .ok_or_else(|| bad("truncated or non-UTF-8 header"))?;
-        let descr = dict_value(header, "descr").ok_or_else(|| bad("no descr"))?.trim_matches(['\'', '"']);
+        let descr = dict_value(header, "descr")
+            .ok_or_else(|| bad("no descr"))?
+            .trim_matches(['\'', '"']);
         let dtype = Dtype::parse(descr).ok_or_else(|| bad(format!("unsupported dtype {descr}")))?;
         if dict_value(header, "fortran_order") != Some("False") {
             return Err(bad("only C-order arrays are supported"));
@@ -113,23 +122,42 @@ impl Array {
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|s| s.parse::<usize>().map_err(|_| bad(format!("bad shape {shape_text}"))))
+            .map(|s| {
+                s.parse::<usize>()
+                    .map_err(|_| bad(format!("bad shape {shape_text}")))
+            })
             .collect::<Result<Vec<_>>>()?;
         let data = &bytes[hstart + hlen..];
         let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         if count.and_then(|c| c.checked_mul(dtype.size())) != Some(data.len()) {
-            return Err(bad(format!("shape {shape:?} of {descr} does not match {} data bytes", data.len())));
+            return Err(bad(format!(
+                "shape {shape:?} of {descr} does not match {} data bytes",
+                data.len()
+            )));
         }
-        Ok(Array { dtype, shape, data: data.to_vec() })
+        Ok(Array {
+            dtype,
+            shape,
+            data: data.to_vec(),
+        })
     }
 
     /// Serialises as a version-1 `.npy` file (header padded to 64 bytes).
     pub fn to_npy(&self) -> Vec<u8> {
         let dims = match self.shape.as_slice() {
             [one] => format!("({one},)"),
-            s => format!("({})", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+            s => format!(
+                "({})",
+                s.iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         };
-        let mut header = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {dims}, }}", self.dtype.descr());
+        let mut header = format!(
+            "{{'descr': '{}', 'fortran_order': False, 'shape': {dims}, }}",
+            self.dtype.descr()
+        );
         let total = (10 + header.len() + 1).next_multiple_of(64);
         header.push_str(&" ".repeat(total - 10 - header.len() - 1));
         header.push('\n');
@@ -143,7 +171,11 @@ impl Array {
 
     /// A 1-D `int32` array.
     pub fn from_i32(values: &[i32]) -> Array {
-        Array { dtype: Dtype::I32, shape: vec![values.len()], data: bytemuck::cast_slice(values).to_vec() }
+        Array {
+            dtype: Dtype::I32,
+            shape: vec![values.len()],
+            data: bytemuck::cast_slice(values).to_vec(),
+        }
     }
 
     /// Number of elements.
@@ -159,7 +191,14 @@ impl Array {
     fn convert<T>(&self, f: impl Fn(&[u8]) -> Option<T>) -> Result<Vec<T>> {
         self.data
             .chunks_exact(self.dtype.size())
-            .map(|b| f(b).ok_or_else(|| bad(format!("a {:?} value does not fit the requested type", self.dtype))))
+            .map(|b| {
+                f(b).ok_or_else(|| {
+                    bad(format!(
+                        "a {:?} value does not fit the requested type",
+                        self.dtype
+                    ))
+                })
+            })
             .collect()
     }
 
@@ -183,7 +222,10 @@ impl Array {
 
     /// The elements as `i32` (integer dtypes whose values fit).
     pub fn to_i32(&self) -> Result<Vec<i32>> {
-        self.to_i64()?.into_iter().map(|v| i32::try_from(v).map_err(|_| bad(format!("{v} does not fit in int32")))).collect()
+        self.to_i64()?
+            .into_iter()
+            .map(|v| i32::try_from(v).map_err(|_| bad(format!("{v} does not fit in int32"))))
+            .collect()
     }
 
     /// The elements as `f64` (any dtype; 64-bit integers above 2^53 round).
@@ -197,20 +239,25 @@ impl Array {
 }
 
 /// Reads member `name` (without `.npy`) of an `.npz` archive.
-pub fn read_npz_member<R: Read + std::io::Seek>(archive: &mut zip::ZipArchive<R>, name: &str) -> Result<Array> {
+pub fn read_npz_member<R: Read + std::io::Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    name: &str,
+) -> Result<Array> {
     let mut file = archive
         .by_name(&format!("{name}.npy"))
         .map_err(|e| Error::Input(format!("npz: member {name}.npy: {e}")))?;
     // The declared size bounds the read; cap the up-front reservation anyway.
     let mut bytes = Vec::with_capacity(file.size().min(1 << 26) as usize);
-    file.read_to_end(&mut bytes).map_err(|e| Error::io(format!("npz member {name}.npy"), e))?;
+    file.read_to_end(&mut bytes)
+        .map_err(|e| Error::io(format!("npz member {name}.npy"), e))?;
     Array::parse(&bytes)
 }
 
 /// Opens an `.npz` archive at `path`.
 pub fn open_npz(path: &std::path::Path) -> Result<zip::ZipArchive<std::fs::File>> {
     let f = std::fs::File::open(path).map_err(|e| Error::io(path.display().to_string(), e))?;
-    zip::ZipArchive::new(f).map_err(|e| Error::Input(format!("{}: not a valid .npz archive: {e}", path.display())))
+    zip::ZipArchive::new(f)
+        .map_err(|e| Error::Input(format!("{}: not a valid .npz archive: {e}", path.display())))
 }
 
 /// The members of a CSR `.npz`, as stored.
@@ -233,12 +280,23 @@ pub fn read_csr_npz(path: &std::path::Path) -> Result<NpzCsr> {
     let data = read_npz_member(&mut z, "data")?;
     let shape = read_npz_member(&mut z, "shape")?.to_i64()?;
     let [rows, cols] = shape[..] else {
-        return Err(Error::Input(format!("{}: shape must have 2 entries", path.display())));
+        return Err(Error::Input(format!(
+            "{}: shape must have 2 entries",
+            path.display()
+        )));
     };
     if rows < 0 || cols < 0 || indptr.len() as i64 != rows + 1 {
-        return Err(Error::Input(format!("{}: shape ({rows}, {cols}) disagrees with indptr", path.display())));
+        return Err(Error::Input(format!(
+            "{}: shape ({rows}, {cols}) disagrees with indptr",
+            path.display()
+        )));
     }
-    Ok(NpzCsr { indptr, indices, data, shape: [rows as u64, cols as u64] })
+    Ok(NpzCsr {
+        indptr,
+        indices,
+        data,
+        shape: [rows as u64, cols as u64],
+    })
 }
 
 #[cfg(test)]
@@ -251,7 +309,11 @@ mod tests {
         let b = Array::parse(&a.to_npy()).unwrap();
         assert_eq!(a, b);
         assert_eq!(b.to_i32().unwrap(), vec![3, -1, 7]);
-        assert_eq!(a.to_npy().len() % 64, 12, "header padded to a multiple of 64");
+        assert_eq!(
+            a.to_npy().len() % 64,
+            12,
+            "header padded to a multiple of 64"
+        );
     }
 
     #[test]

@@ -51,7 +51,10 @@ impl Header {
     /// Reads the header fields (no validation beyond the length).
     pub fn read(b: &[u8]) -> Result<Header> {
         if b.len() < HEADER_LEN {
-            return Err(Error::tile(TileRule::TooShort(b.len() as u64), Location::NONE));
+            return Err(Error::tile(
+                TileRule::TooShort(b.len() as u64),
+                Location::NONE,
+            ));
         }
         Ok(Header {
             version: u32_at(b, 8),
@@ -120,8 +123,20 @@ impl ChunkEntry {
 
     fn read(b: &[u8]) -> ChunkEntry {
         let f = |i: usize| u64_at(b, 8 * i);
-        let e = |i: usize| Extent { offset: f(i), len: f(i + 1) };
-        ChunkEntry { cell_lo: f(0), cell_hi: f(1), nnz_lo: f(2), nnz_hi: f(3), gaps: e(4), vals: e(6), vexc: e(8), gexc: e(10) }
+        let e = |i: usize| Extent {
+            offset: f(i),
+            len: f(i + 1),
+        };
+        ChunkEntry {
+            cell_lo: f(0),
+            cell_hi: f(1),
+            nnz_lo: f(2),
+            nnz_hi: f(3),
+            gaps: e(4),
+            vals: e(6),
+            vexc: e(8),
+            gexc: e(10),
+        }
     }
 
     /// The 96 bytes of this entry.
@@ -184,21 +199,44 @@ impl<'a> TileView<'a> {
             return fail(TileRule::Reserved(h.reserved), Location::offset(60));
         }
         if h.total_size != len {
-            return fail(TileRule::TotalSize { header: h.total_size, actual: len }, Location::offset(48));
+            return fail(
+                TileRule::TotalSize {
+                    header: h.total_size,
+                    actual: len,
+                },
+                Location::offset(48),
+            );
         }
         let computed = crc32fast::hash(&bytes[HEADER_LEN..]);
         if computed != h.crc32 {
-            return fail(TileRule::Crc { stored: h.crc32, computed }, Location::offset(56));
+            return fail(
+                TileRule::Crc {
+                    stored: h.crc32,
+                    computed,
+                },
+                Location::offset(56),
+            );
         }
         if h.n_genes == 0 || h.n_genes > MAX_GENES {
             return fail(TileRule::NGenes(h.n_genes), Location::offset(32));
         }
         let table_end = HEADER_LEN as u64 + CHUNK_ENTRY_LEN as u64 * u64::from(h.n_chunks);
         if table_end > len {
-            return fail(TileRule::ChunkTableBounds { n_chunks: h.n_chunks }, Location::offset(36));
+            return fail(
+                TileRule::ChunkTableBounds {
+                    n_chunks: h.n_chunks,
+                },
+                Location::offset(36),
+            );
         }
         if (h.n_chunks == 0) != (h.n_cells == 0) {
-            return fail(TileRule::ChunkCount { n_chunks: h.n_chunks, n_cells: h.n_cells }, Location::offset(36));
+            return fail(
+                TileRule::ChunkCount {
+                    n_chunks: h.n_chunks,
+                    n_cells: h.n_cells,
+                },
+                Location::offset(36),
+            );
         }
         if !h.indptr_off.is_multiple_of(8) || h.indptr_off < table_end {
             return fail(TileRule::IndptrOffset(h.indptr_off), Location::offset(40));
@@ -207,7 +245,13 @@ impl<'a> TileView<'a> {
         // not byte products, so no header value can overflow the arithmetic.
         let room = len.saturating_sub(h.indptr_off) / 8;
         if h.indptr_off > len || h.n_cells >= room {
-            return fail(TileRule::IndptrBounds { offset: h.indptr_off, n_cells: h.n_cells }, Location::offset(40));
+            return fail(
+                TileRule::IndptrBounds {
+                    offset: h.indptr_off,
+                    n_cells: h.n_cells,
+                },
+                Location::offset(40),
+            );
         }
         let view = TileView { bytes, header: h };
         view.check_indptr()?;
@@ -220,7 +264,10 @@ impl<'a> TileView<'a> {
     /// avoids re-checking the CRC for every chunk it decodes. Given other bytes,
     /// later accessors may panic, never misbehave otherwise.
     pub fn revalidated(bytes: &'a [u8]) -> Result<TileView<'a>> {
-        Ok(TileView { bytes, header: Header::read(bytes)? })
+        Ok(TileView {
+            bytes,
+            header: Header::read(bytes)?,
+        })
     }
 
     fn indptr_at(&self, cell: u64) -> i64 {
@@ -241,12 +288,21 @@ impl<'a> TileView<'a> {
         for (cell, b) in raw.chunks_exact(8).enumerate() {
             let v = i64::from_le_bytes(b.try_into().expect("8 bytes"));
             if v < prev {
-                return Err(Error::tile(TileRule::IndptrDecreasing { cell: cell as u64 }, at(cell as u64)));
+                return Err(Error::tile(
+                    TileRule::IndptrDecreasing { cell: cell as u64 },
+                    at(cell as u64),
+                ));
             }
             prev = v;
         }
         if prev as u64 != h.nnz {
-            return Err(Error::tile(TileRule::IndptrEnd { last: prev, nnz: h.nnz }, at(h.n_cells)));
+            return Err(Error::tile(
+                TileRule::IndptrEnd {
+                    last: prev,
+                    nnz: h.nnz,
+                },
+                at(h.n_cells),
+            ));
         }
         Ok(())
     }
@@ -258,31 +314,62 @@ impl<'a> TileView<'a> {
         let (mut cell, mut nz) = (0u64, 0u64);
         for i in 0..h.n_chunks as usize {
             let c = self.chunk(i);
-            let at = Location { chunk: Some(i as u32), offset: Some((HEADER_LEN + i * CHUNK_ENTRY_LEN) as u64), position: None };
+            let at = Location {
+                chunk: Some(i as u32),
+                offset: Some((HEADER_LEN + i * CHUNK_ENTRY_LEN) as u64),
+                position: None,
+            };
             let rule = |rule| Err(Error::tile(rule, at));
             if c.cell_lo != cell {
-                return rule(TileRule::ChunkCoverage { field: "cell_lo", got: c.cell_lo, expected: cell });
+                return rule(TileRule::ChunkCoverage {
+                    field: "cell_lo",
+                    got: c.cell_lo,
+                    expected: cell,
+                });
             }
             if c.nnz_lo != nz {
-                return rule(TileRule::ChunkCoverage { field: "nnz_lo", got: c.nnz_lo, expected: nz });
+                return rule(TileRule::ChunkCoverage {
+                    field: "nnz_lo",
+                    got: c.nnz_lo,
+                    expected: nz,
+                });
             }
             if c.cell_hi < c.cell_lo || c.cell_hi > h.n_cells {
-                return rule(TileRule::ChunkBounds { field: "cell_hi", got: c.cell_hi });
+                return rule(TileRule::ChunkBounds {
+                    field: "cell_hi",
+                    got: c.cell_hi,
+                });
             }
             if c.nnz_hi < c.nnz_lo || c.nnz_hi > h.nnz {
-                return rule(TileRule::ChunkBounds { field: "nnz_hi", got: c.nnz_hi });
+                return rule(TileRule::ChunkBounds {
+                    field: "nnz_hi",
+                    got: c.nnz_hi,
+                });
             }
-            for (cell_idx, field, want) in [(c.cell_lo, "nnz_lo", c.nnz_lo), (c.cell_hi, "nnz_hi", c.nnz_hi)] {
+            for (cell_idx, field, want) in [
+                (c.cell_lo, "nnz_lo", c.nnz_lo),
+                (c.cell_hi, "nnz_hi", c.nnz_hi),
+            ] {
                 let got = self.indptr_at(cell_idx);
                 if got as u64 != want {
-                    return rule(TileRule::ChunkIndptr { cell: cell_idx, indptr: got, field, expected: want });
+                    return rule(TileRule::ChunkIndptr {
+                        cell: cell_idx,
+                        indptr: got,
+                        field,
+                        expected: want,
+                    });
                 }
             }
             let n = c.nnz();
             if n >= 1 << 32 {
                 return rule(TileRule::ChunkTooLarge(n));
             }
-            for kind in [StreamKind::Gaps, StreamKind::Vals, StreamKind::Vexc, StreamKind::Gexc] {
+            for kind in [
+                StreamKind::Gaps,
+                StreamKind::Vals,
+                StreamKind::Vexc,
+                StreamKind::Gexc,
+            ] {
                 let e = c.extent(kind);
                 let required = matches!(kind, StreamKind::Gaps | StreamKind::Vals);
                 if e.len == 0 {
@@ -292,28 +379,56 @@ impl<'a> TileView<'a> {
                     continue;
                 }
                 if !e.offset.is_multiple_of(8) {
-                    return rule(TileRule::StreamMisaligned { stream: kind, offset: e.offset });
+                    return rule(TileRule::StreamMisaligned {
+                        stream: kind,
+                        offset: e.offset,
+                    });
                 }
-                if e.offset < streams_start || e.offset.checked_add(e.len).is_none_or(|end| end > len) {
-                    return rule(TileRule::StreamBounds { stream: kind, offset: e.offset, len: e.len });
+                if e.offset < streams_start
+                    || e.offset.checked_add(e.len).is_none_or(|end| end > len)
+                {
+                    return rule(TileRule::StreamBounds {
+                        stream: kind,
+                        offset: e.offset,
+                        len: e.len,
+                    });
                 }
                 // The frame must be able to expand to what the format requires
                 // (2n bytes for a stream, at least 8 for an exception frame), so a
                 // caller sizing buffers from `nnz` allocates in proportion to the file.
                 let need = if required { 2 * n } else { 8 };
                 if need > e.len.saturating_mul(MAX_EXPANSION) {
-                    return rule(TileRule::FrameRatio { stream: kind, compressed: e.len, declared: need });
+                    return rule(TileRule::FrameRatio {
+                        stream: kind,
+                        compressed: e.len,
+                        declared: need,
+                    });
                 }
             }
             cell = c.cell_hi;
             nz = c.nnz_hi;
         }
-        let end = Location::offset(HEADER_LEN as u64 + CHUNK_ENTRY_LEN as u64 * u64::from(h.n_chunks));
+        let end =
+            Location::offset(HEADER_LEN as u64 + CHUNK_ENTRY_LEN as u64 * u64::from(h.n_chunks));
         if cell != h.n_cells {
-            return Err(Error::tile(TileRule::ChunkCoverage { field: "last cell_hi", got: cell, expected: h.n_cells }, end));
+            return Err(Error::tile(
+                TileRule::ChunkCoverage {
+                    field: "last cell_hi",
+                    got: cell,
+                    expected: h.n_cells,
+                },
+                end,
+            ));
         }
         if nz != h.nnz {
-            return Err(Error::tile(TileRule::ChunkCoverage { field: "last nnz_hi", got: nz, expected: h.nnz }, end));
+            return Err(Error::tile(
+                TileRule::ChunkCoverage {
+                    field: "last nnz_hi",
+                    got: nz,
+                    expected: h.nnz,
+                },
+                end,
+            ));
         }
         Ok(())
     }
@@ -372,12 +487,19 @@ impl<'a> TileView<'a> {
     /// `indptr[lo ..= hi]`: borrowed when the tile bytes are 8-byte aligned in
     /// memory (as the dataset stores provide them), copied otherwise.
     pub fn indptr(&self, lo: usize, hi: usize) -> Cow<'a, [i64]> {
-        assert!(lo <= hi && hi <= self.n_cells(), "indptr range {lo}..={hi} out of range");
+        assert!(
+            lo <= hi && hi <= self.n_cells(),
+            "indptr range {lo}..={hi} out of range"
+        );
         let start = self.header.indptr_off as usize + 8 * lo;
         let raw = &self.bytes[start..start + 8 * (hi - lo + 1)];
         match bytemuck::try_cast_slice::<u8, i64>(raw) {
             Ok(s) => Cow::Borrowed(s),
-            Err(_) => Cow::Owned(raw.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect()),
+            Err(_) => Cow::Owned(
+                raw.chunks_exact(8)
+                    .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+                    .collect(),
+            ),
         }
     }
 

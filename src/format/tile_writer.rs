@@ -8,7 +8,9 @@
 
 use crate::csr::CsrRef;
 use crate::error::{Error, Result};
-use crate::format::tile::{ChunkEntry, Extent, Header, CHUNK_ENTRY_LEN, HEADER_LEN, MAX_GENES, VERSION};
+use crate::format::tile::{
+    ChunkEntry, Extent, Header, CHUNK_ENTRY_LEN, HEADER_LEN, MAX_GENES, VERSION,
+};
 use crate::format::zstd::Compressor;
 use crate::kernels::{scalar, CellBounds, TileKernels};
 
@@ -82,7 +84,11 @@ impl Default for TileEncoder {
 impl TileEncoder {
     /// An encoder with [`DEFAULT_CHUNKS`] chunks and zstd level [`DEFAULT_LEVEL`].
     pub fn new() -> TileEncoder {
-        TileEncoder { n_chunks: DEFAULT_CHUNKS, level: DEFAULT_LEVEL, zstd: Compressor::new() }
+        TileEncoder {
+            n_chunks: DEFAULT_CHUNKS,
+            level: DEFAULT_LEVEL,
+            zstd: Compressor::new(),
+        }
     }
 
     /// Sets the number of chunks (at least 1; a tile never has more chunks than cells).
@@ -155,7 +161,12 @@ impl TileEncoder {
         bounds
     }
 
-    fn assemble(&mut self, indptr: &[i64], n_genes: u32, streams: &[ChunkStreams]) -> Result<Vec<u8>> {
+    fn assemble(
+        &mut self,
+        indptr: &[i64],
+        n_genes: u32,
+        streams: &[ChunkStreams],
+    ) -> Result<Vec<u8>> {
         let n_cells = indptr.len() - 1;
         let indptr_off = HEADER_LEN + CHUNK_ENTRY_LEN * streams.len();
         let mut out = vec![0u8; indptr_off];
@@ -170,8 +181,13 @@ impl TileEncoder {
             let mut put = |out: &mut Vec<u8>, bytes: &[u8]| -> Result<Extent> {
                 out.resize(out.len().next_multiple_of(8), 0);
                 let offset = out.len() as u64;
-                self.zstd.compress_into(bytes, self.level, out).map_err(Error::Compress)?;
-                Ok(Extent { offset, len: out.len() as u64 - offset })
+                self.zstd
+                    .compress_into(bytes, self.level, out)
+                    .map_err(Error::Compress)?;
+                Ok(Extent {
+                    offset,
+                    len: out.len() as u64 - offset,
+                })
             };
             let mut plane_frame = |out: &mut Vec<u8>, values: &[u16]| {
                 planes.resize(2 * values.len(), 0);
@@ -246,16 +262,26 @@ fn validate<V: CountSource>(csr: &CsrRef<'_, V>) -> Result<Vec<u32>> {
             return bad(format!("indptr decreases at cell {cell}"));
         }
         if w[1] as usize > nnz {
-            return bad(format!("indptr[{}] = {} is beyond the {nnz} nonzeros", cell + 1, w[1]));
+            return bad(format!(
+                "indptr[{}] = {} is beyond the {nnz} nonzeros",
+                cell + 1,
+                w[1]
+            ));
         }
         let (lo, hi) = (w[0] as usize, w[1] as usize);
         if (hi - lo) as u64 >= 1 << 32 {
-            return bad(format!("cell {cell} holds {} nonzeros (at most 2^32 - 1)", hi - lo));
+            return bad(format!(
+                "cell {cell} holds {} nonzeros (at most 2^32 - 1)",
+                hi - lo
+            ));
         }
         let mut prev: Option<i32> = None;
         for (j, &g) in csr.indices[lo..hi].iter().enumerate() {
             if g < 0 || g as u64 >= csr.n_cols {
-                return bad(format!("cell {cell}, nonzero {j}: gene index {g} outside 0..{}", csr.n_cols));
+                return bad(format!(
+                    "cell {cell}, nonzero {j}: gene index {g} outside 0..{}",
+                    csr.n_cols
+                ));
             }
             if prev.is_some_and(|p| g <= p) {
                 return bad(format!("cell {cell}, nonzero {j}: gene indices must be sorted and distinct ({g} after {})", prev.unwrap_or(0)));
@@ -269,13 +295,21 @@ fn validate<V: CountSource>(csr: &CsrRef<'_, V>) -> Result<Vec<u32>> {
         .map(|(j, &v)| {
             v.to_count().ok_or_else(|| {
                 let cell = csr.indptr.partition_point(|&p| p <= j as i64) - 1;
-                Error::Input(format!("cell {cell}: value {} is not a count in 1..=2^31-1", v.describe()))
+                Error::Input(format!(
+                    "cell {cell}: value {} is not a count in 1..=2^31-1",
+                    v.describe()
+                ))
             })
         })
         .collect()
 }
 
-fn chunk_streams<V>(csr: &CsrRef<'_, V>, counts: &[u32], cell_lo: usize, cell_hi: usize) -> ChunkStreams {
+fn chunk_streams<V>(
+    csr: &CsrRef<'_, V>,
+    counts: &[u32],
+    cell_lo: usize,
+    cell_hi: usize,
+) -> ChunkStreams {
     let (nnz_lo, nnz_hi) = (csr.indptr[cell_lo] as usize, csr.indptr[cell_hi] as usize);
     let n = nnz_hi - nnz_lo;
     let cells = CellBounds::new(&csr.indptr[cell_lo..=cell_hi], n).expect("validated indptr");
@@ -289,7 +323,12 @@ fn chunk_streams<V>(csr: &CsrRef<'_, V>, counts: &[u32], cell_lo: usize, cell_hi
         gexc: Vec::new(),
         vexc: Vec::new(),
     };
-    (TileKernels::best().indices_to_gaps)(&csr.indices[nnz_lo..nnz_hi], cells, &mut s.gaps, &mut s.gexc);
+    (TileKernels::best().indices_to_gaps)(
+        &csr.indices[nnz_lo..nnz_hi],
+        cells,
+        &mut s.gaps,
+        &mut s.gexc,
+    );
     scalar::counts_to_stream(&counts[nnz_lo..nnz_hi], &mut s.vals, &mut s.vexc);
     s
 }

@@ -46,7 +46,9 @@ pub enum FrameError {
 fn error_name(code: usize) -> String {
     // SAFETY: ZSTD_getErrorName returns a pointer to a static NUL-terminated string
     // for any code, valid for the life of the program.
-    unsafe { CStr::from_ptr(sys::ZSTD_getErrorName(code)) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(sys::ZSTD_getErrorName(code)) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn is_error(code: usize) -> bool {
@@ -57,14 +59,18 @@ fn is_error(code: usize) -> bool {
 /// The version of the linked zstd library, e.g. `1.5.7`.
 pub fn version() -> String {
     // SAFETY: ZSTD_versionString returns a static NUL-terminated string.
-    unsafe { CStr::from_ptr(sys::ZSTD_versionString()) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(sys::ZSTD_versionString()) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Reads and checks a frame's header: the single regular frame filling `src`,
 /// with a content size that can be produced from `src.len()` bytes. Returns the
 /// declared content size. Reads only headers (block headers for the extent).
 pub fn frame_content_size(src: &[u8]) -> Result<u64, FrameError> {
-    let magic = src.get(..4).map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+    let magic = src
+        .get(..4)
+        .map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
     if magic != Some(FRAME_MAGIC) {
         return Err(FrameError::NotAFrame);
     }
@@ -78,7 +84,10 @@ pub fn frame_content_size(src: &[u8]) -> Result<u64, FrameError> {
     }
     let compressed = src.len() as u64;
     if declared > compressed.saturating_mul(MAX_EXPANSION) {
-        return Err(FrameError::Ratio { declared, compressed });
+        return Err(FrameError::Ratio {
+            declared,
+            compressed,
+        });
     }
     // SAFETY: as above; zstd walks the block headers inside `src` only.
     let extent = unsafe { sys::ZSTD_findFrameCompressedSize(src.as_ptr().cast(), src.len()) };
@@ -86,7 +95,9 @@ pub fn frame_content_size(src: &[u8]) -> Result<u64, FrameError> {
         return Err(FrameError::Corrupt(error_name(extent)));
     }
     if extent < src.len() {
-        return Err(FrameError::Trailing { extra: (src.len() - extent) as u64 });
+        return Err(FrameError::Trailing {
+            extra: (src.len() - extent) as u64,
+        });
     }
     Ok(declared)
 }
@@ -105,7 +116,9 @@ impl Decompressor {
     pub fn new() -> Decompressor {
         // SAFETY: plain constructor; a null result means allocation failure.
         let raw = unsafe { sys::ZSTD_createDCtx() };
-        let dctx = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(std::alloc::Layout::new::<[u8; 1 << 17]>()));
+        let dctx = NonNull::new(raw).unwrap_or_else(|| {
+            std::alloc::handle_alloc_error(std::alloc::Layout::new::<[u8; 1 << 17]>())
+        });
         Decompressor { dctx }
     }
 
@@ -132,7 +145,9 @@ impl Decompressor {
             return Err(FrameError::Corrupt(error_name(written)));
         }
         if written != dst.len() {
-            return Err(FrameError::Corrupt(format!("frame produced {written} bytes, header declared {declared}")));
+            return Err(FrameError::Corrupt(format!(
+                "frame produced {written} bytes, header declared {declared}"
+            )));
         }
         Ok(())
     }
@@ -164,12 +179,19 @@ impl Compressor {
     pub fn new() -> Compressor {
         // SAFETY: plain constructor; a null result means allocation failure.
         let raw = unsafe { sys::ZSTD_createCCtx() };
-        let cctx = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(std::alloc::Layout::new::<[u8; 1 << 17]>()));
+        let cctx = NonNull::new(raw).unwrap_or_else(|| {
+            std::alloc::handle_alloc_error(std::alloc::Layout::new::<[u8; 1 << 17]>())
+        });
         Compressor { cctx }
     }
 
     /// Appends one frame holding `src`, with its content size, at `level`, to `out`.
-    pub fn compress_into(&mut self, src: &[u8], level: i32, out: &mut Vec<u8>) -> Result<(), String> {
+    pub fn compress_into(
+        &mut self,
+        src: &[u8],
+        level: i32,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
         let set = |param, value| {
             // SAFETY: the context is ours and valid; the parameter is a known enum value.
             let code = unsafe { sys::ZSTD_CCtx_setParameter(self.cctx.as_ptr(), param, value) };
@@ -225,7 +247,9 @@ mod tests {
 
     fn frame(data: &[u8], level: i32) -> Vec<u8> {
         let mut out = Vec::new();
-        Compressor::new().compress_into(data, level, &mut out).unwrap();
+        Compressor::new()
+            .compress_into(data, level, &mut out)
+            .unwrap();
         out
     }
 
@@ -253,13 +277,29 @@ mod tests {
         let f = frame(&data, 3);
         let mut d = Decompressor::new();
         let mut small = vec![0u8; 999];
-        assert_eq!(d.decompress_exact(&f, &mut small), Err(FrameError::Size { declared: 1000, expected: 999 }));
+        assert_eq!(
+            d.decompress_exact(&f, &mut small),
+            Err(FrameError::Size {
+                declared: 1000,
+                expected: 999
+            })
+        );
         let mut trailing = f.clone();
         trailing.extend_from_slice(&[0; 8]);
         let mut dst = vec![0u8; 1000];
-        assert_eq!(d.decompress_exact(&trailing, &mut dst), Err(FrameError::Trailing { extra: 8 }));
-        assert_eq!(d.decompress_exact(b"junkjunk", &mut dst), Err(FrameError::NotAFrame));
-        assert_eq!(d.decompress_exact(&f[..f.len() - 1], &mut dst).map_err(|e| matches!(e, FrameError::Corrupt(_))), Err(true));
+        assert_eq!(
+            d.decompress_exact(&trailing, &mut dst),
+            Err(FrameError::Trailing { extra: 8 })
+        );
+        assert_eq!(
+            d.decompress_exact(b"junkjunk", &mut dst),
+            Err(FrameError::NotAFrame)
+        );
+        assert_eq!(
+            d.decompress_exact(&f[..f.len() - 1], &mut dst)
+                .map_err(|e| matches!(e, FrameError::Corrupt(_))),
+            Err(true)
+        );
     }
 
     #[test]
@@ -272,7 +312,10 @@ mod tests {
         let mut hacked = f[..5].to_vec();
         hacked.extend_from_slice(&fcs.to_le_bytes());
         hacked.extend_from_slice(&f[6..]);
-        assert!(matches!(frame_content_size(&hacked), Err(FrameError::Ratio { .. }) | Err(FrameError::Corrupt(_))));
+        assert!(matches!(
+            frame_content_size(&hacked),
+            Err(FrameError::Ratio { .. }) | Err(FrameError::Corrupt(_))
+        ));
     }
 
     #[test]

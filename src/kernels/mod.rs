@@ -48,7 +48,12 @@ pub const KERNEL_ENV: &str = "DELTACELLS_KERNEL";
 
 impl Backend {
     /// Every backend, in increasing order of preference on its architecture.
-    pub const ALL: [Backend; 4] = [Backend::Scalar, Backend::Avx2, Backend::Avx512, Backend::Neon];
+    pub const ALL: [Backend; 4] = [
+        Backend::Scalar,
+        Backend::Avx2,
+        Backend::Avx512,
+        Backend::Neon,
+    ];
 
     /// The lower-case name used by `DELTACELLS_KERNEL` and `--kernel`.
     pub fn name(self) -> &'static str {
@@ -87,7 +92,10 @@ impl Backend {
 
     /// Every backend this CPU can run, scalar first.
     pub fn available() -> Vec<Backend> {
-        Backend::ALL.into_iter().filter(|b| b.is_available()).collect()
+        Backend::ALL
+            .into_iter()
+            .filter(|b| b.is_available())
+            .collect()
     }
 
     /// The best backend this CPU can run.

@@ -55,7 +55,12 @@ pub fn counts<V: Count>(planes: &[u8], out: &mut [V]) -> Result<(), Fault> {
 /// (indices strictly increase), and the cell's last index must be below
 /// `n_genes` (it is the largest, so that bounds them all). Sums run in 64 bits,
 /// so no input can wrap. Indices written before a fault are unspecified.
-pub fn gaps_to_indices(planes: &[u8], cells: CellBounds<'_>, n_genes: u32, out: &mut [i32]) -> Result<(), Fault> {
+pub fn gaps_to_indices(
+    planes: &[u8],
+    cells: CellBounds<'_>,
+    n_genes: u32,
+    out: &mut [i32],
+) -> Result<(), Fault> {
     let (lo, hi) = split(planes, out.len());
     for (start, end) in cells.iter() {
         let mut acc: u64 = 0;
@@ -68,7 +73,10 @@ pub fn gaps_to_indices(planes: &[u8], cells: CellBounds<'_>, n_genes: u32, out: 
             out[j] = acc as i32;
         }
         if end > start && acc >= u64::from(n_genes) {
-            return Err(Fault::GeneIndex { position: (end - 1) as u64, index: acc });
+            return Err(Fault::GeneIndex {
+                position: (end - 1) as u64,
+                index: acc,
+            });
         }
     }
     Ok(())
@@ -86,12 +94,20 @@ fn stored(planes: &[u8], position: usize) -> u16 {
 /// `positions` are strictly increasing and below `out.len()`, and each payload
 /// is in range (the format layer checks both). The stored value at each
 /// position must be the 65535 marker.
-pub fn apply_value_exceptions<V: Count>(planes: &[u8], positions: &[u32], payloads: &[u32], out: &mut [V]) -> Result<(), Fault> {
+pub fn apply_value_exceptions<V: Count>(
+    planes: &[u8],
+    positions: &[u32],
+    payloads: &[u32],
+    out: &mut [V],
+) -> Result<(), Fault> {
     for (&p, &v) in positions.iter().zip(payloads) {
         let p = p as usize;
         let s = stored(planes, p);
         if s != u16::MAX {
-            return Err(Fault::Unmarked { position: p as u64, stored: s });
+            return Err(Fault::Unmarked {
+                position: p as u64,
+                stored: s,
+            });
         }
         out[p] = V::from_u32(v);
     }
@@ -117,16 +133,24 @@ pub fn apply_gap_exceptions(
     for (&p, &payload) in positions.iter().zip(payloads) {
         let p = p as usize;
         while p >= cell.1 {
-            cell = cell_iter.next().expect("exception positions lie inside the chunk");
+            cell = cell_iter
+                .next()
+                .expect("exception positions lie inside the chunk");
         }
         let s = stored(planes, p);
         if s != u16::MAX {
-            return Err(Fault::Unmarked { position: p as u64, stored: s });
+            return Err(Fault::Unmarked {
+                position: p as u64,
+                stored: s,
+            });
         }
         let last = cell.1 - 1;
         let new_last = out[last] as u64 + u64::from(payload);
         if new_last >= u64::from(n_genes) {
-            return Err(Fault::GeneIndex { position: last as u64, index: new_last });
+            return Err(Fault::GeneIndex {
+                position: last as u64,
+                index: new_last,
+            });
         }
         for x in &mut out[p..cell.1] {
             *x += payload as i32;
@@ -137,7 +161,11 @@ pub fn apply_gap_exceptions(
 
 /// `u16` values -> planes (the encode side of [`recombine_u16`]).
 pub fn split_planes(values: &[u16], out: &mut [u8]) {
-    assert_eq!(out.len(), 2 * values.len(), "byte planes must hold 2n bytes");
+    assert_eq!(
+        out.len(),
+        2 * values.len(),
+        "byte planes must hold 2n bytes"
+    );
     let (lo, hi) = out.split_at_mut(values.len());
     for ((&v, l), h) in values.iter().zip(lo).zip(hi) {
         [*l, *h] = v.to_le_bytes();
@@ -149,7 +177,12 @@ pub fn split_planes(values: &[u16], out: &mut [u8]) {
 ///
 /// Indices must be strictly increasing within each cell and non-negative (the
 /// writer checks that first, with an error naming the cell).
-pub fn indices_to_gaps(indices: &[i32], cells: CellBounds<'_>, out: &mut [u16], exceptions: &mut Vec<(u32, u32)>) {
+pub fn indices_to_gaps(
+    indices: &[i32],
+    cells: CellBounds<'_>,
+    out: &mut [u16],
+    exceptions: &mut Vec<(u32, u32)>,
+) {
     assert_eq!(out.len(), indices.len(), "one gap per index");
     for (start, end) in cells.iter() {
         let mut prev = 0u32;

@@ -16,7 +16,12 @@ pub fn testdata() -> PathBuf {
 /// A golden expectation as exact `i32` counts.
 pub fn expected_csr(path: &std::path::Path) -> Csr<i32> {
     let npz = read_csr_npz(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    Csr { n_cols: npz.shape[1], indptr: npz.indptr, indices: npz.indices, values: npz.data.to_i32().expect("integer counts") }
+    Csr {
+        n_cols: npz.shape[1],
+        indptr: npz.indptr,
+        indices: npz.indices,
+        values: npz.data.to_i32().expect("integer counts"),
+    }
 }
 
 /// Reads a file into memory that is 8-byte aligned, as the dataset stores do.
@@ -34,7 +39,10 @@ impl AlignedBytes {
     pub fn new(bytes: &[u8]) -> AlignedBytes {
         let mut words = vec![0u64; bytes.len().div_ceil(8)];
         bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
-        AlignedBytes { words, len: bytes.len() }
+        AlignedBytes {
+            words,
+            len: bytes.len(),
+        }
     }
 
     pub fn bytes(&self) -> &[u8] {
@@ -86,7 +94,10 @@ pub fn assemble_tile(n_genes: u32, indptr: &[i64], chunks: &[RawChunk]) -> Vec<u
         out.resize(out.len().next_multiple_of(8), 0);
         let offset = out.len() as u64;
         z.compress_into(bytes, 3, out).unwrap();
-        Extent { offset, len: out.len() as u64 - offset }
+        Extent {
+            offset,
+            len: out.len() as u64 - offset,
+        }
     };
     let mut entries = Vec::new();
     for c in chunks {

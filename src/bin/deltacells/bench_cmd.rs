@@ -9,7 +9,9 @@ use std::time::Instant;
 use clap::Args;
 use deltacells::dataset::{BatchConfig, Shuffle};
 use deltacells::format::tile::TileView;
-use deltacells::measure::{format_rows, peak_rss, reset_peak_rss, scan_report, tile_decode_report, ScanReport};
+use deltacells::measure::{
+    format_rows, peak_rss, reset_peak_rss, scan_report, tile_decode_report, ScanReport,
+};
 use deltacells::{Backend, Result};
 
 use crate::dataset_cmd::open;
@@ -44,7 +46,9 @@ fn mib(bytes: u64) -> f64 {
 }
 
 fn scan_line(r: &ScanReport, base: Option<&ScanReport>) -> String {
-    let scaling = base.map_or(String::new(), |b| format!("{:>9.2}x", b.decode_s / r.decode_s));
+    let scaling = base.map_or(String::new(), |b| {
+        format!("{:>9.2}x", b.decode_s / r.decode_s)
+    });
     format!(
         "{:>7} {:>12.0} {:>10.1} {:>10.1} {:>12.2} {scaling}",
         r.threads,
@@ -77,19 +81,33 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     let store = probe.store().clone();
     let mut held = Vec::new();
     for t in 0..m.n_tiles() {
-        held.push(store.get(&deltacells::format::manifest::Manifest::tile_key(t))?.unwrap_or_default());
+        held.push(
+            store
+                .get(&deltacells::format::manifest::Manifest::tile_key(t))?
+                .unwrap_or_default(),
+        );
         if held.iter().map(|b| b.len()).sum::<usize>() > 4 << 20 {
             break;
         }
     }
-    let views = held.iter().map(|b| TileView::parse(b.as_bytes())).collect::<Result<Vec<_>>>()?;
-    writeln!(out, "\nsingle-thread tile decode by backend ({} tiles, f32 values, best of 5):", views.len()).map_err(out_err)?;
+    let views = held
+        .iter()
+        .map(|b| TileView::parse(b.as_bytes()))
+        .collect::<Result<Vec<_>>>()?;
+    writeln!(
+        out,
+        "\nsingle-thread tile decode by backend ({} tiles, f32 values, best of 5):",
+        views.len()
+    )
+    .map_err(out_err)?;
     write!(out, "{}", format_rows(&tile_decode_report(&views, 5)?)).map_err(out_err)?;
     drop(views);
     drop(held);
     drop(probe);
 
-    let max_threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let max_threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut thread_counts = vec![1];
     if max_threads > 1 {
         thread_counts.push(max_threads.min(2));
@@ -97,8 +115,18 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     if max_threads > 2 {
         thread_counts.push(max_threads);
     }
-    writeln!(out, "\nfull scan (fetch + CRC + decode into one reused buffer, best of {}):", args.reps).map_err(out_err)?;
-    writeln!(out, "{:>7} {:>12} {:>10} {:>10} {:>12} {:>10}", "threads", "cells/s", "Mnnz/s", "zstd Mnnz/s", "vs zstd-only", "scaling").map_err(out_err)?;
+    writeln!(
+        out,
+        "\nfull scan (fetch + CRC + decode into one reused buffer, best of {}):",
+        args.reps
+    )
+    .map_err(out_err)?;
+    writeln!(
+        out,
+        "{:>7} {:>12} {:>10} {:>10} {:>12} {:>10}",
+        "threads", "cells/s", "Mnnz/s", "zstd Mnnz/s", "vs zstd-only", "scaling"
+    )
+    .map_err(out_err)?;
     let mut base: Option<ScanReport> = None;
     for &threads in &thread_counts {
         reset_peak_rss();
@@ -117,7 +145,9 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     let ds = Arc::new(open(&args.dir, backend, Some(max_threads))?);
     let config = BatchConfig {
         batch_size: args.batch_size,
-        shuffle: Shuffle::Block { window_tiles: args.window },
+        shuffle: Shuffle::Block {
+            window_tiles: args.window,
+        },
         cache_bytes: args.cache_mb << 20,
         prefetch: 2,
         ..BatchConfig::default()
@@ -162,7 +192,9 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
         let t = Instant::now();
         let (mut decoded, mut touched) = (0usize, 0usize);
         for _ in 0..n {
-            let cells: Vec<u64> = (0..args.batch_size).map(|_| next(m.n_cells.max(1))).collect();
+            let cells: Vec<u64> = (0..args.batch_size)
+                .map(|_| next(m.n_cells.max(1)))
+                .collect();
             let b = ds.read_cells::<f32>(&cells)?;
             decoded += b.stats.chunks_decoded;
             touched += b.stats.chunks_touched;
@@ -183,5 +215,16 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
 
 /// The dataset and scan figures for the demo: opens `dir` and runs the bench.
 pub fn for_demo(dir: PathBuf, backend: Backend) -> Result<()> {
-    run(BenchArgs { dir, threads: None, batch_size: 256, random: true, reps: 3, window: 4, cache_mb: 512 }, backend)
+    run(
+        BenchArgs {
+            dir,
+            threads: None,
+            batch_size: 256,
+            random: true,
+            reps: 3,
+            window: 4,
+            cache_mb: 512,
+        },
+        backend,
+    )
 }

@@ -45,9 +45,16 @@ pub fn run(args: DemoArgs, backend: Backend) -> Result<()> {
     let mut out = Out::stdout();
     let (dir, temporary) = match &args.out {
         Some(d) => (d.clone(), false),
-        None => (std::env::temp_dir().join(format!("deltacells-demo-{}", std::process::id())), true),
+        None => (
+            std::env::temp_dir().join(format!("deltacells-demo-{}", std::process::id())),
+            true,
+        ),
     };
-    let synth = Synth::new(SynthConfig { n_genes: args.genes, seed: args.seed, ..SynthConfig::default() });
+    let synth = Synth::new(SynthConfig {
+        n_genes: args.genes,
+        seed: args.seed,
+        ..SynthConfig::default()
+    });
     writeln!(
         out,
         "writing {} synthetic cells x {} genes to {} (tiles of {}, {} chunks, zstd {})",
@@ -61,7 +68,12 @@ pub fn run(args: DemoArgs, backend: Backend) -> Result<()> {
     .map_err(out_err)?;
     out.flush().map_err(out_err)?;
     let t = Instant::now();
-    let config = WriterConfig { tile_size: args.tile_size, n_chunks: args.chunks, level: args.level, ..WriterConfig::default() };
+    let config = WriterConfig {
+        tile_size: args.tile_size,
+        n_chunks: args.chunks,
+        level: args.level,
+        ..WriterConfig::default()
+    };
     let group = config.parallel_tiles.max(1);
     let mut writer = DatasetWriter::create(&dir, args.genes, config)?;
     let starts: Vec<u64> = (0..args.cells).step_by(args.tile_size.max(1)).collect();
@@ -97,7 +109,9 @@ pub fn run(args: DemoArgs, backend: Backend) -> Result<()> {
         let want = synth.block(c, 1);
         let r = got.csr.indptr[row] as usize..got.csr.indptr[row + 1] as usize;
         if got.csr.indices[r.clone()] != want.indices[..] || got.csr.values[r] != want.values[..] {
-            return Err(Error::Input(format!("demo: cell {c} decoded differently from what was written")));
+            return Err(Error::Input(format!(
+                "demo: cell {c} decoded differently from what was written"
+            )));
         }
     }
     writeln!(

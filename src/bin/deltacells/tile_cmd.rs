@@ -69,7 +69,10 @@ pub fn tile_bytes(words: &[u64]) -> &[u8] {
 fn check_genes(view: &TileView<'_>, genes: Option<u32>) -> Result<()> {
     match genes {
         Some(expected) if expected != view.n_genes() => Err(Error::tile(
-            TileRule::GenesMismatch { tile: view.n_genes(), expected },
+            TileRule::GenesMismatch {
+                tile: view.n_genes(),
+                expected,
+            },
             Location::offset(32),
         )),
         _ => Ok(()),
@@ -82,7 +85,13 @@ fn exception_count(view: &TileView<'_>, chunk: usize, kind: StreamKind) -> Resul
         return Ok(0);
     }
     let size = frame_content_size(view.extent_bytes(e)).map_err(|err| {
-        Error::tile(TileRule::FrameCorrupt { stream: kind, reason: format!("{err:?}") }, Location::chunk(chunk))
+        Error::tile(
+            TileRule::FrameCorrupt {
+                stream: kind,
+                reason: format!("{err:?}"),
+            },
+            Location::chunk(chunk),
+        )
     })?;
     Ok(size / 8)
 }
@@ -93,14 +102,43 @@ fn inspect(path: &Path) -> Result<()> {
     let h = view.header();
     let mut out = Out::stdout();
     let w = &mut out;
-    writeln!(w, "{}: {} bytes, version {}, CRC-32 {:#010x} ok", path.display(), h.total_size, h.version, h.crc32).map_err(out_err)?;
-    writeln!(w, "cells {}  nonzeros {}  genes {}  chunks {}", h.n_cells, h.nnz, h.n_genes, h.n_chunks).map_err(out_err)?;
-    let mean = if h.n_cells > 0 { h.nnz as f64 / h.n_cells as f64 } else { 0.0 };
-    writeln!(w, "nonzeros per cell: {mean:.1}; indptr at byte {}", h.indptr_off).map_err(out_err)?;
-    writeln!(w, "\nchunk      cells        nonzeros    gaps B    vals B  vexc  gexc").map_err(out_err)?;
+    writeln!(
+        w,
+        "{}: {} bytes, version {}, CRC-32 {:#010x} ok",
+        path.display(),
+        h.total_size,
+        h.version,
+        h.crc32
+    )
+    .map_err(out_err)?;
+    writeln!(
+        w,
+        "cells {}  nonzeros {}  genes {}  chunks {}",
+        h.n_cells, h.nnz, h.n_genes, h.n_chunks
+    )
+    .map_err(out_err)?;
+    let mean = if h.n_cells > 0 {
+        h.nnz as f64 / h.n_cells as f64
+    } else {
+        0.0
+    };
+    writeln!(
+        w,
+        "nonzeros per cell: {mean:.1}; indptr at byte {}",
+        h.indptr_off
+    )
+    .map_err(out_err)?;
+    writeln!(
+        w,
+        "\nchunk      cells        nonzeros    gaps B    vals B  vexc  gexc"
+    )
+    .map_err(out_err)?;
     let (mut stream_bytes, mut n_vexc, mut n_gexc) = (0u64, 0u64, 0u64);
     for (i, c) in view.chunks().enumerate() {
-        let (v, g) = (exception_count(&view, i, StreamKind::Vexc)?, exception_count(&view, i, StreamKind::Gexc)?);
+        let (v, g) = (
+            exception_count(&view, i, StreamKind::Vexc)?,
+            exception_count(&view, i, StreamKind::Gexc)?,
+        );
         n_vexc += v;
         n_gexc += g;
         stream_bytes += c.gaps.len + c.vals.len + c.vexc.len + c.gexc.len;
@@ -114,12 +152,21 @@ fn inspect(path: &Path) -> Result<()> {
         )
         .map_err(out_err)?;
     }
-    let overhead = HEADER_LEN as u64 + CHUNK_ENTRY_LEN as u64 * u64::from(h.n_chunks) + 8 * (h.n_cells + 1);
+    let overhead =
+        HEADER_LEN as u64 + CHUNK_ENTRY_LEN as u64 * u64::from(h.n_chunks) + 8 * (h.n_cells + 1);
     // What the same block costs as an uncompressed CSR (int64 indptr, int32 indices and counts).
     let csr = 8 * (h.n_cells + 1) + 8 * h.nnz;
     writeln!(w, "\nexceptions: {n_vexc} value, {n_gexc} gap").map_err(out_err)?;
-    writeln!(w, "streams {stream_bytes} B, header+table+indptr {overhead} B").map_err(out_err)?;
-    let per_nz = if h.nnz > 0 { h.total_size as f64 / h.nnz as f64 } else { 0.0 };
+    writeln!(
+        w,
+        "streams {stream_bytes} B, header+table+indptr {overhead} B"
+    )
+    .map_err(out_err)?;
+    let per_nz = if h.nnz > 0 {
+        h.total_size as f64 / h.nnz as f64
+    } else {
+        0.0
+    };
     let ratio = csr as f64 / h.total_size.max(1) as f64;
     writeln!(w, "compression: {per_nz:.3} bytes per nonzero; {ratio:.2}x smaller than CSR int64/int32/int32 ({csr} B)").map_err(out_err)?;
     out.finish()
@@ -142,7 +189,12 @@ fn verify(args: &VerifyArgs, backend: Backend) -> Result<()> {
         dec.decode_chunk(&view, i, &mut indices, &mut values)?;
         if args.verbose {
             let max = values.iter().max().copied().unwrap_or(0);
-            writeln!(out, "chunk {i}: cells {}..{}, {n} nonzeros, max count {max}: ok", c.cell_lo, c.cell_hi).map_err(out_err)?;
+            writeln!(
+                out,
+                "chunk {i}: cells {}..{}, {n} nonzeros, max count {max}: ok",
+                c.cell_lo, c.cell_hi
+            )
+            .map_err(out_err)?;
         }
     }
     writeln!(

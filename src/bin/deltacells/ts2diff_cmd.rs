@@ -71,11 +71,7 @@ impl From<TypeArg> for FloatType {
 /// Runs a `ts2diff` command; `backend` is the global `--kernel` choice.
 pub fn run(cmd: Command, backend: Backend) -> Result<()> {
     match cmd {
-        Command::Decode {
-            ty,
-            bits,
-            input,
-        } => {
+        Command::Decode { ty, bits, input } => {
             let page = read_input(&input)?;
             let decoder = Decoder::new().backend(backend);
             let mut out = BufWriter::new(io::stdout().lock());

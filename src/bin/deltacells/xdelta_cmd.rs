@@ -43,10 +43,7 @@ fn stdout_error(e: io::Error) -> Error {
 /// Runs an `xdelta` command; `backend` is the global `--kernel` choice.
 pub fn run(cmd: Command, backend: Backend) -> Result<()> {
     match cmd {
-        Command::Decode {
-            input,
-            max_values,
-        } => {
+        Command::Decode { input, max_values } => {
             let text = match input.as_deref() {
                 None | Some("-") => {
                     let mut text = read_stdin()?;
