@@ -408,6 +408,27 @@ fn converts_10x_folders_sorting_genes_by_total() {
             assert_eq!(back, want, "cell {c}");
         }
         ds.verify().unwrap();
+        // Barcodes became the `barcode` obs column, features the var table, in output order.
+        let barcodes = ds.obs().unwrap().read_column("barcode", 0..1).unwrap();
+        let barcodes = barcodes[0]
+            .as_any()
+            .downcast_ref::<arrow_array::StringArray>()
+            .unwrap();
+        assert_eq!(
+            barcodes.iter().collect::<Vec<_>>(),
+            [Some("AAA-1"), Some("CCC-1"), Some("GGG-1")]
+        );
+        let var = ds.var_table().unwrap().unwrap();
+        assert_eq!(var.index_columns, ["gene_ids"]);
+        let ids = var.table.column_by_name("gene_ids").unwrap();
+        let ids = ids
+            .as_any()
+            .downcast_ref::<arrow_array::StringArray>()
+            .unwrap();
+        assert_eq!(
+            ids.iter().collect::<Vec<_>>(),
+            [Some("ENSG4"), Some("ENSG1"), Some("ENSG2"), Some("ENSG3")]
+        );
         std::fs::remove_dir_all(input).unwrap();
         std::fs::remove_dir_all(out).unwrap();
     }

@@ -1,5 +1,9 @@
 //! Ingest: 10x Matrix Market folders and scipy `.npz` CSR files to datasets.
 //!
+//! A 10x folder's barcodes become the string obs column `barcode`, and its
+//! features `var.parquet` (gene id as the index, name and feature type as
+//! columns) and `var_names.txt` (the names), all in output column order.
+//!
 //! Both inputs are read into memory as CSR by cell (about 12 bytes per nonzero
 //! while converting), then streamed to a [`DatasetWriter`]. Reading everything
 //! first is what allows the two passes the format wants: gene totals (to sort
@@ -15,6 +19,7 @@ use crate::dataset::writer::{DatasetWriter, WriterConfig};
 use crate::error::{Error, Result};
 use crate::format::manifest::Manifest;
 use crate::format::npy::{read_csr_npz, Dtype, NpzCsr};
+use crate::obs::{ObsColumn, ObsConfig, VarTable};
 
 /// What [`convert`] reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -331,51 +336,61 @@ pub fn convert(
     options: ConvertOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Manifest> {
-    let (csr, var_names) = match input {
+    let mut config = options.writer;
+    let csr = match input {
         Input::TenX {
             matrix,
             features,
             barcodes,
         } => {
             let csr = read_mtx(matrix, progress)?;
-            let names = match features {
-                Some(f) => {
-                    let rows = read_tsv(f)?;
-                    if rows.len() as u64 != csr.n_cols {
-                        return Err(Error::Input(format!(
-                            "{}: {} features for {} genes",
-                            f.display(),
-                            rows.len(),
-                            csr.n_cols
-                        )));
-                    }
-                    Some(
-                        rows.iter()
-                            .map(|r| r.get(1).unwrap_or(&r[0]).clone())
-                            .collect::<Vec<_>>(),
-                    )
-                }
-                None => None,
-            };
-            if let Some(b) = barcodes {
-                let n = read_tsv(b)?.len();
-                if n != csr.n_rows() {
+            if let Some(f) = features {
+                let rows = read_tsv(f)?;
+                if rows.len() as u64 != csr.n_cols {
                     return Err(Error::Input(format!(
-                        "{}: {n} barcodes for {} cells",
+                        "{}: {} features for {} genes",
+                        f.display(),
+                        rows.len(),
+                        csr.n_cols
+                    )));
+                }
+                // id, name, type (10x v3); older genes.tsv files have id and name only.
+                let col = |i: usize| -> Vec<String> {
+                    rows.iter()
+                        .map(|r| r.get(i).or_else(|| r.get(1)).unwrap_or(&r[0]).clone())
+                        .collect()
+                };
+                let types = rows
+                    .iter()
+                    .map(|r| {
+                        r.get(2)
+                            .cloned()
+                            .unwrap_or_else(|| "Gene Expression".into())
+                    })
+                    .collect();
+                config.var_names = Some(col(1));
+                config.var_table = Some(VarTable::from_features(col(0), col(1), types)?);
+            }
+            if let Some(b) = barcodes {
+                let rows = read_tsv(b)?;
+                if rows.len() != csr.n_rows() {
+                    return Err(Error::Input(format!(
+                        "{}: {} barcodes for {} cells",
                         b.display(),
+                        rows.len(),
                         csr.n_rows()
                     )));
                 }
+                let column = ObsColumn::string("barcode", rows.iter().map(|r| Some(r[0].as_str())));
+                config.obs = Some(ObsConfig::new(vec![column]));
             }
-            (csr, names)
+            csr
         }
-        Input::Npz(path) => (read_npz(path)?, None),
+        Input::Npz(path) => read_npz(path)?,
     };
-    let mut config = options.writer;
     if options.sort_genes {
         config.gene_totals = Some(gene_totals(&csr));
     }
-    config.var_names = var_names;
     let tile_size = config.tile_size.max(1);
     let n_genes = u32::try_from(csr.n_cols).map_err(|_| Error::Input("too many genes".into()))?;
     let mut writer = DatasetWriter::create(out, n_genes, config)?;
