@@ -63,11 +63,14 @@ pub(super) fn parse(bytes: &[u8], start: usize) -> Result<(Literal, usize), Xdel
     let i = start + usize::from(neg);
     let (n, mag) = digits8(bytes, i);
     let end = i + n;
-    let short = (1..8).contains(&n) && (n == 1 || bytes[i] != b'0');
-    if short && !matches!(bytes.get(end), Some(b'.' | b'e' | b'E')) && !(neg && mag == 0) {
+    // Non-short-circuit `&`: the sign and the length are random in real data,
+    // and a branch on them would be mispredicted half the time.
+    let short = (n.wrapping_sub(1) < 7) & !((n > 1) & (bytes.get(i) == Some(&b'0')));
+    let plain = !matches!(bytes.get(end), Some(b'.' | b'e' | b'E'));
+    if short & plain & !(neg & (mag == 0)) {
         // `mag < 10^7`: exact in both types, no overflow, no negative zero.
-        let int = if neg { -(mag as i64) } else { mag as i64 };
-        return Ok((Literal::Int(int), end));
+        let sign = -i64::from(neg);
+        return Ok((Literal::Int((mag as i64 ^ sign) - sign), end));
     }
     parse_general(bytes, start)
 }
