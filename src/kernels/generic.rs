@@ -23,13 +23,16 @@ const MAX_LANES: usize = 16;
 
 /// Above this `n_genes`, the wrapping `u32` prefix sum could hide a range fault.
 ///
-/// A cell's true (`u64`) running sum can pass `2^32` only after some index
-/// `j - 1` whose exact sum is `>= 2^32 - 65535` (each gap adds at most 65535,
-/// and a cell's first sum is a single gap). That exact sum is stored and folded
-/// into the running `max`, so whenever `n_genes <= 2^32 - 65535` a cell that
-/// wraps is always flagged, and the `u64` reference rerun reports its fault.
-/// Every valid tile is far below this (`n_genes <= 2^31`); larger `n_genes` go
-/// straight to the reference.
+/// A cell of at most [`NO_WRAP_CELL`] nonzeros cannot wrap, and its sums never
+/// decrease, so its total is its largest index: that is what the range check
+/// takes. A longer cell folds every index it stores into the check instead.
+/// Its true (`u64`) running sum can pass `2^32` only after some index `j - 1`
+/// whose exact sum is `>= 2^32 - 65535` (each gap adds at most 65535, and a
+/// cell's first sum is a single gap); that sum is stored and checked, so
+/// whenever `n_genes <= 2^32 - 65535` a cell that wraps is always flagged,
+/// and the `u64` reference rerun reports its fault. Every valid tile is far
+/// below this (`n_genes <= 2^31`); larger `n_genes` go straight to the
+/// reference.
 const WRAP_SAFE_GENES: u32 = u32::MAX - (u16::MAX as u32 - 1);
 
 /// One ISA's vector of `u32` lanes, plus the byte-plane moves the kernels need.
@@ -43,6 +46,8 @@ pub(crate) trait Vector: Copy {
     const LANES: usize;
     /// Elements per [`Vector::interleave`] / [`Vector::deinterleave`] step.
     const PLANE_BYTES: usize;
+    /// The store alignment (bytes) worth arranging for: the register width.
+    const ALIGN: usize;
     /// The vector type.
     type U32: Copy;
 
@@ -236,6 +241,66 @@ fn plane_ptrs(planes: &[u8], n: usize) -> (*const u8, *const u8) {
     (lo.as_ptr(), hi.as_ptr())
 }
 
+/// The start of every step of an element-wise kernel over `0..n` (`n >=
+/// width`), `width` elements a step, so that stores mostly land aligned.
+///
+/// The first step is at 0; the next starts at `aligned`, the first element
+/// whose output address is a multiple of [`Vector::ALIGN`], and the rest
+/// follow `width` apart; the last is pulled back to end at `n`. Steps may
+/// overlap, which element-wise kernels tolerate: they rewrite equal values.
+/// A store that straddles a cache line costs about twice an aligned one, and
+/// pure data movement (plane interleave) is bound by exactly that.
+struct Steps {
+    next: usize,
+    aligned: usize,
+    width: usize,
+    last: usize,
+    done: bool,
+}
+
+impl Steps {
+    /// Steps for an output of `size`-byte elements at `dst`.
+    #[inline(always)]
+    fn new<S: Vector, T>(n: usize, width: usize, dst: *const T) -> Steps {
+        let size = std::mem::size_of::<T>();
+        let misaligned = dst as usize % S::ALIGN;
+        // An output not even aligned to its element size cannot be aligned
+        // by skipping elements.
+        let aligned = if misaligned % size == 0 {
+            (S::ALIGN - misaligned) % S::ALIGN / size
+        } else {
+            0
+        };
+        debug_assert!(n >= width && aligned < width);
+        Steps {
+            next: 0,
+            aligned,
+            width,
+            last: n - width,
+            done: false,
+        }
+    }
+}
+
+impl Iterator for Steps {
+    type Item = usize;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<usize> {
+        if self.done {
+            return None;
+        }
+        let at = self.next.min(self.last);
+        self.done = at == self.last;
+        self.next = if at == 0 && self.aligned > 0 {
+            self.aligned
+        } else {
+            at + self.width
+        };
+        Some(at)
+    }
+}
+
 /// Planes -> `u16` (see [`scalar::recombine_u16`]).
 #[inline(always)]
 pub(crate) fn recombine_u16<S: Vector>(s: S, planes: &[u8], out: &mut [u16]) {
@@ -244,19 +309,11 @@ pub(crate) fn recombine_u16<S: Vector>(s: S, planes: &[u8], out: &mut [u16]) {
         return scalar::recombine_u16(planes, out);
     }
     let (lo, hi) = plane_ptrs(planes, n);
-    let dst = out.as_mut_ptr().cast::<u8>();
-    // The last step overlaps the one before it when `n` is ragged: it
-    // rewrites equal values, which is cheaper than a scalar tail.
-    let mut j = 0;
-    loop {
-        let at = j.min(n - S::PLANE_BYTES);
+    let dst = out.as_mut_ptr();
+    for at in Steps::new::<S, u16>(n, S::PLANE_BYTES, dst) {
         // SAFETY: `at + PLANE_BYTES <= n`: in bounds of both planes (`n`
         // bytes each) and of `out` (`2n` bytes).
-        unsafe { s.interleave(lo.add(at), hi.add(at), dst.add(2 * at)) };
-        if at + S::PLANE_BYTES == n {
-            return;
-        }
-        j += S::PLANE_BYTES;
+        unsafe { s.interleave(lo.add(at), hi.add(at), dst.add(at).cast()) };
     }
 }
 
@@ -268,18 +325,15 @@ pub(crate) fn split_planes<S: Vector>(s: S, values: &[u16], out: &mut [u8]) {
         return scalar::split_planes(values, out);
     }
     assert_eq!(out.len(), 2 * n, "byte planes must hold 2n bytes");
-    let src = values.as_ptr().cast::<u8>();
+    let src = values.as_ptr();
     let (lo, hi) = out.split_at_mut(n);
     let (lo, hi) = (lo.as_mut_ptr(), hi.as_mut_ptr());
-    let mut j = 0;
-    loop {
-        let at = j.min(n - S::PLANE_BYTES);
-        // SAFETY: `at + PLANE_BYTES <= n`, as in `recombine_u16`.
-        unsafe { s.deinterleave(src.add(2 * at), lo.add(at), hi.add(at)) };
-        if at + S::PLANE_BYTES == n {
-            return;
-        }
-        j += S::PLANE_BYTES;
+    // Aligns the low plane's stores; the high plane's align too when `n`
+    // is a multiple of the alignment.
+    for at in Steps::new::<S, u8>(n, S::PLANE_BYTES, lo) {
+        // SAFETY: `at + PLANE_BYTES <= n`: in bounds of `values` and of both
+        // planes.
+        unsafe { s.deinterleave(src.add(at).cast(), lo.add(at), hi.add(at)) };
     }
 }
 
@@ -294,19 +348,12 @@ pub(crate) fn counts<S: Vector, V: Lane>(s: S, planes: &[u8], out: &mut [V]) -> 
     // `V` is `i32` or `f32`: `Lane::encode` gives its bits.
     let dst = out.as_mut_ptr().cast::<u32>();
     let mut least = s.splat(u32::MAX);
-    let mut j = 0;
-    loop {
-        // Overlapping last step, as in `recombine_u16`.
-        let at = j.min(n - S::LANES);
+    for at in Steps::new::<S, u32>(n, S::LANES, dst) {
         // SAFETY: `at + LANES <= n`: in bounds of both planes and of `out`.
         let v = unsafe { s.load_planes(lo.add(at), hi.add(at)) };
         least = s.min(least, v);
         // SAFETY: as above.
         unsafe { s.store_u32(dst.add(at), V::encode(s, v)) };
-        if at + S::LANES == n {
-            break;
-        }
-        j += S::LANES;
     }
     if s.reduce_min(least) == 0 {
         return scalar::counts(planes, out);
@@ -314,34 +361,91 @@ pub(crate) fn counts<S: Vector, V: Lane>(s: S, planes: &[u8], out: &mut [V]) -> 
     Ok(())
 }
 
+/// The most nonzeros a cell can hold without its `u32` sum wrapping: 65,537
+/// gaps of 65535 sum to exactly `2^32 - 1`.
+const NO_WRAP_CELL: usize = 65_537;
+
 /// Running state of [`gaps_to_indices`]: what the reduction at the end checks.
 struct ScanChecks<S: Vector> {
     /// Lane-wise minimum of every gap that must be nonzero (a cell's first gap
     /// and padding lanes are ORed with 1 first): 0 flags a zero gap.
     least_gap: S::U32,
-    /// Lane-wise maximum of every index written: `>= n_genes` flags a range
-    /// fault (or a wrap; see [`WRAP_SAFE_GENES`]).
+    /// Lane-wise maximum of the indices: `>= n_genes` flags a range fault (or
+    /// a wrap; see [`WRAP_SAFE_GENES`]).
     most_index: S::U32,
 }
 
 /// One vector of one cell: the indices for gaps `g`, given the cell's running
-/// sum `carry` (every lane) before them. `exempt` is 1 in the lanes whose gap
-/// may be 0 (the cell's first, and padding).
+/// sum `carry` (every lane) before them. `checked` is `g` with 1 ORed into the
+/// lanes whose gap may be 0 (a cell's first, padding). With `EVERY_INDEX`, each
+/// index is folded into the maximum (cells that may wrap); otherwise the cell's
+/// total stands for them all.
 #[inline(always)]
-fn scan_step<S: Vector>(
+fn scan_step<S: Vector, const EVERY_INDEX: bool>(
     s: S,
     g: S::U32,
-    exempt: S::U32,
+    checked: S::U32,
     carry: &mut S::U32,
     checks: &mut ScanChecks<S>,
 ) -> S::U32 {
-    checks.least_gap = s.min(checks.least_gap, s.or(g, exempt));
+    checks.least_gap = s.min(checks.least_gap, checked);
     let sums = s.prefix_sum(g);
     let v = s.add(sums, *carry);
     // The next carry depends on `carry` through one add only.
     *carry = s.add(*carry, s.broadcast_last(sums));
-    checks.most_index = s.max(checks.most_index, v);
+    if EVERY_INDEX {
+        checks.most_index = s.max(checks.most_index, v);
+    }
     v
+}
+
+/// Scans cell `start..end` of the planes into the output (`io`), and returns
+/// its total in every lane.
+///
+/// # Safety
+/// `end` is within both planes and the output.
+#[inline(always)]
+unsafe fn scan_cell<S: Vector, const EVERY_INDEX: bool>(
+    s: S,
+    (lo, hi, dst): (*const u8, *const u8, *mut u32),
+    (start, end): (usize, usize),
+    first_lane: S::U32,
+    checks: &mut ScanChecks<S>,
+) -> S::U32 {
+    let mut carry = s.splat(0);
+    let mut exempt = first_lane;
+    let mut j = start;
+    if end - j >= S::LANES {
+        // The first step is peeled: only it may hold a zero gap, so the loop
+        // checks the gaps as they are.
+        // SAFETY: `j + LANES <= end`, in bounds by the caller's promise.
+        let g = unsafe { s.load_planes(lo.add(j), hi.add(j)) };
+        let v = scan_step::<S, EVERY_INDEX>(s, g, s.or(g, first_lane), &mut carry, checks);
+        // SAFETY: as above.
+        unsafe { s.store_u32(dst.add(j), v) };
+        exempt = s.splat(0);
+        j += S::LANES;
+        while end - j >= S::LANES {
+            // SAFETY: as above.
+            let g = unsafe { s.load_planes(lo.add(j), hi.add(j)) };
+            let v = scan_step::<S, EVERY_INDEX>(s, g, g, &mut carry, checks);
+            // SAFETY: as above.
+            unsafe { s.store_u32(dst.add(j), v) };
+            j += S::LANES;
+        }
+    }
+    if j < end {
+        let len = end - j;
+        // SAFETY: `j + len = end`.
+        let g = unsafe { s.load_planes_partial(lo.add(j), hi.add(j), len) };
+        // Padding lanes hold gap 0: they repeat the last index, so only the
+        // zero check must skip them.
+        let exempt = s.or(exempt, s.andnot(s.lanes_below(len), s.splat(1)));
+        let v = scan_step::<S, EVERY_INDEX>(s, g, s.or(g, exempt), &mut carry, checks);
+        // SAFETY: as above.
+        unsafe { s.store_u32_partial(dst.add(j), v, len) };
+    }
+    carry
 }
 
 /// Per-cell prefix sum of gaps -> gene indices, with the zero-gap and range
@@ -363,38 +467,21 @@ pub(crate) fn gaps_to_indices<S: Vector>(
     }
     let (lo, hi) = plane_ptrs(planes, n);
     assert!(cells.nnz() <= n, "cell bounds must lie inside the chunk");
-    let dst = out.as_mut_ptr().cast::<u32>();
-    let one = s.splat(1);
-    let first_lane = s.and(one, s.lanes_below(1));
-    let zero = s.splat(0);
+    let io = (lo, hi, out.as_mut_ptr().cast::<u32>());
+    let first_lane = s.and(s.splat(1), s.lanes_below(1));
     let mut checks = ScanChecks::<S> {
         least_gap: s.splat(u32::MAX),
-        most_index: zero,
+        most_index: s.splat(0),
     };
-    for (start, end) in cells.iter() {
-        let mut carry = zero;
-        let mut exempt = first_lane;
-        let mut j = start;
-        while end - j >= S::LANES {
-            // SAFETY: `j + LANES <= end <= cells.nnz() <= n`: in bounds of
-            // both planes and of `out`.
-            let g = unsafe { s.load_planes(lo.add(j), hi.add(j)) };
-            let v = scan_step(s, g, exempt, &mut carry, &mut checks);
+    for cell in cells.iter() {
+        if cell.1 - cell.0 <= NO_WRAP_CELL {
+            // Its sums are exact and increase: the total is the largest.
+            // SAFETY: `cell.1 <= cells.nnz() <= n`.
+            let total = unsafe { scan_cell::<S, false>(s, io, cell, first_lane, &mut checks) };
+            checks.most_index = s.max(checks.most_index, total);
+        } else {
             // SAFETY: as above.
-            unsafe { s.store_u32(dst.add(j), v) };
-            exempt = zero;
-            j += S::LANES;
-        }
-        if j < end {
-            let len = end - j;
-            // SAFETY: `j + len = end <= n`.
-            let g = unsafe { s.load_planes_partial(lo.add(j), hi.add(j), len) };
-            // Padding lanes hold gap 0: they repeat the cell's last index, so
-            // only the zero check must skip them.
-            let exempt = s.or(exempt, s.andnot(s.lanes_below(len), one));
-            let v = scan_step(s, g, exempt, &mut carry, &mut checks);
-            // SAFETY: as above.
-            unsafe { s.store_u32_partial(dst.add(j), v, len) };
+            unsafe { scan_cell::<S, true>(s, io, cell, first_lane, &mut checks) };
         }
     }
     if s.reduce_min(checks.least_gap) == 0 || s.reduce_max(checks.most_index) >= n_genes {

@@ -43,6 +43,7 @@ static IOTA: [u32; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 impl Vector for Neon {
     const LANES: usize = 16;
     const PLANE_BYTES: usize = 16;
+    const ALIGN: usize = 16;
     type U32 = U32x16;
 
     #[inline(always)]

@@ -24,6 +24,7 @@ impl Avx2 {
 impl Vector for Avx2 {
     const LANES: usize = 8;
     const PLANE_BYTES: usize = 32;
+    const ALIGN: usize = 32;
     type U32 = __m256i;
 
     #[inline(always)]

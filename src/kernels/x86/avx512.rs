@@ -1,6 +1,8 @@
 //! AVX-512 (F/BW/VL/DQ): sixteen `u32` lanes in a `__m512i`, with masked loads
-//! and stores for ragged ends. With VBMI, the byte-plane interleave is one
-//! two-source byte permute per 64 bytes instead of an unpack and a fix-up.
+//! and stores for ragged ends. With VBMI, two-source byte permutes do the
+//! byte-plane moves: one per 64 bytes of interleave instead of an unpack and a
+//! fix-up, and one per 16 values widened from the planes instead of two
+//! zero-extensions, a shift and an or.
 
 use std::arch::x86_64::*;
 
@@ -54,8 +56,44 @@ const fn deinterleave_index(odd: usize) -> [u8; 64] {
     t
 }
 
+/// `vpermt2b` indices taking byte `i` of the low and of the high plane into
+/// bytes 0 and 1 of dword `i`, and byte 16 of the zero-extended low plane (a
+/// zero) into bytes 2 and 3.
+const fn widen_index() -> [u8; 64] {
+    let mut t = [16u8; 64];
+    let mut i = 0;
+    while i < 16 {
+        t[4 * i] = i as u8;
+        t[4 * i + 1] = 64 + i as u8;
+        i += 1;
+    }
+    t
+}
+
+static WIDEN: [u8; 64] = widen_index();
 static INTERLEAVE: [[u8; 64]; 2] = [interleave_index(0), interleave_index(32)];
 static DEINTERLEAVE: [[u8; 64]; 2] = [deinterleave_index(0), deinterleave_index(1)];
+
+impl<const VBMI: bool> Avx512<VBMI> {
+    /// Sixteen low and sixteen high bytes as the `u32` they make.
+    #[inline(always)]
+    fn widen(self, lo: __m128i, hi: __m128i) -> __m512i {
+        // SAFETY: AVX-512 token (with VBMI where `VBMI`); the index table is
+        // 64 bytes.
+        unsafe {
+            if VBMI {
+                // One two-source byte permute places both bytes of every
+                // value, and fills the rest from the zero extension.
+                let index = _mm512_loadu_si512(WIDEN.as_ptr().cast());
+                let (lo, hi) = (_mm512_zextsi128_si512(lo), _mm512_zextsi128_si512(hi));
+                _mm512_permutex2var_epi8(lo, index, hi)
+            } else {
+                let (lo, hi) = (_mm512_cvtepu8_epi32(lo), _mm512_cvtepu8_epi32(hi));
+                _mm512_or_si512(lo, _mm512_slli_epi32::<8>(hi))
+            }
+        }
+    }
+}
 
 // Every `unsafe` block below that calls intrinsics on registers only is sound
 // because `self` is an `Avx512` token, which exists only on CPUs with the
@@ -63,6 +101,7 @@ static DEINTERLEAVE: [[u8; 64]; 2] = [deinterleave_index(0), deinterleave_index(
 impl<const VBMI: bool> Vector for Avx512<VBMI> {
     const LANES: usize = 16;
     const PLANE_BYTES: usize = 64;
+    const ALIGN: usize = 64;
     type U32 = __m512i;
 
     #[inline(always)]
@@ -171,11 +210,7 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
     #[inline(always)]
     unsafe fn load_planes(self, lo: *const u8, hi: *const u8) -> __m512i {
         // SAFETY: AVX-512 token; the caller makes 16 bytes readable at each pointer.
-        unsafe {
-            let lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(lo.cast()));
-            let hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(hi.cast()));
-            _mm512_or_si512(lo, _mm512_slli_epi32::<8>(hi))
-        }
+        unsafe { self.widen(_mm_loadu_si128(lo.cast()), _mm_loadu_si128(hi.cast())) }
     }
 
     #[inline(always)]
@@ -184,9 +219,10 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
         // makes the first `len` readable.
         unsafe {
             let m = mask16(len);
-            let lo = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, lo.cast()));
-            let hi = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, hi.cast()));
-            _mm512_or_si512(lo, _mm512_slli_epi32::<8>(hi))
+            self.widen(
+                _mm_maskz_loadu_epi8(m, lo.cast()),
+                _mm_maskz_loadu_epi8(m, hi.cast()),
+            )
         }
     }
 
