@@ -1,8 +1,15 @@
 //! Chunk and tile decoding with reusable scratch.
 //!
+//! One stream at a time goes through one scratch buffer: decompress the
+//! counts, run their kernels, then decompress the gaps into the same buffer
+//! and run theirs. The planes a kernel reads were written by zstd a moment
+//! before and are still in cache, and the scratch is half the size two live
+//! streams would need (a chunk of 1M nonzeros has 2 MB of planes per stream).
+//!
 //! The order of checks is fixed, so every backend reports the same error for
-//! the same corrupt input: frames (gaps, vals, vexc, gexc), exception lists,
-//! counts and their `vexc` markers, then gene indices and the `gexc` ones.
+//! the same corrupt input: the exception frames and lists (vexc, gexc), then the
+//! vals frame, counts and their `vexc` markers, then the gaps frame, gene
+//! indices and the `gexc` markers.
 
 use crate::csr::Csr;
 use crate::error::{Error, Location, Result, StreamKind, TileRule};
@@ -16,8 +23,8 @@ use crate::kernels::{Backend, CellBounds, DecodedCount, Fault, TileKernels};
 pub struct ChunkDecoder {
     kernels: &'static TileKernels,
     zstd: Decompressor,
-    gaps: Vec<u8>,
-    vals: Vec<u8>,
+    /// Byte planes of the stream being decoded (2n bytes).
+    planes: Vec<u8>,
     vexc: Vec<u32>,
     gexc: Vec<u32>,
 }
@@ -58,6 +65,22 @@ fn fault_error(f: Fault, chunk: usize, stream: StreamKind, n_genes: u32) -> Erro
     Error::tile(rule, Location::position(chunk, position))
 }
 
+/// Where a frame decompresses to.
+enum Scratch<'s> {
+    /// A stream's byte planes.
+    Planes(&'s mut Vec<u8>),
+    /// An exception frame's `u32` words.
+    Words(&'s mut Vec<u32>),
+}
+
+/// The order in which a chunk's frames are decompressed (see the module docs).
+const DECODE_ORDER: [StreamKind; 4] = [
+    StreamKind::Vexc,
+    StreamKind::Gexc,
+    StreamKind::Vals,
+    StreamKind::Gaps,
+];
+
 /// Grows `v` to exactly `len` elements, reusing its allocation.
 fn sized<T: Copy + Default>(v: &mut Vec<T>, len: usize) -> &mut [T] {
     v.resize(len, T::default());
@@ -75,8 +98,7 @@ impl ChunkDecoder {
         Ok(ChunkDecoder {
             kernels: TileKernels::for_backend(backend)?,
             zstd: Decompressor::new(),
-            gaps: Vec::new(),
-            vals: Vec::new(),
+            planes: Vec::new(),
             vexc: Vec::new(),
             gexc: Vec::new(),
         })
@@ -87,12 +109,15 @@ impl ChunkDecoder {
         self.kernels.backend
     }
 
-    fn decompress(
-        &mut self,
+    /// Decompresses `kind`'s frame of chunk `chunk` into `out`: a stream's 2n
+    /// bytes of planes, or an exception frame's 2k words (checked: `k <= n`).
+    fn frame_into(
+        zstd: &mut Decompressor,
         tile: &TileView<'_>,
         chunk: usize,
         c: &ChunkEntry,
         kind: StreamKind,
+        out: Scratch<'_>,
     ) -> Result<()> {
         let e = c.extent(kind);
         let src = tile.extent_bytes(e);
@@ -103,23 +128,11 @@ impl ChunkDecoder {
         };
         let fail = |rule| Error::tile(rule, at);
         let n = c.nnz() as usize;
-        match kind {
-            StreamKind::Gaps | StreamKind::Vals => {
-                let buf = if kind == StreamKind::Gaps {
-                    &mut self.gaps
-                } else {
-                    &mut self.vals
-                };
-                self.zstd
-                    .decompress_exact(src, sized(buf, 2 * n))
-                    .map_err(|e| fail(frame_rule(kind, e)))
-            }
-            StreamKind::Vexc | StreamKind::Gexc => {
-                let buf = if kind == StreamKind::Vexc {
-                    &mut self.vexc
-                } else {
-                    &mut self.gexc
-                };
+        match out {
+            Scratch::Planes(buf) => zstd
+                .decompress_exact(src, sized(buf, 2 * n))
+                .map_err(|e| fail(frame_rule(kind, e))),
+            Scratch::Words(buf) => {
                 if e.len == 0 {
                     buf.clear();
                     return Ok(());
@@ -135,23 +148,33 @@ impl ChunkDecoder {
                     }));
                 }
                 let words = sized(buf, (size / 4) as usize);
-                self.zstd
-                    .decompress_exact(src, bytemuck::cast_slice_mut(words))
+                zstd.decompress_exact(src, bytemuck::cast_slice_mut(words))
                     .map_err(|e| fail(frame_rule(kind, e)))
             }
         }
     }
 
-    /// Decompresses chunk `chunk`'s frames into scratch and stops: the zstd-only
-    /// baseline that decode throughput is measured against.
+    /// Decompresses one frame of a chunk into this decoder's scratch for it.
+    fn decompress(
+        &mut self,
+        tile: &TileView<'_>,
+        chunk: usize,
+        c: &ChunkEntry,
+        kind: StreamKind,
+    ) -> Result<()> {
+        let out = match kind {
+            StreamKind::Gaps | StreamKind::Vals => Scratch::Planes(&mut self.planes),
+            StreamKind::Vexc => Scratch::Words(&mut self.vexc),
+            StreamKind::Gexc => Scratch::Words(&mut self.gexc),
+        };
+        Self::frame_into(&mut self.zstd, tile, chunk, c, kind, out)
+    }
+
+    /// Decompresses chunk `chunk`'s frames into scratch, in decode order, and
+    /// stops: the zstd-only baseline that decode throughput is measured against.
     pub fn decompress_chunk(&mut self, tile: &TileView<'_>, chunk: usize) -> Result<()> {
         let c = tile.chunk(chunk);
-        for kind in [
-            StreamKind::Gaps,
-            StreamKind::Vals,
-            StreamKind::Vexc,
-            StreamKind::Gexc,
-        ] {
+        for kind in DECODE_ORDER {
             self.decompress(tile, chunk, &c, kind)?;
         }
         Ok(())
@@ -183,7 +206,8 @@ impl ChunkDecoder {
                 got: values.len(),
             });
         }
-        self.decompress_chunk(tile, chunk)?;
+        self.decompress(tile, chunk, &c, StreamKind::Vexc)?;
+        self.decompress(tile, chunk, &c, StreamKind::Gexc)?;
         let n_genes = tile.n_genes();
         let at = |kind: StreamKind| Location {
             chunk: Some(chunk as u32),
@@ -195,19 +219,23 @@ impl ChunkDecoder {
         let gexc = ExceptionList::parse(&self.gexc, n as u64, StreamKind::Gexc, n_genes)
             .map_err(|r| Error::tile(r, at(StreamKind::Gexc)))?;
         let k = self.kernels;
-        (V::counts_kernel(k))(&self.vals, values)
+        let vals = Scratch::Planes(&mut self.planes);
+        Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Vals, vals)?;
+        (V::counts_kernel(k))(&self.planes, values)
             .map_err(|f| fault_error(f, chunk, StreamKind::Vals, n_genes))?;
         if !vexc.is_empty() {
-            (V::value_exceptions_kernel(k))(&self.vals, vexc.positions, vexc.payloads, values)
+            (V::value_exceptions_kernel(k))(&self.planes, vexc.positions, vexc.payloads, values)
                 .map_err(|f| fault_error(f, chunk, StreamKind::Vexc, n_genes))?;
         }
         let indptr = tile.indptr(c.cell_lo as usize, c.cell_hi as usize);
         let cells = CellBounds::new(&indptr, n).expect("TileView validated the chunk's indptr");
-        (k.gaps_to_indices)(&self.gaps, cells, n_genes, indices)
+        let gaps = Scratch::Planes(&mut self.planes);
+        Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Gaps, gaps)?;
+        (k.gaps_to_indices)(&self.planes, cells, n_genes, indices)
             .map_err(|f| fault_error(f, chunk, StreamKind::Gaps, n_genes))?;
         if !gexc.is_empty() {
             (k.gap_exceptions)(
-                &self.gaps,
+                &self.planes,
                 cells,
                 n_genes,
                 gexc.positions,
