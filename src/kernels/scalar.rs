@@ -5,6 +5,8 @@
 //! input breaks several rules, the reported fault is the first in this order:
 //! cells in order; within a cell, a zero gap before an out-of-range index;
 //! exceptions in position order, an unmarked exception before a range error.
+//! Once a kernel reports a fault, what it wrote to its output is unspecified
+//! (vector backends write ahead of their checks), so callers discard it.
 //!
 //! Byte planes: `n` values are stored as `2n` bytes, all low bytes then all high
 //! bytes, so the almost-always-zero high bytes compress to nearly nothing.
