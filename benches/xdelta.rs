@@ -6,7 +6,9 @@
 //! text and values/s, next to a naive `split(',')` + `str::parse::<f64>` of the
 //! same numbers printed plainly; encode throughput; encoded size against the
 //! plain listing. Criterion measures; a plain summary with the ratios is
-//! printed first. The scan kernels are timed per backend at the end.
+//! printed first (best of several runs, to resist a busy machine). The scan
+//! kernels are timed per backend at the end (each iteration includes copying
+//! the input back, since the kernels work in place).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -112,17 +114,17 @@ fn best_of(runs: usize, mut f: impl FnMut()) -> Duration {
 fn summary(all: &[Series]) {
     let decoder = Decoder::new();
     println!(
-        "xdelta summary (kernel backend: {}; best of 5 runs, {N} values)",
+        "xdelta summary (kernel backend: {}; best of 9 runs, {N} values)",
         Backend::active().expect("backend")
     );
     for s in all {
         let (mut values, mut validity, mut naive) = (Vec::new(), Vec::new(), Vec::new());
-        let ours = best_of(5, || {
+        let ours = best_of(9, || {
             decoder
                 .decode_into(&s.encoded, &mut values, &mut validity)
                 .expect("decodes");
         });
-        let base = best_of(5, || naive_decode(&s.plain, &mut naive));
+        let base = best_of(9, || naive_decode(&s.plain, &mut naive));
         let enc = best_of(3, || {
             black_box(s.encoder.encode(&s.values).expect("encodes"));
         });
@@ -212,6 +214,16 @@ fn bench(c: &mut Criterion) {
                 scan.ints_to_f64(&mut floats, affine);
             })
         });
+        group.bench_function(
+            BenchmarkId::new("prefix_sum_to_f64_div_add", backend),
+            |b| {
+                b.iter(|| {
+                    floats.copy_from_slice(&ints);
+                    scan.prefix_sum_to_f64(&mut floats, affine)
+                        .expect("no overflow");
+                })
+            },
+        );
     }
     group.finish();
 }

@@ -24,7 +24,12 @@
 //!    module has checked the grammar). Non-null values are written densely;
 //!    nulls only touch the validity bitmap. Nulls never enter the delta state:
 //!    integration runs over the non-null values only, which is how "nulls carry
-//!    delta state across them" is implemented.
+//!    delta state across them" is implemented. Two things keep this pass fast:
+//!    the commas are located 64 bytes at a time before the values between them
+//!    are parsed (so one value's parse does not wait for the previous one's),
+//!    and a short integer literal is read with one 8-byte load and three
+//!    multiplications (SWAR) instead of a loop over its digits. Nothing is
+//!    allocated per value.
 //! 2. **Delta** (`d1`: one prefix sum; `d2`: the first value static, the second
 //!    a delta from it, then deltas of deltas).
 //! 3. **Scalar** (`*s` multiplies, `/s` divides), then **offset** (`+o`, `-o`),
@@ -35,7 +40,8 @@
 //! When every value literal (and the blank value, where it is used) is an
 //! integer that fits in `i64`, integration runs in checked `i64` arithmetic
 //! through the SIMD kernels of [`crate::kernels::scan`], and the integers are
-//! converted to `f64` (rounded once) just before the scalar/offset step. Below
+//! converted to `f64` (rounded once) just before the scalar/offset step, in
+//! the same pass over memory. Below
 //! 2^53 this gives exactly the bits of the double-arithmetic reference; above
 //! it the integration is exact instead of rounding at every step, and an
 //! overflow of `i64` is an error ([`XdeltaError::Overflow`]) rather than a
