@@ -266,7 +266,7 @@ impl Steps {
         let misaligned = dst as usize % S::ALIGN;
         // An output not even aligned to its element size cannot be aligned
         // by skipping elements.
-        let aligned = if misaligned % size == 0 {
+        let aligned = if misaligned.is_multiple_of(size) {
             (S::ALIGN - misaligned) % S::ALIGN / size
         } else {
             0
