@@ -9,8 +9,8 @@
 //! on detection the scalar reference reruns over the whole input to report
 //! exactly the fault it defines. Inputs are never faulty on the hot path, so
 //! the rerun costs nothing there, and the reference stays the one definition of
-//! which fault comes first. As for the reference, output written before a fault
-//! is unspecified.
+//! which fault comes first. After a fault the output is unspecified, as it is
+//! for the reference.
 
 use std::ptr;
 
@@ -259,7 +259,8 @@ struct Steps {
 }
 
 impl Steps {
-    /// Steps for an output of `size`-byte elements at `dst`.
+    /// Steps over `n` elements whose output (elements of type `T`) starts at
+    /// `dst`.
     #[inline(always)]
     fn new<S: Vector, T>(n: usize, width: usize, dst: *const T) -> Steps {
         let size = std::mem::size_of::<T>();
