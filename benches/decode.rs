@@ -10,7 +10,6 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use deltacells::engine::ChunkDecoder;
 use deltacells::format::tile::TileView;
 use deltacells::format::tile_writer::TileEncoder;
-use deltacells::kernels::TileKernels;
 use deltacells::measure::{format_rows, tile_decode_report};
 use deltacells::synth::{Synth, SynthConfig};
 use deltacells::Backend;
@@ -22,13 +21,6 @@ fn realistic_tile() -> Vec<u8> {
         .with_level(19)
         .encode(block.as_ref())
         .expect("encodes")
-}
-
-fn backends() -> Vec<Backend> {
-    Backend::available()
-        .into_iter()
-        .filter(|&b| TileKernels::for_backend(b).is_ok())
-        .collect()
 }
 
 fn bench(c: &mut Criterion) {
@@ -53,7 +45,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| zstd.decompress_chunk(&view, 0).unwrap())
     });
     let (mut indices, mut values) = (vec![0i32; n], vec![0f32; n]);
-    for backend in backends() {
+    for backend in Backend::available() {
         let mut dec = ChunkDecoder::with_backend(backend).unwrap();
         g.bench_with_input(BenchmarkId::new("decode-f32", backend), &backend, |b, _| {
             b.iter(|| {
@@ -75,7 +67,7 @@ fn bench(c: &mut Criterion) {
         vec![0f32; view.nnz()],
     );
     let mut counts = vec![0i32; view.nnz()];
-    for backend in backends() {
+    for backend in Backend::available() {
         let mut dec = ChunkDecoder::with_backend(backend).unwrap();
         g.bench_with_input(BenchmarkId::new("decode-f32", backend), &backend, |b, _| {
             b.iter(|| {

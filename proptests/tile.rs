@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use deltacells::engine::ChunkDecoder;
 use deltacells::format::tile::TileView;
 use deltacells::format::tile_writer::TileEncoder;
-use deltacells::kernels::TileKernels;
 use deltacells::{Backend, Csr};
 use proptest::prelude::*;
 
@@ -83,13 +82,6 @@ fn block() -> impl Strategy<Value = Csr<i32>> {
     })
 }
 
-fn backends() -> Vec<Backend> {
-    Backend::available()
-        .into_iter()
-        .filter(|&b| TileKernels::for_backend(b).is_ok())
-        .collect()
-}
-
 proptest! {
     #![proptest_config(crate::config(96))]
 
@@ -98,7 +90,7 @@ proptest! {
         let tile = TileEncoder::new().with_chunks(chunks).with_level(1).encode(csr.as_ref()).unwrap();
         let view = TileView::parse(&tile).unwrap();
         prop_assert_eq!(view.n_chunks(), chunks.min(csr.n_rows()));
-        for backend in backends() {
+        for backend in Backend::available() {
             let mut dec = ChunkDecoder::with_backend(backend).unwrap();
             let got: Csr<i32> = dec.decode_tile_to_csr(&view).unwrap();
             prop_assert_eq!(&got, &csr);

@@ -173,7 +173,7 @@ impl TileEncoder {
         for &p in indptr {
             out.extend_from_slice(&p.to_le_bytes());
         }
-        let k = TileKernels::SCALAR;
+        let k = TileKernels::best();
         let mut planes = Vec::new();
         let mut words = Vec::new();
         let mut entries = Vec::with_capacity(streams.len());
