@@ -559,41 +559,49 @@ mod x86 {
     #[derive(Clone, Copy)]
     pub(super) struct Avx2F(__m256d);
 
-    // SAFETY (whole impl): every method is an AVX2/AVX intrinsic; the trait
+    // every method is an AVX2/AVX intrinsic; the trait
     // contract says the CPU has AVX2 and the caller is compiled with it.
     impl I64s for Avx2I {
         const LANES: usize = 4;
         type F = Avx2F;
         #[inline(always)]
         unsafe fn load(p: *const i64) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA, and `p` is valid for `LANES` elements.
             unsafe { Avx2I(_mm256_loadu_si256(p.cast())) }
         }
         #[inline(always)]
         unsafe fn store(self, p: *mut i64) {
+            // SAFETY: the trait contract: the CPU has the ISA, and `p` is valid for `LANES` elements.
             unsafe { _mm256_storeu_si256(p.cast(), self.0) }
         }
         #[inline(always)]
         unsafe fn splat(x: i64) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx2I(_mm256_set1_epi64x(x)) }
         }
         #[inline(always)]
         unsafe fn add(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx2I(_mm256_add_epi64(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn sub(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx2I(_mm256_sub_epi64(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn xor(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx2I(_mm256_xor_si256(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn and(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx2I(_mm256_and_si256(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn scan(self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe {
                 let x = self.0;
                 let zero = _mm256_setzero_si256();
@@ -610,14 +618,17 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn broadcast_last(self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx2I(_mm256_permute4x64_epi64::<0b11_11_11_11>(self.0)) }
         }
         #[inline(always)]
         unsafe fn first_lane(self) -> i64 {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { _mm_cvtsi128_si64(_mm256_castsi256_si128(self.0)) }
         }
         #[inline(always)]
         unsafe fn sign_mask(self) -> u32 {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { _mm256_movemask_pd(_mm256_castsi256_pd(self.0)) as u32 }
         }
         /// AVX2 has no `i64 -> f64` instruction. Split the biased value
@@ -628,6 +639,7 @@ mod x86 {
         /// gives `x` with a single rounding: the correctly rounded conversion.
         #[inline(always)]
         unsafe fn to_f64(self) -> Avx2F {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe {
                 let u = _mm256_xor_si256(self.0, _mm256_set1_epi64x(i64::MIN));
                 let hi = _mm256_or_si256(
@@ -652,30 +664,36 @@ mod x86 {
     /// Bits of the double `2^84 + 2^63 + 2^52`.
     pub(super) const HI_LO_BIAS: u64 = 0x4530_0000_8010_0000;
 
-    // SAFETY (whole impl): AVX intrinsics; see `Avx2I`.
+    // AVX intrinsics; see `Avx2I`.
     impl F64s for Avx2F {
         #[inline(always)]
         unsafe fn load(p: *const f64) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA, and `p` is valid for `LANES` elements.
             unsafe { Avx2F(_mm256_loadu_pd(p)) }
         }
         #[inline(always)]
         unsafe fn store(self, p: *mut f64) {
+            // SAFETY: the trait contract: the CPU has the ISA, and `p` is valid for `LANES` elements.
             unsafe { _mm256_storeu_pd(p, self.0) }
         }
         #[inline(always)]
         unsafe fn splat(x: f64) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx2F(_mm256_set1_pd(x)) }
         }
         #[inline(always)]
         unsafe fn mul(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx2F(_mm256_mul_pd(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn div(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx2F(_mm256_div_pd(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn add(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx2F(_mm256_add_pd(self.0, o.0)) }
         }
     }
@@ -685,41 +703,49 @@ mod x86 {
     #[derive(Clone, Copy)]
     pub(super) struct Avx512F(__m512d);
 
-    // SAFETY (whole impl): AVX-512 F/DQ intrinsics; the trait contract says the
+    // AVX-512 F/DQ intrinsics; the trait contract says the
     // CPU has them and the caller is compiled with them.
     impl I64s for Avx512I {
         const LANES: usize = 8;
         type F = Avx512F;
         #[inline(always)]
         unsafe fn load(p: *const i64) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA, and `p` is valid for `LANES` elements.
             unsafe { Avx512I(_mm512_loadu_si512(p.cast())) }
         }
         #[inline(always)]
         unsafe fn store(self, p: *mut i64) {
+            // SAFETY: the trait contract: the CPU has the ISA, and `p` is valid for `LANES` elements.
             unsafe { _mm512_storeu_si512(p.cast(), self.0) }
         }
         #[inline(always)]
         unsafe fn splat(x: i64) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx512I(_mm512_set1_epi64(x)) }
         }
         #[inline(always)]
         unsafe fn add(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx512I(_mm512_add_epi64(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn sub(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx512I(_mm512_sub_epi64(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn xor(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx512I(_mm512_xor_si512(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn and(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx512I(_mm512_and_si512(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn scan(self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe {
                 // `valignq` of (x, zero) by 8 - k lanes shifts x up by k lanes,
                 // filling with zeros: three log steps for eight lanes.
@@ -731,46 +757,56 @@ mod x86 {
         }
         #[inline(always)]
         unsafe fn broadcast_last(self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx512I(_mm512_permutexvar_epi64(_mm512_set1_epi64(7), self.0)) }
         }
         #[inline(always)]
         unsafe fn first_lane(self) -> i64 {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { _mm_cvtsi128_si64(_mm512_castsi512_si128(self.0)) }
         }
         #[inline(always)]
         unsafe fn sign_mask(self) -> u32 {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { u32::from(_mm512_movepi64_mask(self.0)) }
         }
         #[inline(always)]
         unsafe fn to_f64(self) -> Avx512F {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx512F(_mm512_cvtepi64_pd(self.0)) }
         }
     }
 
-    // SAFETY (whole impl): AVX-512 F intrinsics; see `Avx512I`.
+    // AVX-512 F intrinsics; see `Avx512I`.
     impl F64s for Avx512F {
         #[inline(always)]
         unsafe fn load(p: *const f64) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA, and `p` is valid for `LANES` elements.
             unsafe { Avx512F(_mm512_loadu_pd(p)) }
         }
         #[inline(always)]
         unsafe fn store(self, p: *mut f64) {
+            // SAFETY: the trait contract: the CPU has the ISA, and `p` is valid for `LANES` elements.
             unsafe { _mm512_storeu_pd(p, self.0) }
         }
         #[inline(always)]
         unsafe fn splat(x: f64) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx512F(_mm512_set1_pd(x)) }
         }
         #[inline(always)]
         unsafe fn mul(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx512F(_mm512_mul_pd(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn div(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx512F(_mm512_div_pd(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn add(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { Avx512F(_mm512_add_pd(self.0, o.0)) }
         }
     }
@@ -841,54 +877,65 @@ mod neon {
     #[derive(Clone, Copy)]
     pub(super) struct NeonF(float64x2_t);
 
-    // SAFETY (whole impl): NEON intrinsics; the trait contract says the CPU has
+    // NEON intrinsics; the trait contract says the CPU has
     // NEON and the caller is compiled with it.
     impl I64s for NeonI {
         const LANES: usize = 2;
         type F = NeonF;
         #[inline(always)]
         unsafe fn load(p: *const i64) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA, and `p` is valid for `LANES` elements.
             unsafe { NeonI(vld1q_s64(p)) }
         }
         #[inline(always)]
         unsafe fn store(self, p: *mut i64) {
+            // SAFETY: the trait contract: the CPU has the ISA, and `p` is valid for `LANES` elements.
             unsafe { vst1q_s64(p, self.0) }
         }
         #[inline(always)]
         unsafe fn splat(x: i64) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { NeonI(vdupq_n_s64(x)) }
         }
         #[inline(always)]
         unsafe fn add(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { NeonI(vaddq_s64(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn sub(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { NeonI(vsubq_s64(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn xor(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { NeonI(veorq_s64(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn and(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { NeonI(vandq_s64(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn scan(self) -> Self {
             // [a b] + [0 a].
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { NeonI(vaddq_s64(self.0, vextq_s64::<1>(vdupq_n_s64(0), self.0))) }
         }
         #[inline(always)]
         unsafe fn broadcast_last(self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { NeonI(vdupq_laneq_s64::<1>(self.0)) }
         }
         #[inline(always)]
         unsafe fn first_lane(self) -> i64 {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { vgetq_lane_s64::<0>(self.0) }
         }
         #[inline(always)]
         unsafe fn sign_mask(self) -> u32 {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe {
                 let s = vshrq_n_u64::<63>(vreinterpretq_u64_s64(self.0));
                 (vgetq_lane_u64::<0>(s) | (vgetq_lane_u64::<1>(s) << 1)) as u32
@@ -896,34 +943,41 @@ mod neon {
         }
         #[inline(always)]
         unsafe fn to_f64(self) -> NeonF {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { NeonF(vcvtq_f64_s64(self.0)) }
         }
     }
 
-    // SAFETY (whole impl): NEON intrinsics; see `NeonI`.
+    // NEON intrinsics; see `NeonI`.
     impl F64s for NeonF {
         #[inline(always)]
         unsafe fn load(p: *const f64) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA, and `p` is valid for `LANES` elements.
             unsafe { NeonF(vld1q_f64(p)) }
         }
         #[inline(always)]
         unsafe fn store(self, p: *mut f64) {
+            // SAFETY: the trait contract: the CPU has the ISA, and `p` is valid for `LANES` elements.
             unsafe { vst1q_f64(p, self.0) }
         }
         #[inline(always)]
         unsafe fn splat(x: f64) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { NeonF(vdupq_n_f64(x)) }
         }
         #[inline(always)]
         unsafe fn mul(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { NeonF(vmulq_f64(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn div(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { NeonF(vdivq_f64(self.0, o.0)) }
         }
         #[inline(always)]
         unsafe fn add(self, o: Self) -> Self {
+            // SAFETY: the trait contract: the CPU has the ISA.
             unsafe { NeonF(vaddq_f64(self.0, o.0)) }
         }
     }
