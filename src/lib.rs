@@ -8,7 +8,7 @@
 //!
 //! * [`kernels`]: byte-plane recombination, prefix sums, exception application,
 //!   as a scalar reference and runtime-dispatched SIMD backends.
-//! * [`format`]: bytes to structures and back: [`format::tile::TileView`],
+//! * [`format`](mod@format): bytes to structures and back: [`format::tile::TileView`],
 //!   [`format::tile_writer::TileEncoder`], zstd, and the TS_2DIFF and XDelta codecs.
 //! * [`engine`]: joins the two: decoding chunks and tiles into caller buffers.
 //! * [`dataset`] and [`obs`]: directories of tiles, the manifest, per-cell metadata.

@@ -564,7 +564,7 @@ fn random_bytes_and_mutations_never_panic() {
     for _ in 0..2000 {
         let len = (rng.next() % 600) as usize;
         let mut bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-        if len >= 8 && rng.next() % 2 == 0 {
+        if len >= 8 && rng.next().is_multiple_of(2) {
             bytes[..8].copy_from_slice(b"DELTACEL");
         }
         let _ = decode_all(&bytes, Backend::Scalar);
