@@ -3,27 +3,11 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{expected_csr, testdata};
-
-fn deltacells(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_deltacells"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
+use common::{expected_csr, run_cli as deltacells, testdata};
 
 #[test]
 fn verify_exits_non_zero_and_names_the_rule_on_every_rejected_case() {
     let dir = testdata().join("deltacells/corpus");
-    let corpus: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("corpus.json")).unwrap()).unwrap();
     let words = |name: &str| -> &'static str {
         match name {
             "manifest_missing" => "no manifest.json",
@@ -39,12 +23,7 @@ fn verify_exits_non_zero_and_names_the_rule_on_every_rejected_case() {
             _ => "",
         }
     };
-    for case in corpus["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["level"] == "dataset")
-    {
+    for case in common::corpus_cases("dataset") {
         let name = case["name"].as_str().unwrap();
         let path = dir.join(case["path"].as_str().unwrap());
         let (ok, _, stderr) = deltacells(&["verify", path.to_str().unwrap()]);

@@ -2,21 +2,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{expected_csr, testdata};
-
-fn deltacells(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_deltacells"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
+use common::{expected_csr, run_cli as deltacells, testdata};
 
 fn path(rel: &str) -> String {
     testdata().join(rel).display().to_string()

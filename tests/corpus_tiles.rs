@@ -80,15 +80,8 @@ fn matches_case(name: &str, rule: &TileRule) -> bool {
 #[test]
 fn corpus_tile_cases_are_judged_as_listed() {
     let dir = testdata().join("deltacells/corpus");
-    let corpus: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("corpus.json")).unwrap()).unwrap();
     let mut judged = 0;
-    for case in corpus["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["level"] == "tile")
-    {
+    for case in common::corpus_cases("tile") {
         let name = case["name"].as_str().unwrap();
         let bytes = read_aligned(&dir.join(case["path"].as_str().unwrap()));
         for backend in common::tile_backends() {

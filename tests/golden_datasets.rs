@@ -122,15 +122,8 @@ fn verdict(dir: &Path) -> Result<(), Error> {
 #[test]
 fn corpus_dataset_cases_are_judged_as_listed() {
     let dir = testdata().join("deltacells/corpus");
-    let corpus: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("corpus.json")).unwrap()).unwrap();
     let mut judged = 0;
-    for case in corpus["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["level"] == "dataset")
-    {
+    for case in common::corpus_cases("dataset") {
         let name = case["name"].as_str().unwrap();
         if name.starts_with("obs_") || name.starts_with("var_table_") {
             continue;

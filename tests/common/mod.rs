@@ -142,3 +142,29 @@ pub fn fix_crc(tile: &mut [u8]) {
     let crc = crc32fast::hash(&tile[64..]);
     tile[56..60].copy_from_slice(&crc.to_le_bytes());
 }
+
+/// Runs the `deltacells` binary: (success, stdout, stderr).
+pub fn run_cli(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_deltacells"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The cases of `deltacells/corpus/corpus.json` at `level` (`tile` or `dataset`).
+pub fn corpus_cases(level: &str) -> Vec<serde_json::Value> {
+    let path = testdata().join("deltacells/corpus/corpus.json");
+    let corpus: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    corpus["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["level"] == level)
+        .cloned()
+        .collect()
+}
