@@ -515,9 +515,9 @@ fn add_to_all<S: Vector>(s: S, xs: &mut [i32], payload: u32) {
     }
 }
 
-/// `gexc` application (see [`scalar::apply_gap_exceptions`], whose checks and
-/// their order this repeats); only the add over the rest of the cell is
-/// vectorised, since exceptions are rare.
+/// `gexc` application: the walk and checks of the scalar reference, shared
+/// (see [`scalar::apply_gap_exceptions`]); only the add over the rest of the
+/// cell is vectorised, since exceptions are rare.
 #[inline(always)]
 pub(crate) fn gap_exceptions<S: Vector>(
     s: S,
@@ -528,34 +528,15 @@ pub(crate) fn gap_exceptions<S: Vector>(
     payloads: &[u32],
     out: &mut [i32],
 ) -> Result<(), Fault> {
-    let half = planes.len() / 2;
-    let mut cell_iter = cells.iter();
-    let mut cell = (0, 0);
-    for (&p, &payload) in positions.iter().zip(payloads) {
-        let p = p as usize;
-        while p >= cell.1 {
-            cell = cell_iter
-                .next()
-                .expect("exception positions lie inside the chunk");
-        }
-        let stored = u16::from_le_bytes([planes[p], planes[half + p]]);
-        if stored != u16::MAX {
-            return Err(Fault::Unmarked {
-                position: p as u64,
-                stored,
-            });
-        }
-        let last = cell.1 - 1;
-        let new_last = out[last] as u64 + u64::from(payload);
-        if new_last >= u64::from(n_genes) {
-            return Err(Fault::GeneIndex {
-                position: last as u64,
-                index: new_last,
-            });
-        }
-        add_to_all(s, &mut out[p..cell.1], payload);
-    }
-    Ok(())
+    scalar::gap_exceptions_with(
+        planes,
+        cells,
+        n_genes,
+        positions,
+        payloads,
+        out,
+        |rest, payload| add_to_all(s, rest, payload),
+    )
 }
 
 /// The reference's gap rule for `indices[range]` of a cell starting at

@@ -130,6 +130,33 @@ pub fn apply_gap_exceptions(
     payloads: &[u32],
     out: &mut [i32],
 ) -> Result<(), Fault> {
+    gap_exceptions_with(
+        planes,
+        cells,
+        n_genes,
+        positions,
+        payloads,
+        out,
+        |rest, payload| {
+            for x in rest {
+                *x += payload as i32;
+            }
+        },
+    )
+}
+
+/// The walk and checks of [`apply_gap_exceptions`], in its order, with the add
+/// of a payload to the rest of a cell supplied by the caller: the vector
+/// backends pass their vectorised add and share everything else.
+pub(crate) fn gap_exceptions_with(
+    planes: &[u8],
+    cells: CellBounds<'_>,
+    n_genes: u32,
+    positions: &[u32],
+    payloads: &[u32],
+    out: &mut [i32],
+    mut add: impl FnMut(&mut [i32], u32),
+) -> Result<(), Fault> {
     let mut cell_iter = cells.iter();
     let mut cell = (0, 0);
     for (&p, &payload) in positions.iter().zip(payloads) {
@@ -154,9 +181,7 @@ pub fn apply_gap_exceptions(
                 index: new_last,
             });
         }
-        for x in &mut out[p..cell.1] {
-            *x += payload as i32;
-        }
+        add(&mut out[p..cell.1], payload);
     }
     Ok(())
 }
