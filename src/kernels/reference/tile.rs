@@ -1,4 +1,4 @@
-//! The scalar reference kernels: plain code that defines "correct".
+//! The tile kernels' reference: plain code that defines "correct".
 //!
 //! Every vector backend must produce exactly these outputs and report exactly
 //! these faults (the same kind at the same position) for every input. Where an
@@ -11,7 +11,7 @@
 //! Byte planes: `n` values are stored as `2n` bytes, all low bytes then all high
 //! bytes, so the almost-always-zero high bytes compress to nearly nothing.
 
-use super::{CellBounds, Fault};
+use crate::kernels::tile::{CellBounds, Count, Fault};
 
 /// Low and high plane of `planes`, each `n` bytes.
 ///
@@ -237,33 +237,5 @@ pub fn counts_to_stream(counts: &[u32], out: &mut [u16], exceptions: &mut Vec<(u
         } else {
             *o = c as u16;
         }
-    }
-}
-
-/// A decoded count type: `i32` keeps exact counts, `f32` is what training code
-/// feeds to a model (exact up to 2^24).
-pub trait Count: Copy + Default + Send + Sync + 'static {
-    /// Converts a count (at most 2^31 - 1).
-    fn from_u32(v: u32) -> Self;
-}
-
-impl Count for i32 {
-    #[inline(always)]
-    fn from_u32(v: u32) -> i32 {
-        v as i32
-    }
-}
-
-impl Count for f32 {
-    #[inline(always)]
-    fn from_u32(v: u32) -> f32 {
-        v as f32
-    }
-}
-
-impl Count for u32 {
-    #[inline(always)]
-    fn from_u32(v: u32) -> u32 {
-        v
     }
 }
