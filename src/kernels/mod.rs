@@ -12,7 +12,7 @@
 //!
 //! # One vocabulary
 //!
-//! Every family has a scalar reference in [`reference`]: plain, obviously
+//! Every family has a scalar reference in [`mod@reference`]: plain, obviously
 //! correct code that defines "correct", errors included. Every vector kernel
 //! is written once, generically, over the `vector::Vector` trait: one set of
 //! register operations (`u32`, `u64`/`i64` and `f64` lanes, byte planes) that

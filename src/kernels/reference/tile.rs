@@ -84,11 +84,18 @@ pub fn gaps_to_indices(
     Ok(())
 }
 
-/// The stored `u16` at `position` of `planes` (2n bytes).
+/// `Ok` if the stored `u16` at `position` of `planes` (2n bytes) is the
+/// 65535 exception marker.
 #[inline]
-fn stored(planes: &[u8], position: usize) -> u16 {
+fn marked(planes: &[u8], position: usize) -> Result<(), Fault> {
     let n = planes.len() / 2;
-    u16::from_le_bytes([planes[position], planes[n + position]])
+    match u16::from_le_bytes([planes[position], planes[n + position]]) {
+        u16::MAX => Ok(()),
+        stored => Err(Fault::Unmarked {
+            position: position as u64,
+            stored,
+        }),
+    }
 }
 
 /// Replaces counts with their true values from a `vexc` list.
@@ -104,13 +111,7 @@ pub fn apply_value_exceptions<V: Count>(
 ) -> Result<(), Fault> {
     for (&p, &v) in positions.iter().zip(payloads) {
         let p = p as usize;
-        let s = stored(planes, p);
-        if s != u16::MAX {
-            return Err(Fault::Unmarked {
-                position: p as u64,
-                stored: s,
-            });
-        }
+        marked(planes, p)?;
         out[p] = V::from_u32(v);
     }
     Ok(())
@@ -166,13 +167,7 @@ pub(crate) fn gap_exceptions_with(
                 .next()
                 .expect("exception positions lie inside the chunk");
         }
-        let s = stored(planes, p);
-        if s != u16::MAX {
-            return Err(Fault::Unmarked {
-                position: p as u64,
-                stored: s,
-            });
-        }
+        marked(planes, p)?;
         let last = cell.1 - 1;
         let new_last = out[last] as u64 + u64::from(payload);
         if new_last >= u64::from(n_genes) {
@@ -212,16 +207,33 @@ pub fn indices_to_gaps(
 ) {
     assert_eq!(out.len(), indices.len(), "one gap per index");
     for (start, end) in cells.iter() {
-        let mut prev = 0u32;
-        for j in start..end {
-            let g = indices[j] as u32 - prev;
-            prev = indices[j] as u32;
-            if g > u32::from(u16::MAX) {
-                out[j] = u16::MAX;
-                exceptions.push((j as u32, g - u32::from(u16::MAX)));
-            } else {
-                out[j] = g as u16;
-            }
+        gaps_of(indices, start..end, start, out, exceptions);
+    }
+}
+
+/// The gap rule of [`indices_to_gaps`] for `indices[range]`, inside the cell
+/// that starts at `cell_start` (the vector bodies send here the few registers
+/// holding a gap above 65535).
+pub(crate) fn gaps_of(
+    indices: &[i32],
+    range: std::ops::Range<usize>,
+    cell_start: usize,
+    out: &mut [u16],
+    exceptions: &mut Vec<(u32, u32)>,
+) {
+    let mut prev = if range.start == cell_start {
+        0
+    } else {
+        indices[range.start - 1] as u32
+    };
+    for j in range {
+        let g = indices[j] as u32 - prev;
+        prev = indices[j] as u32;
+        if g > u32::from(u16::MAX) {
+            out[j] = u16::MAX;
+            exceptions.push((j as u32, g - u32::from(u16::MAX)));
+        } else {
+            out[j] = g as u16;
         }
     }
 }

@@ -359,32 +359,6 @@ pub(crate) fn gap_exceptions<S: Vector>(
     )
 }
 
-/// The reference's gap rule for `indices[range]` of a cell starting at
-/// `cell_start`: the few vectors holding a gap above 65535 come here.
-fn gaps_of(
-    indices: &[i32],
-    range: std::ops::Range<usize>,
-    cell_start: usize,
-    out: &mut [u16],
-    exceptions: &mut Vec<(u32, u32)>,
-) {
-    let mut prev = if range.start == cell_start {
-        0
-    } else {
-        indices[range.start - 1] as u32
-    };
-    for j in range {
-        let g = (indices[j] as u32).wrapping_sub(prev);
-        prev = indices[j] as u32;
-        if g > u32::from(u16::MAX) {
-            out[j] = u16::MAX;
-            exceptions.push((j as u32, g - u32::from(u16::MAX)));
-        } else {
-            out[j] = g as u16;
-        }
-    }
-}
-
 /// Sorted gene indices -> per-cell gaps and gap exceptions (see
 /// [`scalar::indices_to_gaps`]).
 #[inline(always)]
@@ -420,7 +394,7 @@ pub(crate) fn indices_to_gaps<S: Vector>(
             };
             let d = s.sub(cur, prev);
             if s.any_nonzero(s.and(d, high)) {
-                gaps_of(indices, j..j + S::LANES, start, out, exceptions);
+                scalar::gaps_of(indices, j..j + S::LANES, start, out, exceptions);
             } else {
                 // SAFETY: `j + LANES <= out.len()`.
                 unsafe { s.store_u16(out.as_mut_ptr().add(j), d) };
@@ -443,7 +417,7 @@ pub(crate) fn indices_to_gaps<S: Vector>(
             };
             let d = s.and(s.sub(cur, prev), s.lanes_below(len));
             if s.any_nonzero(s.and(d, high)) {
-                gaps_of(indices, j..end, start, out, exceptions);
+                scalar::gaps_of(indices, j..end, start, out, exceptions);
             } else {
                 // SAFETY: `j + len <= out.len()`.
                 unsafe { s.store_u16_partial(out.as_mut_ptr().add(j), d, len) };

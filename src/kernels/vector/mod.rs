@@ -3,8 +3,8 @@
 //! [`Vector`] is a set of register operations on `u32` lanes (with the
 //! byte-plane moves of the tile codec), `u64`/`i64` lanes and `f64` lanes. Each
 //! instruction set implements it in its own file with intrinsics and nothing
-//! else: [`Avx2`] (`avx2.rs`), [`Avx512`] with and without VBMI
-//! (`avx512.rs`) and [`Neon`] (`neon.rs`). The algorithms live in the family
+//! else: `Avx2` (`avx2.rs`), `Avx512` with and without VBMI
+//! (`avx512.rs`) and `Neon` (`neon.rs`). The algorithms live in the family
 //! modules, written once over this trait.
 //!
 //! A value of an implementing type is a token: its constructor is `unsafe` and
