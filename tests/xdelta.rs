@@ -1,8 +1,9 @@
 //! XDelta: the spec's examples, the shared test vectors, error cases, the
 //! choices documented in `deltacells::format::xdelta`, the encoder and the CLI.
 
+mod runner;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use deltacells::format::xdelta::{self, Decoder, Encoder, Parameter, XdeltaError};
 use deltacells::{Backend, Error};
@@ -545,7 +546,7 @@ fn encoder_rejects_what_the_format_cannot_hold() {
 }
 
 fn cli(args: &[&str], stdin: &str) -> (bool, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+    let mut child = runner::deltacells()
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -433,14 +433,25 @@ mod tests {
 
     #[test]
     fn bounded_sampling_is_stable() {
-        // Pinned values: a change here would silently change every user's batches.
+        // Literal values: a change to the generator, the seeding or the
+        // sampling would silently change every user's epoch order.
         let mut r = rng(1, 2, 3);
-        let drawn: Vec<u64> = (0..5).map(|_| below(&mut r, 1000)).collect();
-        let mut again = rng(1, 2, 3);
+        let drawn: Vec<u64> = (0..8).map(|_| below(&mut r, 1000)).collect();
+        assert_eq!(drawn, [47, 899, 189, 228, 307, 349, 611, 265]);
+        let mut r = rng(0, 0, u64::MAX);
+        let wide: Vec<u64> = (0..4).map(|_| below(&mut r, (1 << 63) + 1)).collect();
         assert_eq!(
-            drawn,
-            (0..5).map(|_| below(&mut again, 1000)).collect::<Vec<_>>()
+            wide,
+            [
+                6_732_611_612_112_350_085,
+                6_689_744_668_527_159_581,
+                2_961_384_814_670_077_350,
+                6_759_611_080_034_126_598
+            ]
         );
-        assert!(drawn.iter().all(|&v| v < 1000));
+        assert_eq!(
+            epoch_order(&[0, 3, 6, 8], Shuffle::Block { window_tiles: 2 }, 42, 7),
+            [2, 0, 1, 6, 7, 4, 3, 5]
+        );
     }
 }

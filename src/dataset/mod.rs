@@ -28,7 +28,7 @@ use crate::csr::Csr;
 use crate::engine::{ChunkDecoder, Engine, EngineConfig};
 use crate::error::{DatasetRule, Error, Result};
 use crate::format::manifest::Manifest;
-use crate::format::npy::Array;
+use crate::format::npy::{Array, Dtype};
 use crate::format::tile::TileView;
 use crate::kernels::DecodedCount;
 use crate::obs::ObsReader;
@@ -397,6 +397,12 @@ fn read_gene_order(store: &dyn Store, n_genes: u32) -> Result<Vec<i32>> {
         .get("gene_order.npy")?
         .ok_or_else(|| bad("has_gene_order is true but the file is missing".into()))?;
     let array = Array::parse(bytes.as_bytes()).map_err(|e| bad(e.to_string()))?;
+    if array.dtype != Dtype::I32 {
+        return Err(bad(format!(
+            "dtype {:?}, the spec says int32 (<i4)",
+            array.dtype
+        )));
+    }
     if array.shape.len() != 1 || array.len() != n_genes as usize {
         return Err(bad(format!(
             "shape {:?}, expected ({n_genes},)",
