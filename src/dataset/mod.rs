@@ -34,6 +34,7 @@ use crate::kernels::DecodedCount;
 use crate::obs::ObsReader;
 
 use cache::TileBytes;
+use read::Cells;
 
 /// Default bound of the dataset's shared cache of tiles and decoded chunks.
 pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
@@ -269,7 +270,7 @@ impl Dataset {
             .cache
             .lock()
             .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
-        self.read_csr_with(cells, genes, &mut cache)
+        self.read_csr_with(cells.into(), genes, &mut cache)
     }
 
     /// Reads the cells `range` as CSR rows.
@@ -284,7 +285,12 @@ impl Dataset {
                 self.n_cells()
             )));
         }
-        self.read_cells_genes(&range.collect::<Vec<_>>(), genes)
+        self.check_selection(genes)?;
+        let mut cache = self
+            .cache
+            .lock()
+            .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
+        self.read_csr_with(Cells::Range(range.start, range.end), genes, &mut cache)
     }
 
     /// Reads the cells `range` into `out`, reusing its allocations: the way to
@@ -306,7 +312,7 @@ impl Dataset {
             .cache
             .lock()
             .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
-        self.read_csr_into(&range.collect::<Vec<_>>(), genes, &mut cache, out)
+        self.read_csr_into(Cells::Range(range.start, range.end), genes, &mut cache, out)
     }
 
     /// Reads every cell of tile `t`.
@@ -331,7 +337,7 @@ impl Dataset {
             .cache
             .lock()
             .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
-        self.read_dense_with(cells, genes, &mut cache)
+        self.read_dense_with(cells.into(), genes, &mut cache)
     }
 
     fn check_selection(&self, genes: Option<&GeneSelection>) -> Result<()> {
