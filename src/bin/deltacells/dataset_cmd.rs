@@ -1,13 +1,14 @@
 //! `deltacells info|verify|cat|convert`: whole datasets.
 
 use std::io::Write;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use deltacells::dataset::convert::{convert, ConvertOptions, Input, Progress};
 use deltacells::dataset::{Dataset, GeneSelection, OpenOptions, WriterConfig};
 use deltacells::engine::EngineConfig;
-use deltacells::{Backend, Error, Result};
+use deltacells::{Backend, Csr, Error, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::output::{out_err, Out};
@@ -162,35 +163,61 @@ pub struct CatArgs {
     format: CatFormat,
 }
 
-/// Parses `A:B,C,D:E` into cell ids.
-pub fn parse_cells(spec: &str, n_cells: u64) -> Result<Vec<u64>> {
+/// Parses `A:B,C,D:E` into spans of cells (`C` is `C:C+1`; ends past
+/// `n_cells` are clipped). Spans are never expanded into ids.
+pub fn parse_cells(spec: &str, n_cells: u64) -> Result<Vec<Range<u64>>> {
     let bad = || {
         Error::Input(format!(
             "--cells {spec:?}: expected A:B, A, or a comma-separated list"
         ))
     };
-    let mut cells = Vec::new();
-    for part in spec.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once(':') {
-            Some((a, b)) => {
-                let a: u64 = if a.is_empty() {
-                    0
-                } else {
-                    a.parse().map_err(|_| bad())?
-                };
-                let b: u64 = if b.is_empty() {
-                    n_cells
-                } else {
-                    b.parse().map_err(|_| bad())?
-                };
-                cells.extend(a..b.min(n_cells).max(a));
-            }
-            None => cells.push(part.parse().map_err(|_| bad())?),
+    let number = |s: &str, empty: u64| -> Result<u64> {
+        if s.is_empty() {
+            Ok(empty)
+        } else {
+            s.parse().map_err(|_| bad())
         }
-    }
-    Ok(cells)
+    };
+    spec.split(',')
+        .filter(|p| !p.is_empty())
+        .map(|part| match part.split_once(':') {
+            Some((a, b)) => {
+                let a = number(a, 0)?;
+                Ok(a..number(b, n_cells)?.min(n_cells).max(a))
+            }
+            None => {
+                let c: u64 = part.parse().map_err(|_| bad())?;
+                Ok(c..c.saturating_add(1))
+            }
+        })
+        .collect()
 }
 
+/// Most cells read at once by `cat`.
+const CAT_PIECE_CELLS: u64 = 1 << 16;
+
+/// Reads `spans` piece by piece (cut at tile boundaries and at
+/// [`CAT_PIECE_CELLS`]), calling `f` with each piece's first cell and rows.
+fn for_each_piece(
+    ds: &Dataset,
+    spans: &[Range<u64>],
+    genes: Option<&GeneSelection>,
+    mut f: impl FnMut(u64, &Csr<i32>) -> Result<()>,
+) -> Result<()> {
+    for span in spans {
+        let mut at = span.start;
+        while at < span.end {
+            let (tile, _) = ds.locate(at)?;
+            let end = span
+                .end
+                .min(ds.limits()[tile + 1])
+                .min(at + CAT_PIECE_CELLS);
+            f(at, &ds.read_range::<i32>(at..end, genes)?.csr)?;
+            at = end;
+        }
+    }
+    Ok(())
+}
 fn selection(ds: &Dataset, spec: &str) -> Result<GeneSelection> {
     let items: Vec<&str> = spec.split(',').filter(|s| !s.is_empty()).collect();
     if items.iter().all(|s| s.parse::<u32>().is_ok()) {
@@ -205,16 +232,25 @@ fn selection(ds: &Dataset, spec: &str) -> Result<GeneSelection> {
 
 pub fn cat(args: CatArgs, backend: Backend) -> Result<()> {
     let ds = open(&args.dir, backend, None)?;
-    let cells = parse_cells(&args.cells, ds.n_cells())?;
+    let spans = parse_cells(&args.cells, ds.n_cells())?;
     let sel = args
         .genes
         .as_deref()
         .map(|g| selection(&ds, g))
         .transpose()?;
-    let batch = ds.read_cells_genes::<i32>(&cells, sel.as_ref())?;
-    let csr = &batch.csr;
     let mut out = Out::stdout();
     if let CatFormat::Mtx = args.format {
+        // The size line comes first: count in a first pass (the chunks stay
+        // in the dataset's cache for the second).
+        let (mut rows, mut nnz) = (0u64, 0usize);
+        for_each_piece(&ds, &spans, sel.as_ref(), |_, csr| {
+            rows += csr.n_rows() as u64;
+            nnz += csr.nnz();
+            Ok(())
+        })?;
+        let cols = sel
+            .as_ref()
+            .map_or(u64::from(ds.n_genes()), |s| s.len() as u64);
         writeln!(out, "%%MatrixMarket matrix coordinate integer general").map_err(out_err)?;
         writeln!(
             out,
@@ -223,18 +259,23 @@ pub fn cat(args: CatArgs, backend: Backend) -> Result<()> {
             args.dir.display()
         )
         .map_err(out_err)?;
-        writeln!(out, "{} {} {}", cells.len(), csr.n_cols, csr.nnz()).map_err(out_err)?;
+        writeln!(out, "{rows} {cols} {nnz}").map_err(out_err)?;
     }
-    for (row, w) in csr.indptr.windows(2).enumerate() {
-        for j in w[0] as usize..w[1] as usize {
-            let (g, v) = (csr.indices[j], csr.values[j]);
-            match args.format {
-                CatFormat::Tsv => writeln!(out, "{}\t{g}\t{v}", cells[row]),
-                CatFormat::Mtx => writeln!(out, "{} {} {v}", row + 1, g + 1),
+    let mut row = 0u64;
+    for_each_piece(&ds, &spans, sel.as_ref(), |first, csr| {
+        for (i, w) in csr.indptr.windows(2).enumerate() {
+            for j in w[0] as usize..w[1] as usize {
+                let (g, v) = (csr.indices[j], csr.values[j]);
+                match args.format {
+                    CatFormat::Tsv => writeln!(out, "{}\t{g}\t{v}", first + i as u64),
+                    CatFormat::Mtx => writeln!(out, "{} {} {v}", row + i as u64 + 1, g + 1),
+                }
+                .map_err(out_err)?;
             }
-            .map_err(out_err)?;
         }
-    }
+        row += csr.n_rows() as u64;
+        Ok(())
+    })?;
     out.finish()
 }
 
