@@ -267,7 +267,7 @@ fn non_counts_are_refused_with_cell_gene_and_value_before_any_tile() {
 }
 
 #[test]
-fn old_truncated_and_corrupt_files_are_errors_naming_file_and_path() {
+fn old_truncated_corrupt_and_hollow_files_are_errors_naming_file_and_path() {
     for (name, want) in [
         (
             "old_categories.h5ad",

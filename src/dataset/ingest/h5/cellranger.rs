@@ -29,7 +29,7 @@ pub(crate) fn open<'a>(path: &'a Path, options: &'a ConvertOptions) -> Result<Op
     }
     let shape_at = "matrix/shape";
     let shape = h5
-        .dataset(shape_at)?
+        .whole(shape_at)?
         .read_raw::<i64>()
         .map_err(|e| h5.err(shape_at, e))?;
     let [n_features, n_barcodes] = shape[..] else {

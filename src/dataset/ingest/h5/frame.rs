@@ -71,7 +71,7 @@ pub(crate) struct Frame {
 
 /// The numeric or boolean dataset at `at` as an Arrow array, nulls where `mask` is true.
 fn numeric(h5: &H5, at: &str, mask: Option<Vec<bool>>) -> Result<ArrayRef> {
-    let ds = h5.dataset(at)?;
+    let ds = h5.whole(at)?;
     let nulls = mask.map(|m| NullBuffer::from(m.into_iter().map(|m| !m).collect::<Vec<_>>()));
     let e = |e: hdf5_metno::Error| h5.err(at, e);
     macro_rules! prim {
@@ -105,12 +105,12 @@ fn numeric(h5: &H5, at: &str, mask: Option<Vec<bool>>) -> Result<ArrayRef> {
 fn categories(h5: &H5, at: &str) -> Result<Vec<String>> {
     match h5.descriptor(at)? {
         TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) => {
-            let ds = h5.dataset(at)?;
+            let ds = h5.whole(at)?;
             let v = ds.read_raw::<i64>().map_err(|e| h5.err(at, e))?;
             Ok(v.iter().map(i64::to_string).collect())
         }
         TypeDescriptor::Float(_) => {
-            let ds = h5.dataset(at)?;
+            let ds = h5.whole(at)?;
             let v = ds.read_raw::<f64>().map_err(|e| h5.err(at, e))?;
             Ok(v.iter().map(f64::to_string).collect())
         }
@@ -119,7 +119,7 @@ fn categories(h5: &H5, at: &str) -> Result<Vec<String>> {
 }
 
 fn mask(h5: &H5, at: &str) -> Result<Vec<bool>> {
-    let ds = h5.dataset(at)?;
+    let ds = h5.whole(at)?;
     ds.read_raw::<bool>().map_err(|e| h5.err(at, e))
 }
 
@@ -138,7 +138,7 @@ fn column(h5: &H5, at: &str) -> Result<Column> {
         "string-array" => Column::Strings(h5.strings(at)?.into_iter().map(Some).collect()),
         "categorical" => {
             let codes_at = format!("{at}/codes");
-            let codes_ds = h5.dataset(&codes_at)?;
+            let codes_ds = h5.whole(&codes_at)?;
             if !matches!(h5.descriptor(&codes_at)?, TypeDescriptor::Integer(_)) {
                 return Err(h5.err(&codes_at, "category codes must be signed integers"));
             }

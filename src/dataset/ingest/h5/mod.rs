@@ -83,6 +83,15 @@ impl H5 {
             .map_err(|e| self.err(at, format!("not a dataset: {e}")))
     }
 
+    /// A dataset to be read whole: its declared length must be backed by
+    /// the file's bytes (an HDF5 dataset may declare any size and store
+    /// nothing), so that reading it allocates no more than the file justifies.
+    pub(crate) fn whole(&self, at: &str) -> Result<Dataset> {
+        let ds = self.dataset(at)?;
+        super::counts::check_claim(&self.source(at), "elements", ds.size() as u64, self.bytes)?;
+        Ok(ds)
+    }
+
     /// The string attribute `name` of the object at `at`, if it has one.
     pub(crate) fn attr_string(&self, at: &str, name: &str) -> Result<Option<String>> {
         let attr = if at.is_empty() {
@@ -110,7 +119,7 @@ impl H5 {
 
     /// A 1-D dataset of strings.
     pub(crate) fn strings(&self, at: &str) -> Result<Vec<String>> {
-        let ds = self.dataset(at)?;
+        let ds = self.whole(at)?;
         read_strings(&ds).map_err(|e| self.err(at, e))
     }
 
