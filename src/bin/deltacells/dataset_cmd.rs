@@ -341,9 +341,12 @@ pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
             let unit = p.phase.unit();
             let style = ProgressStyle::with_template(&template)
                 .expect("valid progress template")
-                .with_key("rate", move |s: &ProgressState, w: &mut dyn std::fmt::Write| {
-                    let _ = write!(w, "{:.0} {unit}/s", s.per_sec());
-                });
+                .with_key(
+                    "rate",
+                    move |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.0} {unit}/s", s.per_sec());
+                    },
+                );
             bar.set_style(style);
             bar.reset();
         }
