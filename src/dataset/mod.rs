@@ -8,7 +8,7 @@
 
 mod batches;
 mod cache;
-pub mod convert;
+pub mod ingest;
 mod read;
 mod select;
 pub mod store;

@@ -76,7 +76,7 @@ pub struct RawChunk {
 
 fn planes(values: &[u16]) -> Vec<u8> {
     let mut out = vec![0u8; 2 * values.len()];
-    deltacells::kernels::scalar::split_planes(values, &mut out);
+    deltacells::kernels::reference::tile::split_planes(values, &mut out);
     out
 }
 

@@ -5,11 +5,11 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use deltacells::dataset::convert::{convert, ConvertOptions, Input, Progress};
+use deltacells::dataset::ingest::{convert, ConvertOptions, Input, Layer, Phase, Progress};
 use deltacells::dataset::{Dataset, GeneSelection, OpenOptions, WriterConfig};
 use deltacells::engine::EngineConfig;
 use deltacells::{Backend, Csr, Error, Result};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 
 use crate::output::{out_err, Out};
 
@@ -281,7 +281,8 @@ pub fn cat(args: CatArgs, backend: Backend) -> Result<()> {
 
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
-    /// A 10x folder (matrix.mtx[.gz], features.tsv[.gz], barcodes.tsv[.gz]) or a scipy CSR .npz.
+    /// A 10x folder (matrix.mtx[.gz], features.tsv[.gz], barcodes.tsv[.gz]), a scipy CSR or CSC
+    /// .npz, an AnnData .h5ad or a Cell Ranger .h5 (the last two need the `hdf5` feature).
     input: PathBuf,
     /// The new dataset directory.
     out_dir: PathBuf,
@@ -294,9 +295,24 @@ pub struct ConvertArgs {
     /// zstd level.
     #[arg(long, default_value_t = deltacells::format::tile_writer::DEFAULT_LEVEL, allow_negative_numbers = true)]
     level: i32,
-    /// Keep the input's gene order instead of sorting genes by decreasing total counts.
+    /// Keep the input's gene order instead of sorting genes by decreasing total counts
+    /// (skips the first pass over row-ordered inputs).
     #[arg(long)]
     keep_gene_order: bool,
+    /// The .h5ad matrix: X, raw (raw/X) or the name of a layer (layers/NAME).
+    #[arg(long, default_value = "X")]
+    layer: Layer,
+    /// Keep only these obs columns (comma-separated), in this order.
+    #[arg(long, value_delimiter = ',')]
+    obs_columns: Option<Vec<String>>,
+    /// Keep only features of this type, e.g. "Gene Expression" (Cell Ranger files with
+    /// antibody or CRISPR features, or an h5ad var column `feature_types`).
+    #[arg(long)]
+    feature_type: Option<String>,
+    /// Where the out-of-core transpose of CSC and Matrix Market inputs keeps its
+    /// temporary files (12 bytes per nonzero; default: the system temporary directory).
+    #[arg(long)]
+    tmp_dir: Option<PathBuf>,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -309,23 +325,33 @@ pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
     } else {
         ProgressBar::new(0)
     };
-    let style =
-        |template: &str| ProgressStyle::with_template(template).expect("valid progress template");
     let mut phase = None;
     let mut on_progress = |p: Progress| {
-        let (name, done, total) = match p {
-            Progress::Reading { done, total } => ("reading nonzeros", done, total),
-            Progress::Writing { done, total } => ("writing cells", done, total),
-        };
-        if phase != Some(name) {
-            phase = Some(name);
-            bar.set_style(style(&format!(
-                "{name:>16} [{{bar:40}}] {{pos}}/{{len}} ({{eta}})"
-            )));
-            bar.set_position(0);
+        if phase != Some(p.phase) {
+            phase = Some(p.phase);
+            let name = match p.phase {
+                Phase::Counting => "counting genes",
+                Phase::Transposing => "transposing",
+                Phase::Writing => "writing",
+            };
+            let template = format!(
+                "{name:>14} [{{bar:32}}] {{human_pos}}/{{human_len}} {} ({{rate}}, ETA {{eta}})",
+                p.phase.unit()
+            );
+            let unit = p.phase.unit();
+            let style = ProgressStyle::with_template(&template)
+                .expect("valid progress template")
+                .with_key(
+                    "rate",
+                    move |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.0} {unit}/s", s.per_sec());
+                    },
+                );
+            bar.set_style(style);
+            bar.reset();
         }
-        bar.set_length(total);
-        bar.set_position(done);
+        bar.set_length(p.total);
+        bar.set_position(p.done);
     };
     let options = ConvertOptions {
         writer: WriterConfig {
@@ -335,6 +361,11 @@ pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
             ..WriterConfig::default()
         },
         sort_genes: !args.keep_gene_order,
+        layer: args.layer,
+        obs_columns: args.obs_columns,
+        feature_type: args.feature_type,
+        tmp_dir: args.tmp_dir,
+        ..ConvertOptions::default()
     };
     let manifest = convert(&input, &args.out_dir, options, &mut on_progress)?;
     bar.finish_and_clear();
