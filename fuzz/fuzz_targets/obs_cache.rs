@@ -27,7 +27,8 @@ fn setup() -> &'static Setup {
     SETUP.get_or_init(|| {
         let dataset = Dataset::open_store(Arc::new(small_obs::store()), small_obs::options())
             .expect("small_obs opens");
-        let cache = std::env::temp_dir().join(format!("deltacells-fuzz-obs-{}", std::process::id()));
+        let cache =
+            std::env::temp_dir().join(format!("deltacells-fuzz-obs-{}", std::process::id()));
         let reader = dataset.obs().expect("obs");
         let cells: Vec<u64> = (0..dataset.n_cells()).collect();
         let truth = reader
@@ -35,7 +36,9 @@ fn setup() -> &'static Setup {
             .columns
             .iter()
             .map(|c| {
-                let local = reader.localize(&[&c.name], Some(&cache)).expect("localize");
+                let local = reader
+                    .localize(&[&c.name], Some(cache.as_path()))
+                    .expect("localize");
                 (c.name.clone(), local.labels(&cells).expect("labels"))
             })
             .collect();
@@ -51,13 +54,13 @@ fuzz_target!(|data: &[u8]| {
     let s = setup();
     let reader = s.dataset.obs().expect("obs");
     let (name, truth) = &s.truth[data.len() % s.truth.len()];
-    let dir = cache_root(Some(&s.cache))
+    let dir = cache_root(Some(s.cache.as_path()))
         .expect("cache root")
         .join(reader.fingerprint())
         .join("obs");
     std::fs::write(dir.join(format!("{}.arrow", quote_name(name))), data).expect("write");
     let local = reader
-        .localize(&[name], Some(&s.cache))
+        .localize(&[name], Some(s.cache.as_path()))
         .expect("a damaged cache file is replaced");
     let cells: Vec<u64> = (0..s.dataset.n_cells()).collect();
     assert_eq!(&local.labels(&cells).expect("labels"), truth, "{name}");

@@ -33,7 +33,11 @@ pub const FILES: &[(&str, &[u8])] = &[
 
 /// The file stored under `key`.
 pub fn file(key: &str) -> &'static [u8] {
-    FILES.iter().find(|(k, _)| *k == key).expect("a dataset file").1
+    FILES
+        .iter()
+        .find(|(k, _)| *k == key)
+        .expect("a dataset file")
+        .1
 }
 
 /// A memory store holding the whole dataset.
