@@ -17,7 +17,7 @@ mod writer;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-pub use batches::{Batch, BatchConfig, BatchIter, BatchRows, Shuffle};
+pub use batches::{epoch_order, rank_batches, Batch, BatchConfig, BatchIter, BatchRows, Shuffle};
 pub use cache::{ChunkCache, DecodedChunk};
 pub use read::{CsrBatch, DenseBatch, ReadStats};
 pub use select::GeneSelection;
