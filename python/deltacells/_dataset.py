@@ -20,9 +20,16 @@ _FORMATS = ("scipy", "numpy", "torch")
 
 
 def _dtype_name(dtype) -> str:
-    name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
-    if hasattr(dtype, "is_floating_point"):  # a torch dtype
+    """"float32" or "int32" from a name, a numpy dtype or a torch dtype."""
+    if isinstance(dtype, str):
+        name = dtype
+    elif type(dtype).__module__ == "torch":  # torch.float32, torch.int32
         name = str(dtype).replace("torch.", "")
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = repr(dtype)
     if name not in ("float32", "int32"):
         raise InputError(f"dtype must be float32 or int32, not {dtype!r}")
     return name

@@ -32,6 +32,12 @@ pub struct PyDataset {
     pid: u32,
 }
 
+/// `(name, kind, categories)` of an obs column.
+type ObsColumnInfo = (String, &'static str, Option<Vec<String>>);
+
+/// `var.parquet` as `(index columns, [(name, column)])`.
+type VarColumns<'py> = (Vec<String>, Vec<(String, Bound<'py, PyTuple>)>);
+
 /// What a read asks for.
 enum Rows {
     Cells(Vec<u64>),
@@ -204,10 +210,7 @@ impl PyDataset {
 
     /// `(name, kind, categories)` of each obs column, in schema order.
     #[getter]
-    fn obs_schema(
-        &self,
-        py: Python<'_>,
-    ) -> PyResult<Vec<(String, &'static str, Option<Vec<String>>)>> {
+    fn obs_schema(&self, py: Python<'_>) -> PyResult<Vec<ObsColumnInfo>> {
         Ok(self.get(py)?.obs().map_or_else(Vec::new, |o| {
             o.schema()
                 .columns
@@ -287,11 +290,7 @@ impl PyDataset {
     }
 
     /// `var.parquet` as `(index columns, [(name, column)])`, or `None`.
-    #[allow(clippy::type_complexity)]
-    fn var_table<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<Option<(Vec<String>, Vec<(String, Bound<'py, PyTuple>)>)>> {
+    fn var_table<'py>(&self, py: Python<'py>) -> PyResult<Option<VarColumns<'py>>> {
         let ds = self.get(py)?.clone();
         let Some(frame) = py.detach(move || ds.var_table()).or_raise(py)? else {
             return Ok(None);

@@ -103,6 +103,9 @@ def test_selections_keep_order_and_select_genes(small):
     dense = ds.read([1, 0], genes=[4, 0], format="numpy", dtype="int32")
     np.testing.assert_array_equal(dense, Xo[[1, 0]][:, [4, 0]].toarray())
     t = ds.read([1, 0, 5], format="torch")
+    import torch
+
+    assert ds.read([1], format="torch", dtype=torch.int32).values().dtype == torch.int32
     np.testing.assert_array_equal(t.to_dense().numpy(), Xo[[1, 0, 5]].toarray())
 
 
