@@ -52,7 +52,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--cache-mb", type=int, default=256)
+    ap.add_argument("--cache-mb", type=int, default=512)
     ap.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.memory_only:
