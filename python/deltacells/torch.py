@@ -19,7 +19,6 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import _deltacells
 from ._dataset import _INHERITED, Dataset, _torch_csr
 from .errors import InputError
 
@@ -121,9 +120,17 @@ class CellDataset(torch.utils.data.IterableDataset):
 
     def __len__(self) -> int:
         """Batches per rank per epoch (the same on every rank)."""
-        _, world = self.rank_world()
-        n = self._open(1).n_cells
-        return _deltacells.batches_per_rank(n, self.batch_size, world, self.drop_last)
+        return len(self._batches(self._open(1), first=0, step=1, prefetch=0, obs_columns=[]))
+
+    def _batches(self, ds: Dataset, first: int, step: int, prefetch: int, obs_columns):
+        rank, world = self.rank_world()
+        return ds._h.batches(
+            batch_size=self.batch_size, seed=self.seed, epoch=self.epoch,
+            shuffle=self.shuffle, window_tiles=self.window_tiles, rank=rank,
+            world_size=world, drop_last=self.drop_last, prefetch=prefetch,
+            cache_bytes=self.cache_bytes, genes=ds._genes(self.genes),
+            dense=self.output == "dense", obs_columns=obs_columns,
+            obs_cache_dir=self.obs_cache_dir, first=first, step=step)
 
     # -- epochs and resuming -----------------------------------------------------
 
@@ -167,19 +174,11 @@ class CellDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[dict]:
         info = torch.utils.data.get_worker_info()
         workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
-        rank, world = self.rank_world()
         ds = self._open(workers)
-        genes = ds._genes(self.genes)
         # The loader takes one batch from each worker in turn, from worker 0:
         # worker w makes batches start + w, start + w + workers, ...
-        first = self._start + worker
-        batches = ds._h.batches(
-            batch_size=self.batch_size, seed=self.seed, epoch=self.epoch,
-            shuffle=self.shuffle, window_tiles=self.window_tiles, rank=rank,
-            world_size=world, drop_last=self.drop_last, prefetch=self.prefetch,
-            cache_bytes=self.cache_bytes, genes=genes, dense=self.output == "dense",
-            obs_columns=self.obs_columns, obs_cache_dir=self.obs_cache_dir,
-            first=first, step=workers)
+        batches = self._batches(ds, first=self._start + worker, step=workers,
+                                prefetch=self.prefetch, obs_columns=self.obs_columns)
         for index, cells, rows, labels in batches:
             out = {"X": _rows(rows), "cells": torch.from_numpy(cells)}
             for name, column in labels:

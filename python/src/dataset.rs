@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use deltacells::dataset::{
-    rank_batches, BatchConfig, Dataset, GeneSelection, OpenOptions, Shuffle, DEFAULT_CACHE_BYTES,
+    BatchConfig, Dataset, GeneSelection, OpenOptions, Shuffle, DEFAULT_CACHE_BYTES,
 };
 use deltacells::engine::EngineConfig;
 use deltacells::kernels::DecodedCount;
@@ -343,7 +343,7 @@ impl PyDataset {
             "none" => Shuffle::None,
             "block" => Shuffle::Block { window_tiles },
             "random" => Shuffle::Block {
-                window_tiles: usize::MAX,
+                window_tiles: self.get(py)?.n_tiles().max(1),
             },
             other => {
                 return Err(PyValueError::new_err(format!(
@@ -373,17 +373,6 @@ impl PyDataset {
             .or_raise(py)?;
         Ok(PyBatchIter::new(iter))
     }
-}
-
-/// Number of batches every rank yields per epoch over `n_cells` cells.
-#[pyfunction]
-pub fn batches_per_rank(
-    n_cells: usize,
-    batch_size: usize,
-    world_size: usize,
-    drop_last: bool,
-) -> usize {
-    rank_batches(n_cells, batch_size, 0, world_size, drop_last).len()
 }
 
 /// Obs column `name` for `cells` (or every cell), in order.

@@ -21,7 +21,6 @@ fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyDataset>()?;
     m.add_class::<batches::PyBatchIter>()?;
     m.add_class::<writer::PyWriter>()?;
-    m.add_function(wrap_pyfunction!(dataset::batches_per_rank, m)?)?;
     m.add("__version__", deltacells::build_info::VERSION)?;
     m.add("DEFAULT_TILE_SIZE", deltacells::dataset::DEFAULT_TILE_SIZE)?;
     m.add(

@@ -23,6 +23,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use rand::RngCore;
 use rand::SeedableRng;
@@ -147,64 +148,173 @@ fn rng(seed: u64, epoch: u64, stream: u64) -> Pcg64Mcg {
     Pcg64Mcg::seed_from_u64(z ^ (z >> 31))
 }
 
-/// The epoch's global cell order for tiles starting at `limits` (`n_tiles + 1` entries).
-pub fn epoch_order(limits: &[u64], shuffle_mode: Shuffle, seed: u64, epoch: u64) -> Vec<u64> {
-    let n_cells = *limits.last().unwrap_or(&0);
-    match shuffle_mode {
-        Shuffle::None => (0..n_cells).collect(),
-        Shuffle::Block { window_tiles } => {
-            let mut tiles: Vec<usize> = (0..limits.len().saturating_sub(1)).collect();
-            shuffle(&mut tiles, &mut rng(seed, epoch, u64::MAX));
-            let mut order = Vec::with_capacity(n_cells as usize);
-            for (w, window) in tiles.chunks(window_tiles.max(1)).enumerate() {
-                let start = order.len();
-                for &t in window {
-                    order.extend(limits[t]..limits[t + 1]);
-                }
-                shuffle(&mut order[start..], &mut rng(seed, epoch, w as u64));
+/// The epoch's global cell order for tiles starting at `limits` (`n_tiles + 1`
+/// entries), computed one window at a time: only the window being served is
+/// held, and its tiles are fetched and checked before its cells are listed, so
+/// no allocation is sized by a cell count that the tiles do not back.
+pub(crate) struct EpochOrder {
+    limits: Vec<u64>,
+    shuffle: Shuffle,
+    seed: u64,
+    epoch: u64,
+    /// Tiles in epoch order.
+    tiles: Vec<usize>,
+    /// Tiles per window (1 without shuffling: windows are then never listed).
+    window_tiles: usize,
+    /// Epoch position where each window starts, plus the total at the end.
+    window_starts: Vec<u64>,
+    /// The listed window: its index and its cells in epoch order.
+    current: Option<(usize, Vec<u64>)>,
+}
+
+impl EpochOrder {
+    pub(crate) fn new(limits: &[u64], shuffle_mode: Shuffle, seed: u64, epoch: u64) -> EpochOrder {
+        let mut tiles: Vec<usize> = (0..limits.len().saturating_sub(1)).collect();
+        let window_tiles = match shuffle_mode {
+            Shuffle::None => 1,
+            Shuffle::Block { window_tiles } => {
+                shuffle(&mut tiles, &mut rng(seed, epoch, u64::MAX));
+                window_tiles.max(1)
             }
-            order
+        };
+        let mut window_starts = vec![0u64];
+        for window in tiles.chunks(window_tiles) {
+            let cells: u64 = window.iter().map(|&t| limits[t + 1] - limits[t]).sum();
+            window_starts.push(window_starts[window_starts.len() - 1] + cells);
         }
+        EpochOrder {
+            limits: limits.to_vec(),
+            shuffle: shuffle_mode,
+            seed,
+            epoch,
+            tiles,
+            window_tiles,
+            window_starts,
+            current: None,
+        }
+    }
+
+    /// Number of cells in the epoch.
+    pub(crate) fn len(&self) -> u64 {
+        *self.window_starts.last().unwrap_or(&0)
+    }
+
+    /// The cells at epoch positions `range`. `fetch` is called with a window's
+    /// tiles before that window's cells are listed (to fetch and check them).
+    pub(crate) fn cells(
+        &mut self,
+        range: Range<u64>,
+        mut fetch: impl FnMut(&[usize]) -> Result<()>,
+    ) -> Result<Vec<u64>> {
+        if let Shuffle::None = self.shuffle {
+            return Ok(range.collect());
+        }
+        let mut out = Vec::with_capacity((range.end - range.start) as usize);
+        let mut at = range.start;
+        while at < range.end {
+            let w = self.window_starts.partition_point(|&s| s <= at) - 1;
+            if self.current.as_ref().is_none_or(|(c, _)| *c != w) {
+                self.current = None;
+                let tiles = self.window(w);
+                fetch(tiles)?;
+                let mut cells = Vec::with_capacity(
+                    (self.window_starts[w + 1] - self.window_starts[w]) as usize,
+                );
+                for &t in tiles {
+                    cells.extend(self.limits[t]..self.limits[t + 1]);
+                }
+                shuffle(&mut cells, &mut rng(self.seed, self.epoch, w as u64));
+                self.current = Some((w, cells));
+            }
+            let (_, cells) = self.current.as_ref().expect("window listed above");
+            let (first, end) = (self.window_starts[w], self.window_starts[w + 1]);
+            let stop = range.end.min(end);
+            out.extend_from_slice(&cells[(at - first) as usize..(stop - first) as usize]);
+            at = stop;
+        }
+        Ok(out)
+    }
+
+    fn window(&self, w: usize) -> &[usize] {
+        let first = w * self.window_tiles;
+        &self.tiles[first..(first + self.window_tiles).min(self.tiles.len())]
     }
 }
 
-/// Positions (into the epoch order of `n` cells) of each batch of `rank`.
-pub fn rank_batches(
-    n: usize,
-    batch_size: usize,
-    rank: usize,
-    world_size: usize,
-    drop_last: bool,
-) -> Vec<Range<usize>> {
-    let b = batch_size.max(1);
-    let ws = world_size.max(1);
-    if drop_last {
-        let per_rank = n / (ws * b);
-        let start = rank * per_rank * b;
-        return (0..per_rank)
-            .map(|i| start + i * b..start + (i + 1) * b)
-            .collect();
+/// Positions (into the epoch order of `n` cells) of each batch of one rank,
+/// computed on demand (a batch count per claimed cell is never allocated).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RankBatches {
+    /// Position of the rank's first cell.
+    start: usize,
+    /// Cells per batch.
+    size: usize,
+    /// Number of batches.
+    count: usize,
+    /// Cells of the last batch.
+    last: usize,
+    /// Whether the last two batches hold `size - 1` and 1 cells (see the module docs).
+    split_tail: bool,
+}
+
+impl RankBatches {
+    pub(crate) fn new(
+        n: usize,
+        batch_size: usize,
+        rank: usize,
+        world_size: usize,
+        drop_last: bool,
+    ) -> RankBatches {
+        let b = batch_size.max(1);
+        let ws = world_size.max(1);
+        if drop_last {
+            let per_rank = n / (ws * b);
+            return RankBatches {
+                start: rank * per_rank * b,
+                size: b,
+                count: per_rank,
+                last: b,
+                split_tail: false,
+            };
+        }
+        let (base, extra) = (n / ws, n % ws);
+        let len = base + usize::from(rank < extra);
+        let max_len = base + usize::from(extra > 0);
+        let count = max_len.div_ceil(b).max(1);
+        let last = len.saturating_sub((count - 1) * b);
+        let split_tail = count >= 2 && last == 0 && b >= 2;
+        RankBatches {
+            start: rank * base + rank.min(extra),
+            size: b,
+            count,
+            last: if split_tail { 1 } else { last },
+            split_tail,
+        }
     }
-    let (base, extra) = (n / ws, n % ws);
-    let len = base + usize::from(rank < extra);
-    let start = rank * base + rank.min(extra);
-    let max_len = base + usize::from(extra > 0);
-    let count = max_len.div_ceil(b).max(1);
-    let mut sizes = vec![b; count - 1];
-    sizes.push(len.saturating_sub((count - 1) * b));
-    if count >= 2 && sizes[count - 1] == 0 && b >= 2 {
-        sizes[count - 2] -= 1;
-        sizes[count - 1] = 1;
+
+    /// Number of batches.
+    pub(crate) fn len(&self) -> usize {
+        self.count
     }
-    let mut at = start;
-    sizes
-        .into_iter()
-        .map(|s| {
-            let r = at..at + s;
-            at += s;
-            r
-        })
-        .collect()
+
+    /// Epoch positions of batch `i` (`i < len()`).
+    pub(crate) fn get(&self, i: usize) -> Range<usize> {
+        let start = self.start + i * self.size;
+        let len = if i + 1 == self.count {
+            self.last
+        } else if self.split_tail && i + 2 == self.count {
+            self.size - 1
+        } else {
+            self.size
+        };
+        // The split tail's last batch starts one early (after a short batch).
+        let start = if self.split_tail && i + 1 == self.count {
+            start - 1
+        } else {
+            start
+        };
+        start..start + len
+    }
 }
 
 /// Iterator over one rank's batches of one epoch.
@@ -216,29 +326,80 @@ pub struct BatchIter {
 
 enum Source {
     OnDemand(Box<Producer>),
-    Prefetched(Receiver<Result<Batch>>),
+    Prefetched(Prefetch),
+}
+
+/// The prefetch thread: its batches, and the thread itself, joined when the
+/// iterator is dropped (after the channel is closed, which stops it).
+struct Prefetch {
+    rx: Option<Receiver<Result<Batch>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Prefetch {
+    /// The next batch; when the thread is gone, the reason (its panic message).
+    fn recv(&mut self) -> Result<Batch> {
+        let rx = self.rx.as_ref().expect("open until dropped");
+        if let Ok(batch) = rx.recv() {
+            return batch;
+        }
+        Err(match self.thread.take().map(JoinHandle::join) {
+            Some(Err(panic)) => Error::Prefetch(panic_message(panic.as_ref())),
+            _ => Error::Prefetch("the thread stopped without a batch or a panic".into()),
+        })
+    }
+}
+
+impl Drop for Prefetch {
+    fn drop(&mut self) {
+        // Closing the channel makes the thread's next send fail, so it stops
+        // after the batch in hand; its panic, if any, was already reported or
+        // is of no one's interest now.
+        drop(self.rx.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The message of a panic payload (`panic!` with a literal or with format arguments).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 struct Producer {
     dataset: Arc<Dataset>,
     config: BatchConfig,
-    order: Vec<u64>,
-    batches: Vec<Range<usize>>,
-    /// The rank's batches this iterator yields, in order.
-    picks: Vec<usize>,
+    order: EpochOrder,
+    batches: RankBatches,
+    /// This iterator yields the rank's batches `first`, `first + step`, ...
+    first: usize,
+    step: usize,
     cache: ChunkCache,
     obs: Option<LocalObs>,
 }
 
 impl Producer {
     fn produce(&mut self, pick: usize) -> Result<Batch> {
-        let index = self.picks[pick];
-        let cells = &self.order[self.batches[index].clone()];
+        let index = self.first + pick * self.step;
+        let positions = self.batches.get(index);
+        let (dataset, cache) = (&self.dataset, &mut self.cache);
+        let mut fetched = ReadStats::default();
+        let cells = self
+            .order
+            .cells(positions.start as u64..positions.end as u64, |tiles| {
+                dataset.fetch_tiles(tiles, cache, &mut fetched).map(drop)
+            })?;
+        let cells = &cells[..];
         let genes = self.config.genes.as_ref();
         let (cells, rows, stats) = if self.config.dense {
             let d = self
                 .dataset
-                .read_dense_with(cells, genes, &mut self.cache)?;
+                .read_dense_with(cells.into(), genes, &mut self.cache)?;
             (
                 d.cells,
                 BatchRows::Dense {
@@ -250,8 +411,12 @@ impl Producer {
         } else {
             let c = self
                 .dataset
-                .read_csr_with::<f32>(cells, genes, &mut self.cache)?;
+                .read_csr_with::<f32>(cells.into(), genes, &mut self.cache)?;
             (c.cells, BatchRows::Csr(c.csr), c.stats)
+        };
+        let stats = ReadStats {
+            tiles_fetched: stats.tiles_fetched + fetched.tiles_fetched,
+            ..stats
         };
         let labels = match &self.obs {
             Some(obs) => obs.labels(&cells)?,
@@ -305,16 +470,15 @@ impl Dataset {
                 )));
             }
         }
-        let order = epoch_order(self.limits(), config.shuffle, config.seed, config.epoch);
-        let batches = rank_batches(
-            order.len(),
+        let order = EpochOrder::new(self.limits(), config.shuffle, config.seed, config.epoch);
+        let batches = RankBatches::new(
+            order.len() as usize,
             config.batch_size,
             config.rank,
             config.world_size,
             config.drop_last,
         );
-        let picks: Vec<usize> = (first..batches.len()).step_by(step).collect();
-        let total = picks.len();
+        let total = batches.len().saturating_sub(first).div_ceil(step);
         let prefetch = config.prefetch;
         let obs = if config.obs_columns.is_empty() {
             None
@@ -330,14 +494,15 @@ impl Dataset {
             config,
             order,
             batches,
-            picks,
+            first,
+            step,
             obs,
         };
         let source = if prefetch == 0 {
             Source::OnDemand(Box::new(producer))
         } else {
             let (tx, rx) = sync_channel(prefetch);
-            std::thread::Builder::new()
+            let thread = std::thread::Builder::new()
                 .name("deltacells-prefetch".into())
                 .spawn(move || {
                     for i in 0..total {
@@ -350,7 +515,10 @@ impl Dataset {
                     }
                 })
                 .map_err(|e| Error::io("starting the prefetch thread", e))?;
-            Source::Prefetched(rx)
+            Source::Prefetched(Prefetch {
+                rx: Some(rx),
+                thread: Some(thread),
+            })
         };
         Ok(BatchIter {
             next: 0,
@@ -381,9 +549,7 @@ impl Iterator for BatchIter {
         }
         let item = match &mut self.source {
             Source::OnDemand(p) => p.produce(self.next),
-            Source::Prefetched(rx) => rx
-                .recv()
-                .unwrap_or_else(|_| Err(Error::Config("prefetch thread stopped".into()))),
+            Source::Prefetched(p) => p.recv(),
         };
         self.next = if item.is_err() {
             self.total
@@ -402,6 +568,50 @@ impl Iterator for BatchIter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The whole order at once.
+    fn epoch_order(limits: &[u64], mode: Shuffle, seed: u64, epoch: u64) -> Vec<u64> {
+        let mut order = EpochOrder::new(limits, mode, seed, epoch);
+        let n = order.len();
+        order.cells(0..n, |_| Ok(())).unwrap()
+    }
+
+    fn rank_batches(n: usize, b: usize, rank: usize, ws: usize, drop: bool) -> Vec<Range<usize>> {
+        let batches = RankBatches::new(n, b, rank, ws, drop);
+        (0..batches.len()).map(|i| batches.get(i)).collect()
+    }
+
+    #[test]
+    fn pieces_of_the_order_match_the_whole_and_fetch_each_window_first() {
+        let limits = [0u64, 10, 20, 30, 35, 41, 50];
+        for mode in [Shuffle::None, Shuffle::Block { window_tiles: 2 }] {
+            let whole = epoch_order(&limits, mode, 3, 1);
+            let mut order = EpochOrder::new(&limits, mode, 3, 1);
+            let mut fetched = Vec::new();
+            let mut got = Vec::new();
+            for piece in [0u64..7, 7..8, 8..30, 30..31, 31..50] {
+                got.extend(
+                    order
+                        .cells(piece, |tiles| {
+                            fetched.extend_from_slice(tiles);
+                            Ok(())
+                        })
+                        .unwrap(),
+                );
+            }
+            assert_eq!(got, whole, "{mode:?}");
+            if let Shuffle::Block { .. } = mode {
+                // Every tile fetched once, before its cells were listed.
+                fetched.sort_unstable();
+                assert_eq!(fetched, (0..6).collect::<Vec<_>>());
+            }
+        }
+        // A window whose tiles fail to fetch lists nothing.
+        let mut order = EpochOrder::new(&limits, Shuffle::Block { window_tiles: 2 }, 3, 1);
+        assert!(order
+            .cells(0..5, |_| Err(Error::Input("no tile".into())))
+            .is_err());
+    }
 
     #[test]
     fn rank_shares_cover_every_cell_once_with_equal_batch_counts() {
@@ -455,14 +665,25 @@ mod tests {
 
     #[test]
     fn bounded_sampling_is_stable() {
-        // Pinned values: a change here would silently change every user's batches.
+        // Literal values: a change to the generator, the seeding or the
+        // sampling would silently change every user's epoch order.
         let mut r = rng(1, 2, 3);
-        let drawn: Vec<u64> = (0..5).map(|_| below(&mut r, 1000)).collect();
-        let mut again = rng(1, 2, 3);
+        let drawn: Vec<u64> = (0..8).map(|_| below(&mut r, 1000)).collect();
+        assert_eq!(drawn, [47, 899, 189, 228, 307, 349, 611, 265]);
+        let mut r = rng(0, 0, u64::MAX);
+        let wide: Vec<u64> = (0..4).map(|_| below(&mut r, (1 << 63) + 1)).collect();
         assert_eq!(
-            drawn,
-            (0..5).map(|_| below(&mut again, 1000)).collect::<Vec<_>>()
+            wide,
+            [
+                6_732_611_612_112_350_085,
+                6_689_744_668_527_159_581,
+                2_961_384_814_670_077_350,
+                6_759_611_080_034_126_598
+            ]
         );
-        assert!(drawn.iter().all(|&v| v < 1000));
+        assert_eq!(
+            epoch_order(&[0, 3, 6, 8], Shuffle::Block { window_tiles: 2 }, 42, 7),
+            [2, 0, 1, 6, 7, 4, 3, 5]
+        );
     }
 }

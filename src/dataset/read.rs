@@ -58,6 +58,36 @@ pub struct DenseBatch {
     pub stats: ReadStats,
 }
 
+/// The cells a read asks for: a list (any order, duplicates allowed) or a
+/// range. A range is never expanded into ids before its tiles are fetched and
+/// checked, so a manifest that claims more cells than its tiles hold cannot
+/// make a read allocate per claimed cell.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Cells<'a> {
+    List(&'a [u64]),
+    Range(u64, u64),
+}
+
+impl<'a> Cells<'a> {
+    fn iter(self) -> impl Iterator<Item = u64> + 'a {
+        let (list, range) = match self {
+            Cells::List(c) => (c, 0..0),
+            Cells::Range(a, b) => (&[][..], a..b),
+        };
+        list.iter().copied().chain(range)
+    }
+
+    fn to_vec(self) -> Vec<u64> {
+        self.iter().collect()
+    }
+}
+
+impl<'a> From<&'a [u64]> for Cells<'a> {
+    fn from(cells: &'a [u64]) -> Self {
+        Cells::List(cells)
+    }
+}
+
 /// Where one output row comes from.
 #[derive(Clone, Copy, Debug)]
 struct RowSource {
@@ -121,7 +151,7 @@ impl Dataset {
     }
 
     /// Fetches every tile in `tiles` that the cache lacks, in parallel.
-    fn fetch_tiles(
+    pub(crate) fn fetch_tiles(
         &self,
         tiles: &[usize],
         cache: &mut ChunkCache,
@@ -192,22 +222,35 @@ impl Dataset {
     /// the chunks that gather rows need, and groups rows into runs.
     fn plan(
         &self,
-        cells: &[u64],
+        cells: Cells<'_>,
         direct_ok: bool,
         cache: &mut ChunkCache,
         stats: &mut ReadStats,
     ) -> Result<Plan> {
-        let located = cells
-            .iter()
-            .map(|&c| self.locate(c))
-            .collect::<Result<Vec<_>>>()?;
-        let mut tiles: Vec<usize> = located.iter().map(|&(t, _)| t).collect();
+        // The tiles first (from the range's ends, or from each listed cell),
+        // fetched and checked against the manifest before anything is sized
+        // by the number of cells.
+        let mut tiles: Vec<usize> = match cells {
+            Cells::List(list) => list
+                .iter()
+                .map(|&c| self.locate(c).map(|(t, _)| t))
+                .collect::<Result<_>>()?,
+            Cells::Range(a, b) if a < b => {
+                let first = self.locate(a)?.0;
+                (first..=self.locate(b - 1)?.0).collect()
+            }
+            Cells::Range(..) => Vec::new(),
+        };
         tiles.sort_unstable();
         tiles.dedup();
         let mut sources = Sources {
             tiles: self.fetch_tiles(&tiles, cache, stats)?,
             chunks: HashMap::new(),
         };
+        let located = cells
+            .iter()
+            .map(|c| self.locate(c))
+            .collect::<Result<Vec<_>>>()?;
         // Chunk boundaries (cell_hi of each chunk) per tile, to place each row.
         let bounds: HashMap<usize, Vec<u64>> = tiles
             .iter()
@@ -286,7 +329,7 @@ impl Dataset {
     /// chunks for the next request.
     pub(crate) fn read_csr_with<V: DecodedCount>(
         &self,
-        cells: &[u64],
+        cells: Cells<'_>,
         genes: Option<&GeneSelection>,
         cache: &mut ChunkCache,
     ) -> Result<CsrBatch<V>> {
@@ -303,7 +346,7 @@ impl Dataset {
     /// that reads tile after tile into one buffer allocates nothing once warm).
     pub(crate) fn read_csr_into<V: DecodedCount>(
         &self,
-        cells: &[u64],
+        cells: Cells<'_>,
         genes: Option<&GeneSelection>,
         cache: &mut ChunkCache,
         out: &mut Csr<V>,
@@ -409,7 +452,7 @@ impl Dataset {
     /// Reads `cells` as dense `f32` rows (all genes, or `genes` in its order).
     pub(crate) fn read_dense_with(
         &self,
-        cells: &[u64],
+        cells: Cells<'_>,
         genes: Option<&GeneSelection>,
         cache: &mut ChunkCache,
     ) -> Result<DenseBatch> {

@@ -12,7 +12,8 @@ use crate::format::tile::{
     ChunkEntry, Extent, Header, CHUNK_ENTRY_LEN, HEADER_LEN, MAX_GENES, VERSION,
 };
 use crate::format::zstd::Compressor;
-use crate::kernels::{scalar, CellBounds, TileKernels};
+use crate::kernels::reference::tile as scalar;
+use crate::kernels::{Backend, CellBounds, KernelTable, TileKernels};
 
 /// Default number of chunks per tile.
 pub const DEFAULT_CHUNKS: usize = 8;
@@ -60,6 +61,7 @@ float_count_source!(f32, f64);
 pub struct TileEncoder {
     n_chunks: usize,
     level: i32,
+    backend: Option<Backend>,
     zstd: Compressor,
 }
 
@@ -87,6 +89,7 @@ impl TileEncoder {
         TileEncoder {
             n_chunks: DEFAULT_CHUNKS,
             level: DEFAULT_LEVEL,
+            backend: None,
             zstd: Compressor::new(),
         }
     }
@@ -100,6 +103,14 @@ impl TileEncoder {
     /// Sets the zstd level (negative levels are zstd's fast modes).
     pub fn with_level(mut self, level: i32) -> TileEncoder {
         self.level = level;
+        self
+    }
+
+    /// Runs the kernels on `backend` (an error at encode time if this CPU
+    /// cannot run it) instead of the process-wide [`Backend::active`]. The
+    /// bytes written are the same on every backend.
+    pub fn with_backend(mut self, backend: Backend) -> TileEncoder {
+        self.backend = Some(backend);
         self
     }
 
@@ -121,11 +132,15 @@ impl TileEncoder {
     /// `max(1024, nnz / 200)` exceptions of either kind.
     pub fn encode<V: CountSource>(&mut self, csr: CsrRef<'_, V>) -> Result<Vec<u8>> {
         let counts = validate(&csr)?;
+        let k = match self.backend {
+            Some(b) => TileKernels::for_backend(b)?,
+            None => TileKernels::active()?,
+        };
         let n_genes = csr.n_cols as u32;
         let chunks = self.plan_chunks(csr.indptr);
         let streams = chunks
             .windows(2)
-            .map(|w| chunk_streams(&csr, &counts, w[0], w[1]))
+            .map(|w| chunk_streams(k, &csr, &counts, w[0], w[1]))
             .collect::<Vec<_>>();
         let nnz = csr.nnz();
         let limit = (nnz / 200).max(1024);
@@ -139,7 +154,7 @@ impl TileEncoder {
                 )));
             }
         }
-        self.assemble(csr.indptr, n_genes, &streams)
+        self.assemble(k, csr.indptr, n_genes, &streams)
     }
 
     /// Chunk boundaries (cell indices, `k + 1` of them) on cell edges, each
@@ -163,6 +178,7 @@ impl TileEncoder {
 
     fn assemble(
         &mut self,
+        k: &TileKernels,
         indptr: &[i64],
         n_genes: u32,
         streams: &[ChunkStreams],
@@ -173,7 +189,6 @@ impl TileEncoder {
         for &p in indptr {
             out.extend_from_slice(&p.to_le_bytes());
         }
-        let k = TileKernels::best();
         let mut planes = Vec::new();
         let mut words = Vec::new();
         let mut entries = Vec::with_capacity(streams.len());
@@ -191,7 +206,7 @@ impl TileEncoder {
             };
             let mut plane_frame = |out: &mut Vec<u8>, values: &[u16]| {
                 planes.resize(2 * values.len(), 0);
-                (k.split_planes)(values, &mut planes);
+                k.split_planes(values, &mut planes);
                 put(out, &planes)
             };
             let gaps = plane_frame(&mut out, &s.gaps)?;
@@ -305,6 +320,7 @@ fn validate<V: CountSource>(csr: &CsrRef<'_, V>) -> Result<Vec<u32>> {
 }
 
 fn chunk_streams<V>(
+    k: &TileKernels,
     csr: &CsrRef<'_, V>,
     counts: &[u32],
     cell_lo: usize,
@@ -323,7 +339,7 @@ fn chunk_streams<V>(
         gexc: Vec::new(),
         vexc: Vec::new(),
     };
-    (TileKernels::best().indices_to_gaps)(
+    k.indices_to_gaps(
         &csr.indices[nnz_lo..nnz_hi],
         cells,
         &mut s.gaps,
