@@ -289,6 +289,30 @@ fn batches_cover_every_cell_once_across_ranks_and_are_deterministic() {
         panic!("dense expected")
     };
     assert_eq!((*n_cols, d.len()), (3000, 30_000));
+
+    // Strided iterators (data-loader workers, resuming) interleave back into
+    // the rank's sequence, keeping each batch's position.
+    let config = || BatchConfig {
+        batch_size: 37,
+        seed: 4,
+        world_size: 2,
+        rank: 1,
+        ..BatchConfig::default()
+    };
+    let whole: Vec<_> = ds1.batches(config()).unwrap().map(|b| b.unwrap()).collect();
+    for (first, step) in [(0, 3), (1, 3), (2, 3), (5, 1), (4, 2)] {
+        let part: Vec<_> = ds1
+            .batches_strided(config(), first, step)
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect();
+        let want: Vec<_> = whole.iter().skip(first).step_by(step).collect();
+        assert_eq!(part.len(), want.len());
+        for (got, want) in part.iter().zip(want) {
+            assert_eq!((got.index, &got.cells), (want.index, &want.cells));
+        }
+    }
+    assert!(ds1.batches_strided(config(), 0, 0).is_err());
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -376,12 +376,16 @@ struct Producer {
     config: BatchConfig,
     order: EpochOrder,
     batches: RankBatches,
+    /// This iterator yields the rank's batches `first`, `first + step`, ...
+    first: usize,
+    step: usize,
     cache: ChunkCache,
     obs: Option<LocalObs>,
 }
 
 impl Producer {
-    fn produce(&mut self, index: usize) -> Result<Batch> {
+    fn produce(&mut self, pick: usize) -> Result<Batch> {
+        let index = self.first + pick * self.step;
         let positions = self.batches.get(index);
         let (dataset, cache) = (&self.dataset, &mut self.cache);
         let mut fetched = ReadStats::default();
@@ -431,6 +435,23 @@ impl Producer {
 impl Dataset {
     /// One rank's batches for one epoch (see the module docs for the order).
     pub fn batches(self: &Arc<Self>, config: BatchConfig) -> Result<BatchIter> {
+        self.batches_strided(config, 0, 1)
+    }
+
+    /// Batches `first`, `first + step`, `first + 2 * step`, ... of the rank's
+    /// epoch ([`Batch::index`] keeps the position in the rank's sequence).
+    /// How data-loader workers share a rank's batches (worker `w` of `n` takes
+    /// `first = w, step = n`, so taking one batch from each worker in turn
+    /// gives the rank's order), and how an epoch resumes at a batch boundary.
+    pub fn batches_strided(
+        self: &Arc<Self>,
+        config: BatchConfig,
+        first: usize,
+        step: usize,
+    ) -> Result<BatchIter> {
+        if step == 0 {
+            return Err(Error::Input("batch step must be at least 1".into()));
+        }
         if config.world_size == 0 || config.rank >= config.world_size {
             return Err(Error::Input(format!(
                 "rank {} is outside 0..{}",
@@ -457,7 +478,7 @@ impl Dataset {
             config.world_size,
             config.drop_last,
         );
-        let total = batches.len();
+        let total = batches.len().saturating_sub(first).div_ceil(step);
         let prefetch = config.prefetch;
         let obs = if config.obs_columns.is_empty() {
             None
@@ -473,6 +494,8 @@ impl Dataset {
             config,
             order,
             batches,
+            first,
+            step,
             obs,
         };
         let source = if prefetch == 0 {
@@ -506,7 +529,7 @@ impl Dataset {
 }
 
 impl BatchIter {
-    /// Number of batches this rank yields in the epoch.
+    /// Number of batches this iterator yields in the epoch.
     pub fn len(&self) -> usize {
         self.total
     }

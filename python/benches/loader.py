@@ -1,0 +1,128 @@
+"""The Python package's "done when" figures, measured in one run on one dataset.
+
+    python benches/loader.py DATASET_DIR [--h5ad FILE] [--workers 2] [--batch-size 256]
+
+DATASET_DIR: e.g. written by `deltacells demo --cells 50000 --out DIR`. Prints
+cells/s for: a full scan through Python (`iter_tiles`, scipy CSR) with 1
+engine thread and with every core; the same matrix as an uncompressed h5ad
+read in row blocks through anndata's backed mode (written next to the dataset
+unless --h5ad names one); the Rust batch iterator without Python; a DataLoader
+over CellDataset with N workers; and peak resident memory of an epoch
+in-process against the engine's cache bound. Compare `deltacells bench DIR
+--threads 1` (full scan, 1 thread) from the same run.
+"""
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import deltacells
+
+
+def rate(n_cells, seconds):
+    return f"{n_cells / seconds:12.0f} cells/s ({seconds:.2f} s)"
+
+
+def best(reps, f):
+    f()  # warm: imports, page cache, the engine's threads
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def scan(ds):
+    nnz = 0
+    for X in ds.iter_tiles():
+        nnz += X.nnz
+    return nnz
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--h5ad")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--cache-mb", type=int, default=512)
+    ap.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.memory_only:
+        return memory(args)
+
+    ds1 = deltacells.open(args.dir, threads=1)
+    n = ds1.n_cells
+    print(f"dataset: {n} cells x {ds1.n_genes} genes, {ds1.n_tiles} tiles")
+    print("python full scan, 1 engine thread:  ", rate(n, best(args.reps, lambda: scan(ds1))))
+    dsn = deltacells.open(args.dir)
+    print(f"python full scan, {dsn.engine['threads']} engine threads: ",
+          rate(n, best(args.reps, lambda: scan(dsn))))
+
+    h5ad = args.h5ad or os.path.join(os.path.dirname(os.path.abspath(args.dir)),
+                                     os.path.basename(os.path.abspath(args.dir)) + ".h5ad")
+    import anndata as ad
+
+    if not os.path.exists(h5ad):
+        ad.AnnData(X=dsn.read(slice(None), dtype="float32")).write_h5ad(h5ad)
+    backed = ad.read_h5ad(h5ad, backed="r")
+    block = int(dsn.tile_limits[1]) if dsn.n_tiles > 1 else n
+
+    def anndata_scan():
+        for a in range(0, n, block):
+            backed.X[a:a + block]
+
+    print("anndata backed h5ad, row blocks:    ", rate(n, best(args.reps, anndata_scan)))
+    backed.file.close()
+
+    from torch.utils.data import DataLoader
+
+    from deltacells.torch import CellDataset
+
+    def rust_batches():
+        for _ in dsn._h.batches(batch_size=args.batch_size, seed=0, epoch=0, shuffle="block",
+                                window_tiles=4, rank=0, world_size=1, drop_last=False,
+                                prefetch=2, cache_bytes=args.cache_mb << 20):
+            pass
+
+    print("rust batch iterator (no python work):", rate(n, best(args.reps, rust_batches)))
+    cd = CellDataset(args.dir, batch_size=args.batch_size, seed=0, cache_bytes=args.cache_mb << 20)
+
+    def loader():
+        for _ in DataLoader(cd, batch_size=None, num_workers=args.workers):
+            pass
+
+    print(f"DataLoader, {args.workers} workers:             ", rate(n, best(args.reps, loader)))
+
+    # Memory in a fresh process, so the scans above do not set its peak.
+    subprocess.run([sys.executable, __file__, args.dir, "--memory-only",
+                    "--batch-size", str(args.batch_size), "--cache-mb", str(args.cache_mb)],
+                   check=True)
+
+
+def memory(args):
+    """Peak RSS of one in-process epoch over the RSS before it."""
+    from deltacells.torch import CellDataset
+
+    ds = CellDataset(args.dir, batch_size=args.batch_size, seed=1, prefetch=2,
+                     cache_bytes=args.cache_mb << 20)
+    len(ds)  # opens the dataset
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    largest = 0
+    for b in ds:
+        largest = max(largest, b["X"].values().numel() * 8 + b["cells"].numel() * 8)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"in-process epoch: peak RSS {after / 1024:.0f} MiB, {(after - before) / 1024:.0f} MiB "
+          f"over the {before / 1024:.0f} MiB before it; cache bound {args.cache_mb} MiB; "
+          f"largest batch {largest / 2**20:.1f} MiB (in flight: 2 prefetched, 1 in the "
+          f"channel, 1 with the caller)")
+
+if __name__ == "__main__":
+    main()

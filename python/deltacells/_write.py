@@ -1,0 +1,222 @@
+"""`deltacells.write`: scipy, dense or AnnData matrices into a new dataset."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Iterator, Optional
+
+import numpy as np
+
+from . import _deltacells
+from .errors import InputError
+
+_MAX_COUNT = 2**31 - 1
+
+
+def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
+          level: Optional[int] = None, n_chunks: Optional[int] = None, sort_genes: bool = True,
+          layer: Optional[str] = None, raw: bool = False, block_rows: Optional[int] = None) -> dict:
+    """Writes the count matrix `X` (cells x genes) as a deltacells dataset in `out_dir`.
+
+    `X`: a scipy sparse matrix or array (CSR, CSC, COO), a dense numpy array,
+    or an `anndata.AnnData`, in memory or backed; for AnnData, `X`, `raw.X`
+    (`raw=True`) or the layer `layer`, and its `obs`/`var` unless given.
+    Rows are streamed to the engine in blocks of `block_rows` cells, so memory
+    stays bounded by a block plus the tiles being encoded (an in-memory CSC is
+    converted to CSR once).
+
+    Values must be non-negative integers (stored zeros are dropped); the first
+    entry that is not raises `ValueError` naming its cell and gene, before
+    anything is renamed into place. The dataset is written in a temporary
+    directory beside `out_dir` and renamed to `out_dir` when complete; on any
+    failure nothing is left under `out_dir`.
+
+    `sort_genes`: order columns by decreasing total count (compresses better;
+    `gene_order` records the order, and `var`/`var_names` follow it).
+    `obs`: a DataFrame with one row per cell (categorical, string, numeric,
+    boolean and nullable columns; a non-default index is kept as a string
+    column). `var`: a DataFrame with one row per gene; its index gives
+    `var_names`. Returns `{"cells", "tiles", "path"}`.
+    """
+    matrix, obs, var = _source(X, obs, var, layer, raw)
+    n_cells, n_genes = (int(d) for d in matrix.shape)
+    tile_size = tile_size or _deltacells.DEFAULT_TILE_SIZE
+    block_rows = block_rows or tile_size
+    if block_rows < 1:
+        raise InputError("block_rows must be at least 1")
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
+        raise InputError(f"{out_dir} exists and is not an empty directory")
+    obs_specs = _obs_specs(obs, n_cells) if obs is not None else []
+    var_spec, var_names = _var_spec(var, n_genes) if var is not None else (None, None)
+
+    totals = None
+    if sort_genes:
+        totals = np.zeros(n_genes, dtype=np.float64)
+        for start, block in _blocks(matrix, block_rows):
+            _check(block, start)
+            totals += np.bincount(block.indices, weights=block.data, minlength=n_genes)
+
+    parent, name = os.path.split(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".{name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    writer = None
+    try:
+        writer = _deltacells.Writer(
+            tmp, n_genes, tile_size=tile_size,
+            n_chunks=n_chunks or _deltacells.DEFAULT_CHUNKS,
+            level=_deltacells.DEFAULT_LEVEL if level is None else level,
+            gene_totals=None if totals is None else totals.tolist(),
+            var_names=var_names, obs=obs_specs, var=var_spec)
+        for start, block in _blocks(matrix, block_rows):
+            if not sort_genes:
+                _check(block, start)
+            writer.push(n_genes, block.indptr.astype(np.int64, copy=False),
+                        block.indices.astype(np.int32, copy=False), block.data)
+        cells, tiles = writer.finish()
+        if os.path.isdir(out_dir):
+            os.rmdir(out_dir)  # empty, checked above
+        os.rename(tmp, out_dir)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"cells": cells, "tiles": tiles, "path": out_dir}
+
+
+def _source(X, obs, var, layer, raw):
+    """The matrix to write, and obs/var (from an AnnData unless given)."""
+    try:
+        import anndata
+    except ImportError:  # scipy/numpy input needs no anndata
+        anndata = None
+    if anndata is not None and isinstance(X, anndata.AnnData):
+        adata = X
+        if raw and layer is not None:
+            raise InputError("give either raw=True or layer, not both")
+        if raw:
+            if adata.raw is None:
+                raise InputError("the AnnData has no raw")
+            matrix = adata.raw.X
+            var = adata.raw.var if var is None else var
+        elif layer is not None:
+            if layer not in adata.layers:
+                raise InputError(f"the AnnData has no layer {layer!r}")
+            matrix = adata.layers[layer]
+            var = adata.var if var is None else var
+        else:
+            matrix = adata.X
+            var = adata.var if var is None else var
+        obs = adata.obs if obs is None else obs
+        if matrix is None:
+            raise InputError("the AnnData has no X")
+        return matrix, obs, var
+    if layer is not None or raw:
+        raise InputError("layer and raw apply to AnnData input only")
+    return X, obs, var
+
+
+def _blocks(matrix, block_rows: int) -> Iterator:
+    """`(first row, canonical CSR block)` over the matrix: sorted indices, no
+    duplicates (summed, as scipy reads them), no stored zeros."""
+    import scipy.sparse as sp
+
+    if sp.issparse(matrix) and matrix.format != "csr":
+        matrix = matrix.tocsr()  # in memory: one conversion, not one per block
+    n = int(matrix.shape[0])
+    for start in range(0, n, block_rows):
+        block = matrix[start:min(n, start + block_rows)]
+        if sp.issparse(block):
+            block = sp.csr_matrix(block)
+        else:
+            block = sp.csr_matrix(np.asarray(block))
+        block.sum_duplicates()
+        block.eliminate_zeros()
+        yield start, block
+
+
+def _check(block, start: int) -> None:
+    """Raises ValueError naming the first entry that is not a count."""
+    data = block.data
+    if np.issubdtype(data.dtype, np.integer):
+        bad = (data < 0) | (data > _MAX_COUNT)
+    elif np.issubdtype(data.dtype, np.floating):
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(data) | (data < 0) | (data > _MAX_COUNT) | (data != np.floor(data))
+    else:
+        raise InputError(f"counts of dtype {data.dtype} are not supported (integers or floats)")
+    hits = np.flatnonzero(bad)
+    if hits.size:
+        i = int(hits[0])
+        row = int(np.searchsorted(block.indptr, i, side="right")) - 1
+        raise InputError(
+            f"X[{start + row}, {int(block.indices[i])}] = {data[i]!r} is not a count "
+            f"(counts are integers in 0..={_MAX_COUNT})")
+
+
+def _obs_specs(obs, n_cells: int) -> list:
+    """Obs columns as the engine's writer takes them."""
+    import pandas as pd
+
+    if len(obs) != n_cells:
+        raise InputError(f"obs has {len(obs)} rows for {n_cells} cells")
+    specs = []
+    if not isinstance(obs.index, pd.RangeIndex) or obs.index.name is not None:
+        name = obs.index.name or "obs_names"
+        if name not in obs.columns:
+            specs.append((name, "string", [str(v) for v in obs.index], None, None))
+    for name in obs.columns:
+        specs.append(_obs_spec(str(name), obs[name]))
+    return specs
+
+
+def _obs_spec(name: str, s) -> tuple:
+    import pandas as pd
+    from pandas.api import types
+
+    dtype = s.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        cats = [str(c) for c in s.cat.categories]
+        return (name, "category", s.cat.codes.to_numpy(dtype=np.int32), None, cats)
+    if types.is_bool_dtype(dtype):
+        mask = s.isna().to_numpy()
+        values = s.fillna(False).to_numpy(dtype=bool)
+        return (name, "bool", values, mask if mask.any() else None, None)
+    if types.is_numeric_dtype(dtype):
+        mask = s.isna().to_numpy()
+        if isinstance(dtype, pd.api.extensions.ExtensionDtype):
+            numpy_dtype = dtype.numpy_dtype
+            values = s.to_numpy(dtype=numpy_dtype, na_value=0)
+            return (name, "numeric", np.ascontiguousarray(values), mask if mask.any() else None, None)
+        return (name, "numeric", np.ascontiguousarray(s.to_numpy()), None, None)
+    if types.is_string_dtype(dtype) or dtype == object:
+        values = [None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA
+                  else str(v) for v in s.tolist()]
+        return (name, "string", values, None, None)
+    raise InputError(f"obs column {name!r} of dtype {dtype} is not supported "
+                     "(categorical, string, numeric or boolean)")
+
+
+def _var_spec(var, n_genes: int):
+    """The gene table as the writer takes it, and var_names (the index)."""
+    import pandas as pd
+
+    if len(var) != n_genes:
+        raise InputError(f"var has {len(var)} rows for {n_genes} genes")
+    index = [str(v) for v in var.index]
+    columns = []
+    for name in var.columns:
+        s = var[name]
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            columns.append((str(name), True, ["" if pd.isna(v) else str(v) for v in s.tolist()]))
+        else:
+            columns.append((str(name), False, ["" if v is None or v is pd.NA else str(v)
+                                               for v in s.tolist()]))
+    index_name = var.index.name or "__index_level_0__"
+    return (str(index_name), index, columns), index
+
+
+__all__ = ["write"]

@@ -1,0 +1,210 @@
+"""PyTorch loading: `CellDataset`, an `IterableDataset` of whole batches.
+
+Use it with `DataLoader(ds, batch_size=None, num_workers=...)`. The cells of
+an epoch are ordered by `(seed, epoch)` alone, cut into equal numbers of
+batches per DDP rank, and each rank's batches are dealt to the DataLoader's
+workers in turn (worker `w` of `n` produces batches `w, w + n, ...`, counted
+from the batch the epoch resumes at), so the
+loader yields the rank's batches in the same order with any number of
+workers. The engine is opened lazily in each process: nothing of it is
+pickled (spawn) or used across a fork.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from ._dataset import _INHERITED, Dataset, _torch_csr
+from .errors import InputError
+
+_SHUFFLES = ("block", "none", "random")
+_OUTPUTS = ("csr", "dense")
+
+
+class CellDataset(torch.utils.data.IterableDataset):
+    """Batches of cells as dicts `{"X": ..., "cells": int64 ids, <obs column>: ...}`.
+
+    * `batch_size`: cells per batch; every rank yields the same number of
+      batches; `drop_last` drops the cells that do not fill a batch on every
+      rank, otherwise every cell comes exactly once per epoch.
+    * `shuffle`: "block" (shuffle tiles, then cells within windows of
+      `window_tiles` tiles: each chunk decodes about once per epoch), "random"
+      (a uniform permutation; random access) or "none".
+    * `genes`: a subset of genes (indices or names), in the order given.
+    * `obs_columns`: obs columns returned with every batch: category codes as
+      int64 (`-1` missing; `categories(name)` gives the vocabulary), numbers
+      and booleans as tensors (missing numbers as NaN), strings as lists.
+    * `output`: "csr" (`torch.sparse_csr_tensor`, float32, values not copied)
+      or "dense" (float32 rows).
+    * `rank`/`world_size`: default from `torch.distributed` when initialised.
+    * `prefetch`: batches decoded ahead by the engine, per worker.
+    * `threads`: engine decode threads per process (default: the cores
+      divided among the DataLoader workers).
+    """
+
+    def __init__(self, path, batch_size: int = 256, shuffle: str = "block",
+                 window_tiles: int = 4, seed: int = 0, genes=None,
+                 obs_columns: Sequence[str] = (), output: str = "csr",
+                 drop_last: bool = False, prefetch: int = 2,
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 threads: Optional[int] = None, cache_bytes: int = 512 << 20,
+                 obs_cache_dir=None):
+        super().__init__()
+        if shuffle not in _SHUFFLES:
+            raise InputError(f"shuffle must be one of {_SHUFFLES}, not {shuffle!r}")
+        if output not in _OUTPUTS:
+            raise InputError(f"output must be one of {_OUTPUTS}, not {output!r}")
+        if batch_size < 1:
+            raise InputError("batch_size must be at least 1")
+        if (rank is None) != (world_size is None):
+            raise InputError("give both rank and world_size, or neither")
+        if world_size is not None and not 0 <= rank < world_size:
+            raise InputError(f"rank {rank} is outside 0..{world_size}")
+        self.path = os.fspath(path)
+        self.batch_size = int(batch_size)
+        self.shuffle = shuffle
+        self.window_tiles = int(window_tiles)
+        self.seed = int(seed)
+        self.genes = None if genes is None else list(genes) if not isinstance(genes, str) else [genes]
+        self.obs_columns = [obs_columns] if isinstance(obs_columns, str) else list(obs_columns)
+        self.output = output
+        self.drop_last = bool(drop_last)
+        self.prefetch = int(prefetch)
+        self.threads = threads
+        self.cache_bytes = int(cache_bytes)
+        self.obs_cache_dir = None if obs_cache_dir is None else os.fspath(obs_cache_dir)
+        self._world = None if rank is None else (int(rank), int(world_size))
+        self.epoch = 0
+        self._start = 0  # first batch of this epoch's next pass (resume)
+        self._position = 0  # next batch, as seen by in-process iteration
+        self._dataset: Optional[Dataset] = None
+        self._dataset_pid: Optional[int] = None
+
+    # -- process-local engine ---------------------------------------------------
+
+    def _open(self, workers: int) -> Dataset:
+        # A dataset inherited through fork reopens itself, but sized for the
+        # parent: open one for this process, its threads shared among workers.
+        if self._dataset is None or self._dataset_pid != os.getpid():
+            threads = self.threads or max(1, (os.cpu_count() or 1) // max(1, workers))
+            if self._dataset is not None:
+                _INHERITED.append(self._dataset)
+            self._dataset = Dataset(self.path, threads=threads, pin=False)
+            self._dataset_pid = os.getpid()
+        return self._dataset
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_dataset"] = None  # each process opens its own
+        state["_dataset_pid"] = None
+        # Spawned workers have no process group: resolve the rank here.
+        state["_world"] = self.rank_world()
+        return state
+
+    # -- distribution -----------------------------------------------------------
+
+    def rank_world(self) -> "tuple[int, int]":
+        """`(rank, world_size)`: as given, else from `torch.distributed`, else `(0, 1)`."""
+        if self._world is not None:
+            return self._world
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+        return 0, 1
+
+    def __len__(self) -> int:
+        """Batches per rank per epoch (the same on every rank)."""
+        return len(self._batches(self._open(1), first=0, step=1, prefetch=0, obs_columns=[]))
+
+    def _batches(self, ds: Dataset, first: int, step: int, prefetch: int, obs_columns):
+        rank, world = self.rank_world()
+        return ds._h.batches(
+            batch_size=self.batch_size, seed=self.seed, epoch=self.epoch,
+            shuffle=self.shuffle, window_tiles=self.window_tiles, rank=rank,
+            world_size=world, drop_last=self.drop_last, prefetch=prefetch,
+            cache_bytes=self.cache_bytes, genes=ds._genes(self.genes),
+            dense=self.output == "dense", obs_columns=obs_columns,
+            obs_cache_dir=self.obs_cache_dir, first=first, step=step)
+
+    # -- epochs and resuming -----------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Starts epoch `epoch` (a different order per epoch) from its first batch."""
+        self.epoch = int(epoch)
+        self._start = 0
+        self._position = 0
+
+    def state_dict(self, consumed: Optional[int] = None) -> dict:
+        """Where the epoch stands, to resume at a batch boundary.
+
+        Iterating in this process (`num_workers=0`) tracks the position
+        itself. With DataLoader workers the batches are produced in other
+        processes: pass `consumed`, the number of batches the loop took from
+        the loader since it was (re)started.
+        """
+        position = self._position if consumed is None else self._start + int(consumed)
+        return {"seed": self.seed, "epoch": self.epoch, "next_batch": position,
+                "batch_size": self.batch_size, "world": list(self.rank_world())}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resumes where `state` was taken: the next iteration yields the rest
+        of that epoch, exactly."""
+        if state.get("batch_size", self.batch_size) != self.batch_size:
+            raise InputError("the state was saved with another batch_size")
+        self.seed = int(state["seed"])
+        self.epoch = int(state["epoch"])
+        self._start = int(state["next_batch"])
+        self._position = self._start
+
+    def categories(self, column: str) -> Optional[list]:
+        """The vocabulary of a category obs column."""
+        for name, kind, cats in self._open(1)._h.obs_schema:
+            if name == column:
+                return cats
+        raise InputError(f"no obs column {column!r}")
+
+    # -- iteration ----------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[dict]:
+        info = torch.utils.data.get_worker_info()
+        workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
+        ds = self._open(workers)
+        # The loader takes one batch from each worker in turn, from worker 0:
+        # worker w makes batches start + w, start + w + workers, ...
+        batches = self._batches(ds, first=self._start + worker, step=workers,
+                                prefetch=self.prefetch, obs_columns=self.obs_columns)
+        for index, cells, rows, labels in batches:
+            out = {"X": _rows(rows), "cells": torch.from_numpy(cells)}
+            for name, column in labels:
+                out[name] = _label(column)
+            if info is None:
+                self._position = index + 1
+            yield out
+
+
+def _rows(rows):
+    if rows[0] == "dense":
+        return torch.from_numpy(rows[1])
+    _, indptr, indices, data, n_cols = rows
+    return _torch_csr(indptr, indices, data, n_cols)
+
+
+def _label(column):
+    kind, values, mask, _ = column
+    if kind == "string":
+        return values
+    if kind == "category":
+        return torch.from_numpy(values.astype(np.int64))
+    if mask is not None and kind == "numeric":
+        values = values.astype(np.float64 if values.itemsize > 4 else np.float32)
+        values[mask] = np.nan
+    return torch.from_numpy(values)
+
+
+__all__ = ["CellDataset"]

@@ -1,0 +1,46 @@
+//! Rust errors as Python exceptions of the `deltacells.errors` family, with
+//! the Rust error's message.
+
+use deltacells::Error;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+/// The class in `deltacells.errors` that an error becomes.
+fn class_name(e: &Error) -> &'static str {
+    match e {
+        Error::Input(_) | Error::Policy(_) | Error::OutputLength { .. } => "InputError",
+        Error::Io { .. } => "StorageError",
+        Error::Config(_)
+        | Error::BackendUnavailable(_)
+        | Error::UnknownBackend(_)
+        | Error::Compress(_) => "DeltacellsError",
+        // Everything else is data that breaks the format: tiles, the manifest,
+        // side files, obs shards, codec input.
+        _ => "FormatError",
+    }
+}
+
+/// Converts a Rust error into the matching Python exception.
+pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    let message = e.to_string();
+    let class = py
+        .import("deltacells.errors")
+        .and_then(|m| m.getattr(class_name(&e)))
+        .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from));
+    match class {
+        Ok(class) => PyErr::from_type(class, message),
+        // The package's Python half is missing: still an exception, never a crash.
+        Err(_) => pyo3::exceptions::PyRuntimeError::new_err(message),
+    }
+}
+
+/// `?` for engine results inside `#[pymethods]`.
+pub trait OrRaise<T> {
+    fn or_raise(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> OrRaise<T> for deltacells::Result<T> {
+    fn or_raise(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_py(py, e))
+    }
+}

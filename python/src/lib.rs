@@ -1,0 +1,41 @@
+//! The `deltacells._deltacells` extension module: the Rust engine as Python
+//! sees it. The friendly API (`deltacells.open`, `Dataset.read`,
+//! `deltacells.write`, `deltacells.torch`) is Python code in the package that
+//! calls these classes; they keep to plain types and numpy arrays.
+//!
+//! Decoded buffers cross without copies: each `Vec` is handed to numpy, which
+//! owns it from then on (see [`arrays`]). Every call that fetches, decodes or
+//! encodes releases the GIL, so other Python threads run meanwhile.
+
+mod arrays;
+mod batches;
+mod columns;
+mod dataset;
+mod errors;
+mod writer;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<dataset::PyDataset>()?;
+    m.add_class::<batches::PyBatchIter>()?;
+    m.add_class::<writer::PyWriter>()?;
+    m.add("__version__", deltacells::build_info::VERSION)?;
+    m.add("DEFAULT_TILE_SIZE", deltacells::dataset::DEFAULT_TILE_SIZE)?;
+    m.add(
+        "DEFAULT_CHUNKS",
+        deltacells::format::tile_writer::DEFAULT_CHUNKS,
+    )?;
+    m.add(
+        "DEFAULT_LEVEL",
+        deltacells::format::tile_writer::DEFAULT_LEVEL,
+    )?;
+    m.add(
+        "kernel_backend",
+        deltacells::Backend::active()
+            .map(|b| b.to_string())
+            .unwrap_or_default(),
+    )?;
+    Ok(())
+}

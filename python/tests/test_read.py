@@ -1,0 +1,225 @@
+"""Reading through Python: golden data, selections, zero copy, obs/var, errors."""
+
+import gc
+import json
+import shutil
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import deltacells
+from conftest import GOLDEN, golden_index
+
+
+def expected(entry):
+    z = np.load(GOLDEN / entry["expected"])
+    shape = tuple(int(d) for d in z["shape"])
+    return sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=shape), z
+
+
+@pytest.mark.parametrize("entry", golden_index(), ids=lambda e: e["name"])
+def test_golden_datasets_read_exactly(entry):
+    want, z = expected(entry)
+    ds = deltacells.open(GOLDEN / entry["dir"])
+    assert ds.shape == (entry["n_cells"], entry["n_genes"]) == want.shape
+    report = ds.verify()
+    assert (report["cells"], report["nonzeros"]) == (entry["n_cells"], entry["nnz"])
+
+    got = ds.read(slice(None), dtype="int32")
+    assert got.dtype == np.int32 and got.shape == want.shape
+    assert (got != want).nnz == 0
+    np.testing.assert_array_equal(got.indptr, want.indptr)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.data, want.data)
+
+    # Any cells, order kept, duplicates allowed; float32 values equal the counts.
+    cells = np.r_[np.arange(ds.n_cells)[::-7], 0, 0]
+    rows = ds.read(cells)
+    assert rows.dtype == np.float32
+    assert (rows != want[cells].astype(np.float32)).nnz == 0
+    # Tiles in order cover the matrix.
+    tiles = list(ds.iter_tiles(dtype=np.int32))
+    assert len(tiles) == ds.n_tiles
+    assert (sp.vstack(tiles).tocsr() != want).nnz == 0
+    if "gene_order" in z:
+        np.testing.assert_array_equal(ds.gene_order, z["gene_order"])
+
+
+def test_golden_obs_matches_the_expected_values():
+    entry = next(e for e in golden_index() if e["expected_obs"])
+    ds = deltacells.open(GOLDEN / entry["dir"])
+    rows = [json.loads(line) for line in (GOLDEN / entry["expected_obs"]).read_text().splitlines()]
+    obs = ds.obs()
+    assert list(obs.columns) == ds.obs_columns == list(rows[0].keys())
+    assert len(obs) == ds.n_cells == len(rows)
+    import pandas as pd
+
+    for name in obs.columns:
+        col = obs[name]
+        for i in range(0, len(rows), 13):
+            want, got = rows[i][name], col.iloc[i]
+            if want is None:
+                assert pd.isna(got), (name, i, got)
+            elif isinstance(want, float):
+                assert got == pytest.approx(want, rel=1e-6), (name, i)
+            else:
+                assert got == want, (name, i, got, want)
+    assert isinstance(obs["cell_type"].dtype, pd.CategoricalDtype)
+    # Some cells, in the order asked.
+    part = ds.obs(["cell_type", "age"], cells=[5, 600, 1])
+    assert list(part.index) == [5, 600, 1]
+    assert list(part["age"]) == [rows[c]["age"] for c in (5, 600, 1)]
+    assert list(part["cell_type"]) == [rows[c]["cell_type"] for c in (5, 600, 1)]
+
+
+def test_golden_var_reads_back_as_a_frame():
+    ds = deltacells.open(GOLDEN / "small_obs")
+    var = ds.var()
+    assert len(var) == ds.n_genes
+    assert list(var.index.astype(str)) == ds.var_names or var.shape[1] >= 1
+
+
+def test_selections_keep_order_and_select_genes(small):
+    path, X, _, var = small
+    ds = deltacells.open(path)
+    order = ds.gene_order
+    Xo = X[:, order]  # the dataset's columns are the source's sorted by total
+    assert ds.var_names == [var.index[g] for g in order]
+    assert (ds[0:1000] != Xo).nnz == 0
+    assert (ds[10:20] != Xo[10:20]).nnz == 0
+    assert (ds[::3] != Xo[::3]).nnz == 0
+    assert (ds[range(5, 50, 5)] != Xo[5:50:5]).nnz == 0
+    assert ds[7].shape == (1, 300)
+    mask = np.zeros(1000, dtype=bool)
+    mask[[3, 999]] = True
+    assert (ds[mask] != Xo[[3, 999]]).nnz == 0
+    # Genes by index and by name, in the order given.
+    names = [ds.var_names[j] for j in (4, 0, 250)]
+    by_name = ds.read([9, 2, 9], genes=names)
+    by_index = ds[[9, 2, 9], [4, 0, 250]]
+    assert (by_name != Xo[[9, 2, 9]][:, [4, 0, 250]]).nnz == 0
+    assert (by_index != by_name).nnz == 0
+    dense = ds.read([1, 0], genes=[4, 0], format="numpy", dtype="int32")
+    np.testing.assert_array_equal(dense, Xo[[1, 0]][:, [4, 0]].toarray())
+    t = ds.read([1, 0, 5], format="torch")
+    import torch
+
+    assert ds.read([1], format="torch", dtype=torch.int32).values().dtype == torch.int32
+    np.testing.assert_array_equal(t.to_dense().numpy(), Xo[[1, 0, 5]].toarray())
+
+
+def test_arrays_are_the_rust_buffers_and_outlive_the_dataset(small):
+    path, X, _, _ = small
+    ds = deltacells.open(path)
+    m = ds.read(slice(0, 500))
+    # No copy: scipy keeps the arrays numpy got from Rust, whose base is the
+    # Rust-owned allocation.
+    for a in (m.data, m.indices):
+        assert not a.flags.owndata
+        root = a
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        # The array numpy made over the Rust allocation, and scipy's view of
+        # it starts at the same address.
+        assert type(root.base).__name__ == "PySliceContainer", type(root.base)
+        assert a.__array_interface__["data"][0] == root.__array_interface__["data"][0]
+    t = ds.read(slice(0, 500), format="torch")
+    values = t.values()
+    assert values.data_ptr() == t.values().data_ptr()
+    np.testing.assert_array_equal(values.numpy(), m.data)
+    del ds
+    gc.collect()
+    # Still valid: the same nonzeros as the source rows (columns are permuted).
+    assert m.nnz == X[:500].nnz
+    np.testing.assert_array_equal(np.sort(m.data), np.sort(X[:500].data))
+
+
+def test_errors_are_typed_exceptions(small, tmp_path):
+    path, _, _, _ = small
+    with pytest.raises(deltacells.StorageError):
+        deltacells.open(tmp_path / "nope")
+    ds = deltacells.open(path)
+    with pytest.raises(deltacells.InputError, match="outside"):
+        ds.read([1000])
+    with pytest.raises(ValueError):
+        ds.read([-5])
+    with pytest.raises(deltacells.InputError, match="no gene named"):
+        ds.read([0], genes=["nope"])
+    with pytest.raises(deltacells.InputError):
+        ds.read([0], dtype="float64")
+    with pytest.raises(deltacells.InputError, match="no obs column"):
+        ds.obs(["nope"])
+    # A damaged tile is a FormatError naming the tile; the process survives.
+    bad = tmp_path / "bad"
+    shutil.copytree(path, bad)
+    tile = sorted((bad / "tiles").iterdir())[1]
+    raw = bytearray(tile.read_bytes())
+    raw[200] ^= 0xFF
+    tile.write_bytes(bytes(raw))
+    broken = deltacells.open(bad)
+    with pytest.raises(deltacells.FormatError, match="tile 1"):
+        broken.read(slice(None))
+    with pytest.raises(deltacells.FormatError):
+        broken.verify()
+    assert broken.read(slice(0, 10)).shape == (10, 300)
+    (bad / "manifest.json").unlink()
+    with pytest.raises(deltacells.FormatError, match="manifest"):
+        deltacells.open(bad)
+
+
+def test_reads_release_the_gil_for_other_threads(small):
+    import threading
+
+    path, X, _, _ = small
+    ds = deltacells.open(path)
+    results = [None] * 4
+
+    def work(i):
+        results[i] = ds.read(np.arange(i, 1000, 4))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, r in enumerate(results):
+        assert r.shape == (len(range(i, 1000, 4)), 300)
+    assert sum(r.nnz for r in results) == X.nnz
+
+
+def test_pickled_dataset_reopens(small):
+    import pickle
+
+    path, _, _, _ = small
+    ds = deltacells.open(path)
+    again = pickle.loads(pickle.dumps(ds))
+    assert (again[0:50] != ds[0:50]).nnz == 0
+
+
+_INHERITED = None
+
+
+def test_a_forked_child_reopens_instead_of_hanging(small):
+    import multiprocessing as mp
+
+    global _INHERITED
+    path, X, _, _ = small
+    ds = deltacells.open(path)
+    ds.read(slice(0, 100))  # the parent's pool is running
+    _INHERITED = ds
+    with mp.get_context("fork").Pool(1) as pool:
+        nnz, raw_error = pool.apply(_child_read)
+    assert nnz == X.nnz
+    # The bare engine handle refuses to run in the child rather than hang.
+    assert raw_error == "DeltacellsError"
+
+
+def _child_read():
+    raw = _INHERITED._handle
+    try:
+        raw.read_range(0, 10)
+        raw_error = None
+    except deltacells.DeltacellsError as e:
+        raw_error = type(e).__name__
+    return _INHERITED.read(slice(None)).nnz, raw_error

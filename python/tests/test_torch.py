@@ -1,0 +1,154 @@
+"""The PyTorch loader: real DataLoaders with workers (fork and spawn),
+simulated and real DDP worlds, epochs, determinism, resuming."""
+
+import json
+import socket
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import DataLoader  # noqa: E402
+
+import deltacells  # noqa: E402
+from deltacells.torch import CellDataset  # noqa: E402
+
+
+def cells_of(batches):
+    return [b["cells"].tolist() for b in batches]
+
+
+def source_rows(small):
+    path, X, obs, _ = small
+    ds = deltacells.open(path)
+    return ds.read(slice(None)).toarray(), obs
+
+
+def check_rows(batches, dense):
+    for b in batches:
+        np.testing.assert_array_equal(b["X"].to_dense().numpy(), dense[b["cells"].numpy()])
+
+
+def test_in_process_epoch_is_complete_deterministic_and_varies_by_epoch(small):
+    path = small[0]
+    dense, _ = source_rows(small)
+    ds = CellDataset(path, batch_size=64, seed=3)
+    first = list(ds)
+    check_rows(first, dense)
+    seen = sorted(c for b in cells_of(first) for c in b)
+    assert seen == list(range(1000))
+    assert len(first) == len(ds) == 16
+    assert cells_of(list(CellDataset(path, batch_size=64, seed=3))) == cells_of(first)
+    ds.set_epoch(1)
+    second = cells_of(list(ds))
+    assert second != cells_of(first)
+    assert sorted(c for b in second for c in b) == list(range(1000))
+    assert cells_of(list(CellDataset(path, batch_size=64, seed=4))) != cells_of(first)
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_workers_give_the_ranks_sequence(small, context):
+    path = small[0]
+    dense, _ = source_rows(small)
+    want = cells_of(list(CellDataset(path, batch_size=64, seed=3, shuffle="random")))
+    ds = CellDataset(path, batch_size=64, seed=3, shuffle="random")
+    # The parent has used its engine before the workers start (the fork hazard).
+    assert len(ds) == 16 and ds._open(1).read([0]).shape == (1, 300)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context=context)
+    got = list(loader)
+    assert cells_of(got) == want
+    check_rows(got, dense)
+    assert list(range(1000)) == sorted(c for b in cells_of(got) for c in b)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_simulated_world_splits_cells_with_equal_batch_counts(small, world, drop_last):
+    path = small[0]
+    per_rank = []
+    for rank in range(world):
+        ds = CellDataset(path, batch_size=50, seed=8, rank=rank, world_size=world,
+                         drop_last=drop_last)
+        batches = cells_of(list(ds))
+        assert len(batches) == len(ds)
+        per_rank.append(batches)
+    assert len({len(b) for b in per_rank}) == 1, [len(b) for b in per_rank]
+    every = [c for batches in per_rank for b in batches for c in b]
+    assert len(every) == len(set(every))
+    if drop_last:
+        assert all(len(b) == 50 for batches in per_rank for b in batches)
+        assert len(every) == (1000 // (50 * world)) * 50 * world
+    else:
+        assert sorted(every) == list(range(1000))
+
+
+def test_simulated_rank_with_workers_matches_in_process(small):
+    path = small[0]
+    want = cells_of(list(CellDataset(path, batch_size=40, seed=2, rank=1, world_size=3)))
+    ds = CellDataset(path, batch_size=40, seed=2, rank=1, world_size=3)
+    got = cells_of(DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork"))
+    assert got == want
+
+
+def test_resume_from_state_dict_gives_the_rest_of_the_epoch(small):
+    path = small[0]
+    full = cells_of(list(CellDataset(path, batch_size=64, seed=5)))
+    ds = CellDataset(path, batch_size=64, seed=5)
+    ds.set_epoch(0)
+    it = iter(ds)
+    taken = [next(it)["cells"].tolist() for _ in range(5)]
+    state = ds.state_dict()
+    assert state["next_batch"] == 5 and taken == full[:5]
+    resumed = CellDataset(path, batch_size=64, seed=0)
+    resumed.load_state_dict(state)
+    assert cells_of(list(resumed)) == full[5:]
+    # With loader workers the loop says how many batches it took.
+    ds = CellDataset(path, batch_size=64, seed=5)
+    loader = iter(DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork"))
+    taken = [next(loader)["cells"].tolist() for _ in range(7)]
+    del loader
+    state = ds.state_dict(consumed=7)
+    assert taken == full[:7]
+    resumed = CellDataset(path, batch_size=64)
+    resumed.load_state_dict(state)
+    rest = cells_of(DataLoader(resumed, batch_size=None, num_workers=2,
+                               multiprocessing_context="spawn"))
+    assert rest == full[7:]
+
+
+def test_dense_output_gene_subset_and_obs_labels(small):
+    path, X, obs, _ = small
+    src = deltacells.open(path)
+    names = [src.var_names[j] for j in (5, 1, 200)]
+    dense = src.read(slice(None), genes=names, format="numpy")
+    ds = CellDataset(path, batch_size=100, seed=1, output="dense", genes=names,
+                     obs_columns=["cell_type", "n_counts", "passed"])
+    cats = ds.categories("cell_type")
+    codes = obs["cell_type"].cat.codes.to_numpy()
+    for b in DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork"):
+        cells = b["cells"].numpy()
+        assert b["X"].dtype == torch.float32 and b["X"].shape == (len(cells), 3)
+        np.testing.assert_array_equal(b["X"].numpy(), dense[cells])
+        assert [cats[c] for c in b["cell_type"].tolist()] == \
+            [obs["cell_type"].cat.categories[c] for c in codes[cells]]
+        np.testing.assert_array_equal(b["n_counts"].numpy(), obs["n_counts"].to_numpy()[cells])
+        np.testing.assert_array_equal(b["passed"].numpy(), obs["passed"].to_numpy()[cells])
+
+
+def test_real_two_process_gloo_run(small, tmp_path):
+    import torch.multiprocessing as mp
+
+    import ddp_worker
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(ddp_worker.run, args=(2, str(small[0]), port, str(tmp_path)), nprocs=2, join=True)
+    result = json.loads((tmp_path / "result.json").read_text())
+    per_rank = result["batches"]
+    assert len(per_rank[0]) == len(per_rank[1]) == result["max_count"]
+    every = [c for batches in per_rank for b in batches for c in b]
+    assert sorted(every) == list(range(1000))
+    want = [cells_of(list(CellDataset(small[0], batch_size=48, seed=11, rank=r, world_size=2)))
+            for r in range(2)]
+    assert per_rank == want

@@ -1,0 +1,145 @@
+"""Round trips through deltacells.write: scipy, dense, AnnData (in memory and
+backed; X, raw.X and layers), obs and var; bad input refused cleanly."""
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+import deltacells
+from conftest import counts
+
+
+def read_back(path, X):
+    """The dataset's matrix with columns back in source order."""
+    ds = deltacells.open(path)
+    got = ds.read(slice(None), dtype="int32")
+    if ds.gene_order is not None:
+        inverse = np.empty_like(ds.gene_order)
+        inverse[ds.gene_order] = np.arange(len(inverse))
+        got = got[:, inverse]
+    assert got.shape == X.shape
+    return ds, got
+
+
+@pytest.mark.parametrize("kind", ["csr", "csc", "coo", "dense", "csr_array"])
+@pytest.mark.parametrize("sort_genes", [True, False])
+def test_scipy_and_dense_round_trip(tmp_path, kind, sort_genes):
+    X = counts(300, 120, seed=3, dtype=np.float64)
+    source = {"csr": X, "csc": X.tocsc(), "coo": X.tocoo(), "dense": X.toarray(),
+              "csr_array": sp.csr_array(X)}[kind]
+    out = tmp_path / "ds"
+    info = deltacells.write(source, out, tile_size=64, level=1, sort_genes=sort_genes,
+                            block_rows=50)
+    assert info["cells"] == 300 and info["tiles"] == 5
+    ds, got = read_back(out, X)
+    assert (got != X).nnz == 0
+    assert (ds.gene_order is not None) == sort_genes
+    assert ds.verify()["nonzeros"] == X.nnz
+
+
+def test_obs_and_var_round_trip(tmp_path):
+    X = counts(200, 50, seed=4)
+    obs = pd.DataFrame({
+        "cell_type": pd.Categorical(["a", "b", None, "c"] * 50, categories=["c", "b", "a"]),
+        "label": ["x", None, "zz", ""] * 50,
+        "age": pd.array([1, None, 3, 4] * 50, dtype="Int16"),
+        "score": np.linspace(0, 1, 200),
+        "ok": [True, False] * 100,
+        "maybe": pd.array([True, None, False, True] * 50, dtype="boolean"),
+    }, index=pd.Index([f"cell{i}" for i in range(200)], name="barcode"))
+    var = pd.DataFrame({"symbol": [f"S{i}" for i in range(50)],
+                        "type": pd.Categorical(["gene"] * 45 + ["mt"] * 5)},
+                       index=pd.Index([f"ENSG{i:05d}" for i in range(50)], name="gene_ids"))
+    out = tmp_path / "ds"
+    deltacells.write(X, out, obs=obs, var=var, tile_size=64, level=1)
+    ds = deltacells.open(out)
+    back = ds.obs()
+    assert ds.obs_columns == ["barcode"] + list(obs.columns)
+    assert list(back["barcode"]) == list(obs.index)
+    ct = back["cell_type"]
+    assert list(ct.cat.categories) == ["c", "b", "a"]
+    assert ct.isna().tolist() == obs["cell_type"].isna().tolist()
+    assert ct.dropna().tolist() == obs["cell_type"].dropna().tolist()
+    assert back["label"].tolist() == obs["label"].tolist()
+    assert back["age"].isna().tolist() == obs["age"].isna().tolist()
+    assert back["age"].dropna().tolist() == obs["age"].dropna().tolist()
+    np.testing.assert_allclose(back["score"].to_numpy(), obs["score"].to_numpy())
+    assert back["ok"].tolist() == obs["ok"].tolist()
+    assert back["maybe"].isna().tolist() == obs["maybe"].isna().tolist()
+    # Var follows the dataset's column order.
+    v = ds.var()
+    order = ds.gene_order
+    assert list(v.index) == [var.index[g] for g in order] == ds.var_names
+    assert v.index.name == "gene_ids"
+    assert list(v["symbol"]) == [var["symbol"].iloc[g] for g in order]
+    assert isinstance(v["type"].dtype, pd.CategoricalDtype)
+    assert list(v["type"].astype(str)) == [str(var["type"].iloc[g]) for g in order]
+
+
+def anndata_source():
+    ad = pytest.importorskip("anndata")
+    X = counts(250, 80, seed=5)
+    obs = pd.DataFrame({"cell_type": pd.Categorical(["T", "B"] * 125)},
+                       index=[f"c{i}" for i in range(250)])
+    var = pd.DataFrame(index=[f"g{i}" for i in range(80)])
+    adata = ad.AnnData(X=X.copy(), obs=obs, var=var)
+    adata.layers["counts_csc"] = sp.csc_matrix(X * 2)
+    adata.layers["dense"] = (X * 3).toarray()
+    adata.raw = ad.AnnData(X=X * 4, obs=obs, var=var)
+    return ad, adata, X
+
+
+@pytest.mark.parametrize("source", ["X", "raw", "counts_csc", "dense"])
+def test_anndata_in_memory_round_trip(tmp_path, source):
+    _, adata, X = anndata_source()
+    factor = {"X": 1, "raw": 4, "counts_csc": 2, "dense": 3}[source]
+    kwargs = {"X": {}, "raw": {"raw": True}}.get(source, {"layer": source})
+    out = tmp_path / "ds"
+    deltacells.write(adata, out, tile_size=100, level=1, **kwargs)
+    ds, got = read_back(out, X)
+    assert (got != X * factor).nnz == 0
+    assert ds.obs(["cell_type"])["cell_type"].tolist() == adata.obs["cell_type"].tolist()
+    assert sorted(ds.var_names) == sorted(adata.var_names)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_backed_h5ad_round_trip(tmp_path, fmt):
+    ad, adata, X = anndata_source()
+    del adata.layers["dense"]
+    del adata.layers["counts_csc"]
+    adata.raw = None
+    if fmt == "csc":
+        adata.X = sp.csc_matrix(adata.X)
+    h5 = tmp_path / "a.h5ad"
+    adata.write_h5ad(h5)
+    backed = ad.read_h5ad(h5, backed="r")
+    out = tmp_path / "ds"
+    deltacells.write(backed, out, tile_size=64, level=1, block_rows=40)
+    backed.file.close()
+    _, got = read_back(out, X)
+    assert (got != X).nnz == 0
+
+
+@pytest.mark.parametrize("bad, where", [(-1.0, "X[7, 3]"), (2.5, "X[7, 3]"), (np.nan, "X[7, 3]")])
+def test_non_counts_raise_value_error_and_leave_nothing(tmp_path, bad, where):
+    X = counts(100, 10, seed=6, dtype=np.float64).tolil()
+    X[7, 3] = bad
+    X[90, 1] = -4
+    out = tmp_path / "ds"
+    for sort_genes in (True, False):
+        with pytest.raises(ValueError, match=re.escape(where)):
+            deltacells.write(X.tocsr(), out, tile_size=16, level=1, sort_genes=sort_genes)
+        assert not out.exists()
+        assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_existing_dataset_is_not_overwritten(tmp_path):
+    X = counts(20, 10, seed=7)
+    out = tmp_path / "ds"
+    deltacells.write(X, out, level=1)
+    with pytest.raises(deltacells.InputError, match="not an empty directory"):
+        deltacells.write(X, out, level=1)
+    assert deltacells.open(out).n_cells == 20
