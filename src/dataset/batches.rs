@@ -228,8 +228,28 @@ struct Producer {
     obs: Option<LocalObs>,
 }
 
+/// Batches whose tiles the I/O stage fetches ahead of the one being decoded.
+const FETCH_AHEAD_BATCHES: usize = 2;
+
 impl Producer {
+    /// Hands the tiles of the next batches that the cache lacks to the I/O
+    /// stage, so they arrive while this batch decodes.
+    fn fetch_ahead(&mut self, index: usize) {
+        let next = (index + 1).min(self.batches.len())
+            ..(index + 1 + FETCH_AHEAD_BATCHES).min(self.batches.len());
+        let mut tiles: Vec<usize> = self.batches[next]
+            .iter()
+            .flat_map(|r| &self.order[r.clone()])
+            .filter_map(|&c| self.dataset.locate(c).ok().map(|(t, _)| t))
+            .collect();
+        tiles.sort_unstable();
+        tiles.dedup();
+        tiles.retain(|&t| !self.cache.has_tile(t));
+        self.dataset.prefetch(tiles);
+    }
+
     fn produce(&mut self, index: usize) -> Result<Batch> {
+        self.fetch_ahead(index);
         let cells = &self.order[self.batches[index].clone()];
         let genes = self.config.genes.as_ref();
         let (cells, rows, stats) = if self.config.dense {

@@ -20,6 +20,7 @@ use crate::dataset::cache::{ChunkCache, DecodedChunk, TileBytes};
 use crate::dataset::select::GeneSelection;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
+use crate::format::manifest::Manifest;
 use crate::format::tile::TileView;
 use crate::kernels::DecodedCount;
 
@@ -120,10 +121,13 @@ impl Dataset {
         Ok((tile, (cell - self.limits()[tile]) as usize))
     }
 
-    /// Fetches every tile in `tiles` that the cache lacks, in parallel.
+    /// Fetches every tile in `tiles` that the cache lacks, concurrently on
+    /// the I/O stage: whole, or, for a read of a few cells on a remote store,
+    /// only the byte ranges of the chunks holding `located`'s cells.
     fn fetch_tiles(
         &self,
         tiles: &[usize],
+        located: &[(usize, usize)],
         cache: &mut ChunkCache,
         stats: &mut ReadStats,
     ) -> Result<HashMap<usize, Arc<TileBytes>>> {
@@ -138,10 +142,28 @@ impl Dataset {
             }
         }
         stats.tiles_fetched += missing.len();
+        let mut wanted: HashMap<usize, Vec<usize>> = HashMap::new();
+        for &(t, local) in located {
+            wanted.entry(t).or_default().push(local);
+        }
+        let (ranged, whole): (Vec<usize>, Vec<usize>) = missing
+            .into_iter()
+            .partition(|t| self.wants_ranges(*t, wanted[t].len()));
+        let ranged: Vec<(usize, Vec<usize>)> = ranged
+            .into_iter()
+            .map(|t| (t, wanted.remove(&t).unwrap_or_default()))
+            .collect();
+        for (&(t, _), tile) in ranged.iter().zip(self.fetch_ranged(&ranged)?) {
+            out.insert(t, Arc::new(tile));
+        }
+        // Fetched on the I/O stage; checked (CRC, structure) on the pool.
+        let keys: Vec<String> = whole.iter().map(|&t| Manifest::tile_key(t)).collect();
+        let objects = self.fetcher().get_many(&keys);
         let fetched: Vec<(usize, Arc<TileBytes>)> = self.engine().install(|| {
-            missing
+            whole
                 .par_iter()
-                .map(|&t| Ok((t, Arc::new(self.fetch_tile(t)?))))
+                .zip(objects)
+                .map(|(&t, object)| Ok((t, Arc::new(self.check_tile(t, object?)?))))
                 .collect::<Result<_>>()
         })?;
         for (t, b) in fetched {
@@ -205,7 +227,7 @@ impl Dataset {
         tiles.sort_unstable();
         tiles.dedup();
         let mut sources = Sources {
-            tiles: self.fetch_tiles(&tiles, cache, stats)?,
+            tiles: self.fetch_tiles(&tiles, &located, cache, stats)?,
             chunks: HashMap::new(),
         };
         // Chunk boundaries (cell_hi of each chunk) per tile, to place each row.

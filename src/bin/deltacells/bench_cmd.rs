@@ -19,7 +19,7 @@ use crate::output::{out_err, Out};
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// Dataset directory.
+    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://).
     pub dir: PathBuf,
     /// Threads for the multi-thread scan (default: all cores); 1 thread is always measured.
     #[arg(long)]
