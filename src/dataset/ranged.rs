@@ -15,7 +15,7 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::format::manifest::Manifest;
 use crate::format::tile::{Header, TileView, CHUNK_ENTRY_LEN, HEADER_LEN};
-use crate::storage::AlignedBytes;
+use crate::storage::{coalesce, AlignedBytes, COALESCE_GAP};
 
 impl Dataset {
     /// Whether reading `n_cells` cells of tile `t` should fetch byte ranges:
@@ -27,8 +27,12 @@ impl Dataset {
     }
 
     /// Fetches, concurrently on the I/O stage, the parts of each tile of
-    /// `wanted` (a tile and the local cells needed from it) that hold the cells.
-    pub(crate) fn fetch_ranged(&self, wanted: &[(usize, Vec<usize>)]) -> Result<Vec<TileBytes>> {
+    /// `wanted` (a tile and the local cells needed from it) that hold the
+    /// cells; with each, the bytes requested for it.
+    pub(crate) fn fetch_ranged(
+        &self,
+        wanted: &[(usize, Vec<usize>)],
+    ) -> Result<Vec<(TileBytes, u64)>> {
         self.fetcher().run(|| {
             wanted
                 .par_iter()
@@ -37,7 +41,7 @@ impl Dataset {
         })
     }
 
-    fn fetch_tile_ranges(&self, t: usize, locals: &[usize]) -> Result<TileBytes> {
+    fn fetch_tile_ranges(&self, t: usize, locals: &[usize]) -> Result<(TileBytes, u64)> {
         let key = Manifest::tile_key(t);
         let m = self.manifest();
         let size = m.tile_bytes[t];
@@ -79,6 +83,11 @@ impl Dataset {
                 .collect()
         };
         let parts = self.store().get_ranges(&key, &frames)?;
+        let requested = (guess.max(head.len() as u64))
+            + coalesce(&frames, COALESCE_GAP)
+                .iter()
+                .map(|r| r.end - r.start)
+                .sum::<u64>();
         for (r, part) in frames.iter().zip(&parts) {
             bytes.as_mut_bytes()[r.start as usize..r.end as usize].copy_from_slice(part.as_bytes());
         }
@@ -86,9 +95,12 @@ impl Dataset {
             tile: t,
             source: Box::new(e),
         })?;
-        Ok(TileBytes {
-            bytes,
-            partial: true,
-        })
+        Ok((
+            TileBytes {
+                bytes,
+                partial: true,
+            },
+            requested,
+        ))
     }
 }

@@ -153,9 +153,14 @@ impl Dataset {
             .into_iter()
             .map(|t| (t, wanted.remove(&t).unwrap_or_default()))
             .collect();
-        for (&(t, _), tile) in ranged.iter().zip(self.fetch_ranged(&ranged)?) {
+        for (&(t, _), (tile, requested)) in ranged.iter().zip(self.fetch_ranged(&ranged)?) {
+            stats.bytes_fetched += requested;
             out.insert(t, Arc::new(tile));
         }
+        stats.bytes_fetched += whole
+            .iter()
+            .map(|&t| self.manifest().tile_bytes[t])
+            .sum::<u64>();
         // Fetched on the I/O stage; checked (CRC, structure) on the pool.
         let keys: Vec<String> = whole.iter().map(|&t| Manifest::tile_key(t)).collect();
         let objects = self.fetcher().get_many(&keys);
@@ -288,6 +293,13 @@ impl Dataset {
             i += 1;
         }
         stats.chunks_touched += touched.len();
+        stats.chunk_bytes += touched
+            .iter()
+            .map(|&(t, c)| {
+                let frames = sources.view(t).chunk(c).frames();
+                frames.map(|r| r.end - r.start).sum::<u64>()
+            })
+            .sum::<u64>();
         stats.chunks_decoded += gather_units.len();
         for (unit, chunk) in gather_units
             .iter()

@@ -206,9 +206,11 @@ impl ObjectStore {
                     .map_err(bad)?;
                 (Arc::new(http), "")
             }
-            _ => return Err(Error::Config(format!(
+            _ => {
+                return Err(Error::Config(format!(
                 "{url}: unknown scheme {scheme:?} (expected s3, gs, az, http or https, or a path)"
-            ))),
+            )))
+            }
         };
         Ok(ObjectStore::new(inner, prefix, url, IoConfig::from_env()?))
     }
