@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use deltacells::kernels::{scalar, CellBounds, TileKernels};
+use deltacells::kernels::reference::tile as scalar;
+use deltacells::kernels::{CellBounds, KernelTable, TileKernels};
 
 /// Genes in the synthetic data (as in a typical human atlas).
 const N_GENES: u32 = 36_601;
@@ -113,7 +114,7 @@ fn bench_kernel(
     let mut group = c.benchmark_group(format!("{kernel}/{size}"));
     group.throughput(Throughput::Elements(nnz as u64));
     for table in TileKernels::available() {
-        group.bench_function(BenchmarkId::from_parameter(table.isa), |b| {
+        group.bench_function(BenchmarkId::from_parameter(table.isa()), |b| {
             b.iter(|| f(table))
         });
     }
@@ -125,31 +126,33 @@ fn kernels(c: &mut Criterion) {
         let chunk = Chunk::new(nnz);
         let mut f32s = vec![0f32; nnz];
         bench_kernel(c, "counts_f32", size, nnz, &mut |t| {
-            (t.counts_f32)(&chunk.count_planes, &mut f32s).expect("valid counts")
+            t.counts_f32(&chunk.count_planes, &mut f32s)
+                .expect("valid counts")
         });
         drop(f32s);
         let mut i32s = vec![0i32; nnz];
         bench_kernel(c, "counts_i32", size, nnz, &mut |t| {
-            (t.counts_i32)(&chunk.count_planes, &mut i32s).expect("valid counts")
+            t.counts_i32(&chunk.count_planes, &mut i32s)
+                .expect("valid counts")
         });
         bench_kernel(c, "gaps_to_indices", size, nnz, &mut |t| {
-            (t.gaps_to_indices)(&chunk.gap_planes, chunk.cells(), N_GENES, &mut i32s)
+            t.gaps_to_indices(&chunk.gap_planes, chunk.cells(), N_GENES, &mut i32s)
                 .expect("valid gaps")
         });
         drop(i32s);
         let mut u16s = vec![0u16; nnz];
         bench_kernel(c, "recombine_u16", size, nnz, &mut |t| {
-            (t.recombine_u16)(&chunk.gap_planes, &mut u16s)
+            t.recombine_u16(&chunk.gap_planes, &mut u16s)
         });
         let mut exceptions = Vec::new();
         bench_kernel(c, "indices_to_gaps", size, nnz, &mut |t| {
             exceptions.clear();
-            (t.indices_to_gaps)(&chunk.indices, chunk.cells(), &mut u16s, &mut exceptions)
+            t.indices_to_gaps(&chunk.indices, chunk.cells(), &mut u16s, &mut exceptions)
         });
         drop(u16s);
         let mut planes = vec![0u8; 2 * nnz];
         bench_kernel(c, "split_planes", size, nnz, &mut |t| {
-            (t.split_planes)(&chunk.gaps, &mut planes)
+            t.split_planes(&chunk.gaps, &mut planes)
         });
     }
 }

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use deltacells::format::xdelta::{Decoder, Encoder};
-use deltacells::kernels::scan::{Affine, Scale, Scan};
+use deltacells::kernels::integrate::{Affine, IntegrateKernels, Scale};
+use deltacells::kernels::KernelTable;
 use deltacells::Backend;
 
 const N: usize = 1_000_000;
@@ -194,7 +195,7 @@ fn bench(c: &mut Criterion) {
     let deltas: Vec<i64> = (0..N as i64).map(|i| (i * 7919) % 201 - 100).collect();
     group.throughput(Throughput::Elements(N as u64));
     for backend in Backend::available() {
-        let scan = Scan::new(backend).expect("available");
+        let scan = IntegrateKernels::for_backend(backend).expect("available");
         let mut data = deltas.clone();
         group.bench_function(BenchmarkId::new("prefix_sum_i64", backend), |b| {
             b.iter(|| {

@@ -3,36 +3,17 @@
 //! reference returns (checked against an independent model of it), and the
 //! decoder never panics.
 
-use std::io::Write as _;
-use std::sync::Mutex;
-
 use deltacells::format::ts2diff::{inspect, max_point_value, Decoder, Encoder, FloatType, Form};
-use deltacells::kernels::bitunpack::{BlockKernels, Divisor};
+use deltacells::kernels::block::{BlockKernels, Divisor};
+use deltacells::kernels::KernelTable;
 use deltacells::{Backend, Error};
 use proptest::prelude::*;
 
 use crate::config;
 
-/// The block kernels of every backend this CPU runs (scalar first), announced
-/// once per test straight to stderr (past the harness's capture) so that CI
-/// logs show which backends were exercised.
-fn kernels(test: &str) -> Vec<BlockKernels> {
-    static ANNOUNCED: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let available = Backend::available();
-    let mut announced = ANNOUNCED.lock().unwrap_or_else(|e| e.into_inner());
-    if !announced.iter().any(|t| t == test) {
-        let names: Vec<&str> = available.iter().map(|b| b.name()).collect();
-        let _ = writeln!(
-            std::io::stderr(),
-            "ts2diff {test}: backends {}",
-            names.join(", ")
-        );
-        announced.push(test.to_string());
-    }
-    available
-        .into_iter()
-        .map(|b| BlockKernels::new(b).unwrap())
-        .collect()
+/// The block kernels of every table this CPU runs (scalar first).
+fn kernels(test: &str) -> Vec<&'static BlockKernels> {
+    crate::tables::<BlockKernels>(&format!("ts2diff {test}"))
 }
 
 /// Value counts around every register width (2..16 lanes), 0 and 1, and a
@@ -64,11 +45,11 @@ proptest! {
             let need = (n * width as usize).div_ceil(8);
             let packed = &bytes[start..start + need + slack];
             let mut want = vec![0u32; n];
-            ks[0].unpack_u32(packed, width, &mut want).unwrap();
+            ks[0].unpack_u32(packed, width, &mut want);
             for k in &ks[1..] {
                 let mut got = vec![u32::MAX; n];
-                k.unpack_u32(packed, width, &mut got).unwrap();
-                prop_assert_eq!(&got, &want, "width {} on {}", width, k.backend());
+                k.unpack_u32(packed, width, &mut got);
+                prop_assert_eq!(&got, &want, "width {} on {}", width, k.isa());
             }
         }
     }
@@ -80,11 +61,11 @@ proptest! {
             let need = (n * width as usize).div_ceil(8);
             let packed = &bytes[start..start + need + slack];
             let mut want = vec![0u64; n];
-            ks[0].unpack_u64(packed, width, &mut want).unwrap();
+            ks[0].unpack_u64(packed, width, &mut want);
             for k in &ks[1..] {
                 let mut got = vec![u64::MAX; n];
-                k.unpack_u64(packed, width, &mut got).unwrap();
-                prop_assert_eq!(&got, &want, "width {} on {}", width, k.backend());
+                k.unpack_u64(packed, width, &mut got);
+                prop_assert_eq!(&got, &want, "width {} on {}", width, k.isa());
             }
         }
     }
@@ -105,11 +86,11 @@ proptest! {
         let last32 = ks[0].delta_u32(prev as u32, min_delta as u32, &mut want32);
         for k in &ks[1..] {
             let mut got = words[start..].to_vec();
-            prop_assert_eq!(k.delta_u64(prev, min_delta, &mut got), last64, "{}", k.backend());
-            prop_assert_eq!(&got, &want64, "{}", k.backend());
+            prop_assert_eq!(k.delta_u64(prev, min_delta, &mut got), last64, "{}", k.isa());
+            prop_assert_eq!(&got, &want64, "{}", k.isa());
             let mut got = narrow.clone();
-            prop_assert_eq!(k.delta_u32(prev as u32, min_delta as u32, &mut got), last32, "{}", k.backend());
-            prop_assert_eq!(&got, &want32, "{}", k.backend());
+            prop_assert_eq!(k.delta_u32(prev as u32, min_delta as u32, &mut got), last32, "{}", k.isa());
+            prop_assert_eq!(&got, &want32, "{}", k.isa());
         }
     }
 
@@ -125,16 +106,16 @@ proptest! {
         let narrow: Vec<u32> = words.iter().map(|&w| w as u32).collect();
         for k in &ks {
             let mut got = vec![0f64; words.len()];
-            k.scale_f64(&words, &divisor, &mut got).unwrap();
+            k.scale_f64(&words, &divisor, &mut got);
             for (i, (&w, g)) in words.iter().zip(&got).enumerate() {
                 let want = w as i64 as f64 / divisor.value();
-                prop_assert_eq!(g.to_bits(), want.to_bits(), "f64 lane {} of {}: {} / 1e{} on {}", i, words.len(), w as i64, mpn, k.backend());
+                prop_assert_eq!(g.to_bits(), want.to_bits(), "f64 lane {} of {}: {} / 1e{} on {}", i, words.len(), w as i64, mpn, k.isa());
             }
             let mut got = vec![0f32; narrow.len()];
-            k.scale_f32(&narrow, &divisor, &mut got).unwrap();
+            k.scale_f32(&narrow, &divisor, &mut got);
             for (&w, g) in narrow.iter().zip(&got) {
                 let want = (f64::from(w as i32) / divisor.value()) as f32;
-                prop_assert_eq!(g.to_bits(), want.to_bits(), "f32 {} / 1e{} on {}", w as i32, mpn, k.backend());
+                prop_assert_eq!(g.to_bits(), want.to_bits(), "f32 {} / 1e{} on {}", w as i32, mpn, k.isa());
             }
         }
     }
@@ -314,7 +295,7 @@ proptest! {
             let got: Vec<f64> = Decoder::new().backend(k.backend()).decode(&page).unwrap();
             let got: Vec<u64> = got.iter().map(|x| x.to_bits()).collect();
             let want: Vec<u64> = want.iter().map(|w| w.1).collect();
-            prop_assert_eq!(got, want, "on {}", k.backend());
+            prop_assert_eq!(got, want, "on {}", k.isa());
         }
     }
 
@@ -331,14 +312,14 @@ proptest! {
             let got: Vec<f32> = Decoder::new().backend(k.backend()).decode(&page).unwrap();
             let got: Vec<u32> = got.iter().map(|x| x.to_bits()).collect();
             let want: Vec<u32> = want.iter().map(|w| w.1).collect();
-            prop_assert_eq!(got, want, "on {}", k.backend());
+            prop_assert_eq!(got, want, "on {}", k.isa());
         }
     }
 }
 
 /// Decodes on every backend and checks that they agree exactly (values or
 /// error). Panics inside are what the tests below look for.
-fn decode_everywhere(page: &[u8], ks: &[BlockKernels]) -> Result<(), TestCaseError> {
+fn decode_everywhere(page: &[u8], ks: &[&BlockKernels]) -> Result<(), TestCaseError> {
     let show = |r: Result<Vec<u64>, Error>| r.map_err(|e| e.to_string());
     let f32s = |b: Backend| {
         show(
@@ -358,8 +339,8 @@ fn decode_everywhere(page: &[u8], ks: &[BlockKernels]) -> Result<(), TestCaseErr
     };
     let (want32, want64) = (f32s(Backend::Scalar), f64s(Backend::Scalar));
     for k in &ks[1..] {
-        prop_assert_eq!(f32s(k.backend()), want32.clone(), "f32 on {}", k.backend());
-        prop_assert_eq!(f64s(k.backend()), want64.clone(), "f64 on {}", k.backend());
+        prop_assert_eq!(f32s(k.backend()), want32.clone(), "f32 on {}", k.isa());
+        prop_assert_eq!(f64s(k.backend()), want64.clone(), "f64 on {}", k.isa());
     }
     // The slice API agrees with the Vec API, and never writes past a short slice.
     if let Ok(want) = &want32 {

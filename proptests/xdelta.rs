@@ -2,37 +2,17 @@
 //! (errors included), encode -> decode is the identity, and decoding never
 //! panics.
 
-use std::io::Write as _;
-use std::sync::Mutex;
-
 use deltacells::format::xdelta::{Decoder, Encoder};
-use deltacells::kernels::scan::{Affine, Scale, Scan};
+use deltacells::kernels::integrate::{Affine, IntegrateKernels, Scale};
+use deltacells::kernels::KernelTable;
 use deltacells::Backend;
 use proptest::prelude::*;
 
 use crate::config;
 
-/// The scan kernels of every backend this CPU runs, announced once per test
-/// so CI logs show which ones were exercised.
-fn backends(test: &str) -> Vec<Scan> {
-    let available = Backend::available();
-    static ANNOUNCED: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let mut announced = ANNOUNCED.lock().unwrap_or_else(|e| e.into_inner());
-    if !announced.iter().any(|t| t == test) {
-        let names: Vec<&str> = available.iter().map(|b| b.name()).collect();
-        // Straight to stderr, past the harness's capture of `eprintln!`, so
-        // that the line shows in CI logs even when the test passes.
-        let _ = writeln!(
-            std::io::stderr(),
-            "xdelta {test}: backends {}",
-            names.join(", ")
-        );
-        announced.push(test.to_string());
-    }
-    available
-        .into_iter()
-        .map(|b| Scan::new(b).unwrap())
-        .collect()
+/// The integration kernels of every table this CPU runs (scalar first).
+fn backends(test: &str) -> Vec<&'static IntegrateKernels> {
+    crate::tables::<IntegrateKernels>(&format!("xdelta {test}"))
 }
 
 /// Bits, with every NaN the same (a NaN's payload may depend on operand order).
@@ -74,7 +54,7 @@ proptest! {
         let skip = skip.min(data.len());
         let as_bits: Vec<f64> = data.iter().map(|&i| f64::from_bits(i as u64)).collect();
         let bits = |v: &[f64]| v.iter().map(|&x| canon(x)).collect::<Vec<_>>();
-        let reference = Scan::scalar();
+        let reference = IntegrateKernels::scalar();
         let (mut want1, mut want2) = (as_bits.clone(), as_bits.clone());
         let want1_r = reference.prefix_sum_to_f64(&mut want1[skip..], affine);
         let want2_r = reference.prefix_sum2_to_f64(&mut want2[skip..], affine);
@@ -90,10 +70,10 @@ proptest! {
         }
         for scan in scans {
             let (mut got1, mut got2) = (as_bits.clone(), as_bits.clone());
-            prop_assert_eq!(scan.prefix_sum_to_f64(&mut got1[skip..], affine), want1_r, "{}", scan.backend());
-            prop_assert_eq!(bits(&got1), bits(&want1), "{}", scan.backend());
-            prop_assert_eq!(scan.prefix_sum2_to_f64(&mut got2[skip..], affine), want2_r, "{}", scan.backend());
-            prop_assert_eq!(bits(&got2), bits(&want2), "{}", scan.backend());
+            prop_assert_eq!(scan.prefix_sum_to_f64(&mut got1[skip..], affine), want1_r, "{}", scan.isa());
+            prop_assert_eq!(bits(&got1), bits(&want1), "{}", scan.isa());
+            prop_assert_eq!(scan.prefix_sum2_to_f64(&mut got2[skip..], affine), want2_r, "{}", scan.isa());
+            prop_assert_eq!(bits(&got2), bits(&want2), "{}", scan.isa());
         }
     }
 
@@ -102,23 +82,23 @@ proptest! {
         let scans = backends("prefix sums");
         let skip = skip.min(data.len());
         let mut want = data.clone();
-        let want_r = Scan::scalar().prefix_sum_i64(&mut want[skip..]);
+        let want_r = IntegrateKernels::scalar().prefix_sum_i64(&mut want[skip..]);
         let mut want2 = data.clone();
-        let want2_r = Scan::scalar().prefix_sum2_i64(&mut want2[skip..]);
+        let want2_r = IntegrateKernels::scalar().prefix_sum2_i64(&mut want2[skip..]);
         for scan in scans {
             let mut got = data.clone();
-            prop_assert_eq!(scan.prefix_sum_i64(&mut got[skip..]), want_r, "{}", scan.backend());
-            prop_assert_eq!(&got, &want, "{}", scan.backend());
+            prop_assert_eq!(scan.prefix_sum_i64(&mut got[skip..]), want_r, "{}", scan.isa());
+            prop_assert_eq!(&got, &want, "{}", scan.isa());
             let mut got2 = data.clone();
-            prop_assert_eq!(scan.prefix_sum2_i64(&mut got2[skip..]), want2_r, "{}", scan.backend());
-            prop_assert_eq!(&got2, &want2, "{}", scan.backend());
+            prop_assert_eq!(scan.prefix_sum2_i64(&mut got2[skip..]), want2_r, "{}", scan.isa());
+            prop_assert_eq!(&got2, &want2, "{}", scan.isa());
         }
     }
 
     #[test]
     fn prefix_sum_is_a_checked_running_sum(data in prop::collection::vec(ints(), 1..40)) {
         let mut got = data.clone();
-        let r = Scan::scalar().prefix_sum_i64(&mut got);
+        let r = IntegrateKernels::scalar().prefix_sum_i64(&mut got);
         let mut acc: i128 = 0;
         for (k, &x) in data.iter().enumerate() {
             acc += i128::from(x);
@@ -141,18 +121,18 @@ proptest! {
         let scans = backends("scale/offset");
         let mut want = floats.clone();
         let skip_f = skip.min(want.len());
-        Scan::scalar().affine_f64(&mut want[skip_f..], affine);
+        IntegrateKernels::scalar().affine_f64(&mut want[skip_f..], affine);
         let as_bits: Vec<f64> = ints.iter().map(|&i| f64::from_bits(i as u64)).collect();
         let skip_i = skip.min(as_bits.len());
         let mut want_i = as_bits.clone();
-        Scan::scalar().ints_to_f64(&mut want_i[skip_i..], affine);
+        IntegrateKernels::scalar().ints_to_f64(&mut want_i[skip_i..], affine);
         for scan in scans {
             let mut got = floats.clone();
             scan.affine_f64(&mut got[skip_f..], affine);
-            prop_assert_eq!(got.iter().map(|&x| canon(x)).collect::<Vec<_>>(), want.iter().map(|&x| canon(x)).collect::<Vec<_>>(), "{}", scan.backend());
+            prop_assert_eq!(got.iter().map(|&x| canon(x)).collect::<Vec<_>>(), want.iter().map(|&x| canon(x)).collect::<Vec<_>>(), "{}", scan.isa());
             let mut got_i = as_bits.clone();
             scan.ints_to_f64(&mut got_i[skip_i..], affine);
-            prop_assert_eq!(got_i.iter().map(|&x| canon(x)).collect::<Vec<_>>(), want_i.iter().map(|&x| canon(x)).collect::<Vec<_>>(), "{}", scan.backend());
+            prop_assert_eq!(got_i.iter().map(|&x| canon(x)).collect::<Vec<_>>(), want_i.iter().map(|&x| canon(x)).collect::<Vec<_>>(), "{}", scan.isa());
         }
     }
 }

@@ -3,11 +3,13 @@
 
 mod common;
 
-use common::{expected_csr, run_cli as deltacells, testdata};
+use common::{expected_csr, run_cli as deltacells, run_cli_code, testdata};
 
 #[test]
 fn verify_exits_non_zero_and_names_the_rule_on_every_rejected_case() {
     let dir = testdata().join("deltacells/corpus");
+    // Words of each case's rule that the message must contain. Exhaustive: a
+    // new corpus case fails here until its rule is listed.
     let words = |name: &str| -> &'static str {
         match name {
             "manifest_missing" => "no manifest.json",
@@ -20,24 +22,38 @@ fn verify_exits_non_zero_and_names_the_rule_on_every_rejected_case() {
             "tile_corrupt" => "CRC-32",
             "gene_order_missing" | "gene_order_not_permutation" => "gene_order.npy",
             "var_names_wrong_count" => "var_names.txt",
-            _ => "",
+            "var_table_missing" => "var.parquet is missing",
+            "obs_schema_wrong_format" => "schema format",
+            "obs_category_too_many_for_int8" => "int8 codes cannot address",
+            "obs_shard_bytes_mismatch" => "obs_shard_bytes[0]",
+            "obs_fingerprint_mismatch" => "obs_fingerprint",
+            "obs_shard_count_mismatch" => "obs_shard_bytes has 3 entries",
+            "obs_row_group_rows_mismatch" => "row group 0 has 17 rows",
+            "obs_column_missing" => "columns are",
+            "obs_category_code_out_of_range" => "category code",
+            "obs_unexpected" => "has_obs is false",
+            other => panic!("corpus case {other}: list the words its rejection must contain"),
         }
     };
+    let mut rejected = 0;
     for case in common::corpus_cases("dataset") {
         let name = case["name"].as_str().unwrap();
         let path = dir.join(case["path"].as_str().unwrap());
-        let (ok, _, stderr) = deltacells(&["verify", path.to_str().unwrap()]);
+        let (code, _, stderr) = run_cli_code(&["verify", path.to_str().unwrap()]);
         match case["expect"].as_str().unwrap() {
-            "accept" => assert!(ok, "{name}: {stderr}"),
+            "accept" => assert_eq!(code, Some(0), "{name}: {stderr}"),
             _ => {
-                assert!(!ok, "{name}: verify accepted a broken dataset");
+                // 1 is a refusal; 101 would be a panic, and no code a signal.
+                assert_eq!(code, Some(1), "{name}: not a clean refusal: {stderr}");
                 assert!(
                     stderr.contains(words(name)),
                     "{name}: {stderr:?} does not name the rule"
                 );
+                rejected += 1;
             }
         }
     }
+    assert!(rejected >= 20, "only {rejected} rejected cases checked");
 }
 
 #[test]
@@ -78,4 +94,76 @@ fn cat_prints_global_cells_in_order_and_info_summarises() {
     );
     let (ok, _, stderr) = deltacells(&["cat", ds.to_str().unwrap(), "--genes", "NOT_A_GENE"]);
     assert!(!ok && stderr.contains("NOT_A_GENE"), "{stderr}");
+}
+
+/// Copies a dataset directory (files and one level of subdirectories) to a
+/// fresh temporary directory.
+fn copy_dataset(from: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let to = std::env::temp_dir().join(format!("deltacells-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&to);
+    std::fs::create_dir_all(&to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            for inner in std::fs::read_dir(&path).unwrap() {
+                let inner = inner.unwrap().path();
+                std::fs::copy(&inner, target.join(inner.file_name().unwrap())).unwrap();
+            }
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+    to
+}
+
+#[test]
+fn open_and_verify_refuse_a_gene_order_that_is_not_int32() {
+    use deltacells::format::npy::{Array, Dtype};
+    let source = testdata().join("deltacells/datasets/exceptions_70k");
+    let order = Array::parse(&std::fs::read(source.join("gene_order.npy")).unwrap()).unwrap();
+    assert_eq!(order.dtype, Dtype::I32);
+    let values = order.to_i64().unwrap();
+    for (dtype, data) in [
+        (
+            Dtype::I64,
+            values
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<u8>>(),
+        ),
+        (
+            Dtype::U32,
+            values
+                .iter()
+                .flat_map(|&v| (v as u32).to_le_bytes())
+                .collect(),
+        ),
+    ] {
+        let dir = copy_dataset(&source, &format!("gene-order-{dtype:?}"));
+        let wrong = Array {
+            dtype,
+            shape: order.shape.clone(),
+            data,
+        };
+        std::fs::write(dir.join("gene_order.npy"), wrong.to_npy()).unwrap();
+        let err = deltacells::dataset::Dataset::open(&dir)
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(
+                err,
+                deltacells::Error::Dataset(deltacells::error::DatasetRule::GeneOrder(ref m)) if m.contains("int32")
+            ),
+            "{dtype:?}: {err}"
+        );
+        let (code, _, stderr) = run_cli_code(&["verify", dir.to_str().unwrap()]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(
+            stderr.contains("gene_order.npy") && stderr.contains("int32"),
+            "{stderr}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use deltacells::dataset::convert::{convert, ConvertOptions, Input};
+use deltacells::dataset::ingest::{convert, ConvertOptions, Input};
 use deltacells::dataset::{
     BatchConfig, BatchRows, Dataset, DatasetWriter, GeneSelection, OpenOptions, Shuffle,
     WriterConfig,

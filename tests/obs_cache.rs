@@ -3,6 +3,7 @@
 //! cache directory comes from the argument or the environment, in order.
 
 mod obs_common;
+mod runner;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use serde_json::Value;
 const COLUMNS: &str = "cluster,barcode,note,score,is_doublet";
 
 fn cli() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_deltacells"))
+    runner::deltacells()
 }
 
 fn check_labels(ds: &Dataset, cache: &Path, names: &[&str], expected: &[(String, Vec<Value>)]) {

@@ -4,10 +4,10 @@
 //! and our writer given the same obs writes the same schema.json.
 
 mod obs_common;
+mod runner;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float32Array, Float64Array, Int32Array, Int64Array};
@@ -140,7 +140,7 @@ fn the_cli_prints_the_expected_jsonl() {
         .iter()
         .map(|c| c.name.clone())
         .collect();
-    let out = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+    let out = runner::deltacells()
         .args([
             "obs",
             &small_obs().display().to_string(),
@@ -163,7 +163,7 @@ fn the_cli_prints_the_expected_jsonl() {
         .collect();
     assert_rows_match(&got, &expected_rows());
 
-    let out = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+    let out = runner::deltacells()
         .args([
             "obs",
             &small_obs().display().to_string(),
@@ -187,7 +187,7 @@ fn the_cli_prints_the_expected_jsonl() {
         assert_eq!(line["note"], want[250 + i]["note"]);
     }
 
-    let out = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+    let out = runner::deltacells()
         .args(["obs", &small_obs().display().to_string()])
         .output()
         .unwrap();

@@ -2,9 +2,10 @@
 //! (`../shared/testdata/ts2diff/public.jsonl`), typed errors for corrupt pages,
 //! and the `deltacells ts2diff` CLI end to end.
 
+mod runner;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use deltacells::format::ts2diff::{
     inspect, Decoder, Encoder, Field, FloatType, Form, Ts2diffError,
@@ -392,7 +393,7 @@ fn encoder_refuses_bad_block_sizes() {
 }
 
 fn cli(args: &[&str], stdin: &[u8]) -> (bool, Vec<u8>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+    let mut child = runner::deltacells()
         .arg("ts2diff")
         .args(args)
         .stdin(Stdio::piped())

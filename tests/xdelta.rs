@@ -1,8 +1,9 @@
 //! XDelta: the spec's examples, the shared test vectors, error cases, the
 //! choices documented in `deltacells::format::xdelta`, the encoder and the CLI.
 
+mod runner;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use deltacells::format::xdelta::{self, Decoder, Encoder, Parameter, XdeltaError};
 use deltacells::{Backend, Error};
@@ -545,7 +546,7 @@ fn encoder_rejects_what_the_format_cannot_hold() {
 }
 
 fn cli(args: &[&str], stdin: &str) -> (bool, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deltacells"))
+    let mut child = runner::deltacells()
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -569,6 +570,21 @@ fn cli_decodes_and_encodes() {
     let (ok, out, _) = cli(&["xdelta", "decode", "--kernel", "scalar"], "d,b0:1,,n2\n");
     assert!(ok);
     assert_eq!(out, "1\n1\n1\n1\n");
+    // A string may start with `-`: it is the positional argument, not a flag.
+    let (ok, out, err) = cli(&["xdelta", "decode", "-7,b0:-45,-23,,n1,32,,"], "");
+    assert!(ok, "{err}");
+    assert_eq!(out, "-52\n-30\n-7\n-7\n25\n-7\n-7\n");
+    let (ok, _, err) = cli(
+        &[
+            "xdelta",
+            "decode",
+            "--max-values",
+            "2",
+            "-7,b0:-45,-23,,n1,32,,",
+        ],
+        "",
+    );
+    assert!(!ok && err.contains("limit of 2"), "{err}");
     let (ok, _, err) = cli(&["xdelta", "decode", "v1:01"], "");
     assert!(!ok && err.contains("byte 4"), "{err}");
     let (ok, _, err) = cli(&["xdelta", "decode", "--max-values", "5", "v1:0n6"], "");

@@ -147,64 +147,190 @@ fn rng(seed: u64, epoch: u64, stream: u64) -> Pcg64Mcg {
     Pcg64Mcg::seed_from_u64(z ^ (z >> 31))
 }
 
-/// The epoch's global cell order for tiles starting at `limits` (`n_tiles + 1` entries).
-pub fn epoch_order(limits: &[u64], shuffle_mode: Shuffle, seed: u64, epoch: u64) -> Vec<u64> {
-    let n_cells = *limits.last().unwrap_or(&0);
-    match shuffle_mode {
-        Shuffle::None => (0..n_cells).collect(),
-        Shuffle::Block { window_tiles } => {
-            let mut tiles: Vec<usize> = (0..limits.len().saturating_sub(1)).collect();
-            shuffle(&mut tiles, &mut rng(seed, epoch, u64::MAX));
-            let mut order = Vec::with_capacity(n_cells as usize);
-            for (w, window) in tiles.chunks(window_tiles.max(1)).enumerate() {
-                let start = order.len();
-                for &t in window {
-                    order.extend(limits[t]..limits[t + 1]);
-                }
-                shuffle(&mut order[start..], &mut rng(seed, epoch, w as u64));
+/// The epoch's global cell order for tiles starting at `limits` (`n_tiles + 1`
+/// entries), computed one window at a time: only the window being served is
+/// held, and its tiles are fetched and checked before its cells are listed, so
+/// no allocation is sized by a cell count that the tiles do not back.
+pub(crate) struct EpochOrder {
+    limits: Vec<u64>,
+    shuffle: Shuffle,
+    seed: u64,
+    epoch: u64,
+    /// Tiles in epoch order.
+    tiles: Vec<usize>,
+    /// Tiles per window (1 without shuffling: windows are then never listed).
+    window_tiles: usize,
+    /// Epoch position where each window starts, plus the total at the end.
+    window_starts: Vec<u64>,
+    /// The listed window: its index and its cells in epoch order.
+    current: Option<(usize, Vec<u64>)>,
+}
+
+impl EpochOrder {
+    pub(crate) fn new(limits: &[u64], shuffle_mode: Shuffle, seed: u64, epoch: u64) -> EpochOrder {
+        let mut tiles: Vec<usize> = (0..limits.len().saturating_sub(1)).collect();
+        let window_tiles = match shuffle_mode {
+            Shuffle::None => 1,
+            Shuffle::Block { window_tiles } => {
+                shuffle(&mut tiles, &mut rng(seed, epoch, u64::MAX));
+                window_tiles.max(1)
             }
-            order
+        };
+        let mut window_starts = vec![0u64];
+        for window in tiles.chunks(window_tiles) {
+            let cells: u64 = window.iter().map(|&t| limits[t + 1] - limits[t]).sum();
+            window_starts.push(window_starts[window_starts.len() - 1] + cells);
         }
+        EpochOrder {
+            limits: limits.to_vec(),
+            shuffle: shuffle_mode,
+            seed,
+            epoch,
+            tiles,
+            window_tiles,
+            window_starts,
+            current: None,
+        }
+    }
+
+    /// Number of cells in the epoch.
+    pub(crate) fn len(&self) -> u64 {
+        *self.window_starts.last().unwrap_or(&0)
+    }
+
+    /// The cells at epoch positions `range`. `fetch` is called with a window's
+    /// tiles before that window's cells are listed (to fetch and check them).
+    pub(crate) fn cells(
+        &mut self,
+        range: Range<u64>,
+        mut fetch: impl FnMut(&[usize]) -> Result<()>,
+    ) -> Result<Vec<u64>> {
+        if let Shuffle::None = self.shuffle {
+            return Ok(range.collect());
+        }
+        let mut out = Vec::with_capacity((range.end - range.start) as usize);
+        let mut at = range.start;
+        while at < range.end {
+            let w = self.window_starts.partition_point(|&s| s <= at) - 1;
+            if self.current.as_ref().is_none_or(|(c, _)| *c != w) {
+                self.current = None;
+                let tiles = self.window(w);
+                fetch(tiles)?;
+                let mut cells = Vec::with_capacity(
+                    (self.window_starts[w + 1] - self.window_starts[w]) as usize,
+                );
+                for &t in tiles {
+                    cells.extend(self.limits[t]..self.limits[t + 1]);
+                }
+                shuffle(&mut cells, &mut rng(self.seed, self.epoch, w as u64));
+                self.current = Some((w, cells));
+            }
+            let (_, cells) = self.current.as_ref().expect("window listed above");
+            let (first, end) = (self.window_starts[w], self.window_starts[w + 1]);
+            let stop = range.end.min(end);
+            out.extend_from_slice(&cells[(at - first) as usize..(stop - first) as usize]);
+            at = stop;
+        }
+        Ok(out)
+    }
+
+    /// The tiles of the window holding epoch position `at` (none past the end).
+    pub(crate) fn window_tiles(&self, at: u64) -> &[usize] {
+        if at >= self.len() {
+            return &[];
+        }
+        self.window(self.window_starts.partition_point(|&s| s <= at) - 1)
+    }
+
+    /// The epoch position where the window holding `at` ends.
+    pub(crate) fn window_end(&self, at: u64) -> u64 {
+        let w = self.window_starts.partition_point(|&s| s <= at);
+        self.window_starts
+            .get(w)
+            .copied()
+            .unwrap_or_else(|| self.len())
+    }
+
+    fn window(&self, w: usize) -> &[usize] {
+        let first = w * self.window_tiles;
+        &self.tiles[first..(first + self.window_tiles).min(self.tiles.len())]
     }
 }
 
-/// Positions (into the epoch order of `n` cells) of each batch of `rank`.
-pub fn rank_batches(
-    n: usize,
-    batch_size: usize,
-    rank: usize,
-    world_size: usize,
-    drop_last: bool,
-) -> Vec<Range<usize>> {
-    let b = batch_size.max(1);
-    let ws = world_size.max(1);
-    if drop_last {
-        let per_rank = n / (ws * b);
-        let start = rank * per_rank * b;
-        return (0..per_rank)
-            .map(|i| start + i * b..start + (i + 1) * b)
-            .collect();
+/// Positions (into the epoch order of `n` cells) of each batch of one rank,
+/// computed on demand (a batch count per claimed cell is never allocated).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RankBatches {
+    /// Position of the rank's first cell.
+    start: usize,
+    /// Cells per batch.
+    size: usize,
+    /// Number of batches.
+    count: usize,
+    /// Cells of the last batch.
+    last: usize,
+    /// Whether the last two batches hold `size - 1` and 1 cells (see the module docs).
+    split_tail: bool,
+}
+
+impl RankBatches {
+    pub(crate) fn new(
+        n: usize,
+        batch_size: usize,
+        rank: usize,
+        world_size: usize,
+        drop_last: bool,
+    ) -> RankBatches {
+        let b = batch_size.max(1);
+        let ws = world_size.max(1);
+        if drop_last {
+            let per_rank = n / (ws * b);
+            return RankBatches {
+                start: rank * per_rank * b,
+                size: b,
+                count: per_rank,
+                last: b,
+                split_tail: false,
+            };
+        }
+        let (base, extra) = (n / ws, n % ws);
+        let len = base + usize::from(rank < extra);
+        let max_len = base + usize::from(extra > 0);
+        let count = max_len.div_ceil(b).max(1);
+        let last = len.saturating_sub((count - 1) * b);
+        let split_tail = count >= 2 && last == 0 && b >= 2;
+        RankBatches {
+            start: rank * base + rank.min(extra),
+            size: b,
+            count,
+            last: if split_tail { 1 } else { last },
+            split_tail,
+        }
     }
-    let (base, extra) = (n / ws, n % ws);
-    let len = base + usize::from(rank < extra);
-    let start = rank * base + rank.min(extra);
-    let max_len = base + usize::from(extra > 0);
-    let count = max_len.div_ceil(b).max(1);
-    let mut sizes = vec![b; count - 1];
-    sizes.push(len.saturating_sub((count - 1) * b));
-    if count >= 2 && sizes[count - 1] == 0 && b >= 2 {
-        sizes[count - 2] -= 1;
-        sizes[count - 1] = 1;
+
+    /// Number of batches.
+    pub(crate) fn len(&self) -> usize {
+        self.count
     }
-    let mut at = start;
-    sizes
-        .into_iter()
-        .map(|s| {
-            let r = at..at + s;
-            at += s;
-            r
-        })
-        .collect()
+
+    /// Epoch positions of batch `i` (`i < len()`).
+    pub(crate) fn get(&self, i: usize) -> Range<usize> {
+        let start = self.start + i * self.size;
+        let len = if i + 1 == self.count {
+            self.last
+        } else if self.split_tail && i + 2 == self.count {
+            self.size - 1
+        } else {
+            self.size
+        };
+        // The split tail's last batch starts one early (after a short batch).
+        let start = if self.split_tail && i + 1 == self.count {
+            start - 1
+        } else {
+            start
+        };
+        start..start + len
+    }
 }
 
 /// Iterator over one rank's batches of one epoch.
@@ -222,40 +348,44 @@ enum Source {
 struct Producer {
     dataset: Arc<Dataset>,
     config: BatchConfig,
-    order: Vec<u64>,
-    batches: Vec<Range<usize>>,
+    order: EpochOrder,
+    batches: RankBatches,
     cache: ChunkCache,
     obs: Option<LocalObs>,
 }
 
-/// Batches whose tiles the I/O stage fetches ahead of the one being decoded.
-const FETCH_AHEAD_BATCHES: usize = 2;
-
 impl Producer {
-    /// Hands the tiles of the next batches that the cache lacks to the I/O
-    /// stage, so they arrive while this batch decodes.
-    fn fetch_ahead(&mut self, index: usize) {
-        let next = (index + 1).min(self.batches.len())
-            ..(index + 1 + FETCH_AHEAD_BATCHES).min(self.batches.len());
-        let mut tiles: Vec<usize> = self.batches[next]
+    /// Hands the tiles that the batches after epoch position `next` will
+    /// need (its window and the window after it) and the cache lacks to the
+    /// I/O stage, so they arrive while this batch decodes.
+    fn fetch_ahead(&self, next: u64) {
+        let following = self.order.window_end(next);
+        let tiles = self
+            .order
+            .window_tiles(next)
             .iter()
-            .flat_map(|r| &self.order[r.clone()])
-            .filter_map(|&c| self.dataset.locate(c).ok().map(|(t, _)| t))
-            .collect();
-        tiles.sort_unstable();
-        tiles.dedup();
-        tiles.retain(|&t| !self.cache.has_tile(t));
-        self.dataset.prefetch(tiles);
+            .chain(self.order.window_tiles(following))
+            .copied()
+            .filter(|&t| !self.cache.has_tile(t));
+        self.dataset.prefetch(tiles.collect::<Vec<_>>());
     }
 
     fn produce(&mut self, index: usize) -> Result<Batch> {
-        self.fetch_ahead(index);
-        let cells = &self.order[self.batches[index].clone()];
+        let positions = self.batches.get(index);
+        let (dataset, cache) = (&self.dataset, &mut self.cache);
+        let mut fetched = ReadStats::default();
+        let cells = self
+            .order
+            .cells(positions.start as u64..positions.end as u64, |tiles| {
+                dataset.fetch_tiles(tiles, cache, &mut fetched).map(drop)
+            })?;
+        let cells = &cells[..];
+        self.fetch_ahead(positions.end as u64);
         let genes = self.config.genes.as_ref();
         let (cells, rows, stats) = if self.config.dense {
             let d = self
                 .dataset
-                .read_dense_with(cells, genes, &mut self.cache)?;
+                .read_dense_with(cells.into(), genes, &mut self.cache)?;
             (
                 d.cells,
                 BatchRows::Dense {
@@ -267,8 +397,12 @@ impl Producer {
         } else {
             let c = self
                 .dataset
-                .read_csr_with::<f32>(cells, genes, &mut self.cache)?;
+                .read_csr_with::<f32>(cells.into(), genes, &mut self.cache)?;
             (c.cells, BatchRows::Csr(c.csr), c.stats)
+        };
+        let stats = ReadStats {
+            tiles_fetched: stats.tiles_fetched + fetched.tiles_fetched,
+            ..stats
         };
         let labels = match &self.obs {
             Some(obs) => obs.labels(&cells)?,
@@ -305,9 +439,9 @@ impl Dataset {
                 )));
             }
         }
-        let order = epoch_order(self.limits(), config.shuffle, config.seed, config.epoch);
-        let batches = rank_batches(
-            order.len(),
+        let order = EpochOrder::new(self.limits(), config.shuffle, config.seed, config.epoch);
+        let batches = RankBatches::new(
+            order.len() as usize,
             config.batch_size,
             config.rank,
             config.world_size,
@@ -401,6 +535,50 @@ impl Iterator for BatchIter {
 mod tests {
     use super::*;
 
+    /// The whole order at once.
+    fn epoch_order(limits: &[u64], mode: Shuffle, seed: u64, epoch: u64) -> Vec<u64> {
+        let mut order = EpochOrder::new(limits, mode, seed, epoch);
+        let n = order.len();
+        order.cells(0..n, |_| Ok(())).unwrap()
+    }
+
+    fn rank_batches(n: usize, b: usize, rank: usize, ws: usize, drop: bool) -> Vec<Range<usize>> {
+        let batches = RankBatches::new(n, b, rank, ws, drop);
+        (0..batches.len()).map(|i| batches.get(i)).collect()
+    }
+
+    #[test]
+    fn pieces_of_the_order_match_the_whole_and_fetch_each_window_first() {
+        let limits = [0u64, 10, 20, 30, 35, 41, 50];
+        for mode in [Shuffle::None, Shuffle::Block { window_tiles: 2 }] {
+            let whole = epoch_order(&limits, mode, 3, 1);
+            let mut order = EpochOrder::new(&limits, mode, 3, 1);
+            let mut fetched = Vec::new();
+            let mut got = Vec::new();
+            for piece in [0u64..7, 7..8, 8..30, 30..31, 31..50] {
+                got.extend(
+                    order
+                        .cells(piece, |tiles| {
+                            fetched.extend_from_slice(tiles);
+                            Ok(())
+                        })
+                        .unwrap(),
+                );
+            }
+            assert_eq!(got, whole, "{mode:?}");
+            if let Shuffle::Block { .. } = mode {
+                // Every tile fetched once, before its cells were listed.
+                fetched.sort_unstable();
+                assert_eq!(fetched, (0..6).collect::<Vec<_>>());
+            }
+        }
+        // A window whose tiles fail to fetch lists nothing.
+        let mut order = EpochOrder::new(&limits, Shuffle::Block { window_tiles: 2 }, 3, 1);
+        assert!(order
+            .cells(0..5, |_| Err(Error::Input("no tile".into())))
+            .is_err());
+    }
+
     #[test]
     fn rank_shares_cover_every_cell_once_with_equal_batch_counts() {
         for n in [0usize, 1, 5, 10, 100, 257, 1000] {
@@ -453,14 +631,25 @@ mod tests {
 
     #[test]
     fn bounded_sampling_is_stable() {
-        // Pinned values: a change here would silently change every user's batches.
+        // Literal values: a change to the generator, the seeding or the
+        // sampling would silently change every user's epoch order.
         let mut r = rng(1, 2, 3);
-        let drawn: Vec<u64> = (0..5).map(|_| below(&mut r, 1000)).collect();
-        let mut again = rng(1, 2, 3);
+        let drawn: Vec<u64> = (0..8).map(|_| below(&mut r, 1000)).collect();
+        assert_eq!(drawn, [47, 899, 189, 228, 307, 349, 611, 265]);
+        let mut r = rng(0, 0, u64::MAX);
+        let wide: Vec<u64> = (0..4).map(|_| below(&mut r, (1 << 63) + 1)).collect();
         assert_eq!(
-            drawn,
-            (0..5).map(|_| below(&mut again, 1000)).collect::<Vec<_>>()
+            wide,
+            [
+                6_732_611_612_112_350_085,
+                6_689_744_668_527_159_581,
+                2_961_384_814_670_077_350,
+                6_759_611_080_034_126_598
+            ]
         );
-        assert!(drawn.iter().all(|&v| v < 1000));
+        assert_eq!(
+            epoch_order(&[0, 3, 6, 8], Shuffle::Block { window_tiles: 2 }, 42, 7),
+            [2, 0, 1, 6, 7, 4, 3, 5]
+        );
     }
 }

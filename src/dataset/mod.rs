@@ -8,7 +8,7 @@
 
 mod batches;
 mod cache;
-pub mod convert;
+pub mod ingest;
 mod ranged;
 mod read;
 mod select;
@@ -28,13 +28,14 @@ use crate::csr::Csr;
 use crate::engine::{ChunkDecoder, Engine, EngineConfig};
 use crate::error::{DatasetRule, Error, Result};
 use crate::format::manifest::Manifest;
-use crate::format::npy::Array;
+use crate::format::npy::{Array, Dtype};
 use crate::format::tile::TileView;
 use crate::kernels::DecodedCount;
 use crate::obs::{Labels, LocalObs, ObsReader, VarFrame};
 use crate::storage::{Fetcher, Location};
 
 use cache::TileBytes;
+use read::Cells;
 
 /// Object key of the manifest (written last: a location without it is an
 /// incomplete dataset).
@@ -328,7 +329,7 @@ impl Dataset {
             .cache
             .lock()
             .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
-        self.read_csr_with(cells, genes, &mut cache)
+        self.read_csr_with(cells.into(), genes, &mut cache)
     }
 
     /// Reads the cells `range` as CSR rows.
@@ -343,7 +344,12 @@ impl Dataset {
                 self.n_cells()
             )));
         }
-        self.read_cells_genes(&range.collect::<Vec<_>>(), genes)
+        self.check_selection(genes)?;
+        let mut cache = self
+            .cache
+            .lock()
+            .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
+        self.read_csr_with(Cells::Range(range.start, range.end), genes, &mut cache)
     }
 
     /// Reads the cells `range` into `out`, reusing its allocations: the way to
@@ -365,7 +371,7 @@ impl Dataset {
             .cache
             .lock()
             .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
-        self.read_csr_into(&range.collect::<Vec<_>>(), genes, &mut cache, out)
+        self.read_csr_into(Cells::Range(range.start, range.end), genes, &mut cache, out)
     }
 
     /// Reads every cell of tile `t`.
@@ -390,7 +396,7 @@ impl Dataset {
             .cache
             .lock()
             .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
-        self.read_dense_with(cells, genes, &mut cache)
+        self.read_dense_with(cells.into(), genes, &mut cache)
     }
 
     fn check_selection(&self, genes: Option<&GeneSelection>) -> Result<()> {
@@ -487,6 +493,12 @@ fn read_gene_order(store: &dyn Store, n_genes: u32) -> Result<Vec<i32>> {
         .get("gene_order.npy")?
         .ok_or_else(|| bad("has_gene_order is true but the file is missing".into()))?;
     let array = Array::parse(bytes.as_bytes()).map_err(|e| bad(e.to_string()))?;
+    if array.dtype != Dtype::I32 {
+        return Err(bad(format!(
+            "dtype {:?}, the spec says int32 (<i4)",
+            array.dtype
+        )));
+    }
     if array.shape.len() != 1 || array.len() != n_genes as usize {
         return Err(bad(format!(
             "shape {:?}, expected ({n_genes},)",

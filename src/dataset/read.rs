@@ -33,6 +33,11 @@ pub struct ReadStats {
     pub chunks_touched: usize,
     /// Chunks decompressed and decoded for this read (cache misses).
     pub chunks_decoded: usize,
+    /// Bytes requested from the store for this read.
+    pub bytes_fetched: u64,
+    /// Compressed bytes (frames) of the distinct chunks holding the requested
+    /// cells: what `bytes_fetched` is to be compared with.
+    pub chunk_bytes: u64,
 }
 
 /// Rows of cells in CSR form, with the global cell id of each row.
@@ -57,6 +62,36 @@ pub struct DenseBatch {
     pub data: Vec<f32>,
     /// What the read cost.
     pub stats: ReadStats,
+}
+
+/// The cells a read asks for: a list (any order, duplicates allowed) or a
+/// range. A range is never expanded into ids before its tiles are fetched and
+/// checked, so a manifest that claims more cells than its tiles hold cannot
+/// make a read allocate per claimed cell.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Cells<'a> {
+    List(&'a [u64]),
+    Range(u64, u64),
+}
+
+impl<'a> Cells<'a> {
+    fn iter(self) -> impl Iterator<Item = u64> + 'a {
+        let (list, range) = match self {
+            Cells::List(c) => (c, 0..0),
+            Cells::Range(a, b) => (&[][..], a..b),
+        };
+        list.iter().copied().chain(range)
+    }
+
+    fn to_vec(self) -> Vec<u64> {
+        self.iter().collect()
+    }
+}
+
+impl<'a> From<&'a [u64]> for Cells<'a> {
+    fn from(cells: &'a [u64]) -> Self {
+        Cells::List(cells)
+    }
 }
 
 /// Where one output row comes from.
@@ -121,10 +156,21 @@ impl Dataset {
         Ok((tile, (cell - self.limits()[tile]) as usize))
     }
 
+    /// Fetches every tile in `tiles` that the cache lacks, whole, concurrently
+    /// on the I/O stage.
+    pub(crate) fn fetch_tiles(
+        &self,
+        tiles: &[usize],
+        cache: &mut ChunkCache,
+        stats: &mut ReadStats,
+    ) -> Result<HashMap<usize, Arc<TileBytes>>> {
+        self.fetch_tiles_for(tiles, &[], cache, stats)
+    }
+
     /// Fetches every tile in `tiles` that the cache lacks, concurrently on
     /// the I/O stage: whole, or, for a read of a few cells on a remote store,
     /// only the byte ranges of the chunks holding `located`'s cells.
-    fn fetch_tiles(
+    fn fetch_tiles_for(
         &self,
         tiles: &[usize],
         located: &[(usize, usize)],
@@ -148,7 +194,7 @@ impl Dataset {
         }
         let (ranged, whole): (Vec<usize>, Vec<usize>) = missing
             .into_iter()
-            .partition(|t| self.wants_ranges(*t, wanted[t].len()));
+            .partition(|t| self.wants_ranges(*t, wanted.get(t).map_or(usize::MAX, Vec::len)));
         let ranged: Vec<(usize, Vec<usize>)> = ranged
             .into_iter()
             .map(|t| (t, wanted.remove(&t).unwrap_or_default()))
@@ -219,22 +265,44 @@ impl Dataset {
     /// the chunks that gather rows need, and groups rows into runs.
     fn plan(
         &self,
-        cells: &[u64],
+        cells: Cells<'_>,
         direct_ok: bool,
         cache: &mut ChunkCache,
         stats: &mut ReadStats,
     ) -> Result<Plan> {
-        let located = cells
-            .iter()
-            .map(|&c| self.locate(c))
-            .collect::<Result<Vec<_>>>()?;
-        let mut tiles: Vec<usize> = located.iter().map(|&(t, _)| t).collect();
+        // The tiles first (from the range's ends, or from each listed cell),
+        // fetched and checked against the manifest before anything is sized
+        // by the number of cells.
+        let mut tiles: Vec<usize> = match cells {
+            Cells::List(list) => list
+                .iter()
+                .map(|&c| self.locate(c).map(|(t, _)| t))
+                .collect::<Result<_>>()?,
+            Cells::Range(a, b) if a < b => {
+                let first = self.locate(a)?.0;
+                (first..=self.locate(b - 1)?.0).collect()
+            }
+            Cells::Range(..) => Vec::new(),
+        };
         tiles.sort_unstable();
         tiles.dedup();
+        // Where each listed cell lies: a read of a few cells of a tile on a
+        // remote store fetches only the byte ranges of their chunks.
+        let listed: Vec<(usize, usize)> = match cells {
+            Cells::List(list) => list
+                .iter()
+                .map(|&c| self.locate(c))
+                .collect::<Result<_>>()?,
+            Cells::Range(..) => Vec::new(),
+        };
         let mut sources = Sources {
-            tiles: self.fetch_tiles(&tiles, &located, cache, stats)?,
+            tiles: self.fetch_tiles_for(&tiles, &listed, cache, stats)?,
             chunks: HashMap::new(),
         };
+        let located = cells
+            .iter()
+            .map(|c| self.locate(c))
+            .collect::<Result<Vec<_>>>()?;
         // Chunk boundaries (cell_hi of each chunk) per tile, to place each row.
         let bounds: HashMap<usize, Vec<u64>> = tiles
             .iter()
@@ -320,7 +388,7 @@ impl Dataset {
     /// chunks for the next request.
     pub(crate) fn read_csr_with<V: DecodedCount>(
         &self,
-        cells: &[u64],
+        cells: Cells<'_>,
         genes: Option<&GeneSelection>,
         cache: &mut ChunkCache,
     ) -> Result<CsrBatch<V>> {
@@ -337,7 +405,7 @@ impl Dataset {
     /// that reads tile after tile into one buffer allocates nothing once warm).
     pub(crate) fn read_csr_into<V: DecodedCount>(
         &self,
-        cells: &[u64],
+        cells: Cells<'_>,
         genes: Option<&GeneSelection>,
         cache: &mut ChunkCache,
         out: &mut Csr<V>,
@@ -443,7 +511,7 @@ impl Dataset {
     /// Reads `cells` as dense `f32` rows (all genes, or `genes` in its order).
     pub(crate) fn read_dense_with(
         &self,
-        cells: &[u64],
+        cells: Cells<'_>,
         genes: Option<&GeneSelection>,
         cache: &mut ChunkCache,
     ) -> Result<DenseBatch> {

@@ -3,35 +3,70 @@
 use crate::error::{Error, Result};
 
 /// Which genes to keep and where each lands.
+///
+/// Sized by the selection, never by the dataset: a few genes of a 2^31-gene
+/// dataset cost a few words, not a table entry per dataset gene.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GeneSelection {
-    /// For every gene of the dataset, its output column, or -1 to drop it.
-    map: Vec<i32>,
+    /// Gene -> output column.
+    lookup: Lookup,
     /// The kept genes, in output order.
     genes: Vec<u32>,
+    /// Genes of the dataset this selection was built for.
+    n_genes: u32,
     /// Whether output columns increase with gene index (rows then need no re-sort).
     monotone: bool,
 }
+
+/// Gene -> output column, in memory proportional to the selection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Lookup {
+    /// A direct table over the selection's span `first..first + table.len()`
+    /// (-1: dropped), used while the span is at most [`DENSE_SPAN_PER_GENE`]
+    /// times the selection (or [`DENSE_SPAN_MIN`]): one load per lookup.
+    Dense { first: u32, table: Vec<i32> },
+    /// `(gene, column)` sorted by gene, searched: for selections spread thinly
+    /// over a wide dataset.
+    Sparse(Vec<(u32, i32)>),
+}
+
+/// A dense table may span this many genes per selected gene...
+const DENSE_SPAN_PER_GENE: usize = 16;
+/// ...or this many in all, whichever is larger (64 KiB of table).
+const DENSE_SPAN_MIN: usize = 1 << 14;
 
 impl GeneSelection {
     /// Keeps `genes` (columns of the dataset), which become output columns `0..k`
     /// in the order given. Duplicates and out-of-range genes are errors.
     pub fn new(n_genes: u32, genes: &[u32]) -> Result<GeneSelection> {
-        let mut map = vec![-1i32; n_genes as usize];
-        for (k, &g) in genes.iter().enumerate() {
-            let slot = map
-                .get_mut(g as usize)
-                .ok_or_else(|| Error::Input(format!("gene {g} is outside 0..{n_genes}")))?;
-            if *slot >= 0 {
-                return Err(Error::Input(format!("gene {g} is selected twice")));
-            }
-            *slot = k as i32;
+        if let Some(&g) = genes.iter().find(|&&g| g >= n_genes) {
+            return Err(Error::Input(format!("gene {g} is outside 0..{n_genes}")));
         }
-        let monotone = genes.windows(2).all(|w| w[0] < w[1]);
+        let mut pairs: Vec<(u32, i32)> = genes
+            .iter()
+            .enumerate()
+            .map(|(k, &g)| (g, k as i32))
+            .collect();
+        pairs.sort_unstable();
+        if let Some(w) = pairs.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(Error::Input(format!("gene {} is selected twice", w[0].0)));
+        }
+        let dense_limit = (DENSE_SPAN_PER_GENE * pairs.len()).max(DENSE_SPAN_MIN);
+        let lookup = match (pairs.first(), pairs.last()) {
+            (Some(&(first, _)), Some(&(last, _))) if ((last - first) as usize) < dense_limit => {
+                let mut table = vec![-1i32; (last - first) as usize + 1];
+                for &(g, k) in &pairs {
+                    table[(g - first) as usize] = k;
+                }
+                Lookup::Dense { first, table }
+            }
+            _ => Lookup::Sparse(pairs),
+        };
         Ok(GeneSelection {
-            map,
+            lookup,
             genes: genes.to_vec(),
-            monotone,
+            n_genes,
+            monotone: genes.windows(2).all(|w| w[0] < w[1]),
         })
     }
 
@@ -76,7 +111,17 @@ impl GeneSelection {
     /// Output column of `gene`, if kept.
     #[inline]
     pub fn column(&self, gene: i32) -> Option<i32> {
-        self.map.get(gene as usize).copied().filter(|&c| c >= 0)
+        let gene = u32::try_from(gene).ok()?;
+        match &self.lookup {
+            Lookup::Dense { first, table } => table
+                .get(gene.wrapping_sub(*first) as usize)
+                .copied()
+                .filter(|&c| c >= 0),
+            Lookup::Sparse(pairs) => pairs
+                .binary_search_by_key(&gene, |p| p.0)
+                .ok()
+                .map(|i| pairs[i].1),
+        }
     }
 
     /// Whether output columns increase with gene index.
@@ -86,7 +131,7 @@ impl GeneSelection {
 
     /// Number of dataset genes this selection was built for.
     pub fn n_genes(&self) -> usize {
-        self.map.len()
+        self.n_genes as usize
     }
 }
 
@@ -113,5 +158,33 @@ mod tests {
         );
         assert!(GeneSelection::by_names(&names, &["A"]).is_err());
         assert!(GeneSelection::by_names(&names, &["Z"]).is_err());
+    }
+
+    #[test]
+    fn wide_and_narrow_selections_map_alike() {
+        // The last gene of the widest dataset (2^31 genes) and a few others:
+        // the sparse form; a run of neighbours: the dense form.
+        let last = (1u32 << 31) - 1;
+        let wide = GeneSelection::new(1 << 31, &[last, 5, 1 << 30]).unwrap();
+        assert!(matches!(wide.lookup, Lookup::Sparse(_)));
+        let narrow = GeneSelection::new(1 << 31, &[last, last - 7, last - 3]).unwrap();
+        assert!(matches!(narrow.lookup, Lookup::Dense { .. }));
+        for (s, want) in [
+            (&wide, [(last, 0), (5, 1), (1 << 30, 2)]),
+            (&narrow, [(last, 0), (last - 7, 1), (last - 3, 2)]),
+        ] {
+            for (g, k) in want {
+                assert_eq!(s.column(g as i32), Some(k), "gene {g}");
+            }
+            for g in [0u32, 4, 6, last - 1, last - 4, (1 << 30) + 1] {
+                assert_eq!(s.column(g as i32), None, "gene {g}");
+            }
+            assert_eq!(s.column(-1), None);
+            assert_eq!(s.n_genes(), 1 << 31);
+        }
+        assert!(GeneSelection::new(1 << 31, &[1 << 31]).is_err());
+        assert!(GeneSelection::new(1 << 31, &[last, 3, last]).is_err());
+        let empty = GeneSelection::new(1 << 31, &[]).unwrap();
+        assert!(empty.is_empty() && empty.column(0).is_none());
     }
 }

@@ -16,7 +16,8 @@ use crate::error::{Error, Location, Result, StreamKind, TileRule};
 use crate::format::exceptions::ExceptionList;
 use crate::format::tile::{ChunkEntry, TileView};
 use crate::format::zstd::{Decompressor, FrameError};
-use crate::kernels::{Backend, CellBounds, DecodedCount, Fault, TileKernels};
+use crate::kernels::reference::tile::apply_value_exceptions;
+use crate::kernels::{Backend, CellBounds, DecodedCount, Fault, KernelTable, TileKernels};
 
 /// Decodes chunks of tiles. Owns a zstd context and the scratch planes; keep one
 /// per thread and reuse it.
@@ -106,7 +107,7 @@ impl ChunkDecoder {
 
     /// The kernel backend in use.
     pub fn backend(&self) -> Backend {
-        self.kernels.backend
+        self.kernels.backend()
     }
 
     /// Decompresses `kind`'s frame of chunk `chunk` into `out`: a stream's 2n
@@ -221,20 +222,20 @@ impl ChunkDecoder {
         let k = self.kernels;
         let vals = Scratch::Planes(&mut self.planes);
         Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Vals, vals)?;
-        (V::counts_kernel(k))(&self.planes, values)
+        V::counts(k, &self.planes, values)
             .map_err(|f| fault_error(f, chunk, StreamKind::Vals, n_genes))?;
         if !vexc.is_empty() {
-            (V::value_exceptions_kernel(k))(&self.planes, vexc.positions, vexc.payloads, values)
+            apply_value_exceptions(&self.planes, vexc.positions, vexc.payloads, values)
                 .map_err(|f| fault_error(f, chunk, StreamKind::Vexc, n_genes))?;
         }
         let indptr = tile.indptr(c.cell_lo as usize, c.cell_hi as usize);
         let cells = CellBounds::new(&indptr, n).expect("TileView validated the chunk's indptr");
         let gaps = Scratch::Planes(&mut self.planes);
         Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Gaps, gaps)?;
-        (k.gaps_to_indices)(&self.planes, cells, n_genes, indices)
+        k.gaps_to_indices(&self.planes, cells, n_genes, indices)
             .map_err(|f| fault_error(f, chunk, StreamKind::Gaps, n_genes))?;
         if !gexc.is_empty() {
-            (k.gap_exceptions)(
+            k.gap_exceptions(
                 &self.planes,
                 cells,
                 n_genes,

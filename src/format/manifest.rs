@@ -7,6 +7,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::DatasetRule;
+use crate::format::tile::HEADER_LEN;
 
 /// The `format` value of a dataset manifest.
 pub const FORMAT: &str = "deltacells-dataset";
@@ -81,6 +82,12 @@ fn uint_list(obj: &Map<String, Value>, key: &'static str) -> Result<Vec<u64>, Da
                 .ok_or_else(|| field(key, "entries must be non-negative integers"))
         })
         .collect()
+}
+
+/// One more than the most cells a tile of `bytes` bytes can hold: after the
+/// header, each cell costs at least its 8-byte indptr entry, plus one closing entry.
+fn max_tile_cells(bytes: u64) -> u64 {
+    bytes.saturating_sub(HEADER_LEN as u64) / 8
 }
 
 fn inconsistent(msg: String) -> DatasetRule {
@@ -222,6 +229,17 @@ impl Manifest {
                 )));
             }
         }
+        // Bound every cell count by the bytes that hold it (a tile stores a
+        // header and `cells + 1` 8-byte indptr entries), so that nothing sized
+        // by a claimed count is allocated before the tile is read.
+        for (t, (&cells, &bytes)) in self.tile_cells.iter().zip(&self.tile_bytes).enumerate() {
+            if cells >= max_tile_cells(bytes) {
+                return Err(inconsistent(format!(
+                    "tile {t} claims {cells} cells, but its {bytes} bytes hold at most {}",
+                    max_tile_cells(bytes).saturating_sub(1)
+                )));
+            }
+        }
         if let Some(obs) = &self.obs {
             let shards = Manifest::shards_for(n, obs.tiles_per_file);
             for (key, len) in [
@@ -316,6 +334,15 @@ mod tests {
             Manifest::parse(&m.to_json()),
             Err(DatasetRule::Inconsistent(_))
         ));
+        // More cells than a tile's bytes can hold: refused before any read.
+        let mut m = sample();
+        m.tile_bytes[2] = 64 + 8;
+        assert!(matches!(
+            Manifest::parse(&m.to_json()),
+            Err(DatasetRule::Inconsistent(ref e)) if e.contains("tile 2 claims 1 cells")
+        ));
+        m.tile_bytes[2] = 64 + 16;
+        assert!(Manifest::parse(&m.to_json()).is_ok());
         let text = String::from_utf8(sample().to_json())
             .unwrap()
             .replace("\"version\": 2", "\"version\": \"2\"");

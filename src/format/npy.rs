@@ -91,28 +91,52 @@ fn dict_value<'h>(header: &'h str, key: &str) -> Option<&'h str> {
     Some(rest[..end].trim())
 }
 
-impl Array {
-    /// Parses a whole `.npy` file.
-    pub fn parse(bytes: &[u8]) -> Result<Array> {
-        if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-            return Err(bad("not an .npy file"));
+/// The header of an `.npy` file: the element type and the shape. `descr` is
+/// kept as written so that byte-string members (`|S3`, scipy's `format`) can
+/// be read too; [`Header::dtype`] maps the numeric ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub descr: String,
+    pub shape: Vec<usize>,
+}
+
+/// Longest header accepted (numpy writes about a hundred bytes; version 2 and 3
+/// headers may declare up to 4 GiB, which nothing legitimate needs).
+const MAX_HEADER: usize = 1 << 20;
+
+impl Header {
+    /// The numeric element type.
+    pub fn dtype(&self) -> Result<Dtype> {
+        Dtype::parse(&self.descr).ok_or_else(|| bad(format!("unsupported dtype {}", self.descr)))
+    }
+
+    /// Bytes per element: numeric types, and byte strings `|S<n>`.
+    pub fn item_size(&self) -> Result<usize> {
+        if let Some(n) = self.descr.strip_prefix("|S") {
+            return n
+                .parse()
+                .map_err(|_| bad(format!("unsupported dtype {}", self.descr)));
         }
-        let (hlen, hstart): (usize, usize) = match bytes[6] {
-            1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
-            2 | 3 if bytes.len() >= 12 => (
-                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-                12,
-            ),
-            v => return Err(bad(format!("unsupported version {v}"))),
-        };
-        let header = bytes
-            .get(hstart..hstart.saturating_add(hlen))
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .ok_or_else(|| bad("truncated or non-UTF-8 header"))?;
+        Ok(self.dtype()?.size())
+    }
+
+    /// Number of elements, `None` if the product overflows.
+    pub fn count(&self) -> Option<usize> {
+        self.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+    }
+
+    /// Bytes of data the header promises, `None` if that overflows.
+    pub fn data_bytes(&self) -> Result<usize> {
+        let size = self.item_size()?;
+        self.count()
+            .and_then(|c| c.checked_mul(size))
+            .ok_or_else(|| bad(format!("shape {:?} overflows", self.shape)))
+    }
+
+    fn parse_dict(header: &str) -> Result<Header> {
         let descr = dict_value(header, "descr")
             .ok_or_else(|| bad("no descr"))?
             .trim_matches(['\'', '"']);
-        let dtype = Dtype::parse(descr).ok_or_else(|| bad(format!("unsupported dtype {descr}")))?;
         if dict_value(header, "fortran_order") != Some("False") {
             return Err(bad("only C-order arrays are supported"));
         }
@@ -127,17 +151,79 @@ impl Array {
                     .map_err(|_| bad(format!("bad shape {shape_text}")))
             })
             .collect::<Result<Vec<_>>>()?;
-        let data = &bytes[hstart + hlen..];
-        let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if count.and_then(|c| c.checked_mul(dtype.size())) != Some(data.len()) {
+        Ok(Header {
+            descr: descr.to_string(),
+            shape,
+        })
+    }
+
+    /// The header's length in bytes (magic included) from the first 12 bytes
+    /// of a file, and where the dictionary starts.
+    fn span(prefix: &[u8]) -> Result<(usize, usize)> {
+        if prefix.len() < 10 || &prefix[..6] != b"\x93NUMPY" {
+            return Err(bad("not an .npy file"));
+        }
+        let (hlen, hstart) = match prefix[6] {
+            1 => (usize::from(u16::from_le_bytes([prefix[8], prefix[9]])), 10),
+            2 | 3 if prefix.len() >= 12 => (
+                u32::from_le_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]) as usize,
+                12,
+            ),
+            v => return Err(bad(format!("unsupported version {v}"))),
+        };
+        if hlen > MAX_HEADER {
+            return Err(bad(format!("header of {hlen} bytes is too long")));
+        }
+        Ok((hstart + hlen, hstart))
+    }
+
+    /// Parses the header at the start of `bytes`; returns it and where the data starts.
+    pub fn parse(bytes: &[u8]) -> Result<(Header, usize)> {
+        let (end, start) = Header::span(&bytes[..bytes.len().min(12)])?;
+        let text = bytes
+            .get(start..end)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .ok_or_else(|| bad("truncated or non-UTF-8 header"))?;
+        Ok((Header::parse_dict(text)?, end))
+    }
+
+    /// Reads the header from a stream; returns it and its length in bytes.
+    pub fn read(r: &mut impl Read) -> Result<(Header, usize)> {
+        let io = |e| Error::io("npy header", e);
+        let mut prefix = [0u8; 10];
+        r.read_exact(&mut prefix).map_err(io)?;
+        let mut bytes = prefix.to_vec();
+        if prefix[6] >= 2 {
+            let mut more = [0u8; 2];
+            r.read_exact(&mut more).map_err(io)?;
+            bytes.extend_from_slice(&more);
+        }
+        let (end, _) = Header::span(&bytes)?;
+        let have = bytes.len();
+        bytes.resize(end, 0);
+        r.read_exact(&mut bytes[have..]).map_err(io)?;
+        let (header, end) = Header::parse(&bytes)?;
+        Ok((header, end))
+    }
+}
+
+impl Array {
+    /// Parses a whole `.npy` file.
+    pub fn parse(bytes: &[u8]) -> Result<Array> {
+        let (header, start) = Header::parse(bytes)?;
+        let dtype = header.dtype()?;
+        let data = &bytes[start..];
+        if header.data_bytes()? != data.len() {
             return Err(bad(format!(
-                "shape {shape:?} of {descr} does not match {} data bytes",
+                "shape {:?} of {} does not match {} data bytes",
+                header.shape,
+                header.descr,
                 data.len()
             )));
         }
         Ok(Array {
             dtype,
-            shape,
+            shape: header.shape,
             data: data.to_vec(),
         })
     }
@@ -205,19 +291,7 @@ impl Array {
     /// The elements as `i64` (integer dtypes only).
     pub fn to_i64(&self) -> Result<Vec<i64>> {
         let dt = self.dtype;
-        self.convert(|b| {
-            Some(match dt {
-                Dtype::I8 => i64::from(b[0] as i8),
-                Dtype::U8 => i64::from(b[0]),
-                Dtype::I16 => i64::from(i16::from_le_bytes([b[0], b[1]])),
-                Dtype::U16 => i64::from(u16::from_le_bytes([b[0], b[1]])),
-                Dtype::I32 => i64::from(i32::from_le_bytes(b.try_into().ok()?)),
-                Dtype::U32 => i64::from(u32::from_le_bytes(b.try_into().ok()?)),
-                Dtype::I64 => i64::from_le_bytes(b.try_into().ok()?),
-                Dtype::U64 => i64::try_from(u64::from_le_bytes(b.try_into().ok()?)).ok()?,
-                Dtype::F32 | Dtype::F64 => return None,
-            })
-        })
+        self.convert(|b| int_value(dt, b))
     }
 
     /// The elements as `i32` (integer dtypes whose values fit).
@@ -230,27 +304,319 @@ impl Array {
 
     /// The elements as `f64` (any dtype; 64-bit integers above 2^53 round).
     pub fn to_f64(&self) -> Result<Vec<f64>> {
-        match self.dtype {
-            Dtype::F32 => self.convert(|b| Some(f64::from(f32::from_le_bytes(b.try_into().ok()?)))),
-            Dtype::F64 => self.convert(|b| Some(f64::from_le_bytes(b.try_into().ok()?))),
-            _ => Ok(self.to_i64()?.into_iter().map(|v| v as f64).collect()),
+        let dt = self.dtype;
+        self.convert(|b| Some(float_value(dt, b)))
+    }
+}
+
+/// Deflate cannot expand data by more than about 1032 to 1: a member that
+/// declares more inflated bytes per compressed byte is lying.
+const MAX_DEFLATE_RATIO: u64 = 1032;
+
+/// Where a member's bytes lie in its archive and what they should inflate to.
+#[derive(Clone, Debug)]
+struct MemberInfo {
+    name: String,
+    deflated: bool,
+    data_start: u64,
+    compressed: u64,
+    size: u64,
+    crc32: u32,
+}
+
+impl MemberInfo {
+    fn of<R: Read + std::io::Seek>(archive: &mut zip::ZipArchive<R>, name: &str) -> Result<Self> {
+        let name = format!("{name}.npy");
+        let index = archive
+            .index_for_name(&name)
+            .ok_or_else(|| Error::Input(format!("npz: no member {name}")))?;
+        let file = archive
+            .by_index_raw(index)
+            .map_err(|e| Error::Input(format!("npz: member {name}: {e}")))?;
+        let deflated = match file.compression() {
+            zip::CompressionMethod::Stored => false,
+            zip::CompressionMethod::Deflated => true,
+            m => {
+                return Err(Error::Input(format!(
+                    "npz: member {name}: compression {m} is not supported (stored or deflated)"
+                )))
+            }
+        };
+        let info = MemberInfo {
+            deflated,
+            data_start: file.data_start(),
+            compressed: file.compressed_size(),
+            size: file.size(),
+            crc32: file.crc32(),
+            name,
+        };
+        let most = if deflated {
+            info.compressed
+                .saturating_mul(MAX_DEFLATE_RATIO)
+                .saturating_add(64)
+        } else {
+            info.compressed
+        };
+        if info.size > most || (!deflated && info.size != info.compressed) {
+            return Err(Error::Input(format!(
+                "npz: member {}: {} bytes cannot come from {} stored bytes",
+                info.name, info.size, info.compressed
+            )));
+        }
+        Ok(info)
+    }
+}
+
+/// The inflated bytes of one archive member, never more than its directory
+/// entry declares, CRC-checked at the end ([`Member::finish`]).
+struct Member {
+    inner: Box<dyn Read + Send>,
+    info: MemberInfo,
+    remaining: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl Member {
+    /// `raw` yields the member's stored (compressed) bytes.
+    fn new(raw: impl Read + Send + 'static, info: MemberInfo) -> Self {
+        let inner: Box<dyn Read + Send> = if info.deflated {
+            Box::new(flate2::read::DeflateDecoder::new(std::io::BufReader::new(
+                raw,
+            )))
+        } else {
+            Box::new(raw)
+        };
+        Member {
+            inner,
+            remaining: info.size,
+            info,
+            crc: crc32fast::Hasher::new(),
         }
     }
 }
 
-/// Reads member `name` (without `.npy`) of an `.npz` archive.
+impl Read for Member {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let want = buf
+            .len()
+            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.inner.read(&mut buf[..want])?;
+        self.crc.update(&buf[..n]);
+        self.remaining -= n as u64;
+        Ok(n)
+    }
+}
+
+impl Member {
+    /// Checks that the member ends where its directory entry says (a zip
+    /// bomb inflates further) and that its CRC-32 matches.
+    fn finish(&mut self) -> Result<()> {
+        let name = &self.info.name;
+        if self.remaining > 0 {
+            return Err(Error::Input(format!(
+                "npz: member {name} ends {} bytes early",
+                self.remaining
+            )));
+        }
+        let mut probe = [0u8; 1];
+        match self.inner.read(&mut probe) {
+            Ok(0) => {}
+            Ok(_) => {
+                return Err(Error::Input(format!(
+                    "npz: member {name} inflates past the {} bytes its directory entry declares",
+                    self.info.size
+                )))
+            }
+            Err(e) => return Err(Error::io(format!("npz member {name}"), e)),
+        }
+        if self.crc.clone().finalize() != self.info.crc32 {
+            return Err(Error::Input(format!("npz: member {name}: CRC-32 mismatch")));
+        }
+        Ok(())
+    }
+}
+
+/// One array of an `.npz` archive read as a stream: its header first, then its
+/// elements in order, in bounded memory whatever its size.
+pub struct NpyStream {
+    member: Member,
+    header: Header,
+    dtype: Option<Dtype>,
+    left: usize,
+    buf: Vec<u8>,
+}
+
+impl NpyStream {
+    /// Opens member `name` (without `.npy`) of the archive at `path`. The
+    /// header must promise exactly the bytes the archive declares.
+    pub fn open(path: &std::path::Path, name: &str) -> Result<NpyStream> {
+        let info = MemberInfo::of(&mut open_npz(path)?, name)?;
+        let io = |e| Error::io(path.display().to_string(), e);
+        let mut f = std::fs::File::open(path).map_err(io)?;
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(info.data_start)).map_err(io)?;
+        let raw = std::io::BufReader::new(f).take(info.compressed);
+        let mut member = Member::new(raw, info);
+        let (header, header_len) = Header::read(&mut member)?;
+        let data = header.data_bytes()?;
+        if (header_len as u64).checked_add(data as u64) != Some(member.info.size) {
+            return Err(Error::Input(format!(
+                "npz: member {}: header promises {} data bytes, the archive holds {}",
+                member.info.name,
+                data,
+                member.info.size.saturating_sub(header_len as u64)
+            )));
+        }
+        Ok(NpyStream {
+            dtype: header.dtype().ok(),
+            left: header.count().unwrap_or(0),
+            header,
+            member,
+            buf: Vec::new(),
+        })
+    }
+
+    /// The member's header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Elements not read yet.
+    pub fn remaining(&self) -> usize {
+        self.left
+    }
+
+    fn numeric(&self) -> Result<Dtype> {
+        self.dtype
+            .ok_or_else(|| bad(format!("unsupported dtype {}", self.header.descr)))
+    }
+
+    /// Reads the raw bytes of the next `n` elements into an internal buffer.
+    fn next_bytes(&mut self, n: usize) -> Result<&[u8]> {
+        if n > self.left {
+            return Err(Error::Input(format!(
+                "npz: member {}: {n} elements wanted, {} left",
+                self.member.info.name, self.left
+            )));
+        }
+        let bytes = n * self.header.item_size()?;
+        self.buf.resize(bytes, 0);
+        self.member
+            .read_exact(&mut self.buf)
+            .map_err(|e| Error::io(format!("npz member {}", self.member.info.name), e))?;
+        self.left -= n;
+        Ok(&self.buf)
+    }
+
+    /// Appends the next `n` elements to `out` as `i64` (integer dtypes).
+    pub fn read_i64(&mut self, n: usize, out: &mut Vec<i64>) -> Result<()> {
+        let dtype = self.numeric()?;
+        let bytes = self.next_bytes(n)?;
+        out.reserve(n);
+        for b in bytes.chunks_exact(dtype.size()) {
+            out.push(int_value(dtype, b).ok_or_else(|| {
+                bad(format!("a {dtype:?} value does not fit the requested type"))
+            })?);
+        }
+        Ok(())
+    }
+
+    /// Appends the next `n` elements to `out` as `f64` (64-bit integers above
+    /// 2^53 round, which only ever concerns values refused as counts anyway).
+    pub fn read_f64(&mut self, n: usize, out: &mut Vec<f64>) -> Result<()> {
+        let dtype = self.numeric()?;
+        let bytes = self.next_bytes(n)?;
+        out.reserve(n);
+        for b in bytes.chunks_exact(dtype.size()) {
+            out.push(float_value(dtype, b));
+        }
+        Ok(())
+    }
+
+    /// The whole remaining data as raw bytes (for small members such as
+    /// scipy's `format`).
+    pub fn read_rest(&mut self) -> Result<Vec<u8>> {
+        let n = self.left;
+        Ok(self.next_bytes(n)?.to_vec())
+    }
+
+    /// Checks that the member ends here and its CRC-32 matches.
+    pub fn finish(&mut self) -> Result<()> {
+        if self.left > 0 {
+            return Err(Error::Input(format!(
+                "npz: member {}: {} elements were not read",
+                self.member.info.name, self.left
+            )));
+        }
+        self.member.finish()
+    }
+}
+
+fn int_value(dtype: Dtype, b: &[u8]) -> Option<i64> {
+    Some(match dtype {
+        Dtype::I8 => i64::from(b[0] as i8),
+        Dtype::U8 => i64::from(b[0]),
+        Dtype::I16 => i64::from(i16::from_le_bytes([b[0], b[1]])),
+        Dtype::U16 => i64::from(u16::from_le_bytes([b[0], b[1]])),
+        Dtype::I32 => i64::from(i32::from_le_bytes(b.try_into().ok()?)),
+        Dtype::U32 => i64::from(u32::from_le_bytes(b.try_into().ok()?)),
+        Dtype::I64 => i64::from_le_bytes(b.try_into().ok()?),
+        Dtype::U64 => i64::try_from(u64::from_le_bytes(b.try_into().ok()?)).ok()?,
+        Dtype::F32 | Dtype::F64 => return None,
+    })
+}
+
+fn float_value(dtype: Dtype, b: &[u8]) -> f64 {
+    let word = |n: usize| {
+        let mut w = [0u8; 8];
+        w[..n].copy_from_slice(&b[..n]);
+        u64::from_le_bytes(w)
+    };
+    match dtype {
+        Dtype::F32 => f64::from(f32::from_bits(word(4) as u32)),
+        Dtype::F64 => f64::from_bits(word(8)),
+        Dtype::U64 => word(8) as f64,
+        _ => int_value(dtype, b).map_or(f64::NAN, |v| v as f64),
+    }
+}
+
+/// Reads member `name` (without `.npy`) of an `.npz` archive, reading no
+/// more than the archive declares for it.
 pub fn read_npz_member<R: Read + std::io::Seek>(
     archive: &mut zip::ZipArchive<R>,
     name: &str,
 ) -> Result<Array> {
-    let mut file = archive
-        .by_name(&format!("{name}.npy"))
-        .map_err(|e| Error::Input(format!("npz: member {name}.npy: {e}")))?;
-    // The declared size bounds the read; cap the up-front reservation anyway.
-    let mut bytes = Vec::with_capacity(file.size().min(1 << 26) as usize);
-    file.read_to_end(&mut bytes)
-        .map_err(|e| Error::io(format!("npz member {name}.npy"), e))?;
-    Array::parse(&bytes)
+    let info = MemberInfo::of(archive, name)?;
+    let raw = archive
+        .by_index_raw(archive.index_for_name(&info.name).expect("found above"))
+        .map_err(|e| Error::Input(format!("npz: member {}: {e}", info.name)))?;
+    let mut compressed = Vec::with_capacity(raw.compressed_size().min(1 << 26) as usize);
+    raw.take(info.compressed)
+        .read_to_end(&mut compressed)
+        .map_err(|e| Error::io(format!("npz member {}", info.name), e))?;
+    let mut member = Member::new(std::io::Cursor::new(compressed), info);
+    let (header, header_len) = Header::read(&mut member)?;
+    let data = header.data_bytes()?;
+    if (header_len as u64).checked_add(data as u64) != Some(member.info.size) {
+        return Err(bad(format!(
+            "member {}: header promises {data} data bytes, the archive holds {}",
+            member.info.name,
+            member.info.size.saturating_sub(header_len as u64)
+        )));
+    }
+    let mut bytes = Vec::with_capacity(data);
+    (&mut member)
+        .take(data as u64)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(format!("npz member {}", member.info.name), e))?;
+    member.finish()?;
+    Ok(Array {
+        dtype: header.dtype()?,
+        shape: header.shape,
+        data: bytes,
+    })
 }
 
 /// Opens an `.npz` archive at `path`.
@@ -285,7 +651,7 @@ pub fn read_csr_npz(path: &std::path::Path) -> Result<NpzCsr> {
             path.display()
         )));
     };
-    if rows < 0 || cols < 0 || indptr.len() as i64 != rows + 1 {
+    if rows < 0 || cols < 0 || Some(indptr.len() as i64) != rows.checked_add(1) {
         return Err(Error::Input(format!(
             "{}: shape ({rows}, {cols}) disagrees with indptr",
             path.display()

@@ -12,7 +12,8 @@ use crate::format::tile::{
     ChunkEntry, Extent, Header, CHUNK_ENTRY_LEN, HEADER_LEN, MAX_GENES, VERSION,
 };
 use crate::format::zstd::Compressor;
-use crate::kernels::{scalar, CellBounds, TileKernels};
+use crate::kernels::reference::tile as scalar;
+use crate::kernels::{CellBounds, KernelTable, TileKernels};
 
 /// Default number of chunks per tile.
 pub const DEFAULT_CHUNKS: usize = 8;
@@ -121,11 +122,14 @@ impl TileEncoder {
     /// `max(1024, nnz / 200)` exceptions of either kind.
     pub fn encode<V: CountSource>(&mut self, csr: CsrRef<'_, V>) -> Result<Vec<u8>> {
         let counts = validate(&csr)?;
+        // The process-wide table (`DELTACELLS_KERNEL` honoured): the bytes
+        // written are the same on every backend.
+        let k = TileKernels::active()?;
         let n_genes = csr.n_cols as u32;
         let chunks = self.plan_chunks(csr.indptr);
         let streams = chunks
             .windows(2)
-            .map(|w| chunk_streams(&csr, &counts, w[0], w[1]))
+            .map(|w| chunk_streams(k, &csr, &counts, w[0], w[1]))
             .collect::<Vec<_>>();
         let nnz = csr.nnz();
         let limit = (nnz / 200).max(1024);
@@ -139,7 +143,7 @@ impl TileEncoder {
                 )));
             }
         }
-        self.assemble(csr.indptr, n_genes, &streams)
+        self.assemble(k, csr.indptr, n_genes, &streams)
     }
 
     /// Chunk boundaries (cell indices, `k + 1` of them) on cell edges, each
@@ -163,6 +167,7 @@ impl TileEncoder {
 
     fn assemble(
         &mut self,
+        k: &TileKernels,
         indptr: &[i64],
         n_genes: u32,
         streams: &[ChunkStreams],
@@ -173,7 +178,6 @@ impl TileEncoder {
         for &p in indptr {
             out.extend_from_slice(&p.to_le_bytes());
         }
-        let k = TileKernels::best();
         let mut planes = Vec::new();
         let mut words = Vec::new();
         let mut entries = Vec::with_capacity(streams.len());
@@ -191,7 +195,7 @@ impl TileEncoder {
             };
             let mut plane_frame = |out: &mut Vec<u8>, values: &[u16]| {
                 planes.resize(2 * values.len(), 0);
-                (k.split_planes)(values, &mut planes);
+                k.split_planes(values, &mut planes);
                 put(out, &planes)
             };
             let gaps = plane_frame(&mut out, &s.gaps)?;
@@ -305,6 +309,7 @@ fn validate<V: CountSource>(csr: &CsrRef<'_, V>) -> Result<Vec<u32>> {
 }
 
 fn chunk_streams<V>(
+    k: &TileKernels,
     csr: &CsrRef<'_, V>,
     counts: &[u32],
     cell_lo: usize,
@@ -323,7 +328,7 @@ fn chunk_streams<V>(
         gexc: Vec::new(),
         vexc: Vec::new(),
     };
-    (TileKernels::best().indices_to_gaps)(
+    k.indices_to_gaps(
         &csr.indices[nnz_lo..nnz_hi],
         cells,
         &mut s.gaps,

@@ -1,14 +1,44 @@
 //! Compute kernels: slices in, slices out.
 //!
-//! Nothing in here knows about files, tiles or zstd. Every kernel family has a
-//! scalar reference (plain, obviously correct code that defines "correct") and
-//! vector backends that the property tests in `proptests/` prove bit-identical
-//! to it, errors included.
+//! Nothing in here knows about files, tiles or zstd. Three families:
 //!
-//! The backend is chosen once per process ([`Backend::active`]): the best one the
-//! CPU supports, or the one named by `DELTACELLS_KERNEL`. A caller can also force
-//! one per call site (every family takes a [`Backend`]); forcing a backend the
-//! CPU lacks is an error ([`Error::BackendUnavailable`]), never a silent fallback.
+//! * [`tile`]: byte planes -> counts and gene indices, with the strict
+//!   reader's checks folded in, and the writer's inverse (the deltacells tile
+//!   codec);
+//! * [`block`]: TS_2DIFF integer blocks: MSB-first bit unpacking, the delta
+//!   running sum and Java's integer-to-float scaling;
+//! * [`integrate`]: XDelta's checked `i64` prefix sums fused with the
+//!   integer-to-float conversion and scale/offset map.
+//!
+//! # One vocabulary
+//!
+//! Every family has a scalar reference in [`mod@reference`]: plain, obviously
+//! correct code that defines "correct", errors included. Every vector kernel
+//! is written once, generically, over the `vector::Vector` trait: one set of
+//! register operations (`u32`, `u64`/`i64` and `f64` lanes, byte planes) that
+//! each instruction set (AVX2, AVX-512 with and without VBMI, NEON) implements
+//! with intrinsics and nothing else. A value of an ISA's type is a token: it
+//! exists only on a CPU that runs the ISA, which is the whole safety argument
+//! of its register operations.
+//!
+//! # One dispatch idiom
+//!
+//! Each family is a table of safe `fn` pointers ([`TileKernels`],
+//! [`block::BlockKernels`], [`integrate::IntegrateKernels`]), instantiated once
+//! per ISA and chosen once through [`KernelTable`]: by [`Isa`] (a checked
+//! instruction-set level), by [`Backend`], or for the process
+//! ([`KernelTable::active`]: `DELTACELLS_KERNEL` if set, else the best the CPU
+//! runs). Calling a kernel needs no `unsafe`. Forcing a backend the CPU lacks is
+//! an error ([`Error::BackendUnavailable`]), never a silent fallback.
+//!
+//! # One rule for misuse
+//!
+//! Faults in the *data* are values: [`Fault`] for a tile rule broken,
+//! [`integrate::Overflow`] for a sum leaving `i64`. Calling a kernel against its
+//! documented contract (slices whose lengths disagree, a bit width beyond the
+//! word, too few packed bytes) is a bug in the caller: the table's method
+//! panics with the contract's wording before any kernel runs, on every
+//! backend alike.
 
 use std::fmt;
 use std::str::FromStr;
@@ -16,19 +46,16 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 
-#[cfg(target_arch = "aarch64")]
-mod aarch64;
-pub mod bitunpack;
-mod contract;
+pub mod block;
+mod dispatch;
+pub mod integrate;
+pub mod reference;
+pub mod tile;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-mod generic;
-pub mod scalar;
-pub mod scan;
-#[cfg(target_arch = "x86_64")]
-mod x86;
+mod vector;
 
-pub use contract::{CellBounds, DecodedCount, Fault, TileKernels};
-pub use scalar::Count;
+pub use dispatch::{Isa, KernelTable};
+pub use tile::{CellBounds, Count, DecodedCount, Fault, TileKernels};
 
 /// An instruction-set backend for the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -37,7 +64,7 @@ pub enum Backend {
     Scalar,
     /// x86-64 with AVX2 (and BMI2/FMA/LZCNT as in the x86-64-v3 level).
     Avx2,
-    /// x86-64 with AVX-512 F/BW/VL/DQ/CD (x86-64-v4); VBMI is used when present.
+    /// x86-64 with AVX-512 F/BW/VL/DQ (x86-64-v4); VBMI is used when present.
     Avx512,
     /// AArch64 Advanced SIMD.
     Neon,

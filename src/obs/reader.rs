@@ -357,7 +357,9 @@ impl ObsReader {
             let key = shard_key(s);
             let len = self.manifest.shard_bytes[s];
             let meta = read_footer(len, |r| self.store.get_range(&key, r).map(to_bytes))
-                .and_then(|m| self.check_footer(s, m))
+                // The checks walk the decoded metadata through the parquet
+                // and arrow crates (schema conversion included): guarded too.
+                .and_then(|m| guarded(|| self.check_footer(s, m)))
                 .map_err(|e| obs_rule(format!("{key}: {e}")))?;
             *slot = Some(meta);
         }

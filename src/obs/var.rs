@@ -254,31 +254,37 @@ pub(crate) fn read_var_table(store: &dyn Store, n_genes: u32) -> Result<VarFrame
     let data = to_bytes(bytes);
     let meta =
         read_footer(len, |r| Ok(data.slice(r.start as usize..r.end as usize))).map_err(var_rule)?;
-    let rows = meta.file_metadata().num_rows();
-    if u64::try_from(rows).ok() != Some(u64::from(n_genes)) {
-        return Err(var_rule(format!(
-            "{rows} rows for {n_genes} genes (one row per output column)"
-        )));
-    }
-    check_chunk_ranges(&meta, len).map_err(var_rule)?;
-    let index_columns = meta
-        .file_metadata()
-        .key_value_metadata()
-        .and_then(|kv| kv.iter().find(|e| e.key == "pandas"))
-        .and_then(|e| e.value.as_deref())
-        .and_then(|v| serde_json::from_str::<Value>(v).ok())
-        .and_then(|v| {
-            let list: Vec<String> = v
-                .get("index_columns")?
-                .as_array()?
-                .iter()
-                .filter_map(|c| c.as_str().map(str::to_string))
-                .collect();
-            Some(list)
-        })
-        .unwrap_or_default();
-    let meta = ArrowReaderMetadata::try_new(Arc::new(meta), ArrowReaderOptions::new())
-        .map_err(|e| var_rule(e.to_string()))?;
+    // Everything that walks the decoded metadata (row counts, chunk ranges,
+    // key-value entries, the Arrow schema conversion) runs guarded.
+    let (meta, index_columns) = guarded(|| {
+        let rows = meta.file_metadata().num_rows();
+        if u64::try_from(rows).ok() != Some(u64::from(n_genes)) {
+            return Err(format!(
+                "{rows} rows for {n_genes} genes (one row per output column)"
+            ));
+        }
+        check_chunk_ranges(&meta, len)?;
+        let index_columns = meta
+            .file_metadata()
+            .key_value_metadata()
+            .and_then(|kv| kv.iter().find(|e| e.key == "pandas"))
+            .and_then(|e| e.value.as_deref())
+            .and_then(|v| serde_json::from_str::<Value>(v).ok())
+            .and_then(|v| {
+                let list: Vec<String> = v
+                    .get("index_columns")?
+                    .as_array()?
+                    .iter()
+                    .filter_map(|c| c.as_str().map(str::to_string))
+                    .collect();
+                Some(list)
+            })
+            .unwrap_or_default();
+        let meta = ArrowReaderMetadata::try_new(Arc::new(meta), ArrowReaderOptions::new())
+            .map_err(|e| e.to_string())?;
+        Ok((meta, index_columns))
+    })
+    .map_err(var_rule)?;
     let schema = meta.schema().clone();
     let table = guarded(|| {
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(data, meta)

@@ -2,6 +2,8 @@
 //! and loading the golden `.npz` expectations.
 #![allow(dead_code)]
 
+#[path = "../runner/mod.rs"]
+mod runner;
 use std::path::PathBuf;
 
 use deltacells::format::npy::read_csr_npz;
@@ -74,7 +76,7 @@ pub struct RawChunk {
 
 fn planes(values: &[u16]) -> Vec<u8> {
     let mut out = vec![0u8; 2 * values.len()];
-    deltacells::kernels::scalar::split_planes(values, &mut out);
+    deltacells::kernels::reference::tile::split_planes(values, &mut out);
     out
 }
 
@@ -145,12 +147,15 @@ pub fn fix_crc(tile: &mut [u8]) {
 
 /// Runs the `deltacells` binary: (success, stdout, stderr).
 pub fn run_cli(args: &[&str]) -> (bool, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_deltacells"))
-        .args(args)
-        .output()
-        .expect("runs");
+    let (code, stdout, stderr) = run_cli_code(args);
+    (code == Some(0), stdout, stderr)
+}
+
+/// Runs the `deltacells` binary: (exit code, `None` when killed by a signal; stdout; stderr).
+pub fn run_cli_code(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = runner::deltacells().args(args).output().expect("runs");
     (
-        out.status.success(),
+        out.status.code(),
         String::from_utf8(out.stdout).unwrap(),
         String::from_utf8(out.stderr).unwrap(),
     )

@@ -1,13 +1,14 @@
 //! `deltacells info|verify|cat|convert`: whole datasets.
 
 use std::io::Write;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use deltacells::dataset::convert::{convert, ConvertOptions, Input, Progress};
+use deltacells::dataset::ingest::{convert, ConvertOptions, Input, Layer, Phase, Progress};
 use deltacells::dataset::{Dataset, GeneSelection, OpenOptions, WriterConfig};
 use deltacells::engine::EngineConfig;
-use deltacells::{Backend, Error, Result};
+use deltacells::{Backend, Csr, Error, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::output::{out_err, Out};
@@ -162,35 +163,61 @@ pub struct CatArgs {
     format: CatFormat,
 }
 
-/// Parses `A:B,C,D:E` into cell ids.
-pub fn parse_cells(spec: &str, n_cells: u64) -> Result<Vec<u64>> {
+/// Parses `A:B,C,D:E` into spans of cells (`C` is `C:C+1`; ends past
+/// `n_cells` are clipped). Spans are never expanded into ids.
+pub fn parse_cells(spec: &str, n_cells: u64) -> Result<Vec<Range<u64>>> {
     let bad = || {
         Error::Input(format!(
             "--cells {spec:?}: expected A:B, A, or a comma-separated list"
         ))
     };
-    let mut cells = Vec::new();
-    for part in spec.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once(':') {
-            Some((a, b)) => {
-                let a: u64 = if a.is_empty() {
-                    0
-                } else {
-                    a.parse().map_err(|_| bad())?
-                };
-                let b: u64 = if b.is_empty() {
-                    n_cells
-                } else {
-                    b.parse().map_err(|_| bad())?
-                };
-                cells.extend(a..b.min(n_cells).max(a));
-            }
-            None => cells.push(part.parse().map_err(|_| bad())?),
+    let number = |s: &str, empty: u64| -> Result<u64> {
+        if s.is_empty() {
+            Ok(empty)
+        } else {
+            s.parse().map_err(|_| bad())
         }
-    }
-    Ok(cells)
+    };
+    spec.split(',')
+        .filter(|p| !p.is_empty())
+        .map(|part| match part.split_once(':') {
+            Some((a, b)) => {
+                let a = number(a, 0)?;
+                Ok(a..number(b, n_cells)?.min(n_cells).max(a))
+            }
+            None => {
+                let c: u64 = part.parse().map_err(|_| bad())?;
+                Ok(c..c.saturating_add(1))
+            }
+        })
+        .collect()
 }
 
+/// Most cells read at once by `cat`.
+const CAT_PIECE_CELLS: u64 = 1 << 16;
+
+/// Reads `spans` piece by piece (cut at tile boundaries and at
+/// [`CAT_PIECE_CELLS`]), calling `f` with each piece's first cell and rows.
+fn for_each_piece(
+    ds: &Dataset,
+    spans: &[Range<u64>],
+    genes: Option<&GeneSelection>,
+    mut f: impl FnMut(u64, &Csr<i32>) -> Result<()>,
+) -> Result<()> {
+    for span in spans {
+        let mut at = span.start;
+        while at < span.end {
+            let (tile, _) = ds.locate(at)?;
+            let end = span
+                .end
+                .min(ds.limits()[tile + 1])
+                .min(at + CAT_PIECE_CELLS);
+            f(at, &ds.read_range::<i32>(at..end, genes)?.csr)?;
+            at = end;
+        }
+    }
+    Ok(())
+}
 fn selection(ds: &Dataset, spec: &str) -> Result<GeneSelection> {
     let items: Vec<&str> = spec.split(',').filter(|s| !s.is_empty()).collect();
     if items.iter().all(|s| s.parse::<u32>().is_ok()) {
@@ -205,16 +232,25 @@ fn selection(ds: &Dataset, spec: &str) -> Result<GeneSelection> {
 
 pub fn cat(args: CatArgs, backend: Backend) -> Result<()> {
     let ds = open(&args.dir, backend, None)?;
-    let cells = parse_cells(&args.cells, ds.n_cells())?;
+    let spans = parse_cells(&args.cells, ds.n_cells())?;
     let sel = args
         .genes
         .as_deref()
         .map(|g| selection(&ds, g))
         .transpose()?;
-    let batch = ds.read_cells_genes::<i32>(&cells, sel.as_ref())?;
-    let csr = &batch.csr;
     let mut out = Out::stdout();
     if let CatFormat::Mtx = args.format {
+        // The size line comes first: count in a first pass (the chunks stay
+        // in the dataset's cache for the second).
+        let (mut rows, mut nnz) = (0u64, 0usize);
+        for_each_piece(&ds, &spans, sel.as_ref(), |_, csr| {
+            rows += csr.n_rows() as u64;
+            nnz += csr.nnz();
+            Ok(())
+        })?;
+        let cols = sel
+            .as_ref()
+            .map_or(u64::from(ds.n_genes()), |s| s.len() as u64);
         writeln!(out, "%%MatrixMarket matrix coordinate integer general").map_err(out_err)?;
         writeln!(
             out,
@@ -223,24 +259,30 @@ pub fn cat(args: CatArgs, backend: Backend) -> Result<()> {
             args.dir.display()
         )
         .map_err(out_err)?;
-        writeln!(out, "{} {} {}", cells.len(), csr.n_cols, csr.nnz()).map_err(out_err)?;
+        writeln!(out, "{rows} {cols} {nnz}").map_err(out_err)?;
     }
-    for (row, w) in csr.indptr.windows(2).enumerate() {
-        for j in w[0] as usize..w[1] as usize {
-            let (g, v) = (csr.indices[j], csr.values[j]);
-            match args.format {
-                CatFormat::Tsv => writeln!(out, "{}\t{g}\t{v}", cells[row]),
-                CatFormat::Mtx => writeln!(out, "{} {} {v}", row + 1, g + 1),
+    let mut row = 0u64;
+    for_each_piece(&ds, &spans, sel.as_ref(), |first, csr| {
+        for (i, w) in csr.indptr.windows(2).enumerate() {
+            for j in w[0] as usize..w[1] as usize {
+                let (g, v) = (csr.indices[j], csr.values[j]);
+                match args.format {
+                    CatFormat::Tsv => writeln!(out, "{}\t{g}\t{v}", first + i as u64),
+                    CatFormat::Mtx => writeln!(out, "{} {} {v}", row + i as u64 + 1, g + 1),
+                }
+                .map_err(out_err)?;
             }
-            .map_err(out_err)?;
         }
-    }
+        row += csr.n_rows() as u64;
+        Ok(())
+    })?;
     out.finish()
 }
 
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
-    /// A 10x folder (matrix.mtx[.gz], features.tsv[.gz], barcodes.tsv[.gz]) or a scipy CSR .npz.
+    /// A 10x folder (matrix.mtx[.gz], features.tsv[.gz], barcodes.tsv[.gz]), a scipy CSR or CSC
+    /// .npz, an AnnData .h5ad or a Cell Ranger .h5 (the last two need the `hdf5` feature).
     input: PathBuf,
     /// Where to write the new dataset: a directory or a URL (s3://bucket/prefix).
     out_dir: PathBuf,
@@ -253,9 +295,24 @@ pub struct ConvertArgs {
     /// zstd level.
     #[arg(long, default_value_t = deltacells::format::tile_writer::DEFAULT_LEVEL, allow_negative_numbers = true)]
     level: i32,
-    /// Keep the input's gene order instead of sorting genes by decreasing total counts.
+    /// Keep the input's gene order instead of sorting genes by decreasing total counts
+    /// (skips the first pass over row-ordered inputs).
     #[arg(long)]
     keep_gene_order: bool,
+    /// The .h5ad matrix: X, raw (raw/X) or the name of a layer (layers/NAME).
+    #[arg(long, default_value = "X")]
+    layer: Layer,
+    /// Keep only these obs columns (comma-separated), in this order.
+    #[arg(long, value_delimiter = ',')]
+    obs_columns: Option<Vec<String>>,
+    /// Keep only features of this type, e.g. "Gene Expression" (Cell Ranger files with
+    /// antibody or CRISPR features, or an h5ad var column `feature_types`).
+    #[arg(long)]
+    feature_type: Option<String>,
+    /// Where the out-of-core transpose of CSC and Matrix Market inputs keeps its
+    /// temporary files (12 bytes per nonzero; default: the system temporary directory).
+    #[arg(long)]
+    tmp_dir: Option<PathBuf>,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -268,23 +325,26 @@ pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
     } else {
         ProgressBar::new(0)
     };
-    let style =
-        |template: &str| ProgressStyle::with_template(template).expect("valid progress template");
     let mut phase = None;
     let mut on_progress = |p: Progress| {
-        let (name, done, total) = match p {
-            Progress::Reading { done, total } => ("reading nonzeros", done, total),
-            Progress::Writing { done, total } => ("writing cells", done, total),
-        };
-        if phase != Some(name) {
-            phase = Some(name);
-            bar.set_style(style(&format!(
-                "{name:>16} [{{bar:40}}] {{pos}}/{{len}} ({{eta}})"
-            )));
-            bar.set_position(0);
+        if phase != Some(p.phase) {
+            phase = Some(p.phase);
+            let name = match p.phase {
+                Phase::Counting => "counting genes",
+                Phase::Transposing => "transposing",
+                Phase::Writing => "writing",
+            };
+            let template = format!(
+                "{name:>14} [{{bar:32}}] {{human_pos}}/{{human_len}} {} ({{per_sec}}, ETA {{eta}})",
+                p.phase.unit()
+            );
+            bar.set_style(
+                ProgressStyle::with_template(&template).expect("valid progress template"),
+            );
+            bar.reset();
         }
-        bar.set_length(total);
-        bar.set_position(done);
+        bar.set_length(p.total);
+        bar.set_position(p.done);
     };
     let options = ConvertOptions {
         writer: WriterConfig {
@@ -294,6 +354,11 @@ pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
             ..WriterConfig::default()
         },
         sort_genes: !args.keep_gene_order,
+        layer: args.layer,
+        obs_columns: args.obs_columns,
+        feature_type: args.feature_type,
+        tmp_dir: args.tmp_dir,
+        ..ConvertOptions::default()
     };
     let manifest = convert(&input, &args.out_dir, options, &mut on_progress)?;
     bar.finish_and_clear();

@@ -11,7 +11,9 @@ pub enum Command {
     /// Decode an XDelta string: one value per line, `null` for a null.
     Decode {
         /// The string, or `-` (the default) to read it from standard input
-        /// (one trailing newline is ignored).
+        /// (one trailing newline is ignored). Strings may start with `-`
+        /// (a negative first value): they are taken as the string, not a flag.
+        #[arg(allow_hyphen_values = true)]
         input: Option<String>,
         /// Refuse strings that expand beyond this many values (default:
         /// max(2^20, 1024 per input byte)).

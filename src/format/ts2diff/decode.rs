@@ -1,7 +1,7 @@
 //! Page decoding: headers checked by `wire`, blocks decoded by the kernels.
 
-use crate::kernels::bitunpack::{BlockKernels, Divisor};
-use crate::kernels::Backend;
+use crate::kernels::block::{BlockKernels, Divisor};
+use crate::kernels::{Backend, KernelTable};
 use crate::Result;
 
 use super::error::Ts2diffError;
@@ -67,9 +67,9 @@ impl Decoder {
         self
     }
 
-    fn kernels(&self) -> Result<BlockKernels> {
+    fn kernels(&self) -> Result<&'static BlockKernels> {
         match self.backend {
-            Some(b) => BlockKernels::new(b),
+            Some(b) => BlockKernels::for_backend(b),
             None => BlockKernels::active(),
         }
     }
@@ -78,7 +78,7 @@ impl Decoder {
     /// holds. Fails with [`Ts2diffError::TooManyValues`] if `out` is too
     /// short; on any error the contents of `out` are unspecified.
     pub fn decode_into<T: PageFloat>(&self, page: &[u8], out: &mut [T]) -> Result<usize> {
-        decode_page(&self.kernels()?, page, out)
+        decode_page(self.kernels()?, page, out)
     }
 
     /// Decodes `page` into a new vector, after checking its headers and its
@@ -97,7 +97,7 @@ impl Decoder {
                 limit: cap,
             })?;
         let mut out = vec![T::default(); n];
-        let written = decode_page(&kernels, page, &mut out)?;
+        let written = decode_page(kernels, page, &mut out)?;
         debug_assert_eq!(written, n);
         Ok(out)
     }
@@ -195,10 +195,10 @@ fn decode_block<T: PageFloat>(
             ints[0] = b.first;
         }
         // `td` is a multiple of CHUNK, hence of 8: a byte boundary.
-        T::unpack(k, &packed[td * width / 8..], b.width, &mut ints[lead..])?;
+        T::unpack(k, &packed[td * width / 8..], b.width, &mut ints[lead..]);
         prev = T::delta(k, prev, b.min_delta, &mut ints[lead..]);
         let dst = &mut out[at..at + lead + c];
-        T::scale(k, ints, divisor, dst)?;
+        T::scale(k, ints, divisor, dst);
         if h.form != Form::Scaled {
             apply_forms(h, first + at, ints, dst);
         }

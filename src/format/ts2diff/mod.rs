@@ -12,7 +12,7 @@
 //!
 //! * [`Decoder`] decodes a page into a caller's `&mut [f32]`/`&mut [f64]`
 //!   ([`Decoder::decode_into`]) or a new `Vec` ([`Decoder::decode`]); the hot
-//!   loops run on the [`crate::kernels::bitunpack`] kernels of the chosen
+//!   loops run on the [`crate::kernels::block`] kernels of the chosen
 //!   [`crate::Backend`] (by default [`crate::Backend::active`]).
 //! * [`Encoder`] writes a page from a slice into a `Vec<u8>` or an
 //!   [`std::io::Write`], with Java's defaults (maxPointNumber 2, 128 deltas per
@@ -50,7 +50,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::error::Error;
-use crate::kernels::bitunpack::{BlockKernels, Divisor, Word};
+use crate::kernels::block::{BlockKernels, Divisor, Word};
 
 mod decode;
 mod encode;
@@ -148,24 +148,14 @@ pub(crate) mod repr {
         /// `p = 10^mpn`.
         fn classify(self, p: f64) -> (Stored, Self::Bits);
 
-        fn unpack(
-            k: &BlockKernels,
-            packed: &[u8],
-            width: u32,
-            out: &mut [Self::Bits],
-        ) -> crate::Result<()>;
+        fn unpack(k: &BlockKernels, packed: &[u8], width: u32, out: &mut [Self::Bits]);
         fn delta(
             k: &BlockKernels,
             prev: Self::Bits,
             min_delta: Self::Bits,
             buf: &mut [Self::Bits],
         ) -> Self::Bits;
-        fn scale(
-            k: &BlockKernels,
-            ints: &[Self::Bits],
-            d: &Divisor,
-            out: &mut [Self],
-        ) -> crate::Result<()>;
+        fn scale(k: &BlockKernels, ints: &[Self::Bits], d: &Divisor, out: &mut [Self]);
     }
 
     impl Repr for f32 {
@@ -217,23 +207,13 @@ pub(crate) mod repr {
             }
         }
 
-        fn unpack(
-            k: &BlockKernels,
-            packed: &[u8],
-            width: u32,
-            out: &mut [u32],
-        ) -> crate::Result<()> {
+        fn unpack(k: &BlockKernels, packed: &[u8], width: u32, out: &mut [u32]) {
             k.unpack_u32(packed, width, out)
         }
         fn delta(k: &BlockKernels, prev: u32, min_delta: u32, buf: &mut [u32]) -> u32 {
             k.delta_u32(prev, min_delta, buf)
         }
-        fn scale(
-            k: &BlockKernels,
-            ints: &[u32],
-            d: &Divisor,
-            out: &mut [f32],
-        ) -> crate::Result<()> {
+        fn scale(k: &BlockKernels, ints: &[u32], d: &Divisor, out: &mut [f32]) {
             k.scale_f32(ints, d, out)
         }
     }
@@ -283,23 +263,13 @@ pub(crate) mod repr {
             }
         }
 
-        fn unpack(
-            k: &BlockKernels,
-            packed: &[u8],
-            width: u32,
-            out: &mut [u64],
-        ) -> crate::Result<()> {
+        fn unpack(k: &BlockKernels, packed: &[u8], width: u32, out: &mut [u64]) {
             k.unpack_u64(packed, width, out)
         }
         fn delta(k: &BlockKernels, prev: u64, min_delta: u64, buf: &mut [u64]) -> u64 {
             k.delta_u64(prev, min_delta, buf)
         }
-        fn scale(
-            k: &BlockKernels,
-            ints: &[u64],
-            d: &Divisor,
-            out: &mut [f64],
-        ) -> crate::Result<()> {
+        fn scale(k: &BlockKernels, ints: &[u64], d: &Divisor, out: &mut [f64]) {
             k.scale_f64(ints, d, out)
         }
     }

@@ -4,8 +4,8 @@
 use super::number::{self, Literal};
 use super::{error_at, syntax, Parameter, XdeltaError};
 use crate::error::Result;
-use crate::kernels::scan::{self, Affine, Overflow, Scale, Scan};
-use crate::kernels::Backend;
+use crate::kernels::integrate::{self, Affine, IntegrateKernels, Overflow, Scale};
+use crate::kernels::{Backend, KernelTable};
 
 /// The format version of a string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -417,7 +417,7 @@ struct Fill<'a> {
     /// Every literal so far was an integer: `values` holds `i64` bit patterns.
     ints: bool,
     limit: usize,
-    scan: Scan,
+    scan: &'static IntegrateKernels,
 }
 
 impl Fill<'_> {
@@ -684,7 +684,7 @@ impl Decoder {
             Some(b) => b,
             None => Backend::active()?,
         };
-        let scan = Scan::new(backend)?;
+        let scan = IntegrateKernels::for_backend(backend)?;
         let params = parse_header(bytes)?;
         values.clear();
         validity.clear();
@@ -728,8 +728,8 @@ impl Decoder {
         } else {
             match header.delta {
                 Delta::D0 => {}
-                Delta::D1 => scan::prefix_sum_f64(values),
-                Delta::D2 => scan::prefix_sum2_f64(values),
+                Delta::D1 => integrate::prefix_sum_f64(values),
+                Delta::D2 => integrate::prefix_sum2_f64(values),
             }
             scan.affine_f64(values, header.affine);
         }

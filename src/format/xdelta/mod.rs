@@ -39,7 +39,7 @@
 //!
 //! When every value literal (and the blank value, where it is used) is an
 //! integer that fits in `i64`, integration runs in checked `i64` arithmetic
-//! through the SIMD kernels of [`crate::kernels::scan`], and the integers are
+//! through the SIMD kernels of [`crate::kernels::integrate`], and the integers are
 //! converted to `f64` (rounded once) just before the scalar/offset step, in
 //! the same pass over memory. Below
 //! 2^53 this gives exactly the bits of the double-arithmetic reference; above

@@ -1,17 +1,18 @@
-//! AVX2: eight `u32` lanes in a `__m256i`.
+//! AVX2 (with BMI2 and FMA): eight `u32`, four `u64` or four `f64` lanes in a
+//! 256-bit register.
 
 use std::arch::x86_64::*;
 
-use crate::kernels::generic::{tile_kernels, Vector};
-use crate::kernels::Backend;
+use super::i64_to_f64_bits::{HI_LO_BIAS, HI_MAGIC, LO_MAGIC};
+use super::{Units, Vector};
 
-/// Token proving the CPU runs AVX2.
+/// Token proving the CPU runs AVX2, BMI2 and FMA.
 #[derive(Clone, Copy)]
 pub(crate) struct Avx2(());
 
 impl Avx2 {
     /// # Safety
-    /// The CPU must support AVX2.
+    /// The CPU must support AVX2, BMI2 and FMA.
     #[inline(always)]
     pub(crate) unsafe fn new_unchecked() -> Avx2 {
         Avx2(())
@@ -23,9 +24,12 @@ impl Avx2 {
 // that touch memory add the pointer argument.
 impl Vector for Avx2 {
     const LANES: usize = 8;
+    const LANES_64: usize = 4;
     const PLANE_BYTES: usize = 32;
     const ALIGN: usize = 32;
     type U32 = __m256i;
+    type U64 = __m256i;
+    type F64 = __m256d;
 
     #[inline(always)]
     fn splat(self, x: u32) -> __m256i {
@@ -196,9 +200,195 @@ impl Vector for Avx2 {
             _mm256_storeu_si256(hi.cast(), _mm256_permute2x128_si256::<0x31>(a, b));
         }
     }
-}
 
-tile_kernels!(
-    /// The AVX2 tile kernels.
-    KERNELS: Backend::Avx2, "avx2", "avx2,bmi2,fma", Avx2::new_unchecked()
-);
+    #[inline(always)]
+    fn splat_u64(self, x: u64) -> __m256i {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_set1_epi64x(x as i64) }
+    }
+
+    #[inline(always)]
+    fn add_u64(self, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_add_epi64(a, b) }
+    }
+
+    #[inline(always)]
+    fn sub_u64(self, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_sub_epi64(a, b) }
+    }
+
+    #[inline(always)]
+    fn xor_u64(self, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_xor_si256(a, b) }
+    }
+
+    #[inline(always)]
+    fn and_u64(self, a: __m256i, b: __m256i) -> __m256i {
+        self.and(a, b)
+    }
+
+    #[inline(always)]
+    fn or_u64(self, a: __m256i, b: __m256i) -> __m256i {
+        self.or(a, b)
+    }
+
+    #[inline(always)]
+    fn shl_each_u64(self, v: __m256i, counts: __m256i) -> __m256i {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_sllv_epi64(v, counts) }
+    }
+
+    #[inline(always)]
+    fn shr_each_u64(self, v: __m256i, counts: __m256i) -> __m256i {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_srlv_epi64(v, counts) }
+    }
+
+    #[inline(always)]
+    fn shr_u64(self, v: __m256i, n: u32) -> __m256i {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_srl_epi64(v, _mm_cvtsi32_si128(n as i32)) }
+    }
+
+    #[inline(always)]
+    fn prefix_sum_u64(self, v: __m256i) -> __m256i {
+        // SAFETY: AVX2 token.
+        unsafe {
+            // [a, a+b | c, c+d], then the low half's total into the high half.
+            let v = _mm256_add_epi64(v, _mm256_slli_si256::<8>(v));
+            let low_total = _mm256_shuffle_epi32::<0xEE>(v);
+            _mm256_add_epi64(v, _mm256_permute2x128_si256::<0x08>(low_total, low_total))
+        }
+    }
+
+    #[inline(always)]
+    fn broadcast_last_u64(self, v: __m256i) -> __m256i {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_permute4x64_epi64::<0xFF>(v) }
+    }
+
+    #[inline(always)]
+    fn first_u64(self, v: __m256i) -> u64 {
+        // SAFETY: AVX2 token.
+        unsafe { _mm_cvtsi128_si64(_mm256_castsi256_si128(v)) as u64 }
+    }
+
+    #[inline(always)]
+    fn sign_bits_u64(self, v: __m256i) -> u32 {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_movemask_pd(_mm256_castsi256_pd(v)) as u32 }
+    }
+
+    #[inline(always)]
+    fn i64_to_f64(self, x: __m256i) -> __m256d {
+        // SAFETY: AVX2 token. See `i64_to_f64_bits` for the numerics.
+        unsafe {
+            let lo = _mm256_blend_epi32::<0b1010_1010>(x, _mm256_set1_epi64x(LO_MAGIC as i64));
+            let hi = _mm256_xor_si256(
+                _mm256_srli_epi64::<32>(x),
+                _mm256_set1_epi64x(HI_MAGIC as i64),
+            );
+            let hi = _mm256_sub_pd(
+                _mm256_castsi256_pd(hi),
+                _mm256_set1_pd(f64::from_bits(HI_LO_BIAS)),
+            );
+            _mm256_add_pd(hi, _mm256_castsi256_pd(lo))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn load_u64(self, p: *const u64) -> __m256i {
+        // SAFETY: AVX2 token; the caller makes 4 values readable at `p`.
+        unsafe { _mm256_loadu_si256(p.cast()) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_u64(self, p: *mut u64, v: __m256i) {
+        // SAFETY: AVX2 token; the caller makes 4 values writable at `p`.
+        unsafe { _mm256_storeu_si256(p.cast(), v) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_low_u32(self, p: *mut u32, v: __m256i) {
+        // SAFETY: AVX2 token; the caller makes 4 values writable at `p`.
+        unsafe {
+            let low = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
+            _mm_storeu_si128(p.cast(), _mm256_castsi256_si128(low))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn gather_units(self, base: *const u8, units: &Units, first: usize) -> __m256i {
+        // SAFETY: AVX2 token; the caller makes units `first` and `first + 1`
+        // readable, and their shuffles are in `units` (`first + 1 < 4`).
+        unsafe {
+            let lo = _mm_loadu_si128(base.add(units.offsets[first]).cast());
+            let hi = _mm_loadu_si128(base.add(units.offsets[first + 1]).cast());
+            let shuffle = _mm256_loadu_si256(units.shuffle[16 * first..][..32].as_ptr().cast());
+            _mm256_shuffle_epi8(_mm256_set_m128i(hi, lo), shuffle)
+        }
+    }
+
+    #[inline(always)]
+    fn splat_f64(self, x: f64) -> __m256d {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_set1_pd(x) }
+    }
+
+    #[inline(always)]
+    fn add_f64(self, a: __m256d, b: __m256d) -> __m256d {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_add_pd(a, b) }
+    }
+
+    #[inline(always)]
+    fn mul_f64(self, a: __m256d, b: __m256d) -> __m256d {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_mul_pd(a, b) }
+    }
+
+    #[inline(always)]
+    fn div_f64(self, a: __m256d, b: __m256d) -> __m256d {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_div_pd(a, b) }
+    }
+
+    #[inline(always)]
+    fn mul_add_f64(self, a: __m256d, b: __m256d, c: __m256d) -> __m256d {
+        // SAFETY: AVX2 token (which includes FMA).
+        unsafe { _mm256_fmadd_pd(a, b, c) }
+    }
+
+    #[inline(always)]
+    fn neg_mul_add_f64(self, a: __m256d, b: __m256d, c: __m256d) -> __m256d {
+        // SAFETY: AVX2 token (which includes FMA).
+        unsafe { _mm256_fnmadd_pd(a, b, c) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_f64(self, p: *const f64) -> __m256d {
+        // SAFETY: AVX2 token; the caller makes 4 values readable at `p`.
+        unsafe { _mm256_loadu_pd(p) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_i32_as_f64(self, p: *const u32) -> __m256d {
+        // SAFETY: AVX2 token; the caller makes 4 values readable at `p`.
+        unsafe { _mm256_cvtepi32_pd(_mm_loadu_si128(p.cast())) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_f64(self, p: *mut f64, v: __m256d) {
+        // SAFETY: AVX2 token; the caller makes 4 values writable at `p`.
+        unsafe { _mm256_storeu_pd(p, v) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_f32(self, p: *mut f32, v: __m256d) {
+        // SAFETY: AVX2 token; the caller makes 4 values writable at `p`.
+        unsafe { _mm_storeu_ps(p, _mm256_cvtpd_ps(v)) }
+    }
+}

@@ -1,13 +1,12 @@
-//! AVX-512 (F/BW/VL/DQ): sixteen `u32` lanes in a `__m512i`, with masked loads
-//! and stores for ragged ends. With VBMI, two-source byte permutes do the
-//! byte-plane moves: one per 64 bytes of interleave instead of an unpack and a
-//! fix-up, and one per 16 values widened from the planes instead of two
-//! zero-extensions, a shift and an or.
+//! AVX-512 (F/BW/VL/DQ): sixteen `u32`, eight `u64` or eight `f64` lanes in a
+//! 512-bit register, with masked loads and stores for ragged ends. With VBMI,
+//! two-source byte permutes do the byte-plane moves: one per 64 bytes of
+//! interleave instead of an unpack and a fix-up, and one per 16 values widened
+//! from the planes instead of two zero-extensions, a shift and an or.
 
 use std::arch::x86_64::*;
 
-use crate::kernels::generic::{tile_kernels, Vector};
-use crate::kernels::Backend;
+use super::{Units, Vector};
 
 /// Token proving the CPU runs AVX-512 F/BW/VL/DQ, and VBMI if `VBMI`.
 #[derive(Clone, Copy)]
@@ -20,11 +19,6 @@ impl<const VBMI: bool> Avx512<VBMI> {
     pub(crate) unsafe fn new_unchecked() -> Avx512<VBMI> {
         Avx512(())
     }
-}
-
-/// Whether the CPU has AVX-512 VBMI (on top of [`Backend::Avx512`]).
-pub(crate) fn has_vbmi() -> bool {
-    std::arch::is_x86_feature_detected!("avx512vbmi")
 }
 
 /// The mask of lanes below `len` (`len <= 16`).
@@ -100,9 +94,12 @@ impl<const VBMI: bool> Avx512<VBMI> {
 // features it names; blocks that touch memory add the pointer argument.
 impl<const VBMI: bool> Vector for Avx512<VBMI> {
     const LANES: usize = 16;
+    const LANES_64: usize = 8;
     const PLANE_BYTES: usize = 64;
     const ALIGN: usize = 64;
     type U32 = __m512i;
+    type U64 = __m512i;
+    type F64 = __m512d;
 
     #[inline(always)]
     fn splat(self, x: u32) -> __m512i {
@@ -319,15 +316,193 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
             }
         }
     }
+
+    #[inline(always)]
+    fn splat_u64(self, x: u64) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_set1_epi64(x as i64) }
+    }
+
+    #[inline(always)]
+    fn add_u64(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_add_epi64(a, b) }
+    }
+
+    #[inline(always)]
+    fn sub_u64(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_sub_epi64(a, b) }
+    }
+
+    #[inline(always)]
+    fn xor_u64(self, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_xor_si512(a, b) }
+    }
+
+    #[inline(always)]
+    fn and_u64(self, a: __m512i, b: __m512i) -> __m512i {
+        self.and(a, b)
+    }
+
+    #[inline(always)]
+    fn or_u64(self, a: __m512i, b: __m512i) -> __m512i {
+        self.or(a, b)
+    }
+
+    #[inline(always)]
+    fn shl_each_u64(self, v: __m512i, counts: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_sllv_epi64(v, counts) }
+    }
+
+    #[inline(always)]
+    fn shr_each_u64(self, v: __m512i, counts: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_srlv_epi64(v, counts) }
+    }
+
+    #[inline(always)]
+    fn shr_u64(self, v: __m512i, n: u32) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_srl_epi64(v, _mm_cvtsi32_si128(n as i32)) }
+    }
+
+    #[inline(always)]
+    fn prefix_sum_u64(self, v: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe {
+            // `valignq` with zero shifts the lanes up by 8 - IMM.
+            let z = _mm512_setzero_si512();
+            let v = _mm512_add_epi64(v, _mm512_alignr_epi64::<7>(v, z));
+            let v = _mm512_add_epi64(v, _mm512_alignr_epi64::<6>(v, z));
+            _mm512_add_epi64(v, _mm512_alignr_epi64::<4>(v, z))
+        }
+    }
+
+    #[inline(always)]
+    fn broadcast_last_u64(self, v: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_permutexvar_epi64(_mm512_set1_epi64(7), v) }
+    }
+
+    #[inline(always)]
+    fn first_u64(self, v: __m512i) -> u64 {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm_cvtsi128_si64(_mm512_castsi512_si128(v)) as u64 }
+    }
+
+    #[inline(always)]
+    fn sign_bits_u64(self, v: __m512i) -> u32 {
+        // SAFETY: AVX-512 token (`vpmovq2m` is AVX-512 DQ).
+        unsafe { u32::from(_mm512_movepi64_mask(v)) }
+    }
+
+    #[inline(always)]
+    fn i64_to_f64(self, v: __m512i) -> __m512d {
+        // SAFETY: AVX-512 token (`vcvtqq2pd` is AVX-512 DQ; it rounds by the
+        // current mode, nearest-even).
+        unsafe { _mm512_cvtepi64_pd(v) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_u64(self, p: *const u64) -> __m512i {
+        // SAFETY: AVX-512 token; the caller makes 8 values readable at `p`.
+        unsafe { _mm512_loadu_si512(p.cast()) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_u64(self, p: *mut u64, v: __m512i) {
+        // SAFETY: AVX-512 token; the caller makes 8 values writable at `p`.
+        unsafe { _mm512_storeu_si512(p.cast(), v) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_low_u32(self, p: *mut u32, v: __m512i) {
+        // SAFETY: AVX-512 token; the caller makes 8 values writable at `p`.
+        unsafe { _mm256_storeu_si256(p.cast(), _mm512_cvtepi64_epi32(v)) }
+    }
+
+    #[inline(always)]
+    unsafe fn gather_units(self, base: *const u8, units: &Units, _first: usize) -> __m512i {
+        // SAFETY: AVX-512 token; one register is all four units (`first` is
+        // 0), and the caller makes every unit, or the dword window, readable.
+        // The masked load does not touch the dwords it skips.
+        unsafe {
+            if units.window > 0 {
+                let live = ((1u32 << units.window) - 1) as u16;
+                let v = _mm512_maskz_loadu_epi32(live, base.cast());
+                let v =
+                    _mm512_permutexvar_epi32(_mm512_loadu_si512(units.dwords.as_ptr().cast()), v);
+                _mm512_shuffle_epi8(v, _mm512_loadu_si512(units.dword_shuffle.as_ptr().cast()))
+            } else {
+                let unit = |q: usize| _mm_loadu_si128(base.add(units.offsets[q]).cast());
+                let low = _mm256_set_m128i(unit(1), unit(0));
+                let high = _mm256_set_m128i(unit(3), unit(2));
+                let v = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high);
+                _mm512_shuffle_epi8(v, _mm512_loadu_si512(units.shuffle.as_ptr().cast()))
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn splat_f64(self, x: f64) -> __m512d {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_set1_pd(x) }
+    }
+
+    #[inline(always)]
+    fn add_f64(self, a: __m512d, b: __m512d) -> __m512d {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_add_pd(a, b) }
+    }
+
+    #[inline(always)]
+    fn mul_f64(self, a: __m512d, b: __m512d) -> __m512d {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_mul_pd(a, b) }
+    }
+
+    #[inline(always)]
+    fn div_f64(self, a: __m512d, b: __m512d) -> __m512d {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_div_pd(a, b) }
+    }
+
+    #[inline(always)]
+    fn mul_add_f64(self, a: __m512d, b: __m512d, c: __m512d) -> __m512d {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_fmadd_pd(a, b, c) }
+    }
+
+    #[inline(always)]
+    fn neg_mul_add_f64(self, a: __m512d, b: __m512d, c: __m512d) -> __m512d {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_fnmadd_pd(a, b, c) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_f64(self, p: *const f64) -> __m512d {
+        // SAFETY: AVX-512 token; the caller makes 8 values readable at `p`.
+        unsafe { _mm512_loadu_pd(p) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_i32_as_f64(self, p: *const u32) -> __m512d {
+        // SAFETY: AVX-512 token; the caller makes 8 values readable at `p`.
+        unsafe { _mm512_cvtepi32_pd(_mm256_loadu_si256(p.cast())) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_f64(self, p: *mut f64, v: __m512d) {
+        // SAFETY: AVX-512 token; the caller makes 8 values writable at `p`.
+        unsafe { _mm512_storeu_pd(p, v) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_f32(self, p: *mut f32, v: __m512d) {
+        // SAFETY: AVX-512 token; the caller makes 8 values writable at `p`.
+        unsafe { _mm256_storeu_ps(p, _mm512_cvtpd_ps(v)) }
+    }
 }
-
-tile_kernels!(
-    /// The AVX-512 tile kernels, for CPUs without VBMI.
-    KERNELS: Backend::Avx512, "avx512", "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2,fma", Avx512::<false>::new_unchecked()
-);
-
-tile_kernels!(
-    /// The AVX-512 tile kernels using VBMI byte permutes.
-    KERNELS_VBMI: Backend::Avx512, "avx512+vbmi", "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2,fma,avx512vbmi",
-    Avx512::<true>::new_unchecked()
-);

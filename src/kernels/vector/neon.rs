@@ -1,11 +1,11 @@
 //! NEON: sixteen `u32` lanes as four `uint32x4_t`, so one step consumes a
-//! whole 16-byte register of each byte plane; `ld2`/`st2` do the plane
-//! (de)interleave in a single instruction.
+//! whole 16-byte register of each byte plane (`ld2`/`st2` do the plane
+//! (de)interleave in a single instruction); two `u64` or `f64` lanes in one
+//! register.
 
 use std::arch::aarch64::*;
 
-use crate::kernels::generic::{tile_kernels, Vector};
-use crate::kernels::Backend;
+use super::{Units, Vector};
 
 /// Token proving the CPU runs NEON (Advanced SIMD).
 #[derive(Clone, Copy)]
@@ -42,9 +42,12 @@ static IOTA: [u32; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 // touch memory add the pointer argument.
 impl Vector for Neon {
     const LANES: usize = 16;
+    const LANES_64: usize = 2;
     const PLANE_BYTES: usize = 16;
     const ALIGN: usize = 16;
     type U32 = U32x16;
+    type U64 = uint64x2_t;
+    type F64 = float64x2_t;
 
     #[inline(always)]
     fn splat(self, x: u32) -> U32x16 {
@@ -237,9 +240,180 @@ impl Vector for Neon {
             vst1q_u8(hi, planes.1);
         }
     }
-}
 
-tile_kernels!(
-    /// The NEON tile kernels.
-    KERNELS: Backend::Neon, "neon", "neon", Neon::new_unchecked()
-);
+    #[inline(always)]
+    fn splat_u64(self, x: u64) -> uint64x2_t {
+        // SAFETY: NEON token.
+        unsafe { vdupq_n_u64(x) }
+    }
+
+    #[inline(always)]
+    fn add_u64(self, a: uint64x2_t, b: uint64x2_t) -> uint64x2_t {
+        // SAFETY: NEON token.
+        unsafe { vaddq_u64(a, b) }
+    }
+
+    #[inline(always)]
+    fn sub_u64(self, a: uint64x2_t, b: uint64x2_t) -> uint64x2_t {
+        // SAFETY: NEON token.
+        unsafe { vsubq_u64(a, b) }
+    }
+
+    #[inline(always)]
+    fn xor_u64(self, a: uint64x2_t, b: uint64x2_t) -> uint64x2_t {
+        // SAFETY: NEON token.
+        unsafe { veorq_u64(a, b) }
+    }
+
+    #[inline(always)]
+    fn and_u64(self, a: uint64x2_t, b: uint64x2_t) -> uint64x2_t {
+        // SAFETY: NEON token.
+        unsafe { vandq_u64(a, b) }
+    }
+
+    #[inline(always)]
+    fn or_u64(self, a: uint64x2_t, b: uint64x2_t) -> uint64x2_t {
+        // SAFETY: NEON token.
+        unsafe { vorrq_u64(a, b) }
+    }
+
+    #[inline(always)]
+    fn shl_each_u64(self, v: uint64x2_t, counts: uint64x2_t) -> uint64x2_t {
+        // SAFETY: NEON token.
+        unsafe { vshlq_u64(v, vreinterpretq_s64_u64(counts)) }
+    }
+
+    #[inline(always)]
+    fn shr_each_u64(self, v: uint64x2_t, counts: uint64x2_t) -> uint64x2_t {
+        // SAFETY: NEON token. `ushl` shifts right by negative counts.
+        unsafe { vshlq_u64(v, vnegq_s64(vreinterpretq_s64_u64(counts))) }
+    }
+
+    #[inline(always)]
+    fn shr_u64(self, v: uint64x2_t, n: u32) -> uint64x2_t {
+        // SAFETY: NEON token.
+        unsafe { vshlq_u64(v, vdupq_n_s64(-i64::from(n))) }
+    }
+
+    #[inline(always)]
+    fn prefix_sum_u64(self, v: uint64x2_t) -> uint64x2_t {
+        // SAFETY: NEON token. [a b] + [0 a].
+        unsafe { vaddq_u64(v, vextq_u64::<1>(vdupq_n_u64(0), v)) }
+    }
+
+    #[inline(always)]
+    fn broadcast_last_u64(self, v: uint64x2_t) -> uint64x2_t {
+        // SAFETY: NEON token.
+        unsafe { vdupq_laneq_u64::<1>(v) }
+    }
+
+    #[inline(always)]
+    fn first_u64(self, v: uint64x2_t) -> u64 {
+        // SAFETY: NEON token.
+        unsafe { vgetq_lane_u64::<0>(v) }
+    }
+
+    #[inline(always)]
+    fn sign_bits_u64(self, v: uint64x2_t) -> u32 {
+        // SAFETY: NEON token.
+        unsafe {
+            let s = vshrq_n_u64::<63>(v);
+            (vgetq_lane_u64::<0>(s) | (vgetq_lane_u64::<1>(s) << 1)) as u32
+        }
+    }
+
+    #[inline(always)]
+    fn i64_to_f64(self, v: uint64x2_t) -> float64x2_t {
+        // SAFETY: NEON token; `scvtf` rounds by the current mode (nearest-even).
+        unsafe { vcvtq_f64_s64(vreinterpretq_s64_u64(v)) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_u64(self, p: *const u64) -> uint64x2_t {
+        // SAFETY: NEON token; the caller makes 2 values readable at `p`.
+        unsafe { vld1q_u64(p) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_u64(self, p: *mut u64, v: uint64x2_t) {
+        // SAFETY: NEON token; the caller makes 2 values writable at `p`.
+        unsafe { vst1q_u64(p, v) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_low_u32(self, p: *mut u32, v: uint64x2_t) {
+        // SAFETY: NEON token; the caller makes 2 values writable at `p`.
+        unsafe { vst1_u32(p, vmovn_u64(v)) }
+    }
+
+    #[inline(always)]
+    unsafe fn gather_units(self, base: *const u8, units: &Units, first: usize) -> uint64x2_t {
+        // SAFETY: NEON token; the caller makes unit `first` readable, and its
+        // shuffle is in `units` (`first < 4`).
+        unsafe {
+            let unit = vld1q_u8(base.add(units.offsets[first]));
+            let shuffle = vld1q_u8(units.shuffle[16 * first..][..16].as_ptr());
+            vreinterpretq_u64_u8(vqtbl1q_u8(unit, shuffle))
+        }
+    }
+
+    #[inline(always)]
+    fn splat_f64(self, x: f64) -> float64x2_t {
+        // SAFETY: NEON token.
+        unsafe { vdupq_n_f64(x) }
+    }
+
+    #[inline(always)]
+    fn add_f64(self, a: float64x2_t, b: float64x2_t) -> float64x2_t {
+        // SAFETY: NEON token.
+        unsafe { vaddq_f64(a, b) }
+    }
+
+    #[inline(always)]
+    fn mul_f64(self, a: float64x2_t, b: float64x2_t) -> float64x2_t {
+        // SAFETY: NEON token.
+        unsafe { vmulq_f64(a, b) }
+    }
+
+    #[inline(always)]
+    fn div_f64(self, a: float64x2_t, b: float64x2_t) -> float64x2_t {
+        // SAFETY: NEON token.
+        unsafe { vdivq_f64(a, b) }
+    }
+
+    #[inline(always)]
+    fn mul_add_f64(self, a: float64x2_t, b: float64x2_t, c: float64x2_t) -> float64x2_t {
+        // SAFETY: NEON token (fused, one rounding).
+        unsafe { vfmaq_f64(c, a, b) }
+    }
+
+    #[inline(always)]
+    fn neg_mul_add_f64(self, a: float64x2_t, b: float64x2_t, c: float64x2_t) -> float64x2_t {
+        // SAFETY: NEON token (fused, one rounding).
+        unsafe { vfmsq_f64(c, a, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_f64(self, p: *const f64) -> float64x2_t {
+        // SAFETY: NEON token; the caller makes 2 values readable at `p`.
+        unsafe { vld1q_f64(p) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_i32_as_f64(self, p: *const u32) -> float64x2_t {
+        // SAFETY: NEON token; the caller makes 2 values readable at `p`.
+        unsafe { vcvtq_f64_s64(vmovl_s32(vld1_s32(p.cast()))) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_f64(self, p: *mut f64, v: float64x2_t) {
+        // SAFETY: NEON token; the caller makes 2 values writable at `p`.
+        unsafe { vst1q_f64(p, v) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_f32(self, p: *mut f32, v: float64x2_t) {
+        // SAFETY: NEON token; the caller makes 2 values writable at `p`.
+        unsafe { vst1_f32(p, vcvt_f32_f64(v)) }
+    }
+}

@@ -1,4 +1,4 @@
-//! The scalar reference kernels: plain code that defines "correct".
+//! The tile kernels' reference: plain code that defines "correct".
 //!
 //! Every vector backend must produce exactly these outputs and report exactly
 //! these faults (the same kind at the same position) for every input. Where an
@@ -11,7 +11,7 @@
 //! Byte planes: `n` values are stored as `2n` bytes, all low bytes then all high
 //! bytes, so the almost-always-zero high bytes compress to nearly nothing.
 
-use super::{CellBounds, Fault};
+use crate::kernels::tile::{CellBounds, Count, Fault};
 
 /// Low and high plane of `planes`, each `n` bytes.
 ///
@@ -84,11 +84,18 @@ pub fn gaps_to_indices(
     Ok(())
 }
 
-/// The stored `u16` at `position` of `planes` (2n bytes).
+/// `Ok` if the stored `u16` at `position` of `planes` (2n bytes) is the
+/// 65535 exception marker.
 #[inline]
-fn stored(planes: &[u8], position: usize) -> u16 {
+fn marked(planes: &[u8], position: usize) -> Result<(), Fault> {
     let n = planes.len() / 2;
-    u16::from_le_bytes([planes[position], planes[n + position]])
+    match u16::from_le_bytes([planes[position], planes[n + position]]) {
+        u16::MAX => Ok(()),
+        stored => Err(Fault::Unmarked {
+            position: position as u64,
+            stored,
+        }),
+    }
 }
 
 /// Replaces counts with their true values from a `vexc` list.
@@ -104,13 +111,7 @@ pub fn apply_value_exceptions<V: Count>(
 ) -> Result<(), Fault> {
     for (&p, &v) in positions.iter().zip(payloads) {
         let p = p as usize;
-        let s = stored(planes, p);
-        if s != u16::MAX {
-            return Err(Fault::Unmarked {
-                position: p as u64,
-                stored: s,
-            });
-        }
+        marked(planes, p)?;
         out[p] = V::from_u32(v);
     }
     Ok(())
@@ -166,13 +167,7 @@ pub(crate) fn gap_exceptions_with(
                 .next()
                 .expect("exception positions lie inside the chunk");
         }
-        let s = stored(planes, p);
-        if s != u16::MAX {
-            return Err(Fault::Unmarked {
-                position: p as u64,
-                stored: s,
-            });
-        }
+        marked(planes, p)?;
         let last = cell.1 - 1;
         let new_last = out[last] as u64 + u64::from(payload);
         if new_last >= u64::from(n_genes) {
@@ -212,16 +207,33 @@ pub fn indices_to_gaps(
 ) {
     assert_eq!(out.len(), indices.len(), "one gap per index");
     for (start, end) in cells.iter() {
-        let mut prev = 0u32;
-        for j in start..end {
-            let g = indices[j] as u32 - prev;
-            prev = indices[j] as u32;
-            if g > u32::from(u16::MAX) {
-                out[j] = u16::MAX;
-                exceptions.push((j as u32, g - u32::from(u16::MAX)));
-            } else {
-                out[j] = g as u16;
-            }
+        gaps_of(indices, start..end, start, out, exceptions);
+    }
+}
+
+/// The gap rule of [`indices_to_gaps`] for `indices[range]`, inside the cell
+/// that starts at `cell_start` (the vector bodies send here the few registers
+/// holding a gap above 65535).
+pub(crate) fn gaps_of(
+    indices: &[i32],
+    range: std::ops::Range<usize>,
+    cell_start: usize,
+    out: &mut [u16],
+    exceptions: &mut Vec<(u32, u32)>,
+) {
+    let mut prev = if range.start == cell_start {
+        0
+    } else {
+        indices[range.start - 1] as u32
+    };
+    for j in range {
+        let g = indices[j] as u32 - prev;
+        prev = indices[j] as u32;
+        if g > u32::from(u16::MAX) {
+            out[j] = u16::MAX;
+            exceptions.push((j as u32, g - u32::from(u16::MAX)));
+        } else {
+            out[j] = g as u16;
         }
     }
 }
@@ -237,33 +249,5 @@ pub fn counts_to_stream(counts: &[u32], out: &mut [u16], exceptions: &mut Vec<(u
         } else {
             *o = c as u16;
         }
-    }
-}
-
-/// A decoded count type: `i32` keeps exact counts, `f32` is what training code
-/// feeds to a model (exact up to 2^24).
-pub trait Count: Copy + Default + Send + Sync + 'static {
-    /// Converts a count (at most 2^31 - 1).
-    fn from_u32(v: u32) -> Self;
-}
-
-impl Count for i32 {
-    #[inline(always)]
-    fn from_u32(v: u32) -> i32 {
-        v as i32
-    }
-}
-
-impl Count for f32 {
-    #[inline(always)]
-    fn from_u32(v: u32) -> f32 {
-        v as f32
-    }
-}
-
-impl Count for u32 {
-    #[inline(always)]
-    fn from_u32(v: u32) -> u32 {
-        v
     }
 }

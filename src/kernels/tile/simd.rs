@@ -1,8 +1,4 @@
-//! The vector tile kernels, written once over [`Vector`].
-//!
-//! Each ISA module (`x86/avx2.rs`, `x86/avx512.rs`, `aarch64/neon.rs`) only
-//! implements [`Vector`] with its intrinsics and instantiates these bodies
-//! through [`tile_kernels!`]; the algorithms live here alone.
+//! The tile kernels' vector bodies, written once over [`Vector`].
 //!
 //! Faults follow one rule: the vector pass only *detects* that some rule is
 //! broken (a running `min` or `max` of the lanes, reduced once at the end), and
@@ -12,14 +8,10 @@
 //! which fault comes first. After a fault the output is unspecified, as it is
 //! for the reference.
 
-use std::ptr;
+use crate::kernels::reference::tile as scalar;
+use crate::kernels::vector::Vector;
 
-use super::contract::{CellBounds, Fault};
-use super::scalar::{self, Count};
-
-/// The most `u32` lanes any [`Vector`] has; sizes the stack buffers of the
-/// default partial loads and stores.
-const MAX_LANES: usize = 16;
+use super::{CellBounds, Count, Fault};
 
 /// Above this `n_genes`, the wrapping `u32` prefix sum could hide a range fault.
 ///
@@ -35,196 +27,20 @@ const MAX_LANES: usize = 16;
 /// reference.
 const WRAP_SAFE_GENES: u32 = u32::MAX - (u16::MAX as u32 - 1);
 
-/// One ISA's vector of `u32` lanes, plus the byte-plane moves the kernels need.
-///
-/// A value of an implementing type is a token: it exists only where the CPU
-/// runs the ISA (each type's unsafe constructor says so), which is what makes
-/// the safe methods sound. The `unsafe` methods additionally take raw
-/// pointers, valid for the stated number of elements.
-pub(crate) trait Vector: Copy {
-    /// `u32` lanes per vector (at most [`MAX_LANES`]).
-    const LANES: usize;
-    /// Elements per [`Vector::interleave`] / [`Vector::deinterleave`] step.
-    const PLANE_BYTES: usize;
-    /// The store alignment (bytes) worth arranging for: the register width.
-    const ALIGN: usize;
-    /// The vector type.
-    type U32: Copy;
-
-    /// Every lane `x`.
-    fn splat(self, x: u32) -> Self::U32;
-    /// Lane-wise wrapping `a + b`.
-    fn add(self, a: Self::U32, b: Self::U32) -> Self::U32;
-    /// Lane-wise wrapping `a - b`.
-    fn sub(self, a: Self::U32, b: Self::U32) -> Self::U32;
-    /// Lane-wise `a | b`.
-    fn or(self, a: Self::U32, b: Self::U32) -> Self::U32;
-    /// Lane-wise `a & b`.
-    fn and(self, a: Self::U32, b: Self::U32) -> Self::U32;
-    /// Lane-wise `!a & b`.
-    fn andnot(self, a: Self::U32, b: Self::U32) -> Self::U32;
-    /// Lane-wise unsigned minimum.
-    fn min(self, a: Self::U32, b: Self::U32) -> Self::U32;
-    /// Lane-wise unsigned maximum.
-    fn max(self, a: Self::U32, b: Self::U32) -> Self::U32;
-    /// Inclusive wrapping prefix sum across the lanes.
-    fn prefix_sum(self, v: Self::U32) -> Self::U32;
-    /// The last lane in every lane.
-    fn broadcast_last(self, v: Self::U32) -> Self::U32;
-    /// The lanes moved up by one, with 0 in lane 0.
-    fn shift_in_zero(self, v: Self::U32) -> Self::U32;
-    /// Each lane (an integer below `2^31`) as the bits of the `f32` nearest it.
-    fn to_f32_bits(self, v: Self::U32) -> Self::U32;
-    /// All ones in the lanes below `len` (`len <= LANES`), zero above.
-    fn lanes_below(self, len: usize) -> Self::U32;
-    /// Whether any lane is nonzero.
-    fn any_nonzero(self, v: Self::U32) -> bool;
-
-    /// Elements `0 .. LANES` of two byte planes, recombined into `u32` lanes.
-    ///
-    /// # Safety
-    /// `lo` and `hi` are readable for `LANES` bytes.
-    unsafe fn load_planes(self, lo: *const u8, hi: *const u8) -> Self::U32;
-    /// `LANES` values from `p`.
-    ///
-    /// # Safety
-    /// `p` is readable for `LANES` values.
-    unsafe fn load_u32(self, p: *const u32) -> Self::U32;
-    /// Stores `LANES` values at `p`.
-    ///
-    /// # Safety
-    /// `p` is writable for `LANES` values.
-    unsafe fn store_u32(self, p: *mut u32, v: Self::U32);
-    /// Stores the lanes, each below 65536, as `LANES` `u16` values at `p`.
-    ///
-    /// # Safety
-    /// `p` is writable for `LANES` values.
-    unsafe fn store_u16(self, p: *mut u16, v: Self::U32);
-    /// Interleaves `PLANE_BYTES` low and high bytes into as many little-endian
-    /// `u16` (`2 * PLANE_BYTES` bytes at `out`).
-    ///
-    /// # Safety
-    /// `lo` and `hi` are readable for `PLANE_BYTES` bytes, `out` writable for
-    /// twice that.
-    unsafe fn interleave(self, lo: *const u8, hi: *const u8, out: *mut u8);
-    /// Splits `PLANE_BYTES` little-endian `u16` at `src` into their low and high
-    /// bytes.
-    ///
-    /// # Safety
-    /// `src` is readable for `2 * PLANE_BYTES` bytes, `lo` and `hi` writable for
-    /// `PLANE_BYTES` each.
-    unsafe fn deinterleave(self, src: *const u8, lo: *mut u8, hi: *mut u8);
-
-    /// [`Vector::load_planes`] of the first `len < LANES` elements; the other
-    /// lanes are 0.
-    ///
-    /// # Safety
-    /// `lo` and `hi` are readable for `len` bytes.
-    #[inline(always)]
-    unsafe fn load_planes_partial(self, lo: *const u8, hi: *const u8, len: usize) -> Self::U32 {
-        debug_assert!(len < Self::LANES && Self::LANES <= MAX_LANES);
-        let (mut l, mut h) = ([0u8; MAX_LANES], [0u8; MAX_LANES]);
-        // SAFETY: the caller makes `len` bytes readable at `lo` and `hi`;
-        // `len < LANES <= MAX_LANES` fits the buffers, which the full load
-        // then reads in bounds.
-        unsafe {
-            ptr::copy_nonoverlapping(lo, l.as_mut_ptr(), len);
-            ptr::copy_nonoverlapping(hi, h.as_mut_ptr(), len);
-            self.load_planes(l.as_ptr(), h.as_ptr())
-        }
-    }
-
-    /// [`Vector::load_u32`] of the first `len < LANES` values; the other
-    /// lanes are 0.
-    ///
-    /// # Safety
-    /// `p` is readable for `len` values.
-    #[inline(always)]
-    unsafe fn load_u32_partial(self, p: *const u32, len: usize) -> Self::U32 {
-        debug_assert!(len < Self::LANES && Self::LANES <= MAX_LANES);
-        let mut buf = [0u32; MAX_LANES];
-        // SAFETY: as in `load_planes_partial`.
-        unsafe {
-            ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), len);
-            self.load_u32(buf.as_ptr())
-        }
-    }
-
-    /// [`Vector::store_u32`] of the first `len < LANES` lanes.
-    ///
-    /// # Safety
-    /// `p` is writable for `len` values.
-    #[inline(always)]
-    unsafe fn store_u32_partial(self, p: *mut u32, v: Self::U32, len: usize) {
-        debug_assert!(len < Self::LANES && Self::LANES <= MAX_LANES);
-        let mut buf = [0u32; MAX_LANES];
-        // SAFETY: the full store fits the buffer (`LANES <= MAX_LANES`); the
-        // caller makes `len` values writable at `p`.
-        unsafe {
-            self.store_u32(buf.as_mut_ptr(), v);
-            ptr::copy_nonoverlapping(buf.as_ptr(), p, len);
-        }
-    }
-
-    /// [`Vector::store_u16`] of the first `len < LANES` lanes.
-    ///
-    /// # Safety
-    /// `p` is writable for `len` values.
-    #[inline(always)]
-    unsafe fn store_u16_partial(self, p: *mut u16, v: Self::U32, len: usize) {
-        debug_assert!(len < Self::LANES && Self::LANES <= MAX_LANES);
-        let mut buf = [0u16; MAX_LANES];
-        // SAFETY: as in `store_u32_partial`.
-        unsafe {
-            self.store_u16(buf.as_mut_ptr(), v);
-            ptr::copy_nonoverlapping(buf.as_ptr(), p, len);
-        }
-    }
-
-    /// The smallest lane.
-    #[inline(always)]
-    fn reduce_min(self, v: Self::U32) -> u32 {
-        self.lanes(v)
-            .into_iter()
-            .take(Self::LANES)
-            .min()
-            .unwrap_or(u32::MAX)
-    }
-
-    /// The largest lane.
-    #[inline(always)]
-    fn reduce_max(self, v: Self::U32) -> u32 {
-        self.lanes(v)
-            .into_iter()
-            .take(Self::LANES)
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// The lanes, in the first `LANES` entries.
-    #[inline(always)]
-    fn lanes(self, v: Self::U32) -> [u32; MAX_LANES] {
-        let mut buf = [0u32; MAX_LANES];
-        // SAFETY: the buffer holds `MAX_LANES >= LANES` values.
-        unsafe { self.store_u32(buf.as_mut_ptr(), v) };
-        buf
-    }
-}
-
 /// A count type the vector kernels write: how recombined lanes become its bits.
-pub(crate) trait Lane: Count {
+pub(crate) trait CountBits: Count {
     /// `v` (counts below 65536) as the bits of `Self`.
     fn encode<S: Vector>(s: S, v: S::U32) -> S::U32;
 }
 
-impl Lane for i32 {
+impl CountBits for i32 {
     #[inline(always)]
     fn encode<S: Vector>(_: S, v: S::U32) -> S::U32 {
         v
     }
 }
 
-impl Lane for f32 {
+impl CountBits for f32 {
     #[inline(always)]
     fn encode<S: Vector>(s: S, v: S::U32) -> S::U32 {
         s.to_f32_bits(v)
@@ -340,13 +156,17 @@ pub(crate) fn split_planes<S: Vector>(s: S, values: &[u16], out: &mut [u8]) {
 
 /// Planes -> counts, refusing a stored 0 (see [`scalar::counts`]).
 #[inline(always)]
-pub(crate) fn counts<S: Vector, V: Lane>(s: S, planes: &[u8], out: &mut [V]) -> Result<(), Fault> {
+pub(crate) fn counts<S: Vector, V: CountBits>(
+    s: S,
+    planes: &[u8],
+    out: &mut [V],
+) -> Result<(), Fault> {
     let n = out.len();
     if n < S::LANES {
         return scalar::counts(planes, out);
     }
     let (lo, hi) = plane_ptrs(planes, n);
-    // `V` is `i32` or `f32`: `Lane::encode` gives its bits.
+    // `V` is `i32` or `f32`: `CountBits::encode` gives its bits.
     let dst = out.as_mut_ptr().cast::<u32>();
     let mut least = s.splat(u32::MAX);
     for at in Steps::new::<S, u32>(n, S::LANES, dst) {
@@ -539,32 +359,6 @@ pub(crate) fn gap_exceptions<S: Vector>(
     )
 }
 
-/// The reference's gap rule for `indices[range]` of a cell starting at
-/// `cell_start`: the few vectors holding a gap above 65535 come here.
-fn gaps_of(
-    indices: &[i32],
-    range: std::ops::Range<usize>,
-    cell_start: usize,
-    out: &mut [u16],
-    exceptions: &mut Vec<(u32, u32)>,
-) {
-    let mut prev = if range.start == cell_start {
-        0
-    } else {
-        indices[range.start - 1] as u32
-    };
-    for j in range {
-        let g = (indices[j] as u32).wrapping_sub(prev);
-        prev = indices[j] as u32;
-        if g > u32::from(u16::MAX) {
-            out[j] = u16::MAX;
-            exceptions.push((j as u32, g - u32::from(u16::MAX)));
-        } else {
-            out[j] = g as u16;
-        }
-    }
-}
-
 /// Sorted gene indices -> per-cell gaps and gap exceptions (see
 /// [`scalar::indices_to_gaps`]).
 #[inline(always)]
@@ -600,7 +394,7 @@ pub(crate) fn indices_to_gaps<S: Vector>(
             };
             let d = s.sub(cur, prev);
             if s.any_nonzero(s.and(d, high)) {
-                gaps_of(indices, j..j + S::LANES, start, out, exceptions);
+                scalar::gaps_of(indices, j..j + S::LANES, start, out, exceptions);
             } else {
                 // SAFETY: `j + LANES <= out.len()`.
                 unsafe { s.store_u16(out.as_mut_ptr().add(j), d) };
@@ -623,7 +417,7 @@ pub(crate) fn indices_to_gaps<S: Vector>(
             };
             let d = s.and(s.sub(cur, prev), s.lanes_below(len));
             if s.any_nonzero(s.and(d, high)) {
-                gaps_of(indices, j..end, start, out, exceptions);
+                scalar::gaps_of(indices, j..end, start, out, exceptions);
             } else {
                 // SAFETY: `j + len <= out.len()`.
                 unsafe { s.store_u16_partial(out.as_mut_ptr().add(j), d, len) };
@@ -631,75 +425,3 @@ pub(crate) fn indices_to_gaps<S: Vector>(
         }
     }
 }
-
-/// One entry of a [`tile_kernels!`] table: a `#[target_feature]` function
-/// running the generic body `$body` with the ISA token `$token`, behind a safe
-/// trampoline (a `#[target_feature]` function cannot coerce to a safe `fn`
-/// pointer).
-macro_rules! kernel_entry {
-    ($features:literal, $token:expr, fn $f:ident($($a:ident: $t:ty),*) $(-> $r:ty)? = $body:path) => {
-        fn $f($($a: $t),*) $(-> $r)? {
-            #[target_feature(enable = $features)]
-            fn inner($($a: $t),*) $(-> $r)? {
-                // SAFETY: this function is compiled for these features, so it
-                // runs only on a CPU that has them.
-                $body(unsafe { $token }, $($a),*)
-            }
-            // SAFETY: reachable only through its table, handed out after the
-            // CPU was checked for these features (see `tile_kernels!`).
-            unsafe { inner($($a),*) }
-        }
-    };
-}
-pub(crate) use kernel_entry;
-
-/// Defines a `static` [`TileKernels`](super::TileKernels) table for one ISA.
-///
-/// Every kernel is a [`kernel_entry!`]: the generic body above, compiled for
-/// `$features`, behind a trampoline private to the table. The table is private
-/// to the kernels module, which hands it out only from
-/// [`TileKernels::for_backend`](super::TileKernels::for_backend) after
-/// [`Backend::require`](super::Backend::require) (and, for optional extensions,
-/// their own detection) confirmed every feature in `$features`. That is the
-/// safety argument of each trampoline.
-macro_rules! tile_kernels {
-    ($(#[$doc:meta])* $name:ident: $backend:expr, $isa:literal, $features:literal, $token:expr) => {
-        $(#[$doc])*
-        pub(crate) static $name: $crate::kernels::TileKernels = {
-            use $crate::kernels::generic::{self, kernel_entry};
-            use $crate::kernels::{CellBounds, Fault};
-
-            kernel_entry!($features, $token, fn recombine_u16(planes: &[u8], out: &mut [u16]) = generic::recombine_u16);
-            kernel_entry!($features, $token, fn counts_i32(planes: &[u8], out: &mut [i32]) -> Result<(), Fault> = generic::counts);
-            kernel_entry!($features, $token, fn counts_f32(planes: &[u8], out: &mut [f32]) -> Result<(), Fault> = generic::counts);
-            kernel_entry!($features, $token, fn gaps_to_indices(
-                planes: &[u8], cells: CellBounds<'_>, n_genes: u32, out: &mut [i32]
-            ) -> Result<(), Fault> = generic::gaps_to_indices);
-            kernel_entry!($features, $token, fn gap_exceptions(
-                planes: &[u8], cells: CellBounds<'_>, n_genes: u32, positions: &[u32], payloads: &[u32],
-                out: &mut [i32]
-            ) -> Result<(), Fault> = generic::gap_exceptions);
-            kernel_entry!($features, $token, fn split_planes(values: &[u16], out: &mut [u8]) = generic::split_planes);
-            kernel_entry!($features, $token, fn indices_to_gaps(
-                indices: &[i32], cells: CellBounds<'_>, out: &mut [u16], exceptions: &mut Vec<(u32, u32)>
-            ) = generic::indices_to_gaps);
-
-            $crate::kernels::TileKernels {
-                backend: $backend,
-                isa: $isa,
-                recombine_u16,
-                counts_i32,
-                counts_f32,
-                gaps_to_indices,
-                // `vexc` entries are rare and each touches one value: the
-                // reference is already as fast as a vector version could be.
-                value_exceptions_i32: $crate::kernels::scalar::apply_value_exceptions::<i32>,
-                value_exceptions_f32: $crate::kernels::scalar::apply_value_exceptions::<f32>,
-                gap_exceptions,
-                split_planes,
-                indices_to_gaps,
-            }
-        };
-    };
-}
-pub(crate) use tile_kernels;

@@ -1,16 +1,17 @@
-//! The reference: plain code that defines what every backend must produce.
+//! The TS_2DIFF block kernels' reference: plain code that defines what every
+//! backend must produce.
 //!
 //! These functions are also the ragged-end handlers of the vector backends, so
 //! they take any input without panicking: a packed area shorter than the values
 //! need reads as zero bits (the public entry points refuse such input before it
 //! gets here).
 
-use super::{Divisor, Word};
+use crate::kernels::block::{Divisor, Word};
 
 /// Reads `out.len()` values of `width` bits (0..=`W::BITS`) from an MSB-first
 /// bit stream: value `k` occupies stream bits `k * width ..`, each written from
 /// its most significant bit down, starting at bit 7 of byte 0.
-pub(super) fn unpack<W: Word>(packed: &[u8], width: u32, out: &mut [W]) {
+pub(crate) fn unpack<W: Word>(packed: &[u8], width: u32, out: &mut [W]) {
     let mask = u64::MAX.checked_shr(64 - width.min(64)).unwrap_or(0);
     // `acc` holds the stream bits read so far in its low `bits` bits; older
     // bits fall off the top harmlessly (a value needs at most 64 + 7 of them).
@@ -29,7 +30,7 @@ pub(super) fn unpack<W: Word>(packed: &[u8], width: u32, out: &mut [W]) {
 
 /// `buf[k] = prev + min_delta + buf[k]` as a running sum (wrapping), returning
 /// the last value (or `prev` when `buf` is empty).
-pub(super) fn delta<W: Word>(mut prev: W, min_delta: W, buf: &mut [W]) -> W {
+pub(crate) fn delta<W: Word>(mut prev: W, min_delta: W, buf: &mut [W]) -> W {
     for x in buf {
         prev = prev.wrapping_add(min_delta).wrapping_add(*x);
         *x = prev;
@@ -38,7 +39,7 @@ pub(super) fn delta<W: Word>(mut prev: W, min_delta: W, buf: &mut [W]) -> W {
 }
 
 /// `out[k] = ints[k] / divisor` with the Java conversion rules (see [`Word::scaled`]).
-pub(super) fn scale<W: Word>(ints: &[W], divisor: &Divisor, out: &mut [W::Float]) {
+pub(crate) fn scale<W: Word>(ints: &[W], divisor: &Divisor, out: &mut [W::Float]) {
     for (o, &i) in out.iter_mut().zip(ints) {
         *o = i.scaled(divisor.value());
     }

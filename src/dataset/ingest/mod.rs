@@ -1,0 +1,428 @@
+//! Ingest: the files users have, converted to datasets in bounded memory.
+//!
+//! Inputs: 10x Matrix Market folders, scipy `.npz` (CSR or CSC), and with the
+//! `hdf5` cargo feature AnnData `.h5ad` files and Cell Ranger
+//! `filtered_feature_bc_matrix.h5` files.
+//!
+//! Nothing is loaded whole. Inputs stored by cell (CSR, dense, Cell Ranger,
+//! whose columns are cells) are read in blocks of cells and handed to the
+//! [`DatasetWriter`], which encodes tiles as they fill. Sorting genes by
+//! decreasing total counts needs the totals before the first tile, so such
+//! inputs are read twice: a first pass sums the genes (and checks every value,
+//! so a bad value is refused before any tile is written), the second writes.
+//! Inputs stored by gene (CSC) or in no order (Matrix Market) go through an
+//! out-of-core transpose (bucketed into runs of cells in temporary files) that
+//! sums the genes on the way.
+//!
+//! Memory is bounded by [`ConvertOptions::block_nonzeros`] (a read block),
+//! [`ConvertOptions::run_nonzeros`] (a transposed run) and the writer's tiles
+//! in flight, plus the side tables (obs, var), which are per cell and per
+//! gene. Every size an input declares is checked against the bytes behind it
+//! before anything is allocated from it.
+//!
+//! A conversion that stops half-way leaves no manifest (the writer writes it
+//! last), and can be run again into the same directory.
+
+mod compressed;
+mod counts;
+#[cfg(feature = "hdf5")]
+mod h5;
+mod mtx;
+mod npz;
+mod transpose;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::dataset::writer::{DatasetWriter, WriterConfig};
+use crate::error::{Error, Result};
+use crate::format::manifest::Manifest;
+use crate::obs::{ObsColumn, ObsConfig, VarTable};
+
+use compressed::{Compressed, Major, Seq};
+use counts::{add_totals, Rows};
+pub use mtx::read_tsv;
+use transpose::{TransposedRows, Transposer};
+
+/// What [`convert`] reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A 10x folder: `matrix.mtx[.gz]`, `features.tsv[.gz]` (or `genes.tsv`), `barcodes.tsv[.gz]`.
+    TenX {
+        matrix: PathBuf,
+        features: Option<PathBuf>,
+        barcodes: Option<PathBuf>,
+    },
+    /// A scipy sparse CSR or CSC matrix saved with `save_npz` (rows are cells).
+    Npz(PathBuf),
+    /// An AnnData `.h5ad` file (needs the `hdf5` feature).
+    H5ad(PathBuf),
+    /// A Cell Ranger feature-barcode matrix `.h5` (needs the `hdf5` feature).
+    CellRanger(PathBuf),
+}
+
+fn first_existing(dir: &Path, names: &[&str]) -> Option<PathBuf> {
+    names.iter().map(|n| dir.join(n)).find(|p| p.is_file())
+}
+
+impl Input {
+    /// Recognises a 10x folder, or an `.npz`, `.h5ad` or `.h5` file.
+    pub fn detect(path: &Path) -> Result<Input> {
+        if path.is_dir() {
+            let matrix =
+                first_existing(path, &["matrix.mtx.gz", "matrix.mtx"]).ok_or_else(|| {
+                    Error::Input(format!(
+                        "{}: no matrix.mtx[.gz] (not a 10x folder)",
+                        path.display()
+                    ))
+                })?;
+            return Ok(Input::TenX {
+                matrix,
+                features: first_existing(
+                    path,
+                    &[
+                        "features.tsv.gz",
+                        "features.tsv",
+                        "genes.tsv.gz",
+                        "genes.tsv",
+                    ],
+                ),
+                barcodes: first_existing(path, &["barcodes.tsv.gz", "barcodes.tsv"]),
+            });
+        }
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("npz") => Ok(Input::Npz(path.to_path_buf())),
+            Some("h5ad") => Ok(Input::H5ad(path.to_path_buf())),
+            Some("h5") => Ok(Input::CellRanger(path.to_path_buf())),
+            _ => Err(Error::Input(format!(
+                "{}: expected a 10x folder, or a .npz, .h5ad or Cell Ranger .h5 file",
+                path.display()
+            ))),
+        }
+    }
+}
+
+/// Which matrix of an `.h5ad` to convert.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Layer {
+    /// `X`.
+    #[default]
+    X,
+    /// `raw/X` (with `raw/var` as the gene table).
+    Raw,
+    /// `layers/NAME`.
+    Named(String),
+}
+
+impl std::str::FromStr for Layer {
+    type Err = std::convert::Infallible;
+
+    /// `X`, `raw`, or any other name for `layers/NAME`.
+    fn from_str(s: &str) -> std::result::Result<Layer, Self::Err> {
+        Ok(match s {
+            "X" => Layer::X,
+            "raw" => Layer::Raw,
+            name => Layer::Named(name.to_string()),
+        })
+    }
+}
+
+/// The stages of a conversion, for a progress bar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// First pass over cells: gene totals for sorting, and every value checked.
+    Counting,
+    /// Nonzeros read into the out-of-core transpose.
+    Transposing,
+    /// Cells handed to the writer.
+    Writing,
+}
+
+impl Phase {
+    /// What `done` and `total` count.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Phase::Transposing => "nonzeros",
+            Phase::Counting | Phase::Writing => "cells",
+        }
+    }
+}
+
+/// Progress of a conversion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub phase: Phase,
+    pub done: u64,
+    pub total: u64,
+}
+
+/// Default nonzeros read at once.
+pub const DEFAULT_BLOCK_NONZEROS: usize = 1 << 22;
+
+/// Default nonzeros per transposed run (20 bytes each while a run is sorted).
+pub const DEFAULT_RUN_NONZEROS: usize = 1 << 23;
+
+/// How to convert.
+#[derive(Clone, Debug)]
+pub struct ConvertOptions {
+    /// Tile size, chunks, level, metadata (gene totals, names, obs and var are filled in).
+    pub writer: WriterConfig,
+    /// Sort genes by decreasing total counts (recorded in gene_order.npy).
+    pub sort_genes: bool,
+    /// The `.h5ad` matrix to convert.
+    pub layer: Layer,
+    /// Keep only these obs columns (all when `None`).
+    pub obs_columns: Option<Vec<String>>,
+    /// Keep only the features of this type (Cell Ranger `feature_type`, or an
+    /// h5ad var column `feature_types`), e.g. `Gene Expression`.
+    pub feature_type: Option<String>,
+    /// Nonzeros read at once (a block holds at least one whole cell or gene).
+    pub block_nonzeros: usize,
+    /// Nonzeros per run of the out-of-core transpose.
+    pub run_nonzeros: usize,
+    /// Where the transpose keeps its runs (default: the system's temporary directory).
+    pub tmp_dir: Option<PathBuf>,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> Self {
+        ConvertOptions {
+            writer: WriterConfig::default(),
+            sort_genes: true,
+            layer: Layer::X,
+            obs_columns: None,
+            feature_type: None,
+            block_nonzeros: DEFAULT_BLOCK_NONZEROS,
+            run_nonzeros: DEFAULT_RUN_NONZEROS,
+            tmp_dir: None,
+        }
+    }
+}
+
+impl ConvertOptions {
+    fn transposer(&self, n_cells: u64, n_genes: u32, nnz_hint: u64) -> Result<Transposer> {
+        let tmp = self.tmp_dir.clone().unwrap_or_else(std::env::temp_dir);
+        Transposer::new(
+            n_cells,
+            n_genes,
+            nnz_hint,
+            self.run_nonzeros,
+            &tmp,
+            self.sort_genes,
+        )
+    }
+}
+
+/// The side tables an input provides, in source order.
+#[derive(Default)]
+pub(crate) struct Side {
+    pub var_names: Option<Vec<String>>,
+    pub var_table: Option<VarTable>,
+    pub obs: Vec<ObsColumn>,
+    pub metadata: Map<String, Value>,
+}
+
+/// A pass over an input's cells in order.
+type OpenRows<'a> = Box<dyn FnMut() -> Result<Box<dyn Rows + 'a>> + 'a>;
+
+/// The cells of an opened input.
+pub(crate) enum Cells<'a> {
+    /// Stored by cell; each call starts a pass (two when sorting genes).
+    Rows(OpenRows<'a>),
+    /// Transposed already, with the gene totals when sorting.
+    Transposed(Option<Vec<f64>>, TransposedRows),
+}
+
+/// An input ready to be written.
+pub(crate) struct Opened<'a> {
+    pub n_cells: u64,
+    pub n_genes: u32,
+    pub side: Side,
+    pub cells: Cells<'a>,
+}
+
+/// Feeds a CSC matrix (majors are genes) into a transpose.
+pub(crate) fn transpose_columns<P: Seq<i64>, I: Seq<i64>, D: Seq<f64>>(
+    mut columns: Compressed<P, I, D>,
+    mut t: Transposer,
+    nnz: u64,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Option<Vec<f64>>, TransposedRows)> {
+    let mut done = 0u64;
+    while let Some(block) = columns.next_block()? {
+        let csr = &block.csr;
+        for (k, w) in csr.indptr.windows(2).enumerate() {
+            let gene = (block.first + k as u64) as u32;
+            for j in w[0] as usize..w[1] as usize {
+                t.push(csr.indices[j] as u64, gene, csr.values[j])?;
+            }
+        }
+        done += csr.nnz() as u64;
+        progress(Progress {
+            phase: Phase::Transposing,
+            done,
+            total: nnz,
+        });
+    }
+    t.finish()
+}
+
+fn open<'a>(
+    input: &'a Input,
+    options: &'a ConvertOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Opened<'a>> {
+    match input {
+        Input::TenX {
+            matrix,
+            features,
+            barcodes,
+        } => {
+            let (header, side, t) = mtx::read(
+                matrix,
+                features.as_deref(),
+                barcodes.as_deref(),
+                |h| options.transposer(h.n_cells, h.n_genes as u32, h.entries),
+                progress,
+            )?;
+            let (totals, rows) = t.finish()?;
+            Ok(Opened {
+                n_cells: header.n_cells,
+                n_genes: header.n_genes as u32,
+                side,
+                cells: Cells::Transposed(totals, rows),
+            })
+        }
+        Input::Npz(path) => {
+            let npz = npz::inspect(path)?;
+            let (n_cells, n_genes) = (npz.n_cells, npz.n_genes);
+            let block = options.block_nonzeros;
+            let cells = match npz.major {
+                Major::Cells => Cells::Rows(Box::new(move || {
+                    Ok(Box::new(npz::reader(path, &npz, block)?) as Box<dyn Rows>)
+                })),
+                Major::Genes => {
+                    let t = options.transposer(n_cells, n_genes, npz.nnz)?;
+                    let (totals, rows) =
+                        transpose_columns(npz::reader(path, &npz, block)?, t, npz.nnz, progress)?;
+                    Cells::Transposed(totals, rows)
+                }
+            };
+            Ok(Opened {
+                n_cells,
+                n_genes,
+                side: Side::default(),
+                cells,
+            })
+        }
+        #[cfg(feature = "hdf5")]
+        Input::H5ad(path) => h5::h5ad::open(path, options, progress),
+        #[cfg(feature = "hdf5")]
+        Input::CellRanger(path) => h5::cellranger::open(path, options),
+        #[cfg(not(feature = "hdf5"))]
+        Input::H5ad(path) | Input::CellRanger(path) => Err(Error::Input(format!(
+            "{}: HDF5 input needs deltacells built with `--features hdf5` (and the HDF5 library)",
+            path.display()
+        ))),
+    }
+}
+
+/// Keeps the obs columns named in `keep`, in that order.
+fn select_obs(obs: Vec<ObsColumn>, keep: Option<&[String]>) -> Result<Vec<ObsColumn>> {
+    let Some(keep) = keep else {
+        return Ok(obs);
+    };
+    let mut obs: Vec<Option<ObsColumn>> = obs.into_iter().map(Some).collect();
+    keep.iter()
+        .map(|name| {
+            obs.iter_mut()
+                .find(|c| c.as_ref().is_some_and(|c| c.name() == name))
+                .and_then(Option::take)
+                .ok_or_else(|| {
+                    Error::Input(format!(
+                        "--obs-columns: no obs column {name:?} (the input has {})",
+                        obs.iter()
+                            .flatten()
+                            .map(|c| format!("{:?}", c.name()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// First pass: gene totals over every cell.
+fn count_genes(
+    rows: &mut dyn Rows,
+    n_genes: u32,
+    n_cells: u64,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Vec<f64>> {
+    let mut totals = vec![0f64; n_genes as usize];
+    let mut done = 0u64;
+    while let Some(block) = rows.next_block()? {
+        add_totals(&mut totals, &block);
+        done += block.n_rows() as u64;
+        progress(Progress {
+            phase: Phase::Counting,
+            done,
+            total: n_cells,
+        });
+    }
+    Ok(totals)
+}
+
+/// Converts `input` into a new dataset at `out`.
+pub fn convert(
+    input: &Input,
+    out: &Path,
+    options: ConvertOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Manifest> {
+    let Opened {
+        n_cells,
+        n_genes,
+        side,
+        cells,
+    } = open(input, &options, progress)?;
+    let mut config = options.writer.clone();
+    config.var_names = side.var_names;
+    config.var_table = side.var_table;
+    config.metadata.extend(side.metadata);
+    let obs = select_obs(side.obs, options.obs_columns.as_deref())?;
+    if !obs.is_empty() {
+        config.obs = Some(ObsConfig::new(obs));
+    }
+    let mut rows: Box<dyn Rows> = match cells {
+        Cells::Rows(mut open) => {
+            if options.sort_genes {
+                config.gene_totals =
+                    Some(count_genes(open()?.as_mut(), n_genes, n_cells, progress)?);
+            }
+            open()?
+        }
+        Cells::Transposed(totals, rows) => {
+            config.gene_totals = totals;
+            Box::new(rows)
+        }
+    };
+    let mut writer = DatasetWriter::create(out, n_genes, config)?;
+    let mut done = 0u64;
+    while let Some(block) = rows.next_block()? {
+        writer.push(block.as_ref())?;
+        done += block.n_rows() as u64;
+        progress(Progress {
+            phase: Phase::Writing,
+            done,
+            total: n_cells,
+        });
+    }
+    if done != n_cells {
+        return Err(Error::Input(format!(
+            "the input yielded {done} cells, it declares {n_cells}"
+        )));
+    }
+    writer.finish()
+}

@@ -1,0 +1,268 @@
+//! Tile kernels: the deltacells chunk codec's compute.
+//!
+//! A chunk stores `n` nonzeros as two `u16` streams, each as byte planes (`2n`
+//! bytes: all low bytes, then all high bytes, so the almost-always-zero high
+//! bytes compress to nearly nothing): the stored counts and the gene *gaps*.
+//! Decoding recombines the planes and, for the gaps, takes a per-cell prefix
+//! sum: a cell's first gap is its first gene index, each later one the step to
+//! the next. Exceptions patch what 16 bits cannot hold: `vexc` replaces a
+//! count, `gexc` adds to an index and every later one of its cell.
+//!
+//! The strict reader's checks ride along in the same pass: no stored count of
+//! 0, no gap of 0 but a cell's first, every cell's last index below
+//! `n_genes`, a 65535 marker at every exception. The vector bodies
+//! (`simd.rs`) recombine a register of lanes at a time and run the prefix
+//! sum in wrapping `u32` lanes with a carry per cell; they only *detect* a
+//! broken rule (a running lane-wise `min` of the gaps that must be nonzero and
+//! `max` of the indices) and let the reference ([`crate::kernels::reference::tile`])
+//! rerun to report it, so the reference alone defines which fault comes first.
+//! Why the wrapping sum can never hide a range fault is argued at
+//! `WRAP_SAFE_GENES` in `simd.rs`. Encoding is the inverse: gaps from sorted
+//! indices (collecting gap exceptions) and planes from values.
+//!
+//! Every table computes exactly what the scalar table computes: the same
+//! output and the same `Result` for every input (the property tests in
+//! `proptests/tile_kernels.rs` check it). When a kernel returns a fault, what it
+//! wrote to `out` is unspecified, as it is for the reference.
+
+use super::dispatch::{kernel_entry, kernel_tables, Isa, Level};
+use super::reference::tile as scalar;
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod simd;
+
+/// The cells of one chunk as offsets into its nonzeros: cell `c` holds
+/// `bounds[c] - bounds[0] .. bounds[c + 1] - bounds[0]`.
+///
+/// Built only through [`CellBounds::new`], which checks that the bounds are
+/// non-decreasing and end exactly at the chunk's nonzero count, so kernels
+/// (vector ones included) can rely on every segment lying inside the chunk.
+#[derive(Clone, Copy, Debug)]
+pub struct CellBounds<'a> {
+    bounds: &'a [i64],
+}
+
+impl<'a> CellBounds<'a> {
+    /// Checks `bounds` (an `indptr` slice, `cells + 1` entries) against a chunk of
+    /// `n` nonzeros. `None` if it is empty, decreases, or does not span exactly `n`.
+    pub fn new(bounds: &'a [i64], n: usize) -> Option<CellBounds<'a>> {
+        let first = *bounds.first()?;
+        let last = *bounds.last()?;
+        if last.checked_sub(first)? != i64::try_from(n).ok()?
+            || bounds.windows(2).any(|w| w[1] < w[0])
+        {
+            return None;
+        }
+        Some(CellBounds { bounds })
+    }
+
+    /// Number of cells.
+    pub fn n_cells(&self) -> usize {
+        self.bounds.len() - 1
+    }
+
+    /// Number of nonzeros spanned.
+    pub fn nnz(&self) -> usize {
+        (self.bounds[self.bounds.len() - 1] - self.bounds[0]) as usize
+    }
+
+    /// The raw `indptr` slice.
+    pub fn raw(&self) -> &'a [i64] {
+        self.bounds
+    }
+
+    /// `(start, end)` of each cell, relative to the chunk.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, usize)> + 'a {
+        let base = self.bounds[0];
+        self.bounds
+            .windows(2)
+            .map(move |w| ((w[0] - base) as usize, (w[1] - base) as usize))
+    }
+}
+
+/// A strict-reader rule broken inside a chunk, at a nonzero position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// A stored count of 0.
+    ZeroCount { position: u64 },
+    /// A gap of 0 that is not a cell's first.
+    ZeroGap { position: u64 },
+    /// A gene index (the cell's last) not below `n_genes`.
+    GeneIndex { position: u64, index: u64 },
+    /// An exception at a nonzero whose stored value is not 65535.
+    Unmarked { position: u64, stored: u16 },
+}
+
+type CountsFn<V> = fn(&[u8], &mut [V]) -> Result<(), Fault>;
+type GapsFn = fn(&[u8], CellBounds<'_>, u32, &mut [i32]) -> Result<(), Fault>;
+type GapExcFn = fn(&[u8], CellBounds<'_>, u32, &[u32], &[u32], &mut [i32]) -> Result<(), Fault>;
+type IndicesToGapsFn = fn(&[i32], CellBounds<'_>, &mut [u16], &mut Vec<(u32, u32)>);
+
+/// The tile kernels of one [`Isa`]; reach one through
+/// [`KernelTable`](super::KernelTable).
+///
+/// Value exceptions (`vexc`) are not here: each touches one value, so the
+/// reference ([`scalar::apply_value_exceptions`]) is as fast as any vector
+/// version could be, and every caller uses it.
+#[derive(Debug)]
+pub struct TileKernels {
+    isa: Isa,
+    recombine_u16: fn(&[u8], &mut [u16]),
+    counts_i32: CountsFn<i32>,
+    counts_f32: CountsFn<f32>,
+    gaps_to_indices: GapsFn,
+    gap_exceptions: GapExcFn,
+    split_planes: fn(&[u16], &mut [u8]),
+    indices_to_gaps: IndicesToGapsFn,
+}
+
+impl TileKernels {
+    /// Planes (`2n` bytes) -> `n` `u16` values.
+    pub fn recombine_u16(&self, planes: &[u8], out: &mut [u16]) {
+        (self.recombine_u16)(planes, out)
+    }
+
+    /// Planes -> `i32` counts, refusing a stored 0.
+    pub fn counts_i32(&self, planes: &[u8], out: &mut [i32]) -> Result<(), Fault> {
+        (self.counts_i32)(planes, out)
+    }
+
+    /// Planes -> `f32` counts, refusing a stored 0.
+    pub fn counts_f32(&self, planes: &[u8], out: &mut [f32]) -> Result<(), Fault> {
+        (self.counts_f32)(planes, out)
+    }
+
+    /// Per-cell prefix sum of the gaps in `planes` -> gene indices, with the
+    /// zero-gap and range checks (see [`scalar::gaps_to_indices`]).
+    pub fn gaps_to_indices(
+        &self,
+        planes: &[u8],
+        cells: CellBounds<'_>,
+        n_genes: u32,
+        out: &mut [i32],
+    ) -> Result<(), Fault> {
+        (self.gaps_to_indices)(planes, cells, n_genes, out)
+    }
+
+    /// `gexc` application (see [`scalar::apply_gap_exceptions`]).
+    pub fn gap_exceptions(
+        &self,
+        planes: &[u8],
+        cells: CellBounds<'_>,
+        n_genes: u32,
+        positions: &[u32],
+        payloads: &[u32],
+        out: &mut [i32],
+    ) -> Result<(), Fault> {
+        (self.gap_exceptions)(planes, cells, n_genes, positions, payloads, out)
+    }
+
+    /// `u16` values -> planes.
+    pub fn split_planes(&self, values: &[u16], out: &mut [u8]) {
+        (self.split_planes)(values, out)
+    }
+
+    /// Sorted gene indices -> per-cell gaps, collecting gap exceptions (see
+    /// [`scalar::indices_to_gaps`]).
+    pub fn indices_to_gaps(
+        &self,
+        indices: &[i32],
+        cells: CellBounds<'_>,
+        out: &mut [u16],
+        exceptions: &mut Vec<(u32, u32)>,
+    ) {
+        (self.indices_to_gaps)(indices, cells, out, exceptions)
+    }
+}
+
+/// The reference table.
+static SCALAR: TileKernels = TileKernels {
+    isa: Isa::PORTABLE,
+    recombine_u16: scalar::recombine_u16,
+    counts_i32: scalar::counts::<i32>,
+    counts_f32: scalar::counts::<f32>,
+    gaps_to_indices: scalar::gaps_to_indices,
+    gap_exceptions: scalar::apply_gap_exceptions,
+    split_planes: scalar::split_planes,
+    indices_to_gaps: scalar::indices_to_gaps,
+};
+
+/// Defines the table `$name`: the bodies of `simd.rs` for one ISA.
+macro_rules! tile_table {
+    ($name:ident, $level:ident, $features:literal, $token:ty) => {
+        static $name: TileKernels = {
+            kernel_entry!($features, $token, fn recombine_u16(planes: &[u8], out: &mut [u16]) = simd::recombine_u16);
+            kernel_entry!($features, $token, fn counts_i32(planes: &[u8], out: &mut [i32]) -> Result<(), Fault> = simd::counts);
+            kernel_entry!($features, $token, fn counts_f32(planes: &[u8], out: &mut [f32]) -> Result<(), Fault> = simd::counts);
+            kernel_entry!($features, $token, fn gaps_to_indices(
+                planes: &[u8], cells: CellBounds<'_>, n_genes: u32, out: &mut [i32]
+            ) -> Result<(), Fault> = simd::gaps_to_indices);
+            kernel_entry!($features, $token, fn gap_exceptions(
+                planes: &[u8], cells: CellBounds<'_>, n_genes: u32, positions: &[u32], payloads: &[u32],
+                out: &mut [i32]
+            ) -> Result<(), Fault> = simd::gap_exceptions);
+            kernel_entry!($features, $token, fn split_planes(values: &[u16], out: &mut [u8]) = simd::split_planes);
+            kernel_entry!($features, $token, fn indices_to_gaps(
+                indices: &[i32], cells: CellBounds<'_>, out: &mut [u16], exceptions: &mut Vec<(u32, u32)>
+            ) = simd::indices_to_gaps);
+            TileKernels {
+                isa: Isa::compiled_for(Level::$level),
+                recombine_u16,
+                counts_i32,
+                counts_f32,
+                gaps_to_indices,
+                gap_exceptions,
+                split_planes,
+                indices_to_gaps,
+            }
+        };
+    };
+}
+
+kernel_tables!(TileKernels, SCALAR, tile_table);
+
+/// A decoded count type: `i32` keeps exact counts, `f32` is what training code
+/// feeds to a model (exact up to 2^24).
+pub trait Count: Copy + Default + Send + Sync + 'static {
+    /// Converts a count (at most 2^31 - 1).
+    fn from_u32(v: u32) -> Self;
+}
+
+impl Count for i32 {
+    #[inline(always)]
+    fn from_u32(v: u32) -> i32 {
+        v as i32
+    }
+}
+
+impl Count for f32 {
+    #[inline(always)]
+    fn from_u32(v: u32) -> f32 {
+        v as f32
+    }
+}
+
+impl Count for u32 {
+    #[inline(always)]
+    fn from_u32(v: u32) -> u32 {
+        v
+    }
+}
+
+/// A decoded count type, with its count kernel picked from a table.
+pub trait DecodedCount: Count {
+    /// Planes -> counts of this type, refusing a stored 0.
+    fn counts(k: &TileKernels, planes: &[u8], out: &mut [Self]) -> Result<(), Fault>;
+}
+
+impl DecodedCount for i32 {
+    fn counts(k: &TileKernels, planes: &[u8], out: &mut [i32]) -> Result<(), Fault> {
+        k.counts_i32(planes, out)
+    }
+}
+
+impl DecodedCount for f32 {
+    fn counts(k: &TileKernels, planes: &[u8], out: &mut [f32]) -> Result<(), Fault> {
+        k.counts_f32(planes, out)
+    }
+}

@@ -1,0 +1,356 @@
+//! The one vector vocabulary every kernel family is written in.
+//!
+//! [`Vector`] is a set of register operations on `u32` lanes (with the
+//! byte-plane moves of the tile codec), `u64`/`i64` lanes and `f64` lanes. Each
+//! instruction set implements it in its own file with intrinsics and nothing
+//! else: `Avx2` (`avx2.rs`), `Avx512` with and without VBMI
+//! (`avx512.rs`) and `Neon` (`neon.rs`). The algorithms live in the family
+//! modules, written once over this trait.
+//!
+//! A value of an implementing type is a token: its constructor is `unsafe` and
+//! its contract is that the CPU runs the ISA, so the register operations are
+//! safe methods. Only the methods that take raw pointers are `unsafe`, and
+//! their contract is only about the pointers.
+
+use std::ptr;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+#[cfg(target_arch = "aarch64")]
+mod neon;
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use avx2::Avx2;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use avx512::Avx512;
+#[cfg(target_arch = "aarch64")]
+pub(crate) use neon::Neon;
+
+/// The most `u32` lanes any [`Vector`] has; sizes the stack buffers of the
+/// default partial loads and stores.
+pub(crate) const MAX_LANES: usize = 16;
+
+/// Where each pair of `u64` lanes of [`Vector::gather_units`] takes its bytes
+/// from: a byte layout a family computes once, at compile time.
+pub(crate) struct Units {
+    /// Byte offset (from the base) of the 16-byte unit of each lane pair.
+    pub(crate) offsets: [usize; 4],
+    /// Byte `k` of lane pair `q` is byte `shuffle[16 q + k]` of its unit.
+    pub(crate) shuffle: [u8; 64],
+    /// The same lanes from one window of whole dwords at the base, for ISAs
+    /// with a cross-lane dword permute: dword `4 q + i` of the register is
+    /// dword `dwords[4 q + i]` of the window...
+    pub(crate) dwords: [u32; 16],
+    /// ...then shuffled within each 16 bytes by this.
+    pub(crate) dword_shuffle: [u8; 64],
+    /// Dwords of the window; 0 when the window form does not apply.
+    pub(crate) window: usize,
+}
+
+/// One instruction set's registers, as the kernels use them.
+///
+/// Lane types: `U32` (`LANES` lanes), `U64` (`LANES_64` lanes, read as `i64`
+/// where a method says so) and `F64` (`LANES_64` lanes). Arithmetic wraps.
+pub(crate) trait Vector: Copy {
+    /// `u32` lanes per [`Vector::U32`] (at most [`MAX_LANES`]).
+    const LANES: usize;
+    /// Lanes per [`Vector::U64`] and [`Vector::F64`] (2, 4 or 8).
+    const LANES_64: usize;
+    /// Elements per [`Vector::interleave`] / [`Vector::deinterleave`] step.
+    const PLANE_BYTES: usize;
+    /// The store alignment (bytes) worth arranging for: the register width.
+    const ALIGN: usize;
+    /// A vector of `u32` lanes.
+    type U32: Copy;
+    /// A vector of `u64` lanes.
+    type U64: Copy;
+    /// A vector of `f64` lanes.
+    type F64: Copy;
+
+    // ---- u32 lanes ----
+
+    /// Every lane `x`.
+    fn splat(self, x: u32) -> Self::U32;
+    /// Lane-wise `a + b`.
+    fn add(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane-wise `a - b`.
+    fn sub(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane-wise `a | b`.
+    fn or(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane-wise `a & b`.
+    fn and(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane-wise `!a & b`.
+    fn andnot(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane-wise unsigned minimum.
+    fn min(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane-wise unsigned maximum.
+    fn max(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Inclusive prefix sum across the lanes.
+    fn prefix_sum(self, v: Self::U32) -> Self::U32;
+    /// The last lane in every lane.
+    fn broadcast_last(self, v: Self::U32) -> Self::U32;
+    /// The lanes moved up by one, with 0 in lane 0.
+    fn shift_in_zero(self, v: Self::U32) -> Self::U32;
+    /// Each lane (an integer below `2^31`) as the bits of the `f32` nearest it.
+    fn to_f32_bits(self, v: Self::U32) -> Self::U32;
+    /// All ones in the lanes below `len` (`len <= LANES`), zero above.
+    fn lanes_below(self, len: usize) -> Self::U32;
+    /// Whether any lane is nonzero.
+    fn any_nonzero(self, v: Self::U32) -> bool;
+
+    /// Elements `0 .. LANES` of two byte planes, recombined into `u32` lanes.
+    ///
+    /// # Safety
+    /// `lo` and `hi` are readable for `LANES` bytes.
+    unsafe fn load_planes(self, lo: *const u8, hi: *const u8) -> Self::U32;
+    /// `LANES` values from `p`.
+    ///
+    /// # Safety
+    /// `p` is readable for `LANES` values.
+    unsafe fn load_u32(self, p: *const u32) -> Self::U32;
+    /// Stores `LANES` values at `p`.
+    ///
+    /// # Safety
+    /// `p` is writable for `LANES` values.
+    unsafe fn store_u32(self, p: *mut u32, v: Self::U32);
+    /// Stores the lanes, each below 65536, as `LANES` `u16` values at `p`.
+    ///
+    /// # Safety
+    /// `p` is writable for `LANES` values.
+    unsafe fn store_u16(self, p: *mut u16, v: Self::U32);
+    /// Interleaves `PLANE_BYTES` low and high bytes into as many little-endian
+    /// `u16` (`2 * PLANE_BYTES` bytes at `out`).
+    ///
+    /// # Safety
+    /// `lo` and `hi` are readable for `PLANE_BYTES` bytes, `out` writable for
+    /// twice that.
+    unsafe fn interleave(self, lo: *const u8, hi: *const u8, out: *mut u8);
+    /// Splits `PLANE_BYTES` little-endian `u16` at `src` into their low and
+    /// high bytes.
+    ///
+    /// # Safety
+    /// `src` is readable for `2 * PLANE_BYTES` bytes, `lo` and `hi` writable
+    /// for `PLANE_BYTES` each.
+    unsafe fn deinterleave(self, src: *const u8, lo: *mut u8, hi: *mut u8);
+
+    // ---- u64 / i64 lanes ----
+
+    /// Every lane `x`.
+    fn splat_u64(self, x: u64) -> Self::U64;
+    /// Lane-wise `a + b`.
+    fn add_u64(self, a: Self::U64, b: Self::U64) -> Self::U64;
+    /// Lane-wise `a - b`.
+    fn sub_u64(self, a: Self::U64, b: Self::U64) -> Self::U64;
+    /// Lane-wise `a ^ b`.
+    fn xor_u64(self, a: Self::U64, b: Self::U64) -> Self::U64;
+    /// Lane-wise `a & b`.
+    fn and_u64(self, a: Self::U64, b: Self::U64) -> Self::U64;
+    /// Lane-wise `a | b`.
+    fn or_u64(self, a: Self::U64, b: Self::U64) -> Self::U64;
+    /// Lane `i` shifted left by lane `i` of `counts` (each below 64).
+    fn shl_each_u64(self, v: Self::U64, counts: Self::U64) -> Self::U64;
+    /// Lane `i` shifted right (logically) by lane `i` of `counts` (each below
+    /// 64).
+    fn shr_each_u64(self, v: Self::U64, counts: Self::U64) -> Self::U64;
+    /// Every lane shifted right (logically) by `n` (below 64).
+    fn shr_u64(self, v: Self::U64, n: u32) -> Self::U64;
+    /// Inclusive prefix sum across the lanes.
+    fn prefix_sum_u64(self, v: Self::U64) -> Self::U64;
+    /// The last lane in every lane.
+    fn broadcast_last_u64(self, v: Self::U64) -> Self::U64;
+    /// Lane 0.
+    fn first_u64(self, v: Self::U64) -> u64;
+    /// Bit `i` set iff lane `i`, read as `i64`, is negative.
+    fn sign_bits_u64(self, v: Self::U64) -> u32;
+    /// Each lane, read as `i64`, converted to the nearest `f64` (ties to even).
+    fn i64_to_f64(self, v: Self::U64) -> Self::F64;
+
+    /// `LANES_64` values from `p`.
+    ///
+    /// # Safety
+    /// `p` is readable for `LANES_64` values.
+    unsafe fn load_u64(self, p: *const u64) -> Self::U64;
+    /// Stores `LANES_64` values at `p`.
+    ///
+    /// # Safety
+    /// `p` is writable for `LANES_64` values.
+    unsafe fn store_u64(self, p: *mut u64, v: Self::U64);
+    /// Stores the low 32 bits of each lane as `LANES_64` `u32` at `p`.
+    ///
+    /// # Safety
+    /// `p` is writable for `LANES_64` values.
+    unsafe fn store_low_u32(self, p: *mut u32, v: Self::U64);
+    /// Gathers bytes into `u64` lanes by `units`: lanes `2 p` and `2 p + 1`
+    /// are the 16 bytes of unit `first + p` (at `base + units.offsets[first +
+    /// p]`), each byte placed by the unit's shuffle. An ISA with a cross-lane
+    /// dword permute may instead read the dword window (when `units.window >
+    /// 0`; then `first` is 0 and `LANES_64` is 8): the same lanes result.
+    ///
+    /// # Safety
+    /// Every unit read (`first .. first + LANES_64 / 2`) is readable for 16
+    /// bytes at its offset, and, when `units.window > 0`, the window for
+    /// `4 * units.window` bytes.
+    unsafe fn gather_units(self, base: *const u8, units: &Units, first: usize) -> Self::U64;
+
+    // ---- f64 lanes ----
+
+    /// Every lane `x`.
+    fn splat_f64(self, x: f64) -> Self::F64;
+    /// Lane-wise `a + b`, rounded.
+    fn add_f64(self, a: Self::F64, b: Self::F64) -> Self::F64;
+    /// Lane-wise `a * b`, rounded.
+    fn mul_f64(self, a: Self::F64, b: Self::F64) -> Self::F64;
+    /// Lane-wise `a / b`, rounded.
+    fn div_f64(self, a: Self::F64, b: Self::F64) -> Self::F64;
+    /// Lane-wise `a * b + c` with one rounding.
+    fn mul_add_f64(self, a: Self::F64, b: Self::F64, c: Self::F64) -> Self::F64;
+    /// Lane-wise `c - a * b` with one rounding.
+    fn neg_mul_add_f64(self, a: Self::F64, b: Self::F64, c: Self::F64) -> Self::F64;
+
+    /// `LANES_64` values from `p`.
+    ///
+    /// # Safety
+    /// `p` is readable for `LANES_64` values.
+    unsafe fn load_f64(self, p: *const f64) -> Self::F64;
+    /// `LANES_64` `u32` from `p`, read as `i32` and converted (exactly).
+    ///
+    /// # Safety
+    /// `p` is readable for `LANES_64` values.
+    unsafe fn load_i32_as_f64(self, p: *const u32) -> Self::F64;
+    /// Stores `LANES_64` values at `p`.
+    ///
+    /// # Safety
+    /// `p` is writable for `LANES_64` values.
+    unsafe fn store_f64(self, p: *mut f64, v: Self::F64);
+    /// Rounds each lane to `f32` (ties to even) and stores `LANES_64` values
+    /// at `p`.
+    ///
+    /// # Safety
+    /// `p` is writable for `LANES_64` values.
+    unsafe fn store_f32(self, p: *mut f32, v: Self::F64);
+
+    // ---- provided: partial loads and stores, reductions ----
+
+    /// [`Vector::load_planes`] of the first `len < LANES` elements; the other
+    /// lanes are 0.
+    ///
+    /// # Safety
+    /// `lo` and `hi` are readable for `len` bytes.
+    #[inline(always)]
+    unsafe fn load_planes_partial(self, lo: *const u8, hi: *const u8, len: usize) -> Self::U32 {
+        debug_assert!(len < Self::LANES && Self::LANES <= MAX_LANES);
+        let (mut l, mut h) = ([0u8; MAX_LANES], [0u8; MAX_LANES]);
+        // SAFETY: the caller makes `len` bytes readable at `lo` and `hi`;
+        // `len < LANES <= MAX_LANES` fits the buffers, which the full load
+        // then reads in bounds.
+        unsafe {
+            ptr::copy_nonoverlapping(lo, l.as_mut_ptr(), len);
+            ptr::copy_nonoverlapping(hi, h.as_mut_ptr(), len);
+            self.load_planes(l.as_ptr(), h.as_ptr())
+        }
+    }
+
+    /// [`Vector::load_u32`] of the first `len < LANES` values; the other
+    /// lanes are 0.
+    ///
+    /// # Safety
+    /// `p` is readable for `len` values.
+    #[inline(always)]
+    unsafe fn load_u32_partial(self, p: *const u32, len: usize) -> Self::U32 {
+        debug_assert!(len < Self::LANES && Self::LANES <= MAX_LANES);
+        let mut buf = [0u32; MAX_LANES];
+        // SAFETY: as in `load_planes_partial`.
+        unsafe {
+            ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), len);
+            self.load_u32(buf.as_ptr())
+        }
+    }
+
+    /// [`Vector::store_u32`] of the first `len < LANES` lanes.
+    ///
+    /// # Safety
+    /// `p` is writable for `len` values.
+    #[inline(always)]
+    unsafe fn store_u32_partial(self, p: *mut u32, v: Self::U32, len: usize) {
+        debug_assert!(len < Self::LANES && Self::LANES <= MAX_LANES);
+        let mut buf = [0u32; MAX_LANES];
+        // SAFETY: the full store fits the buffer (`LANES <= MAX_LANES`); the
+        // caller makes `len` values writable at `p`.
+        unsafe {
+            self.store_u32(buf.as_mut_ptr(), v);
+            ptr::copy_nonoverlapping(buf.as_ptr(), p, len);
+        }
+    }
+
+    /// [`Vector::store_u16`] of the first `len < LANES` lanes.
+    ///
+    /// # Safety
+    /// `p` is writable for `len` values.
+    #[inline(always)]
+    unsafe fn store_u16_partial(self, p: *mut u16, v: Self::U32, len: usize) {
+        debug_assert!(len < Self::LANES && Self::LANES <= MAX_LANES);
+        let mut buf = [0u16; MAX_LANES];
+        // SAFETY: as in `store_u32_partial`.
+        unsafe {
+            self.store_u16(buf.as_mut_ptr(), v);
+            ptr::copy_nonoverlapping(buf.as_ptr(), p, len);
+        }
+    }
+
+    /// The smallest lane.
+    #[inline(always)]
+    fn reduce_min(self, v: Self::U32) -> u32 {
+        self.lanes(v)
+            .into_iter()
+            .take(Self::LANES)
+            .min()
+            .unwrap_or(u32::MAX)
+    }
+
+    /// The largest lane.
+    #[inline(always)]
+    fn reduce_max(self, v: Self::U32) -> u32 {
+        self.lanes(v)
+            .into_iter()
+            .take(Self::LANES)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The lanes, in the first `LANES` entries.
+    #[inline(always)]
+    fn lanes(self, v: Self::U32) -> [u32; MAX_LANES] {
+        let mut buf = [0u32; MAX_LANES];
+        // SAFETY: the buffer holds `MAX_LANES >= LANES` values.
+        unsafe { self.store_u32(buf.as_mut_ptr(), v) };
+        buf
+    }
+}
+
+/// AVX2 has no `i64 -> f64` conversion; its implementation builds both 32-bit
+/// halves of `x = hi * 2^32 + lo` (`hi` signed, `lo` unsigned) exactly from
+/// bit patterns and rounds once. The constants, as `f64` bits:
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod i64_to_f64_bits {
+    /// `2^52`: `lo` in the low mantissa bits counts units of 1.
+    pub(crate) const LO_MAGIC: u64 = 0x4330_0000_0000_0000;
+    /// `2^84 + 2^63`: `hi + 2^31` (`hi` with its sign bit flipped) in the low
+    /// mantissa bits counts units of `2^32`, offset by `2^63`.
+    pub(crate) const HI_MAGIC: u64 = 0x4530_0000_8000_0000;
+    /// `2^84 + 2^63 + 2^52`: subtracting it from the `HI_MAGIC` double is
+    /// exact and leaves `hi * 2^32 - 2^52`; adding the `LO_MAGIC` double then
+    /// rounds once, to `x`.
+    pub(crate) const HI_LO_BIAS: u64 = 0x4530_0000_8010_0000;
+
+    #[test]
+    fn the_constants_are_the_doubles_they_name() {
+        assert_eq!(f64::from_bits(LO_MAGIC), 2f64.powi(52));
+        assert_eq!(f64::from_bits(HI_MAGIC), 2f64.powi(84) + 2f64.powi(63));
+        assert_eq!(
+            f64::from_bits(HI_LO_BIAS),
+            2f64.powi(84) + 2f64.powi(63) + 2f64.powi(52)
+        );
+    }
+}

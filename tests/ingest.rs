@@ -1,0 +1,465 @@
+//! `convert` from scipy `.npz` and Matrix Market inputs: round trips through
+//! the streaming readers and the out-of-core transpose, and hostile inputs
+//! refused in memory bounded by their real size (a counting allocator
+//! measures what each conversion allocates on its thread).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use deltacells::dataset::ingest::{convert, ConvertOptions, Input};
+use deltacells::dataset::Dataset;
+use deltacells::format::npy::{Array, Dtype};
+use deltacells::Csr;
+
+/// Counts the bytes live on each thread and their peak since the last reset.
+struct Counting;
+
+thread_local! {
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
+
+fn track(delta: isize) {
+    let _ = LIVE.try_with(|live| {
+        let now = live.get() + delta;
+        live.set(now);
+        let _ = PEAK.try_with(|p| p.set(p.get().max(now)));
+    });
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; the thread
+// locals touched are const-initialised cells, which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        track(layout.size() as isize);
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        track(-(layout.size() as isize));
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        track(layout.size() as isize);
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        track(new_size as isize - layout.size() as isize);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Runs `f` and returns its result with the peak bytes it had live at once.
+fn peak_of<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    let base = LIVE.with(Cell::get);
+    PEAK.with(|p| p.set(base));
+    let out = f();
+    (out, (PEAK.with(Cell::get) - base).max(0) as usize)
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("deltacells-ingest-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn array<T: bytemuck::Pod>(dtype: Dtype, values: &[T]) -> Vec<u8> {
+    Array {
+        dtype,
+        shape: vec![values.len()],
+        data: bytemuck::cast_slice(values).to_vec(),
+    }
+    .to_npy()
+}
+
+/// Writes an `.npz` of the given members (name, `.npy` bytes), deflated.
+fn write_npz(path: &Path, members: &[(&str, Vec<u8>)]) {
+    let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .large_file(true);
+    for (name, bytes) in members {
+        z.start_file(format!("{name}.npy"), opts).unwrap();
+        z.write_all(bytes).unwrap();
+    }
+    z.finish().unwrap();
+}
+
+/// A scipy-style CSR or CSC npz of `csr` (cells x genes, f32 data).
+fn write_sparse_npz(path: &Path, csr: &Csr<u32>, csc: bool) {
+    let (indptr, indices, data) = if csc {
+        let t = transpose(csr);
+        (t.indptr, t.indices, t.values)
+    } else {
+        (csr.indptr.clone(), csr.indices.clone(), csr.values.clone())
+    };
+    let data: Vec<f32> = data.iter().map(|&v| v as f32).collect();
+    let format = Array {
+        dtype: Dtype::U8,
+        shape: vec![],
+        data: if csc {
+            b"csc".to_vec()
+        } else {
+            b"csr".to_vec()
+        },
+    }
+    .to_npy();
+    // numpy writes a byte string as dtype |S3.
+    let mut format = format;
+    let at = format.windows(5).position(|w| w == b"'|u1'").unwrap();
+    format[at..at + 5].copy_from_slice(b"'|S3'");
+    write_npz(
+        path,
+        &[
+            ("indices", array(Dtype::I32, &indices)),
+            ("indptr", array(Dtype::I64, &indptr)),
+            ("format", format),
+            (
+                "shape",
+                array(Dtype::I64, &[csr.n_rows() as i64, csr.n_cols as i64]),
+            ),
+            ("data", array(Dtype::F32, &data)),
+        ],
+    );
+}
+
+fn transpose(csr: &Csr<u32>) -> Csr<u32> {
+    let mut cols: Vec<Vec<(i32, u32)>> = vec![Vec::new(); csr.n_cols as usize];
+    for (c, w) in csr.indptr.windows(2).enumerate() {
+        for j in w[0] as usize..w[1] as usize {
+            cols[csr.indices[j] as usize].push((c as i32, csr.values[j]));
+        }
+    }
+    let mut t = Csr::empty(csr.n_rows() as u64);
+    for col in cols {
+        for (c, v) in col {
+            t.indices.push(c);
+            t.values.push(v);
+        }
+        t.indptr.push(t.indices.len() as i64);
+    }
+    t
+}
+
+/// A deterministic matrix with empty cells, empty genes and a count above 65535.
+fn sample(n_cells: usize, n_genes: usize) -> Csr<u32> {
+    let mut csr = Csr::empty(n_genes as u64);
+    let mut x = 12345u64;
+    for c in 0..n_cells {
+        if c % 7 != 3 {
+            for g in 0..n_genes - 2 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                if (x >> 33).is_multiple_of(5) {
+                    csr.indices.push(g as i32);
+                    csr.values.push(if g == 1 && c == 2 {
+                        70_000
+                    } else {
+                        1 + (x >> 40) as u32 % 9
+                    });
+                }
+            }
+        }
+        csr.indptr.push(csr.indices.len() as i64);
+    }
+    csr
+}
+
+/// Reads a dataset back as cells x source genes.
+fn read_back(dir: &Path) -> Csr<u32> {
+    let ds = Dataset::open(dir).unwrap();
+    ds.verify().unwrap();
+    let got = ds.read_range::<i32>(0..ds.n_cells(), None).unwrap().csr;
+    let order: Vec<i32> = match ds.gene_order() {
+        Some(o) => o.to_vec(),
+        None => (0..ds.n_genes() as i32).collect(),
+    };
+    let mut out = Csr::empty(ds.n_genes() as u64);
+    for w in got.indptr.windows(2) {
+        let mut row: Vec<(i32, u32)> = (w[0] as usize..w[1] as usize)
+            .map(|j| (order[got.indices[j] as usize], got.values[j] as u32))
+            .collect();
+        row.sort_unstable();
+        for (g, v) in row {
+            out.indices.push(g);
+            out.values.push(v);
+        }
+        out.indptr.push(out.indices.len() as i64);
+    }
+    out
+}
+
+fn small_blocks() -> ConvertOptions {
+    ConvertOptions {
+        block_nonzeros: 7,
+        run_nonzeros: 16,
+        ..ConvertOptions::default()
+    }
+}
+
+#[test]
+fn csr_and_csc_npz_convert_to_the_same_matrix_in_small_blocks() {
+    let dir = tmpdir("npz-rt");
+    let source = sample(60, 9);
+    for (csc, sort) in [(false, true), (true, true), (false, false), (true, false)] {
+        let path = dir.join(format!("m-{csc}.npz"));
+        write_sparse_npz(&path, &source, csc);
+        let out = dir.join(format!("out-{csc}-{sort}"));
+        let options = ConvertOptions {
+            sort_genes: sort,
+            writer: deltacells::dataset::WriterConfig {
+                tile_size: 8,
+                ..Default::default()
+            },
+            ..small_blocks()
+        };
+        let m = convert(&Input::detect(&path).unwrap(), &out, options, &mut |_| {}).unwrap();
+        assert_eq!((m.n_cells, m.n_genes), (60, 9));
+        assert_eq!(read_back(&out), source, "csc {csc}, sort {sort}");
+        let ds = Dataset::open(&out).unwrap();
+        assert_eq!(ds.gene_order().is_some(), sort);
+        if sort {
+            // The two empty genes come last, in source order.
+            assert_eq!(&ds.gene_order().unwrap()[7..], &[7, 8]);
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn write_mtx(dir: &Path, csr: &Csr<u32>, shuffle: bool) {
+    let mut lines = Vec::new();
+    for (c, w) in csr.indptr.windows(2).enumerate() {
+        for j in w[0] as usize..w[1] as usize {
+            lines.push(format!(
+                "{} {} {}",
+                csr.indices[j] + 1,
+                c + 1,
+                csr.values[j]
+            ));
+        }
+    }
+    if shuffle {
+        lines.reverse();
+        let n = lines.len();
+        lines.swap(0, n / 2);
+    }
+    let text = format!(
+        "%%MatrixMarket matrix coordinate integer general\n% written by a test\n{} {} {}\n{}\n",
+        csr.n_cols,
+        csr.n_rows(),
+        lines.len(),
+        lines.join("\n")
+    );
+    std::fs::write(dir.join("matrix.mtx"), text).unwrap();
+}
+
+#[test]
+fn matrix_market_entries_in_any_order_are_transposed_out_of_core() {
+    let dir = tmpdir("mtx-rt");
+    let source = sample(45, 6);
+    write_mtx(&dir, &source, true);
+    let out = dir.join("out");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let options = ConvertOptions {
+        tmp_dir: Some(tmp.clone()),
+        ..small_blocks()
+    };
+    let mut phases = Vec::new();
+    convert(&Input::detect(&dir).unwrap(), &out, options, &mut |p| {
+        phases.push(p.phase)
+    })
+    .unwrap();
+    assert_eq!(read_back(&out), source);
+    assert!(phases.contains(&deltacells::dataset::ingest::Phase::Transposing));
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "the transpose's run files are removed"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Conversions of hostile inputs may allocate no more than this on their thread.
+const BOUND: usize = 32 << 20;
+
+fn refused(input: &Path, want: &str) {
+    let out = input.with_extension("out");
+    let (result, peak) = peak_of(|| {
+        convert(
+            &Input::detect(input).unwrap(),
+            &out,
+            ConvertOptions::default(),
+            &mut |_| {},
+        )
+    });
+    let err = result
+        .expect_err("a hostile input was accepted")
+        .to_string();
+    assert!(err.contains(want), "{}: {err}", input.display());
+    assert!(peak < BOUND, "{}: {peak} bytes allocated", input.display());
+    assert!(!out.join("manifest.json").exists());
+}
+
+#[test]
+fn npz_with_absurd_shapes_is_refused_in_bounded_memory() {
+    let dir = tmpdir("npz-shapes");
+    let empty = || {
+        vec![
+            ("indptr", array(Dtype::I64, &[0i64])),
+            ("indices", array(Dtype::I32, &[0i32; 0])),
+            ("data", array(Dtype::F32, &[0f32; 0])),
+        ]
+    };
+    let huge_genes = dir.join("genes.npz");
+    let mut m = empty();
+    m.push(("shape", array(Dtype::I64, &[0i64, 1 << 61])));
+    write_npz(&huge_genes, &m);
+    refused(&huge_genes, "2305843009213693952 genes");
+
+    let max_rows = dir.join("rows.npz");
+    let mut m = empty();
+    m.push(("shape", array(Dtype::I64, &[i64::MAX, 5])));
+    write_npz(&max_rows, &m);
+    refused(&max_rows, "9223372036854775807 cells");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn matrix_market_size_line_is_checked_against_the_file() {
+    let dir = tmpdir("mtx-claim");
+    std::fs::write(
+        dir.join("matrix.mtx"),
+        "%%MatrixMarket matrix coordinate integer general\n1 4294967295 0\n",
+    )
+    .unwrap();
+    refused(&dir, "4294967295 cells");
+    std::fs::write(
+        dir.join("matrix.mtx"),
+        "%%MatrixMarket matrix coordinate integer general\n2147483648 1 0\n",
+    )
+    .unwrap();
+    refused(&dir, "2147483648 genes");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Overwrites the uncompressed size of member `name` in its local and
+/// central headers (a directory entry that lies).
+fn patch_size(zip: &mut [u8], name: &[u8], size: u32) {
+    let mut at = 0;
+    while let Some(p) = zip[at..].windows(name.len()).position(|w| w == name) {
+        let p = at + p;
+        if p >= 46 && zip[p - 46..p - 42] == [0x50, 0x4b, 0x01, 0x02] {
+            zip[p - 46 + 24..p - 46 + 28].copy_from_slice(&size.to_le_bytes());
+        } else if p >= 30 && zip[p - 30..p - 26] == [0x50, 0x4b, 0x03, 0x04] {
+            zip[p - 30 + 22..p - 30 + 26].copy_from_slice(&size.to_le_bytes());
+        }
+        at = p + 1;
+    }
+}
+
+#[test]
+fn zip_bomb_members_are_refused_without_inflating_them() {
+    let dir = tmpdir("bomb");
+    // data.npy's header promises 3 floats; the member inflates to 256 MiB.
+    let mut bomb = array(Dtype::F32, &[1f32, 2.0, 3.0]);
+    let header_len = bomb.len() - 12;
+    bomb.resize(256 << 20, 0);
+    let members = |data: Vec<u8>| {
+        vec![
+            ("indptr", array(Dtype::I64, &[0i64, 3])),
+            ("indices", array(Dtype::I32, &[0i32, 1, 2])),
+            ("data", data),
+            ("shape", array(Dtype::I64, &[1i64, 3])),
+        ]
+    };
+    let honest = dir.join("honest.npz");
+    write_npz(&honest, &members(bomb.clone()));
+    refused(&honest, "header promises 12 data bytes");
+    // The same, its directory entries claiming only what the header promises.
+    let lying = dir.join("lying.npz");
+    let mut bytes = std::fs::read(&honest).unwrap();
+    patch_size(&mut bytes, b"data.npy", (header_len + 12) as u32);
+    std::fs::write(&lying, bytes).unwrap();
+    refused(&lying, "inflates past");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_failed_conversion_leaves_no_manifest_and_can_be_rerun_into_the_same_directory() {
+    let dir = tmpdir("rerun");
+    let mut source = sample(40, 5);
+    let good = source.clone();
+    // A non-integral value in the last cell: found only after tiles were
+    // written when the first pass is skipped.
+    let last = source.values.len() - 1;
+    let path = dir.join("m.npz");
+    let mut data: Vec<f32> = source.values.iter().map(|&v| v as f32).collect();
+    data[last] = 2.5;
+    source.values[last] = 0;
+    write_npz(
+        &path,
+        &[
+            ("indptr", array(Dtype::I64, &source.indptr)),
+            ("indices", array(Dtype::I32, &source.indices)),
+            ("data", array(Dtype::F32, &data)),
+            ("shape", array(Dtype::I64, &[40i64, 5])),
+        ],
+    );
+    let out = dir.join("out");
+    let options = || ConvertOptions {
+        writer: deltacells::dataset::WriterConfig {
+            tile_size: 4,
+            ..Default::default()
+        },
+        ..small_blocks()
+    };
+    let keep = ConvertOptions {
+        sort_genes: false,
+        ..options()
+    };
+    let err = convert(&Input::detect(&path).unwrap(), &out, keep, &mut |_| {}).unwrap_err();
+    let last_cell = source
+        .indptr
+        .iter()
+        .position(|&p| p as usize > last)
+        .unwrap()
+        - 1;
+    assert!(
+        err.to_string().contains(&format!("cell {last_cell}, gene")),
+        "{err}"
+    );
+    assert!(err.to_string().contains("value 2.5"), "{err}");
+    assert!(
+        out.join("tiles").read_dir().unwrap().count() > 0,
+        "tiles were written"
+    );
+    assert!(!out.join("manifest.json").exists());
+    assert!(Dataset::open(&out).is_err());
+    // With the first pass the value is refused before any tile is written.
+    let fresh = dir.join("fresh");
+    let err = convert(
+        &Input::detect(&path).unwrap(),
+        &fresh,
+        options(),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("value 2.5"), "{err}");
+    assert!(!fresh.join("tiles").exists());
+    // Fixed input, same directory.
+    write_sparse_npz(&path, &good, false);
+    convert(&Input::detect(&path).unwrap(), &out, options(), &mut |_| {}).unwrap();
+    assert_eq!(read_back(&out), good);
+    std::fs::remove_dir_all(dir).unwrap();
+}
