@@ -38,6 +38,10 @@ pub enum Error {
     /// Bad configuration (environment variable, option).
     #[error("configuration: {0}")]
     Config(String),
+
+    /// The batch prefetch thread panicked; the panic's message.
+    #[error("the batch prefetch thread panicked: {0}")]
+    Prefetch(String),
     /// zstd failed while compressing (decompression failures are tile errors).
     #[error("zstd compression failed: {0}")]
     Compress(String),

@@ -10,7 +10,6 @@ use deltacells::dataset::{
     WriterConfig,
 };
 use deltacells::engine::EngineConfig;
-use deltacells::error::DatasetRule;
 use deltacells::synth::{Synth, SynthConfig};
 use deltacells::{Csr, Error};
 
@@ -290,61 +289,6 @@ fn batches_cover_every_cell_once_across_ranks_and_are_deterministic() {
         panic!("dense expected")
     };
     assert_eq!((*n_cols, d.len()), (3000, 30_000));
-    std::fs::remove_dir_all(dir).unwrap();
-}
-
-#[test]
-fn interrupted_writer_leaves_an_incomplete_dataset_and_no_partial_tile() {
-    let dir = tmpdir("interrupted");
-    let synth = Synth::new(SynthConfig {
-        n_genes: 500,
-        median_umis: 200.0,
-        ..SynthConfig::default()
-    });
-    {
-        let config = WriterConfig {
-            tile_size: 50,
-            level: 1,
-            parallel_tiles: 1,
-            ..WriterConfig::default()
-        };
-        let mut w = DatasetWriter::create(&dir, 500, config).unwrap();
-        w.push(synth.block(0, 120).as_ref()).unwrap();
-        // A bad block stops the writer half-way; it is then dropped unfinished.
-        let bad = Csr {
-            n_cols: 500,
-            indptr: vec![0, 1],
-            indices: vec![3],
-            values: vec![0i32],
-        };
-        assert!(matches!(w.push(bad.as_ref()), Err(Error::Input(_))));
-    }
-    assert!(!dir.join("manifest.json").exists());
-    assert!(matches!(
-        Dataset::open(&dir),
-        Err(Error::Dataset(DatasetRule::ManifestMissing(_)))
-    ));
-    let tiles: Vec<_> = std::fs::read_dir(dir.join("tiles"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(
-        tiles.len(),
-        2,
-        "two full tiles written, the partial third one never named"
-    );
-    for t in tiles {
-        assert!(
-            t.extension().is_some_and(|e| e == "dct"),
-            "no temporary file left: {}",
-            t.display()
-        );
-        deltacells::format::tile::TileView::parse(&std::fs::read(&t).unwrap()).unwrap();
-    }
-    assert!(
-        DatasetWriter::create(&dir, 500, WriterConfig::default()).is_ok(),
-        "an incomplete dataset can be rewritten"
-    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 

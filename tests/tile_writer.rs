@@ -4,7 +4,7 @@
 use deltacells::engine::ChunkDecoder;
 use deltacells::format::tile::TileView;
 use deltacells::format::tile_writer::TileEncoder;
-use deltacells::{Csr, CsrRef, Error};
+use deltacells::{Backend, Csr, CsrRef, Error};
 
 fn encode<V: deltacells::format::tile_writer::CountSource>(
     n_cols: u64,
@@ -110,5 +110,58 @@ fn streams_are_aligned_and_absent_exception_frames_are_zero() {
                 assert_eq!(e.offset, 0, "absent frames store offset 0");
             }
         }
+    }
+}
+
+/// The writer's kernels run on any backend, and every backend this CPU runs
+/// writes the same bytes (gap and value exceptions included).
+#[test]
+fn every_backend_writes_the_same_tile() {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |n: u64| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % n
+    };
+    let n_genes = 200_000u64;
+    let (mut indptr, mut indices, mut values) = (vec![0i64], Vec::new(), Vec::new());
+    for _ in 0..40 {
+        let mut g = next(70_000) as i32;
+        for _ in 0..next(300) {
+            if g as u64 >= n_genes {
+                break;
+            }
+            indices.push(g);
+            let big = next(50) == 0;
+            values.push(if big {
+                70_000 + next(9) as u32
+            } else {
+                1 + next(9) as u32
+            });
+            let far = next(40) == 0;
+            g += 1 + next(if far { 80_000 } else { 30 }) as i32;
+        }
+        indptr.push(indices.len() as i64);
+    }
+    let tiles: Vec<(Backend, Vec<u8>)> = Backend::available()
+        .into_iter()
+        .map(|b| {
+            let tile = TileEncoder::new()
+                .with_level(1)
+                .with_chunks(3)
+                .with_backend(b)
+                .encode(CsrRef {
+                    n_cols: n_genes,
+                    indptr: &indptr,
+                    indices: &indices,
+                    values: &values,
+                })
+                .unwrap();
+            (b, tile)
+        })
+        .collect();
+    for (b, tile) in &tiles[1..] {
+        assert!(*tile == tiles[0].1, "{b} writes other bytes than scalar");
     }
 }

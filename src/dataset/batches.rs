@@ -23,6 +23,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use rand::RngCore;
 use rand::SeedableRng;
@@ -342,7 +343,49 @@ pub struct BatchIter {
 
 enum Source {
     OnDemand(Box<Producer>),
-    Prefetched(Receiver<Result<Batch>>),
+    Prefetched(Prefetch),
+}
+
+/// The prefetch thread: its batches, and the thread itself, joined when the
+/// iterator is dropped (after the channel is closed, which stops it).
+struct Prefetch {
+    rx: Option<Receiver<Result<Batch>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Prefetch {
+    /// The next batch; when the thread is gone, the reason (its panic message).
+    fn recv(&mut self) -> Result<Batch> {
+        let rx = self.rx.as_ref().expect("open until dropped");
+        if let Ok(batch) = rx.recv() {
+            return batch;
+        }
+        Err(match self.thread.take().map(JoinHandle::join) {
+            Some(Err(panic)) => Error::Prefetch(panic_message(panic.as_ref())),
+            _ => Error::Prefetch("the thread stopped without a batch or a panic".into()),
+        })
+    }
+}
+
+impl Drop for Prefetch {
+    fn drop(&mut self) {
+        // Closing the channel makes the thread's next send fail, so it stops
+        // after the batch in hand; its panic, if any, was already reported or
+        // is of no one's interest now.
+        drop(self.rx.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The message of a panic payload (`panic!` with a literal or with format arguments).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 struct Producer {
@@ -469,7 +512,7 @@ impl Dataset {
             Source::OnDemand(Box::new(producer))
         } else {
             let (tx, rx) = sync_channel(prefetch);
-            std::thread::Builder::new()
+            let thread = std::thread::Builder::new()
                 .name("deltacells-prefetch".into())
                 .spawn(move || {
                     for i in 0..total {
@@ -482,7 +525,10 @@ impl Dataset {
                     }
                 })
                 .map_err(|e| Error::io("starting the prefetch thread", e))?;
-            Source::Prefetched(rx)
+            Source::Prefetched(Prefetch {
+                rx: Some(rx),
+                thread: Some(thread),
+            })
         };
         Ok(BatchIter {
             next: 0,
@@ -513,9 +559,7 @@ impl Iterator for BatchIter {
         }
         let item = match &mut self.source {
             Source::OnDemand(p) => p.produce(self.next),
-            Source::Prefetched(rx) => rx
-                .recv()
-                .unwrap_or_else(|_| Err(Error::Config("prefetch thread stopped".into()))),
+            Source::Prefetched(p) => p.recv(),
         };
         self.next = if item.is_err() {
             self.total

@@ -13,7 +13,7 @@ use crate::format::tile::{
 };
 use crate::format::zstd::Compressor;
 use crate::kernels::reference::tile as scalar;
-use crate::kernels::{CellBounds, KernelTable, TileKernels};
+use crate::kernels::{Backend, CellBounds, KernelTable, TileKernels};
 
 /// Default number of chunks per tile.
 pub const DEFAULT_CHUNKS: usize = 8;
@@ -61,6 +61,7 @@ float_count_source!(f32, f64);
 pub struct TileEncoder {
     n_chunks: usize,
     level: i32,
+    backend: Option<Backend>,
     zstd: Compressor,
 }
 
@@ -88,6 +89,7 @@ impl TileEncoder {
         TileEncoder {
             n_chunks: DEFAULT_CHUNKS,
             level: DEFAULT_LEVEL,
+            backend: None,
             zstd: Compressor::new(),
         }
     }
@@ -101,6 +103,14 @@ impl TileEncoder {
     /// Sets the zstd level (negative levels are zstd's fast modes).
     pub fn with_level(mut self, level: i32) -> TileEncoder {
         self.level = level;
+        self
+    }
+
+    /// Runs the kernels on `backend` (an error at encode time if this CPU
+    /// cannot run it) instead of the process-wide [`Backend::active`]. The
+    /// bytes written are the same on every backend.
+    pub fn with_backend(mut self, backend: Backend) -> TileEncoder {
+        self.backend = Some(backend);
         self
     }
 
@@ -122,9 +132,10 @@ impl TileEncoder {
     /// `max(1024, nnz / 200)` exceptions of either kind.
     pub fn encode<V: CountSource>(&mut self, csr: CsrRef<'_, V>) -> Result<Vec<u8>> {
         let counts = validate(&csr)?;
-        // The process-wide table (`DELTACELLS_KERNEL` honoured): the bytes
-        // written are the same on every backend.
-        let k = TileKernels::active()?;
+        let k = match self.backend {
+            Some(b) => TileKernels::for_backend(b)?,
+            None => TileKernels::active()?,
+        };
         let n_genes = csr.n_cols as u32;
         let chunks = self.plan_chunks(csr.indptr);
         let streams = chunks

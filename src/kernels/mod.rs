@@ -36,9 +36,8 @@
 //! Faults in the *data* are values: [`Fault`] for a tile rule broken,
 //! [`integrate::Overflow`] for a sum leaving `i64`. Calling a kernel against its
 //! documented contract (slices whose lengths disagree, a bit width beyond the
-//! word, too few packed bytes) is a bug in the caller: the table's method
-//! panics with the contract's wording before any kernel runs, on every
-//! backend alike.
+//! word, too few packed bytes) is a bug in the caller: it panics with the
+//! contract's wording before touching memory, on every backend alike.
 
 use std::fmt;
 use std::str::FromStr;

@@ -58,8 +58,22 @@ impl Fetcher {
         let (tx, rx) = sync_channel(1);
         let (store, key) = (self.store.clone(), key.to_string());
         self.pool.spawn(move || {
+            // A store that panics must not abort the process (a panic in a
+            // spawned job would): it becomes this fetch's error, message kept.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.get(&key)))
+                .unwrap_or_else(|panic| {
+                    let message = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a panic".into());
+                    Err(Error::Config(format!(
+                        "fetching {key} from {} panicked: {message}",
+                        store.describe()
+                    )))
+                });
             // The receiver may be gone (a dropped reader): nothing to do then.
-            let _ = tx.send(store.get(&key));
+            let _ = tx.send(result);
         });
         rx
     }

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 #[path = "../runner/mod.rs"]
-mod runner;
+pub mod runner;
 use std::path::PathBuf;
 
 use deltacells::format::npy::read_csr_npz;

@@ -9,7 +9,7 @@ use deltacells::dataset::ingest::{convert, ConvertOptions, Input, Layer, Phase, 
 use deltacells::dataset::{Dataset, GeneSelection, OpenOptions, WriterConfig};
 use deltacells::engine::EngineConfig;
 use deltacells::{Backend, Csr, Error, Result};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 
 use crate::output::{out_err, Out};
 
@@ -335,12 +335,19 @@ pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
                 Phase::Writing => "writing",
             };
             let template = format!(
-                "{name:>14} [{{bar:32}}] {{human_pos}}/{{human_len}} {} ({{per_sec}}, ETA {{eta}})",
+                "{name:>14} [{{bar:32}}] {{human_pos}}/{{human_len}} {} ({{rate}}, ETA {{eta}})",
                 p.phase.unit()
             );
-            bar.set_style(
-                ProgressStyle::with_template(&template).expect("valid progress template"),
-            );
+            let unit = p.phase.unit();
+            let style = ProgressStyle::with_template(&template)
+                .expect("valid progress template")
+                .with_key(
+                    "rate",
+                    move |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.0} {unit}/s", s.per_sec());
+                    },
+                );
+            bar.set_style(style);
             bar.reset();
         }
         bar.set_length(p.total);

@@ -1,0 +1,33 @@
+//! `manifest.json` on arbitrary bytes, opened with `Dataset::open` over a
+//! memory store holding a real dataset's other files: never a panic, an
+//! abort or an allocation sized by a claimed count; whatever opens can be
+//! read (a range, single cells, the first training batch) without one.
+
+#![no_main]
+
+#[path = "shared/small_obs.rs"]
+mod small_obs;
+
+use std::sync::Arc;
+
+use deltacells::dataset::{BatchConfig, Dataset};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let store = small_obs::store();
+    store.insert("manifest.json", data);
+    let Ok(ds) = Dataset::open_store(Arc::new(store), small_obs::options()) else {
+        return;
+    };
+    let n = ds.n_cells();
+    let _ = ds.read_range::<i32>(0..n.min(40), None);
+    let _ = ds.read_cells::<f32>(&[n.saturating_sub(1), n / 2, n]);
+    let ds = Arc::new(ds);
+    if let Ok(mut batches) = ds.batches(BatchConfig {
+        batch_size: 32,
+        prefetch: 0,
+        ..BatchConfig::default()
+    }) {
+        let _ = batches.next();
+    }
+});

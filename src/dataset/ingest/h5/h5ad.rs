@@ -1,0 +1,283 @@
+//! AnnData `.h5ad`, per the AnnData on-disk specification: the matrix (`X`,
+//! `raw/X` or `layers/NAME`) is a `csr_matrix` or `csc_matrix` group
+//! (`data`, `indices`, `indptr`, attribute `shape`) or a dense `array`
+//! dataset; `obs` and `var` are dataframes ([`super::frame`]).
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::frame::{self, Column, Frame};
+use super::{H5Seq, H5};
+use crate::csr::Csr;
+use crate::dataset::ingest::compressed::{Compressed, Major};
+use crate::dataset::ingest::counts::{check_claim, count, not_a_count, Rows};
+use crate::dataset::ingest::{
+    transpose_columns, Cells, ConvertOptions, Layer, Opened, Progress, Side,
+};
+use crate::error::Result;
+use crate::obs::{ObsColumn, VarTable};
+
+/// The obs column the obs index becomes.
+const CELL_ID: &str = "cell_id";
+
+/// A dense matrix read in blocks of rows.
+struct DenseRows {
+    h5: H5,
+    at: String,
+    n_cells: u64,
+    n_genes: u64,
+    next: u64,
+    rows_per_block: u64,
+}
+
+impl Rows for DenseRows {
+    fn next_block(&mut self) -> Result<Option<Csr<u32>>> {
+        if self.next == self.n_cells {
+            return Ok(None);
+        }
+        let (r0, r1) = (
+            self.next,
+            (self.next + self.rows_per_block).min(self.n_cells),
+        );
+        let ds = self.h5.dataset(&self.at)?;
+        let block = ds
+            .read_slice_2d::<f64, _>((r0 as usize..r1 as usize, ..))
+            .map_err(|e| {
+                self.h5
+                    .err(&self.at, format!("reading rows {r0}..{r1}: {e}"))
+            })?;
+        let mut csr = Csr::empty(self.n_genes);
+        for (r, row) in block.rows().into_iter().enumerate() {
+            for (g, &v) in row.iter().enumerate() {
+                let c = count(v).ok_or_else(|| {
+                    not_a_count(&self.h5.source(&self.at), r0 + r as u64, g as u64, v)
+                })?;
+                if c > 0 {
+                    csr.indices.push(g as i32);
+                    csr.values.push(c);
+                }
+            }
+            csr.indptr.push(csr.indices.len() as i64);
+        }
+        self.next = r1;
+        Ok(Some(csr))
+    }
+}
+
+/// Where the chosen matrix and its gene table are.
+fn locate(h5: &H5, layer: &Layer) -> Result<(String, &'static str)> {
+    let (x, var) = match layer {
+        Layer::X => ("X".to_string(), "var"),
+        Layer::Raw => ("raw/X".to_string(), "raw/var"),
+        Layer::Named(name) => (format!("layers/{name}"), "var"),
+    };
+    if !h5.exists(&x) {
+        let layers = if h5.is_group("layers") {
+            h5.group("layers")?.member_names().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        return Err(h5.err(
+            &x,
+            format!(
+                "missing (--layer takes X, raw{})",
+                layers.iter().map(|l| format!(", {l}")).collect::<String>()
+            ),
+        ));
+    }
+    Ok((x, var))
+}
+
+/// obs columns for the writer: the index as `cell_id`, then the columns.
+fn obs_columns(frame: Frame) -> Result<(Vec<ObsColumn>, Vec<String>)> {
+    let mut ordered = Vec::new();
+    let mut obs = vec![ObsColumn::string(
+        CELL_ID,
+        frame.index.iter().map(|s| Some(s.as_str())),
+    )];
+    for (name, col) in frame.columns {
+        obs.push(match col {
+            Column::Strings(v) => ObsColumn::string(name, v),
+            Column::Categorical {
+                categories,
+                codes,
+                ordered: o,
+            } => {
+                if o {
+                    ordered.push(name.clone());
+                }
+                ObsColumn::category(name, categories, codes)?
+            }
+            Column::Arrow(a) => ObsColumn::from_arrow(name, a)?,
+        });
+    }
+    Ok((obs, ordered))
+}
+
+/// The gene table: the index and the string and categorical columns.
+/// Numeric columns (per-gene statistics) are left out and listed.
+fn var_table(frame: &Frame) -> Result<(VarTable, Vec<String>)> {
+    let mut table = VarTable::new("_index", frame.index.clone());
+    let mut skipped = Vec::new();
+    for (name, col) in &frame.columns {
+        table = match (col, col.strings()) {
+            (Column::Categorical { .. }, Some(values)) => {
+                table.with_category_column(name.clone(), values)?
+            }
+            (_, Some(values)) => table.with_column(name.clone(), values)?,
+            (_, None) => {
+                skipped.push(name.clone());
+                table
+            }
+        };
+    }
+    Ok((table, skipped))
+}
+
+/// Opens an `.h5ad` for conversion.
+pub(crate) fn open<'a>(
+    path: &'a Path,
+    options: &'a ConvertOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Opened<'a>> {
+    let h5 = H5::open(path)?;
+    if options.feature_type.is_some() {
+        return Err(h5.err(
+            "",
+            "--feature-type applies to Cell Ranger files; subset the AnnData by var first",
+        ));
+    }
+    let (x, var_at) = locate(&h5, &options.layer)?;
+    // The obs index is the cell count; the columns wanted ("cell_id" is the index).
+    let keep: Option<Vec<String>> = options
+        .obs_columns
+        .as_ref()
+        .map(|k| k.iter().filter(|c| *c != CELL_ID).cloned().collect());
+    let obs = frame::read(&h5, "obs", keep.as_deref())?;
+    let var = frame::read(&h5, var_at, None)?;
+    let (n_cells, n_genes) = (obs.index.len() as u64, var.index.len() as u64);
+    let shape = match h5.encoding(&x)?.as_deref() {
+        Some("csr_matrix") | Some("csc_matrix") => h5
+            .group(&x)?
+            .attr("shape")
+            .and_then(|a| a.read_raw::<i64>())
+            .map_err(|e| h5.err(&x, format!("attribute shape: {e}")))?,
+        Some("array") | None if !h5.is_group(&x) => {
+            let ds = h5.dataset(&x)?;
+            ds.shape().iter().map(|&d| d as i64).collect()
+        }
+        other => {
+            return Err(h5.err(
+                &x,
+                format!(
+                    "encoding-type {other:?} is not a matrix (csr_matrix, csc_matrix or array)"
+                ),
+            ))
+        }
+    };
+    if shape[..] != [n_cells as i64, n_genes as i64] {
+        return Err(h5.err(
+            &x,
+            format!("shape {shape:?}, but obs has {n_cells} cells and {var_at} {n_genes} genes"),
+        ));
+    }
+    check_claim(&h5.source(&x), "cells", n_cells, h5.bytes())?;
+    let n_genes = u32::try_from(n_genes)
+        .ok()
+        .filter(|&g| (1..=1 << 31).contains(&g))
+        .ok_or_else(|| h5.err(var_at, format!("{n_genes} genes is outside 1..=2^31")))?;
+
+    let (obs, ordered) = obs_columns(obs)?;
+    let (table, skipped) = var_table(&var)?;
+    let mut side = Side {
+        var_names: Some(var.index.clone()),
+        var_table: Some(table),
+        obs,
+        ..Side::default()
+    };
+    let mut source = json!({
+        "format": "h5ad",
+        "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
+        "matrix": x,
+    });
+    if !ordered.is_empty() {
+        source["ordered_categories"] = json!(ordered);
+    }
+    if !skipped.is_empty() {
+        source["var_columns_not_kept"] = json!(skipped);
+    }
+    side.metadata.insert("source".into(), source);
+
+    let block = options.block_nonzeros;
+    let cells = match h5.encoding(&x)?.as_deref() {
+        Some(kind @ ("csr_matrix" | "csc_matrix")) => {
+            let major = if kind == "csr_matrix" {
+                Major::Cells
+            } else {
+                Major::Genes
+            };
+            let (n_major, n_minor) = match major {
+                Major::Cells => (n_cells, u64::from(n_genes)),
+                Major::Genes => (u64::from(n_genes), n_cells),
+            };
+            let arrays = move |h5: &H5| -> Result<(Compressed<H5Seq, H5Seq, H5Seq>, u64)> {
+                let indptr = h5.seq(&format!("{x}/indptr"), true)?;
+                let indices = h5.seq(&format!("{x}/indices"), true)?;
+                let data = h5.seq(&format!("{x}/data"), false)?;
+                if indptr.len() as u64 != n_major + 1 {
+                    return Err(h5.err(
+                        &format!("{x}/indptr"),
+                        format!("{} entries, the shape needs {}", indptr.len(), n_major + 1),
+                    ));
+                }
+                if indices.len() != data.len() {
+                    return Err(h5.err(&x, "indices and data differ in length"));
+                }
+                let nnz = data.len() as u64;
+                Ok((
+                    Compressed::new(
+                        h5.source(&x),
+                        (indptr, indices, data),
+                        major,
+                        n_major,
+                        n_minor,
+                        nnz,
+                        block,
+                    ),
+                    nnz,
+                ))
+            };
+            match major {
+                Major::Cells => Cells::Rows(Box::new(move || {
+                    Ok(Box::new(arrays(&h5)?.0) as Box<dyn Rows>)
+                })),
+                Major::Genes => {
+                    let (columns, nnz) = arrays(&h5)?;
+                    let t = options.transposer(n_cells, n_genes, nnz)?;
+                    let (totals, rows) = transpose_columns(columns, t, nnz, progress)?;
+                    Cells::Transposed(totals, rows)
+                }
+            }
+        }
+        _ => {
+            let rows_per_block = (block as u64 / u64::from(n_genes)).max(1);
+            Cells::Rows(Box::new(move || {
+                Ok(Box::new(DenseRows {
+                    h5: H5::open(path)?,
+                    at: x.clone(),
+                    n_cells,
+                    n_genes: u64::from(n_genes),
+                    next: 0,
+                    rows_per_block,
+                }) as Box<dyn Rows>)
+            }))
+        }
+    };
+    Ok(Opened {
+        n_cells,
+        n_genes,
+        side,
+        cells,
+    })
+}

@@ -1,0 +1,131 @@
+//! Batches with prefetch on, over a store that fails or panics on one tile:
+//! the failure reaches the caller as the error, with its original message,
+//! at the same point of the epoch as without prefetch; and dropping the
+//! iterator early stops the prefetch thread.
+
+mod common;
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use deltacells::dataset::{
+    AlignedBytes, Batch, BatchConfig, Dataset, MemoryStore, OpenOptions, Shuffle, Store,
+};
+use deltacells::{Error, Result};
+
+const BROKEN: &str = "tiles/tile_000001.dct";
+
+#[derive(Clone, Copy)]
+enum Fault {
+    None,
+    Error,
+    Panic,
+}
+
+/// The golden `exceptions_70k` dataset (tiles of 128, 128 and 44 cells) in
+/// memory, with a fault on its second tile and a count of every read.
+struct Faulty {
+    inner: MemoryStore,
+    fault: Fault,
+    reads: AtomicUsize,
+}
+
+impl Store for Faulty {
+    fn size(&self, key: &str) -> Result<Option<u64>> {
+        self.inner.size(key)
+    }
+
+    fn get(&self, key: &str) -> Result<Option<AlignedBytes>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        match self.fault {
+            Fault::Error if key == BROKEN => Err(Error::Input(format!("injected error at {key}"))),
+            Fault::Panic if key == BROKEN => panic!("injected panic at {key}"),
+            _ => self.inner.get(key),
+        }
+    }
+
+    fn get_range(&self, key: &str, range: Range<u64>) -> Result<AlignedBytes> {
+        self.inner.get_range(key, range)
+    }
+
+    fn describe(&self) -> String {
+        "a faulty memory store".into()
+    }
+}
+
+fn dataset(fault: Fault) -> (Arc<Dataset>, Arc<Faulty>) {
+    let dir = common::testdata().join("deltacells/datasets/exceptions_70k");
+    let store = Arc::new(Faulty {
+        inner: MemoryStore::from_dir(&dir).unwrap(),
+        fault,
+        reads: AtomicUsize::new(0),
+    });
+    let ds = Dataset::open_store(store.clone(), OpenOptions::default()).unwrap();
+    (Arc::new(ds), store)
+}
+
+fn config(prefetch: usize) -> BatchConfig {
+    BatchConfig {
+        batch_size: 50,
+        shuffle: Shuffle::None,
+        prefetch,
+        ..BatchConfig::default()
+    }
+}
+
+/// Every item of one epoch.
+fn epoch(ds: &Arc<Dataset>, prefetch: usize) -> Vec<Result<Batch>> {
+    ds.batches(config(prefetch)).unwrap().collect()
+}
+
+#[test]
+fn a_mid_epoch_error_arrives_where_it_would_without_prefetch() {
+    let (ds, _) = dataset(Fault::Error);
+    let (on_demand, prefetched) = (epoch(&ds, 0), epoch(&ds, 2));
+    // Cells 0..100 lie in tile 0; the batch of cells 100..150 needs tile 1.
+    assert_eq!(
+        prefetched.len(),
+        3,
+        "two batches, then the error, then nothing"
+    );
+    for (a, b) in on_demand.iter().zip(&prefetched).take(2) {
+        assert_eq!(a.as_ref().unwrap(), b.as_ref().unwrap());
+    }
+    for items in [&on_demand, &prefetched] {
+        match &items[2] {
+            Err(Error::Input(m)) => assert_eq!(m, "injected error at tiles/tile_000001.dct"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_panic_in_the_prefetch_thread_is_the_error_with_its_message() {
+    let (ds, _) = dataset(Fault::Panic);
+    let items = epoch(&ds, 2);
+    assert_eq!(items.len(), 3, "two batches, then the panic, then nothing");
+    assert!(items[..2].iter().all(Result::is_ok));
+    match &items[2] {
+        Err(Error::Prefetch(m)) => assert_eq!(m, "injected panic at tiles/tile_000001.dct"),
+        other => panic!("{other:?}"),
+    }
+    // The dataset is still usable after the thread died.
+    let (ok, _) = dataset(Fault::None);
+    assert!(epoch(&ok, 2).iter().all(Result::is_ok));
+}
+
+#[test]
+fn dropping_the_iterator_early_stops_the_prefetch_thread() {
+    let (ds, store) = dataset(Fault::None);
+    let mut batches = ds.batches(config(1)).unwrap();
+    assert_eq!(batches.len(), 6);
+    batches.next().unwrap().unwrap();
+    drop(batches);
+    // Drop joined the thread: no read can follow.
+    let after = store.reads.load(Ordering::SeqCst);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(store.reads.load(Ordering::SeqCst), after);
+    // Without joining, it would still be reading the epoch's other tiles.
+    assert!(after < 3 + 3, "{after} reads");
+}
