@@ -104,9 +104,9 @@ proptest! {
         let files = encode_obs(&config, &c.tile_cells).unwrap();
         prop_assert_eq!(files.shards.len(), c.tile_cells.len().div_ceil(c.tiles_per_file));
         let store = MemoryStore::new();
-        store.put(SCHEMA_KEY, files.schema_json.as_bytes());
+        store.insert(SCHEMA_KEY, files.schema_json.as_bytes());
         for (s, shard) in files.shards.iter().enumerate() {
-            store.put(shard_key(s), shard);
+            store.insert(shard_key(s), shard);
         }
         let manifest = manifest(&c.tile_cells, files.manifest.clone());
         let reader = ObsReader::open(Arc::new(store), &manifest).unwrap();
@@ -215,9 +215,9 @@ proptest! {
         files.manifest.fingerprint =
             deltacells::obs::fingerprint(&files.schema_json, &tile_cells, &files.manifest.shard_sha256);
         let store = MemoryStore::new();
-        store.put(SCHEMA_KEY, files.schema_json.as_bytes());
+        store.insert(SCHEMA_KEY, files.schema_json.as_bytes());
         for (s, shard) in files.shards.iter().enumerate() {
-            store.put(shard_key(s), shard);
+            store.insert(shard_key(s), shard);
         }
         let reader = ObsReader::open(Arc::new(store), &manifest(&tile_cells, files.manifest.clone())).unwrap();
         let _ = reader.verify();
@@ -240,9 +240,9 @@ proptest! {
     ) {
         let (files, tile_cells) = sample_files();
         let store = MemoryStore::new();
-        store.put(SCHEMA_KEY, files.schema_json.as_bytes());
+        store.insert(SCHEMA_KEY, files.schema_json.as_bytes());
         for (s, shard) in files.shards.iter().enumerate() {
-            store.put(shard_key(s), shard);
+            store.insert(shard_key(s), shard);
         }
         let reader = ObsReader::open(Arc::new(store), &manifest(&tile_cells, files.manifest.clone())).unwrap();
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

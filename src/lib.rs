@@ -11,7 +11,8 @@
 //! * [`format`](mod@format): bytes to structures and back: [`format::tile::TileView`],
 //!   [`format::tile_writer::TileEncoder`], zstd, and the TS_2DIFF and XDelta codecs.
 //! * [`engine`]: joins the two: decoding chunks and tiles into caller buffers.
-//! * [`dataset`] and [`obs`]: directories of tiles, the manifest, per-cell metadata.
+//! * [`storage`]: where bytes live (directories, memory, object storage: `s3://`).
+//! * [`dataset`] and [`obs`]: datasets of tiles, the manifest, per-cell metadata.
 //!
 //! The format is little-endian; this crate refuses to build for big-endian targets.
 
@@ -28,6 +29,7 @@ pub mod format;
 pub mod kernels;
 pub mod measure;
 pub mod obs;
+pub mod storage;
 pub mod synth;
 
 pub use csr::{Csr, CsrRef};

@@ -114,16 +114,21 @@ impl ScanReport {
 }
 
 /// Scans `ds` `reps` times each way, `group` tiles per request (so every
-/// worker has chunks to decode), into one reused buffer.
+/// worker has chunks to decode), into one reused buffer, with the tiles of
+/// the next groups fetched ahead on the dataset's I/O stage.
 pub fn scan_report(ds: &crate::dataset::Dataset, group: usize, reps: usize) -> Result<ScanReport> {
     use rayon::prelude::*;
     let group = group.max(1);
     let limits = ds.limits().to_vec();
     let n_tiles = ds.n_tiles();
     let mut out = crate::csr::Csr::<f32>::empty(0);
+    // Tiles of the next groups are fetched by the I/O stage while this one
+    // decodes: up to its number of requests in flight.
+    let ahead = ds.fetcher().in_flight().max(group);
     let decode_s = best_of(reps, || {
         for first in (0..n_tiles).step_by(group) {
             let last = (first + group).min(n_tiles);
+            ds.prefetch(last..last + ahead);
             ds.read_range_into(limits[first]..limits[last], None, &mut out)?;
         }
         Ok(())
@@ -132,12 +137,8 @@ pub fn scan_report(ds: &crate::dataset::Dataset, group: usize, reps: usize) -> R
     let zstd_s = best_of(reps, || {
         for first in (0..n_tiles).step_by(group) {
             let last = (first + group).min(n_tiles);
-            let tiles = engine.install(|| {
-                (first..last)
-                    .into_par_iter()
-                    .map(|t| ds.fetch_tile(t))
-                    .collect::<Result<Vec<_>>>()
-            })?;
+            ds.prefetch(last..last + ahead);
+            let tiles = ds.fetch_group(first..last)?;
             let units: Vec<(usize, usize)> = tiles
                 .iter()
                 .enumerate()

@@ -93,8 +93,8 @@ fn hostile(tile_bytes: Option<u64>) -> (MemoryStore, Vec<u8>) {
     }
     .to_json();
     let store = MemoryStore::new();
-    store.put(Manifest::tile_key(0), tile.bytes());
-    store.put("manifest.json", &manifest);
+    store.insert(Manifest::tile_key(0), tile.bytes());
+    store.insert("manifest.json", &manifest);
     (store, manifest)
 }
 

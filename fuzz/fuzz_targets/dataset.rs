@@ -15,7 +15,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let store = small_obs::store();
-    store.put("manifest.json", data);
+    store.insert("manifest.json", data);
     let Ok(ds) = Dataset::open_store(Arc::new(store), small_obs::options()) else {
         return;
     };

@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     obs.fingerprint = fingerprint(schema, &manifest.tile_cells, &obs.shard_sha256);
     let tiles = (obs.tiles_per_file as usize).min(n_tiles);
     let store = small_obs::store();
-    store.put(shard_key(0), data);
+    store.insert(shard_key(0), data);
     let reader = ObsReader::open(Arc::new(store), &manifest).expect("only the shard changed");
     let verified = reader.verify().is_ok();
     for column in &reader.schema().columns {

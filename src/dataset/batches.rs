@@ -235,6 +235,23 @@ impl EpochOrder {
         Ok(out)
     }
 
+    /// The tiles of the window holding epoch position `at` (none past the end).
+    pub(crate) fn window_tiles(&self, at: u64) -> &[usize] {
+        if at >= self.len() {
+            return &[];
+        }
+        self.window(self.window_starts.partition_point(|&s| s <= at) - 1)
+    }
+
+    /// The epoch position where the window holding `at` ends.
+    pub(crate) fn window_end(&self, at: u64) -> u64 {
+        let w = self.window_starts.partition_point(|&s| s <= at);
+        self.window_starts
+            .get(w)
+            .copied()
+            .unwrap_or_else(|| self.len())
+    }
+
     fn window(&self, w: usize) -> &[usize] {
         let first = w * self.window_tiles;
         &self.tiles[first..(first + self.window_tiles).min(self.tiles.len())]
@@ -384,6 +401,21 @@ struct Producer {
 }
 
 impl Producer {
+    /// Hands the tiles that the batches after epoch position `next` will
+    /// need (its window and the window after it) and the cache lacks to the
+    /// I/O stage, so they arrive while this batch decodes.
+    fn fetch_ahead(&self, next: u64) {
+        let following = self.order.window_end(next);
+        let tiles = self
+            .order
+            .window_tiles(next)
+            .iter()
+            .chain(self.order.window_tiles(following))
+            .copied()
+            .filter(|&t| !self.cache.has_tile(t));
+        self.dataset.prefetch(tiles.collect::<Vec<_>>());
+    }
+
     fn produce(&mut self, pick: usize) -> Result<Batch> {
         let index = self.first + pick * self.step;
         let positions = self.batches.get(index);
@@ -395,6 +427,7 @@ impl Producer {
                 dataset.fetch_tiles(tiles, cache, &mut fetched).map(drop)
             })?;
         let cells = &cells[..];
+        self.fetch_ahead(positions.end as u64);
         let genes = self.config.genes.as_ref();
         let (cells, rows, stats) = if self.config.dense {
             let d = self

@@ -9,13 +9,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::dataset::store::AlignedBytes;
+use crate::storage::AlignedBytes;
 
 /// A validated tile's bytes.
 #[derive(Debug)]
 pub struct TileBytes {
-    /// The whole tile object; [`crate::format::tile::TileView::parse`] accepted it.
+    /// The tile object, at its full length; [`crate::format::tile::TileView::parse`]
+    /// accepted it, or when `partial`, [`crate::format::tile::TileView::parse_partial`].
     pub bytes: AlignedBytes,
+    /// Only the head and the frames of some chunks were fetched (the other
+    /// bytes are zero): never cached, and only those chunks may be decoded.
+    pub partial: bool,
 }
 
 /// One chunk, decoded: rows `cell_lo .. cell_lo + n_cells` of its tile.
@@ -100,6 +104,11 @@ impl ChunkCache {
             Some(Entry::Tile(t)) => Some(t.clone()),
             _ => None,
         }
+    }
+
+    /// Whether tile `tile` is cached (without counting as a use).
+    pub fn has_tile(&self, tile: usize) -> bool {
+        self.entries.contains_key(&Key::Tile(tile))
     }
 
     /// A cached decoded chunk.

@@ -9,19 +9,19 @@
 mod batches;
 mod cache;
 pub mod ingest;
+mod ranged;
 mod read;
 mod select;
-pub mod store;
 mod writer;
 
-use std::path::Path;
+use std::ffi::OsStr;
 use std::sync::{Arc, Mutex};
 
+pub use crate::storage::{AlignedBytes, LocalStore, MemoryStore, Store};
 pub use batches::{Batch, BatchConfig, BatchIter, BatchRows, Shuffle};
 pub use cache::{ChunkCache, DecodedChunk};
 pub use read::{CsrBatch, DenseBatch, ReadStats};
 pub use select::GeneSelection;
-pub use store::{AlignedBytes, LocalStore, MemoryStore, Store};
 pub use writer::{DatasetWriter, WriterConfig, DEFAULT_TILE_SIZE};
 
 use crate::csr::Csr;
@@ -31,13 +31,22 @@ use crate::format::manifest::Manifest;
 use crate::format::npy::{Array, Dtype};
 use crate::format::tile::TileView;
 use crate::kernels::DecodedCount;
-use crate::obs::ObsReader;
+use crate::obs::{Labels, LocalObs, ObsReader, VarFrame};
+use crate::storage::{Fetcher, Location};
 
 use cache::TileBytes;
 use read::Cells;
 
+/// Object key of the manifest (written last: a location without it is an
+/// incomplete dataset).
+pub const MANIFEST_KEY: &str = "manifest.json";
+
 /// Default bound of the dataset's shared cache of tiles and decoded chunks.
 pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
+
+/// Default number of tile requests in flight: enough to hide ~20 ms of
+/// object-store latency behind decoding; threads that only wait cost little.
+pub const DEFAULT_FETCH_IN_FLIGHT: usize = 16;
 
 /// How to open a dataset.
 #[derive(Clone, Debug)]
@@ -46,6 +55,8 @@ pub struct OpenOptions {
     pub engine: EngineConfig,
     /// Bound of the cache shared by `read_*` calls.
     pub cache_bytes: usize,
+    /// Tile requests the I/O stage keeps in flight (its thread count).
+    pub fetch_in_flight: usize,
 }
 
 impl Default for OpenOptions {
@@ -53,6 +64,7 @@ impl Default for OpenOptions {
         OpenOptions {
             engine: EngineConfig::default(),
             cache_bytes: DEFAULT_CACHE_BYTES,
+            fetch_in_flight: DEFAULT_FETCH_IN_FLIGHT,
         }
     }
 }
@@ -65,6 +77,8 @@ pub struct Dataset {
     gene_order: Option<Vec<i32>>,
     var_names: Option<Vec<String>>,
     engine: Arc<Engine>,
+    /// The I/O stage: tiles are fetched on its threads, never on the engine's.
+    fetcher: Fetcher,
     cache: Mutex<ChunkCache>,
     obs: Option<ObsReader>,
 }
@@ -79,27 +93,23 @@ pub struct VerifyReport {
 }
 
 impl Dataset {
-    /// Opens the dataset in directory `dir` with default options.
-    pub fn open(dir: impl AsRef<Path>) -> Result<Dataset> {
-        Dataset::open_with(dir, OpenOptions::default())
+    /// Opens the dataset at `location` with default options: a directory, or
+    /// a URL such as `s3://bucket/prefix` (see [`Location::parse`]).
+    pub fn open(location: impl AsRef<OsStr>) -> Result<Dataset> {
+        Dataset::open_with(location, OpenOptions::default())
     }
 
-    /// Opens the dataset in directory `dir`.
-    pub fn open_with(dir: impl AsRef<Path>, options: OpenOptions) -> Result<Dataset> {
-        let dir = dir.as_ref();
-        if !dir.is_dir() {
-            return Err(Error::io(
-                dir.display().to_string(),
-                std::io::ErrorKind::NotFound.into(),
-            ));
-        }
-        Dataset::open_store(Arc::new(LocalStore::new(dir)), options)
+    /// Opens the dataset at `location` (a directory or a URL).
+    pub fn open_with(location: impl AsRef<OsStr>, options: OpenOptions) -> Result<Dataset> {
+        let location = Location::parse(location);
+        crate::storage::location::require_dir(&location)?;
+        Dataset::open_store(location.store()?, options)
     }
 
     /// Opens a dataset held by any store.
     pub fn open_store(store: Arc<dyn Store>, options: OpenOptions) -> Result<Dataset> {
         let bytes = store
-            .get("manifest.json")?
+            .get(MANIFEST_KEY)?
             .ok_or_else(|| DatasetRule::ManifestMissing(store.describe()))?;
         let manifest = Manifest::parse(bytes.as_bytes())?;
         let mut limits = Vec::with_capacity(manifest.n_tiles() + 1);
@@ -144,6 +154,7 @@ impl Dataset {
             None
         };
         Ok(Dataset {
+            fetcher: Fetcher::new(store.clone(), options.fetch_in_flight)?,
             store,
             manifest,
             limits,
@@ -205,14 +216,57 @@ impl Dataset {
         &self.engine
     }
 
-    /// Reads tile `t` from the store and checks it: size against the manifest,
-    /// every structural rule, and the header against the manifest's counts.
-    pub(crate) fn fetch_tile(&self, t: usize) -> Result<TileBytes> {
-        let key = Manifest::tile_key(t);
-        let bytes = self
-            .store
-            .get(&key)?
-            .ok_or(DatasetRule::TileMissing { tile: t, key })?;
+    /// The I/O stage fetching this dataset's tiles.
+    pub fn fetcher(&self) -> &Fetcher {
+        &self.fetcher
+    }
+
+    /// Starts fetching `tiles` on the I/O stage, so that a read that needs
+    /// them soon finds them fetched: a scan or a loader calls this with what
+    /// comes next. A hint: tiles beyond the stage's bound are not fetched ahead.
+    pub fn prefetch(&self, tiles: impl IntoIterator<Item = usize>) {
+        for t in tiles.into_iter().filter(|&t| t < self.n_tiles()) {
+            self.fetcher.prefetch(&Manifest::tile_key(t));
+        }
+    }
+
+    /// Fetches `tiles` on the I/O stage (taking prefetched ones) and checks
+    /// them on the pool.
+    pub(crate) fn fetch_group(&self, tiles: std::ops::Range<usize>) -> Result<Vec<TileBytes>> {
+        use rayon::prelude::*;
+        let keys: Vec<String> = tiles.clone().map(Manifest::tile_key).collect();
+        let objects = self.fetcher.get_many(&keys);
+        self.engine.install(|| {
+            tiles
+                .into_par_iter()
+                .zip(objects)
+                .map(|(t, object)| self.check_tile(t, object?))
+                .collect()
+        })
+    }
+
+    /// Checks fetched tile `t`: size against the manifest, every structural
+    /// rule, and the header against the manifest's counts.
+    pub(crate) fn check_tile(&self, t: usize, bytes: Option<AlignedBytes>) -> Result<TileBytes> {
+        let bytes = bytes.ok_or_else(|| DatasetRule::TileMissing {
+            tile: t,
+            key: Manifest::tile_key(t),
+        })?;
+        self.check_view(t, bytes.as_bytes(), true)?;
+        Ok(TileBytes {
+            bytes,
+            partial: false,
+        })
+    }
+
+    /// Checks the bytes of tile `t` (`whole`: every byte is there, CRC
+    /// included; else see [`TileView::parse_partial`]) against the manifest.
+    pub(crate) fn check_view<'b>(
+        &self,
+        t: usize,
+        bytes: &'b [u8],
+        whole: bool,
+    ) -> Result<TileView<'b>> {
         let expected = self.manifest.tile_bytes[t];
         if bytes.len() as u64 != expected {
             return Err(DatasetRule::TileBytes {
@@ -222,7 +276,12 @@ impl Dataset {
             }
             .into());
         }
-        let view = TileView::parse(bytes.as_bytes()).map_err(|e| Error::InTile {
+        let parsed = if whole {
+            TileView::parse(bytes)
+        } else {
+            TileView::parse_partial(bytes)
+        };
+        let view = parsed.map_err(|e| Error::InTile {
             tile: t,
             source: Box::new(e),
         })?;
@@ -250,7 +309,7 @@ impl Dataset {
         };
         match problem {
             Some(problem) => Err(DatasetRule::TileHeader { tile: t, problem }.into()),
-            None => Ok(TileBytes { bytes }),
+            None => Ok(view),
         }
     }
 
@@ -356,26 +415,35 @@ impl Dataset {
     /// the obs shards in full ([`ObsReader::verify`]) and var.parquet's rows.
     pub fn verify(&self) -> Result<VerifyReport> {
         use rayon::prelude::*;
-        let per_tile: Vec<(u64, u64, u64)> = self.engine.install(|| {
-            (0..self.n_tiles())
-                .into_par_iter()
-                .map(|t| {
-                    let tile = self.fetch_tile(t)?;
-                    let view = TileView::parse(tile.bytes.as_bytes())?;
-                    let mut dec = ChunkDecoder::with_backend(self.engine.backend())?;
-                    dec.decode_tile_to_csr::<i32>(&view)
-                        .map_err(|e| Error::InTile {
-                            tile: t,
-                            source: Box::new(e),
-                        })?;
-                    Ok((
-                        view.n_cells() as u64,
-                        view.nnz() as u64,
-                        tile.bytes.len() as u64,
-                    ))
-                })
-                .collect::<Result<_>>()
-        })?;
+        let n = self.n_tiles();
+        let group = self.fetcher.in_flight();
+        let mut per_tile: Vec<(u64, u64, u64)> = Vec::with_capacity(n);
+        for first in (0..n).step_by(group) {
+            let tiles = first..(first + group).min(n);
+            self.prefetch(tiles.end..tiles.end + group);
+            let fetched = self.fetch_group(tiles.clone())?;
+            let part: Vec<(u64, u64, u64)> = self.engine.install(|| {
+                tiles
+                    .into_par_iter()
+                    .zip(&fetched)
+                    .map(|(t, tile)| {
+                        let view = TileView::revalidated(tile.bytes.as_bytes())?;
+                        let mut dec = ChunkDecoder::with_backend(self.engine.backend())?;
+                        dec.decode_tile_to_csr::<i32>(&view)
+                            .map_err(|e| Error::InTile {
+                                tile: t,
+                                source: Box::new(e),
+                            })?;
+                        Ok((
+                            view.n_cells() as u64,
+                            view.nnz() as u64,
+                            tile.bytes.len() as u64,
+                        ))
+                    })
+                    .collect::<Result<_>>()
+            })?;
+            per_tile.extend(part);
+        }
         if let Some(obs) = &self.obs {
             obs.verify()?;
         }
@@ -394,6 +462,28 @@ impl Dataset {
                 ..r
             },
         ))
+    }
+}
+
+impl Dataset {
+    /// Reads `cells` as CSR rows together with their labels from `obs` (made
+    /// by [`crate::obs::ObsReader::localize`]), both in request order.
+    pub fn read_cells_with_labels<V: DecodedCount>(
+        &self,
+        cells: &[u64],
+        genes: Option<&GeneSelection>,
+        obs: &LocalObs,
+    ) -> Result<(CsrBatch<V>, Labels)> {
+        let labels = obs.labels(cells)?;
+        Ok((self.read_cells_genes(cells, genes)?, labels))
+    }
+
+    /// `var.parquet` as an Arrow table, when the dataset has one.
+    pub fn var_table(&self) -> Result<Option<VarFrame>> {
+        if !self.manifest().has_var_table {
+            return Ok(None);
+        }
+        crate::obs::read_var_table(self.store().as_ref(), self.n_genes()).map(Some)
     }
 }
 

@@ -20,6 +20,7 @@ use crate::dataset::cache::{ChunkCache, DecodedChunk, TileBytes};
 use crate::dataset::select::GeneSelection;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
+use crate::format::manifest::Manifest;
 use crate::format::tile::TileView;
 use crate::kernels::DecodedCount;
 
@@ -32,6 +33,11 @@ pub struct ReadStats {
     pub chunks_touched: usize,
     /// Chunks decompressed and decoded for this read (cache misses).
     pub chunks_decoded: usize,
+    /// Bytes requested from the store for this read.
+    pub bytes_fetched: u64,
+    /// Compressed bytes (frames) of the distinct chunks holding the requested
+    /// cells: what `bytes_fetched` is to be compared with.
+    pub chunk_bytes: u64,
 }
 
 /// Rows of cells in CSR form, with the global cell id of each row.
@@ -150,10 +156,24 @@ impl Dataset {
         Ok((tile, (cell - self.limits()[tile]) as usize))
     }
 
-    /// Fetches every tile in `tiles` that the cache lacks, in parallel.
+    /// Fetches every tile in `tiles` that the cache lacks, whole, concurrently
+    /// on the I/O stage.
     pub(crate) fn fetch_tiles(
         &self,
         tiles: &[usize],
+        cache: &mut ChunkCache,
+        stats: &mut ReadStats,
+    ) -> Result<HashMap<usize, Arc<TileBytes>>> {
+        self.fetch_tiles_for(tiles, &[], cache, stats)
+    }
+
+    /// Fetches every tile in `tiles` that the cache lacks, concurrently on
+    /// the I/O stage: whole, or, for a read of a few cells on a remote store,
+    /// only the byte ranges of the chunks holding `located`'s cells.
+    fn fetch_tiles_for(
+        &self,
+        tiles: &[usize],
+        located: &[(usize, usize)],
         cache: &mut ChunkCache,
         stats: &mut ReadStats,
     ) -> Result<HashMap<usize, Arc<TileBytes>>> {
@@ -168,10 +188,33 @@ impl Dataset {
             }
         }
         stats.tiles_fetched += missing.len();
+        let mut wanted: HashMap<usize, Vec<usize>> = HashMap::new();
+        for &(t, local) in located {
+            wanted.entry(t).or_default().push(local);
+        }
+        let (ranged, whole): (Vec<usize>, Vec<usize>) = missing
+            .into_iter()
+            .partition(|t| self.wants_ranges(*t, wanted.get(t).map_or(usize::MAX, Vec::len)));
+        let ranged: Vec<(usize, Vec<usize>)> = ranged
+            .into_iter()
+            .map(|t| (t, wanted.remove(&t).unwrap_or_default()))
+            .collect();
+        for (&(t, _), (tile, requested)) in ranged.iter().zip(self.fetch_ranged(&ranged)?) {
+            stats.bytes_fetched += requested;
+            out.insert(t, Arc::new(tile));
+        }
+        stats.bytes_fetched += whole
+            .iter()
+            .map(|&t| self.manifest().tile_bytes[t])
+            .sum::<u64>();
+        // Fetched on the I/O stage; checked (CRC, structure) on the pool.
+        let keys: Vec<String> = whole.iter().map(|&t| Manifest::tile_key(t)).collect();
+        let objects = self.fetcher().get_many(&keys);
         let fetched: Vec<(usize, Arc<TileBytes>)> = self.engine().install(|| {
-            missing
+            whole
                 .par_iter()
-                .map(|&t| Ok((t, Arc::new(self.fetch_tile(t)?))))
+                .zip(objects)
+                .map(|(&t, object)| Ok((t, Arc::new(self.check_tile(t, object?)?))))
                 .collect::<Result<_>>()
         })?;
         for (t, b) in fetched {
@@ -243,8 +286,17 @@ impl Dataset {
         };
         tiles.sort_unstable();
         tiles.dedup();
+        // Where each listed cell lies: a read of a few cells of a tile on a
+        // remote store fetches only the byte ranges of their chunks.
+        let listed: Vec<(usize, usize)> = match cells {
+            Cells::List(list) => list
+                .iter()
+                .map(|&c| self.locate(c))
+                .collect::<Result<_>>()?,
+            Cells::Range(..) => Vec::new(),
+        };
         let mut sources = Sources {
-            tiles: self.fetch_tiles(&tiles, cache, stats)?,
+            tiles: self.fetch_tiles_for(&tiles, &listed, cache, stats)?,
             chunks: HashMap::new(),
         };
         let located = cells
@@ -309,6 +361,13 @@ impl Dataset {
             i += 1;
         }
         stats.chunks_touched += touched.len();
+        stats.chunk_bytes += touched
+            .iter()
+            .map(|&(t, c)| {
+                let frames = sources.view(t).chunk(c).frames();
+                frames.map(|r| r.end - r.start).sum::<u64>()
+            })
+            .sum::<u64>();
         stats.chunks_decoded += gather_units.len();
         for (unit, chunk) in gather_units
             .iter()

@@ -1,15 +1,18 @@
 //! Writing datasets: CSR blocks in, tiles out as they fill, manifest last.
 //!
-//! Every file is written under a temporary name and renamed into place, and
-//! `manifest.json` is written after everything else: a writer that stops
-//! half-way (an error, a crash, a dropped writer) leaves a directory without a
-//! manifest, which readers report as incomplete, and never a partial file
-//! under a final name. Full tiles are encoded in parallel (zstd at high
-//! levels is the slow part of writing).
+//! Every object is written with an atomic [`Store::put`] (a temporary file
+//! and a rename locally, one PUT or a completed multipart upload remotely),
+//! and `manifest.json` is written after everything else, once the other
+//! objects are durable ([`Store::sync`]): a writer that stops half-way (an
+//! error, a crash, a dropped writer, a power loss) leaves a location without
+//! a manifest, which readers report as incomplete, and never a partial object
+//! under a final name. A writer holds the store's lock from `create` to the
+//! end, so two writers never interleave in one directory. Full tiles are
+//! encoded in parallel (zstd at high levels is the slow part of writing) and
+//! uploaded as they fill.
 
-use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::ffi::OsStr;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde_json::{Map, Value};
@@ -20,6 +23,7 @@ use crate::format::manifest::Manifest;
 use crate::format::npy::Array;
 use crate::format::tile_writer::{CountSource, TileEncoder, DEFAULT_CHUNKS, DEFAULT_LEVEL};
 use crate::obs::{encode_obs, ObsConfig, VarTable};
+use crate::storage::{Location, Store, StoreLock};
 
 /// Default cells per tile.
 pub const DEFAULT_TILE_SIZE: usize = 4096;
@@ -67,9 +71,11 @@ impl Default for WriterConfig {
     }
 }
 
-/// Streams CSR blocks into a new dataset directory.
+/// Streams CSR blocks into a new dataset.
 pub struct DatasetWriter {
-    dir: PathBuf,
+    store: Arc<dyn Store>,
+    /// The store's writer lock, held for the writer's life.
+    _lock: StoreLock,
     config: WriterConfig,
     n_genes: u32,
     /// `gene_order[j]` = source column of output column `j`.
@@ -84,38 +90,27 @@ pub struct DatasetWriter {
     tile_nnz: Vec<u64>,
     tile_bytes: Vec<u64>,
     cells_in: u64,
-    /// Temporary files not yet renamed (removed if the writer is dropped).
-    temporaries: Vec<PathBuf>,
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory.
-fn write_atomically(path: &Path, bytes: &[u8], temporaries: &mut Vec<PathBuf>) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    temporaries.push(tmp.clone());
-    let io = |e| Error::io(tmp.display().to_string(), e);
-    let mut f = fs::File::create(&tmp).map_err(io)?;
-    f.write_all(bytes).map_err(io)?;
-    f.sync_data().map_err(io)?;
-    fs::rename(&tmp, path).map_err(|e| {
-        Error::io(
-            format!("renaming {} to {}", tmp.display(), path.display()),
-            e,
-        )
-    })?;
-    temporaries.pop();
-    Ok(())
 }
 
 impl DatasetWriter {
-    /// Starts a dataset of `n_genes` genes in `dir` (created if needed). Refuses a
-    /// directory that already holds a manifest: a complete dataset is never
-    /// overwritten in place.
+    /// Starts a dataset of `n_genes` genes at `location`: a directory (created
+    /// if needed) or a URL such as `s3://bucket/prefix` (see [`Location::parse`]).
     pub fn create(
-        dir: impl Into<PathBuf>,
+        location: impl AsRef<OsStr>,
         n_genes: u32,
         config: WriterConfig,
     ) -> Result<DatasetWriter> {
-        let dir = dir.into();
+        DatasetWriter::create_in(Location::parse(location).store()?, n_genes, config)
+    }
+
+    /// Starts a dataset of `n_genes` genes in `store`. Refuses a store that
+    /// already holds a manifest (a complete dataset is never overwritten in
+    /// place) or whose lock another writer holds.
+    pub fn create_in(
+        store: Arc<dyn Store>,
+        n_genes: u32,
+        config: WriterConfig,
+    ) -> Result<DatasetWriter> {
         if n_genes == 0 || n_genes > 1 << 31 {
             return Err(Error::Input(format!(
                 "n_genes {n_genes} is outside 1..=2^31"
@@ -123,12 +118,6 @@ impl DatasetWriter {
         }
         if config.tile_size == 0 {
             return Err(Error::Input("tile_size must be at least 1".into()));
-        }
-        if dir.join("manifest.json").exists() {
-            return Err(Error::Input(format!(
-                "{} already holds a dataset (manifest.json exists)",
-                dir.display()
-            )));
         }
         if let Some(table) = config
             .var_table
@@ -175,10 +164,16 @@ impl DatasetWriter {
                 (Some(order), Some(rank))
             }
         };
-        fs::create_dir_all(dir.join("tiles"))
-            .map_err(|e| Error::io(dir.display().to_string(), e))?;
+        let lock = store.lock_exclusive()?;
+        if store.size(crate::dataset::MANIFEST_KEY)?.is_some() {
+            return Err(Error::Input(format!(
+                "{} already holds a dataset (manifest.json exists)",
+                store.describe()
+            )));
+        }
         Ok(DatasetWriter {
-            dir,
+            store,
+            _lock: lock,
             config,
             n_genes,
             gene_order,
@@ -189,7 +184,6 @@ impl DatasetWriter {
             tile_nnz: vec![],
             tile_bytes: vec![],
             cells_in: 0,
-            temporaries: vec![],
         })
     }
 
@@ -289,8 +283,7 @@ impl DatasetWriter {
             .collect::<Result<_>>()?;
         for (block, bytes) in self.full.drain(..).zip(encoded) {
             let t = self.tile_cells.len();
-            let path = self.dir.join(Manifest::tile_key(t));
-            write_atomically(&path, &bytes, &mut self.temporaries)?;
+            self.store.put(&Manifest::tile_key(t), &bytes)?;
             self.tile_cells.push(block.n_rows() as u64);
             self.tile_nnz.push(block.nnz() as u64);
             self.tile_bytes.push(bytes.len() as u64);
@@ -307,11 +300,7 @@ impl DatasetWriter {
         self.flush_full()?;
         if let Some(order) = &self.gene_order {
             let npy = Array::from_i32(order).to_npy();
-            write_atomically(
-                &self.dir.join("gene_order.npy"),
-                &npy,
-                &mut self.temporaries,
-            )?;
+            self.store.put("gene_order.npy", &npy)?;
         }
         if let Some(names) = &self.config.var_names {
             let mut text = String::new();
@@ -320,39 +309,22 @@ impl DatasetWriter {
                 text.push_str(&names[source]);
                 text.push('\n');
             }
-            write_atomically(
-                &self.dir.join("var_names.txt"),
-                text.as_bytes(),
-                &mut self.temporaries,
-            )?;
+            self.store.put("var_names.txt", text.as_bytes())?;
         }
         if let Some(table) = &self.config.var_table {
             let bytes = table.to_parquet(self.gene_order.as_deref())?;
-            write_atomically(
-                &self.dir.join(crate::obs::VAR_KEY),
-                &bytes,
-                &mut self.temporaries,
-            )?;
+            self.store.put(crate::obs::VAR_KEY, &bytes)?;
         }
         let obs = match &self.config.obs {
             None => None,
             Some(config) => {
                 let files = encode_obs(config, &self.tile_cells)?;
-                let obs_dir = self.dir.join("obs");
-                fs::create_dir_all(&obs_dir)
-                    .map_err(|e| Error::io(obs_dir.display().to_string(), e))?;
                 for (s, shard) in files.shards.iter().enumerate() {
-                    write_atomically(
-                        &self.dir.join(crate::obs::shard_key(s)),
-                        shard,
-                        &mut self.temporaries,
-                    )?;
+                    self.store.put(&crate::obs::shard_key(s), shard)?;
                 }
-                write_atomically(
-                    &self.dir.join(crate::obs::SCHEMA_KEY),
-                    files.schema_json.as_bytes(),
-                    &mut self.temporaries,
-                )?;
+                self.store
+                    .put(crate::obs::SCHEMA_KEY, files.schema_json.as_bytes())?;
+                self.store.sync("obs")?;
                 Some(files.manifest)
             }
         };
@@ -372,21 +344,15 @@ impl DatasetWriter {
             metadata: self.config.metadata.clone(),
         };
         manifest.validate()?;
-        write_atomically(
-            &self.dir.join("manifest.json"),
-            &manifest.to_json(),
-            &mut self.temporaries,
-        )?;
-        Ok(manifest)
-    }
-}
-
-impl Drop for DatasetWriter {
-    /// Removes temporary files of a writer that stopped half-way (best effort:
-    /// they never carry a final name, so readers ignore them anyway).
-    fn drop(&mut self) {
-        for tmp in &self.temporaries {
-            let _ = fs::remove_file(tmp);
+        // Everything the manifest names must survive a power loss before
+        // the manifest itself appears, and the manifest before we return.
+        if !manifest.tile_cells.is_empty() {
+            self.store.sync("tiles")?;
         }
+        self.store.sync("")?;
+        self.store
+            .put(crate::dataset::MANIFEST_KEY, &manifest.to_json())?;
+        self.store.sync("")?;
+        Ok(manifest)
     }
 }

@@ -48,6 +48,15 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 }
 
 impl Header {
+    /// Bytes from the start of the tile to the end of the indptr: what a
+    /// reader needs before it can find any cell's chunk and frames.
+    pub fn head_len(&self) -> u64 {
+        self.n_cells
+            .saturating_add(1)
+            .saturating_mul(8)
+            .saturating_add(self.indptr_off)
+    }
+
     /// Reads the header fields (no validation beyond the length).
     pub fn read(b: &[u8]) -> Result<Header> {
         if b.len() < HEADER_LEN {
@@ -162,6 +171,14 @@ impl ChunkEntry {
         b
     }
 
+    /// The byte ranges of the chunk's frames (the exception frames only when present).
+    pub fn frames(&self) -> impl Iterator<Item = std::ops::Range<u64>> {
+        [self.gaps, self.vals, self.vexc, self.gexc]
+            .into_iter()
+            .filter(|e| e.len > 0)
+            .map(|e| e.offset..e.offset.saturating_add(e.len))
+    }
+
     /// The extent of `kind`'s frame (`len == 0` for an absent exception frame).
     pub fn extent(&self, kind: StreamKind) -> Extent {
         match kind {
@@ -183,6 +200,21 @@ pub struct TileView<'a> {
 impl<'a> TileView<'a> {
     /// Parses and validates a whole tile object (all of `bytes`).
     pub fn parse(bytes: &'a [u8]) -> Result<TileView<'a>> {
+        TileView::parse_with(bytes, true)
+    }
+
+    /// Parses a tile of which only some byte ranges were fetched, laid out at
+    /// their offsets in a buffer of the tile's full length: the header, chunk
+    /// table and indptr (the first [`Header::head_len`] bytes) and the
+    /// streams of the chunks to be decoded. Every rule of [`TileView::parse`]
+    /// is checked except the CRC, which needs every byte; the streams of the
+    /// chunks decoded are still checked by zstd (frame structure, exact
+    /// content size) and by the kernels, and only those may be decoded.
+    pub fn parse_partial(bytes: &'a [u8]) -> Result<TileView<'a>> {
+        TileView::parse_with(bytes, false)
+    }
+
+    fn parse_with(bytes: &'a [u8], whole: bool) -> Result<TileView<'a>> {
         let h = Header::read(bytes)?;
         let len = bytes.len() as u64;
         let fail = |rule, at| Err(Error::tile(rule, at));
@@ -207,7 +239,11 @@ impl<'a> TileView<'a> {
                 Location::offset(48),
             );
         }
-        let computed = crc32fast::hash(&bytes[HEADER_LEN..]);
+        let computed = if whole {
+            crc32fast::hash(&bytes[HEADER_LEN..])
+        } else {
+            h.crc32
+        };
         if computed != h.crc32 {
             return fail(
                 TileRule::Crc {

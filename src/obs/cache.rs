@@ -7,19 +7,20 @@
 //! only possibly a damaged file, which is detected (batch and row counts,
 //! types, codes) and fetched again.
 //!
-//! Concurrency: a column is written to a temporary file and renamed into
-//! place while its lock file (`<name>.arrow.lock`, an exclusive `flock`) is
-//! held, and re-checked after the lock is taken, so processes on one node that
-//! localize the same column at once fetch it once; different columns are
-//! fetched in parallel. A final file is never written in place: a damaged one
-//! is unlinked and replaced by a new inode, so a mapping held elsewhere keeps
-//! seeing the old, complete file.
+//! Concurrency and durability come from [`crate::storage::node_cache`]: a
+//! column is written whole under its entry lock and renamed into place, so
+//! processes on one node that localize the same column at once fetch it
+//! once, and different columns are fetched in parallel.
+//!
+//! Integrity: before any column is cached from a shard, the whole shard is
+//! fetched once and checked against its size and SHA-256 in the manifest, so
+//! a damaged or tampered shard never reaches a cache that every later job on
+//! the node trusts. This costs the other columns' bytes of each shard, once
+//! per node and obs fingerprint; the columns are then decoded from the
+//! verified copy in memory.
 
 use std::collections::HashSet;
-use std::fs::{self, File};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch};
@@ -29,35 +30,14 @@ use arrow_ipc::writer::FileWriter;
 use arrow_schema::{Field, Schema};
 use arrow_select::interleave::interleave;
 use bytes::Bytes;
-use memmap2::Mmap;
 
 use super::labels::{locate, Label, Labels};
 use super::reader::{check_column, guarded, ObsReader};
 use super::schema::ColumnSchema;
+use super::shards::shard_key;
 use crate::error::{Error, Result};
-
-/// Environment variable naming the cache directory.
-pub const CACHE_ENV: &str = "DELTACELLS_CACHE";
-
-/// The cache directory: `explicit`, else `$DELTACELLS_CACHE`,
-/// `$XDG_CACHE_HOME/deltacells`, `~/.cache/deltacells`.
-pub fn cache_root(explicit: Option<&Path>) -> Result<PathBuf> {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    explicit
-        .map(Path::to_path_buf)
-        .or_else(|| var(CACHE_ENV))
-        .or_else(|| var("XDG_CACHE_HOME").map(|p| p.join("deltacells")))
-        .or_else(|| var("HOME").map(|p| p.join(".cache").join("deltacells")))
-        .ok_or_else(|| {
-            Error::Config(format!(
-                "no obs cache directory: pass one or set {CACHE_ENV}, XDG_CACHE_HOME or HOME"
-            ))
-        })
-}
+use crate::storage::node_cache::{cache_root, CacheDir};
+use crate::storage::MemoryStore;
 
 /// A column name as a file name: Python's `urllib.parse.quote(name, safe="")`.
 /// Only `A-Z a-z 0-9 _ . - ~` stay as they are, so no name can hold a path
@@ -160,35 +140,19 @@ enum Cached {
     Damaged(String),
 }
 
-/// Maps a cache file read-only.
-fn map_file(file: &File, path: &Path) -> Result<Mmap> {
-    // SAFETY: the mapping is read-only and the file is never modified while
-    // mapped by this crate: cache files are written whole under a temporary
-    // name, synced and renamed into place, and a damaged one is unlinked and
-    // replaced by a new file, never truncated or rewritten in place, so the
-    // inode behind a mapping keeps its length and bytes. (Another program
-    // truncating the file by hand would break that, as with any mmap.)
-    unsafe { Mmap::map(file) }.map_err(|e| Error::io(format!("mapping {}", path.display()), e))
-}
-
-/// Opens, maps and checks a cache file against the column and the tiles.
-fn load(path: &Path, column: &ColumnSchema, tile_cells: &[u64]) -> Result<Cached> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Cached::Missing),
-        Err(e) => return Err(Error::io(path.display().to_string(), e)),
+/// Maps and checks a cache entry against the column and the tiles.
+fn load(cache: &CacheDir, file: &str, column: &ColumnSchema, tile_cells: &[u64]) -> Result<Cached> {
+    let Some(map) = cache.map(file)? else {
+        return Ok(Cached::Missing);
     };
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io(path.display().to_string(), e))?
-        .len();
     // Magic, padding, a footer length and the trailing magic at the least.
-    if len < 16 {
+    if map.len() < 16 {
         return Ok(Cached::Damaged(format!(
-            "{len} bytes is too short for an Arrow IPC file"
+            "{} bytes is too short for an Arrow IPC file",
+            map.len()
         )));
     }
-    let buffer = Buffer::from(Bytes::from_owner(map_file(&file, path)?));
+    let buffer = Buffer::from(Bytes::from_owner(map));
     Ok(match guarded(|| parse(&buffer, column, tile_cells)) {
         Ok(tiles) => Cached::Valid(tiles),
         Err(reason) => Cached::Damaged(reason),
@@ -261,74 +225,29 @@ fn parse(
     Ok(tiles)
 }
 
-/// Removes a temporary file unless it was renamed into place.
-struct Temporary(Option<PathBuf>);
-
-impl Drop for Temporary {
-    fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
-            let _ = fs::remove_file(p);
-        }
-    }
-}
-
-/// Writes `tiles` as an IPC file at `path` via a temporary file and a rename.
-fn write_column(path: &Path, column: &ColumnSchema, tiles: Vec<ArrayRef>) -> Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let io = |e| Error::io(tmp.display().to_string(), e);
-    let ipc = |e: arrow_schema::ArrowError| Error::Input(format!("writing {}: {e}", tmp.display()));
-    let mut guard = Temporary(Some(tmp.clone()));
+/// Writes `tiles` as cache entry `file` (an IPC file, one batch per tile).
+fn write_column(
+    cache: &CacheDir,
+    file: &str,
+    column: &ColumnSchema,
+    tiles: Vec<ArrayRef>,
+) -> Result<()> {
     let schema = Arc::new(Schema::new(vec![Field::new(
         &column.name,
         column.arrow_type.data_type(),
         true,
     )]));
-    let mut writer =
-        FileWriter::try_new_buffered(File::create_new(&tmp).map_err(io)?, &schema).map_err(ipc)?;
-    for array in tiles {
-        writer
-            .write(&RecordBatch::try_new(schema.clone(), vec![array]).map_err(ipc)?)
-            .map_err(ipc)?;
-    }
-    writer.finish().map_err(ipc)?;
-    let mut file = writer
-        .into_inner()
-        .map_err(ipc)?
-        .into_inner()
-        .map_err(|e| io(e.into_error()))?;
-    file.flush().map_err(io)?;
-    file.sync_all().map_err(io)?;
-    fs::rename(&tmp, path).map_err(|e| {
-        Error::io(
-            format!("renaming {} to {}", tmp.display(), path.display()),
-            e,
-        )
-    })?;
-    guard.0 = None;
-    Ok(())
-}
-
-/// Takes the exclusive lock of one column's cache file (released on drop).
-fn lock(path: &Path) -> Result<File> {
-    let lock_path = path.with_extension("arrow.lock");
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| Error::io(lock_path.display().to_string(), e))?;
-    file.lock()
-        .map_err(|e| Error::io(format!("locking {}", lock_path.display()), e))?;
-    Ok(file)
+    let other = |e: arrow_schema::ArrowError| std::io::Error::other(e.to_string());
+    cache.write(file, |f| {
+        let mut writer = FileWriter::try_new_buffered(f, &schema).map_err(other)?;
+        for array in tiles {
+            writer
+                .write(&RecordBatch::try_new(schema.clone(), vec![array]).map_err(other)?)
+                .map_err(other)?;
+        }
+        writer.finish().map_err(other)?;
+        std::io::Write::flush(&mut writer.into_inner().map_err(other)?)
+    })
 }
 
 impl ObsReader {
@@ -341,10 +260,11 @@ impl ObsReader {
         columns: &[S],
         cache_dir: Option<&Path>,
     ) -> Result<LocalObs> {
-        let dir = cache_root(cache_dir)?.join(self.fingerprint()).join("obs");
-        fs::create_dir_all(&dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+        let cache = CacheDir::open(cache_root(cache_dir)?.join(self.fingerprint()).join("obs"))?;
         let mut seen = HashSet::new();
         let mut footers = self.footers();
+        // Shards fetched whole and checked, on the first column that needs them.
+        let mut verified: Option<ObsReader> = None;
         let mut report = LocalizeReport::default();
         let mut local = Vec::with_capacity(columns.len());
         for name in columns {
@@ -353,45 +273,48 @@ impl ObsReader {
                 return Err(Error::Input(format!("obs column {name:?} requested twice")));
             }
             let (index, schema) = self.column(name)?;
-            let path = dir.join(format!("{}.arrow", quote_name(name)));
-            let tiles = match load(&path, schema, self.tile_cells())? {
+            let file = format!("{}.arrow", quote_name(name));
+            let tiles = match load(&cache, &file, schema, self.tile_cells())? {
                 Cached::Valid(tiles) => {
                     report.reused.push(name.to_string());
                     tiles
                 }
                 Cached::Missing | Cached::Damaged(_) => {
-                    let _lock = lock(&path)?;
+                    let _lock = cache.lock(&file)?;
                     // Another process may have written it while we waited.
-                    match load(&path, schema, self.tile_cells())? {
+                    match load(&cache, &file, schema, self.tile_cells())? {
                         Cached::Valid(tiles) => {
                             report.reused.push(name.to_string());
                             tiles
                         }
                         state => {
                             if let Cached::Damaged(_) = state {
-                                fs::remove_file(&path)
-                                    .map_err(|e| Error::io(path.display().to_string(), e))?;
+                                cache.remove(&file)?;
                                 report.replaced.push(name.to_string());
                             }
-                            let fetched = self.read_column_with(
+                            let source = match &mut verified {
+                                Some(v) => v,
+                                None => verified.insert(self.verified_copy()?),
+                            };
+                            let fetched = source.read_column_with(
                                 index,
                                 0..self.tile_cells().len(),
                                 &mut footers,
                             )?;
-                            write_column(&path, schema, fetched)?;
+                            write_column(&cache, &file, schema, fetched)?;
                             report.fetched.push(name.to_string());
-                            match load(&path, schema, self.tile_cells())? {
+                            match load(&cache, &file, schema, self.tile_cells())? {
                                 Cached::Valid(tiles) => tiles,
                                 Cached::Missing => {
                                     return Err(Error::Input(format!(
                                         "{} vanished after writing",
-                                        path.display()
+                                        cache.path(&file)?.display()
                                     )))
                                 }
                                 Cached::Damaged(why) => {
                                     return Err(Error::Input(format!(
                                         "{} is damaged right after writing: {why}",
-                                        path.display()
+                                        cache.path(&file)?.display()
                                     )))
                                 }
                             }
@@ -401,16 +324,27 @@ impl ObsReader {
             };
             local.push(LocalColumn {
                 schema: schema.clone(),
-                path,
+                path: cache.path(&file)?,
                 tiles,
             });
         }
         Ok(LocalObs {
             columns: local,
             limits: self.limits().clone(),
-            dir,
+            dir: cache.dir().to_path_buf(),
             report,
         })
+    }
+
+    /// A reader over copies of every shard held in memory, each fetched whole
+    /// and checked against its size and SHA-256 in the manifest.
+    fn verified_copy(&self) -> Result<ObsReader> {
+        let memory = MemoryStore::new();
+        for s in 0..self.n_shards() {
+            let bytes = self.checked_shard(s)?;
+            memory.insert(shard_key(s), bytes.as_bytes());
+        }
+        Ok(self.with_store(Arc::new(memory)))
     }
 }
 
@@ -425,13 +359,5 @@ mod tests {
         assert_eq!(quote_name("cell type/β"), "cell%20type%2F%CE%B2");
         assert_eq!(quote_name("a_b-c.d~"), "a_b-c.d~");
         assert!(!quote_name("/..\\").contains(['/', '\\']));
-    }
-
-    #[test]
-    fn cache_root_prefers_the_argument() {
-        assert_eq!(
-            cache_root(Some(Path::new("here"))).unwrap(),
-            PathBuf::from("here")
-        );
     }
 }

@@ -12,11 +12,8 @@ use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, PrimitiveArray};
 use arrow_schema::DataType;
 use serde_json::{Number, Value};
 
-use super::cache::LocalObs;
 use super::schema::Kind;
-use crate::dataset::{CsrBatch, Dataset, GeneSelection};
 use crate::error::{Error, Result};
-use crate::kernels::DecodedCount;
 
 /// One obs column for the cells of a batch.
 #[derive(Clone, Debug)]
@@ -203,20 +200,6 @@ pub(crate) fn locate(limits: &[u64], cells: &[u64]) -> Result<Located> {
         index.push((slot, (c - limits[tile]) as usize));
     }
     Ok(Located { tiles, index })
-}
-
-impl Dataset {
-    /// Reads `cells` as CSR rows together with their labels from `obs` (made
-    /// by [`crate::obs::ObsReader::localize`]), both in request order.
-    pub fn read_cells_with_labels<V: DecodedCount>(
-        &self,
-        cells: &[u64],
-        genes: Option<&GeneSelection>,
-        obs: &LocalObs,
-    ) -> Result<(CsrBatch<V>, Labels)> {
-        let labels = obs.labels(cells)?;
-        Ok((self.read_cells_genes(cells, genes)?, labels))
-    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,8 @@ pub mod schema;
 mod shards;
 mod var;
 
-pub use cache::{cache_root, quote_name, LocalObs, LocalizeReport, CACHE_ENV};
+pub use crate::storage::node_cache::{cache_root, CACHE_ENV};
+pub use cache::{quote_name, LocalObs, LocalizeReport};
 pub use column::ObsColumn;
 pub use labels::{json_value, Label, Labels};
 pub use reader::{ObsReader, ObsVerifyReport};

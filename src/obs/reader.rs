@@ -25,9 +25,9 @@ use parquet::file::reader::{ChunkReader, Length};
 use super::labels::check_codes;
 use super::schema::{ColumnSchema, Kind, ObsSchema};
 use super::shards::{fingerprint, sha256_hex, shard_key, SCHEMA_KEY};
-use crate::dataset::{AlignedBytes, Store};
 use crate::error::{DatasetRule, Error, Result};
 use crate::format::manifest::{Manifest, ObsManifest};
+use crate::storage::{AlignedBytes, Store};
 
 /// Parquet's leading magic plus the 8-byte footer tail.
 const MIN_PARQUET_LEN: u64 = 12;
@@ -427,6 +427,42 @@ impl ObsReader {
         Ok(out)
     }
 
+    /// Shard `s` fetched whole and checked against its size and SHA-256 in
+    /// the manifest.
+    pub(crate) fn checked_shard(&self, s: usize) -> Result<AlignedBytes> {
+        let key = shard_key(s);
+        let bytes = self
+            .store
+            .get(&key)?
+            .ok_or_else(|| obs_rule(format!("{key} is missing")))?;
+        let (expected_len, expected_sha) =
+            (self.manifest.shard_bytes[s], &self.manifest.shard_sha256[s]);
+        if bytes.len() as u64 != expected_len {
+            return Err(obs_rule(format!(
+                "obs_shard_bytes[{s}] is {expected_len}, {key} is {} bytes",
+                bytes.len()
+            )));
+        }
+        let sha = sha256_hex(bytes.as_bytes());
+        if !sha.eq_ignore_ascii_case(expected_sha) {
+            return Err(obs_rule(format!(
+                "obs_shard_sha256[{s}] is {expected_sha}, {key} hashes to {sha}"
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// The same obs read through another store (holding the same objects).
+    pub(crate) fn with_store(&self, store: Arc<dyn Store>) -> ObsReader {
+        ObsReader {
+            store,
+            schema: self.schema.clone(),
+            manifest: self.manifest.clone(),
+            tile_cells: self.tile_cells.clone(),
+            limits: self.limits.clone(),
+        }
+    }
+
     /// Full check of every shard: size and SHA-256 against the manifest, the
     /// footer against the schema and the tiles, every row group decoded, and
     /// every category code within its vocabulary.
@@ -434,24 +470,8 @@ impl ObsReader {
         let mut report = ObsVerifyReport::default();
         for s in 0..self.n_shards() {
             let key = shard_key(s);
-            let bytes = self
-                .store
-                .get(&key)?
-                .ok_or_else(|| obs_rule(format!("{key} is missing")))?;
-            let (expected_len, expected_sha) =
-                (self.manifest.shard_bytes[s], &self.manifest.shard_sha256[s]);
-            if bytes.len() as u64 != expected_len {
-                return Err(obs_rule(format!(
-                    "obs_shard_bytes[{s}] is {expected_len}, {key} is {} bytes",
-                    bytes.len()
-                )));
-            }
-            let sha = sha256_hex(bytes.as_bytes());
-            if !sha.eq_ignore_ascii_case(expected_sha) {
-                return Err(obs_rule(format!(
-                    "obs_shard_sha256[{s}] is {expected_sha}, {key} hashes to {sha}"
-                )));
-            }
+            let expected_len = self.manifest.shard_bytes[s];
+            let bytes = self.checked_shard(s)?;
             let data = to_bytes(bytes);
             let meta = read_footer(expected_len, |r| {
                 Ok(data.slice(r.start as usize..r.end as usize))

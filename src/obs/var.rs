@@ -25,8 +25,8 @@ use serde_json::{json, Value};
 
 use super::reader::{check_chunk_ranges, guarded, read_footer, to_bytes};
 use super::schema::ObsType;
-use crate::dataset::{Dataset, Store};
 use crate::error::{DatasetRule, Error, Result};
+use crate::storage::Store;
 
 /// Object key of the gene table.
 pub const VAR_KEY: &str = "var.parquet";
@@ -313,14 +313,4 @@ pub(crate) fn read_var_table(store: &dyn Store, n_genes: u32) -> Result<VarFrame
         table,
         index_columns,
     })
-}
-
-impl Dataset {
-    /// `var.parquet` as an Arrow table, when the dataset has one.
-    pub fn var_table(&self) -> Result<Option<VarFrame>> {
-        if !self.manifest().has_var_table {
-            return Ok(None);
-        }
-        read_var_table(self.store().as_ref(), self.n_genes()).map(Some)
-    }
 }

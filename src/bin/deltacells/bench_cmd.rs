@@ -19,7 +19,7 @@ use crate::output::{out_err, Out};
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// Dataset directory.
+    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://).
     pub dir: PathBuf,
     /// Threads for the multi-thread scan (default: all cores); 1 thread is always measured.
     #[arg(long)]
@@ -190,7 +190,7 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
             state % bound
         };
         let t = Instant::now();
-        let (mut decoded, mut touched) = (0usize, 0usize);
+        let (mut decoded, mut touched, mut fetched, mut needed) = (0usize, 0usize, 0u64, 0u64);
         for _ in 0..n {
             let cells: Vec<u64> = (0..args.batch_size)
                 .map(|_| next(m.n_cells.max(1)))
@@ -198,6 +198,8 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
             let b = ds.read_cells::<f32>(&cells)?;
             decoded += b.stats.chunks_decoded;
             touched += b.stats.chunks_touched;
+            fetched += b.stats.bytes_fetched;
+            needed += b.stats.chunk_bytes;
         }
         let s = t.elapsed().as_secs_f64();
         writeln!(
@@ -207,6 +209,13 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
             (n * args.batch_size) as f64 / s,
             touched as f64 / n as f64,
             decoded as f64 / n as f64
+        )
+        .map_err(out_err)?;
+        writeln!(
+            out,
+            "  bytes requested: {:.1} MiB, {:.2}x the compressed bytes of the chunks holding the cells",
+            mib(fetched),
+            fetched as f64 / needed.max(1) as f64
         )
         .map_err(out_err)?;
     }

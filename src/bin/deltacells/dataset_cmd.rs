@@ -33,7 +33,7 @@ pub fn open(dir: &Path, backend: Backend, threads: Option<usize>) -> Result<Data
 
 #[derive(Args, Debug)]
 pub struct InfoArgs {
-    /// Dataset directory.
+    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://).
     dir: PathBuf,
     /// Also print the kernel backend and per-tile figures.
     #[arg(long, short)]
@@ -119,7 +119,7 @@ pub fn info(args: InfoArgs, backend: Backend) -> Result<()> {
 
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// Dataset directory.
+    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://).
     dir: PathBuf,
 }
 
@@ -151,7 +151,7 @@ pub enum CatFormat {
 
 #[derive(Args, Debug)]
 pub struct CatArgs {
-    /// Dataset directory.
+    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://).
     dir: PathBuf,
     /// Cells as `A:B` (half-open), `A` or a comma-separated list of those.
     #[arg(long, default_value = "0:100")]
@@ -284,7 +284,7 @@ pub struct ConvertArgs {
     /// A 10x folder (matrix.mtx[.gz], features.tsv[.gz], barcodes.tsv[.gz]), a scipy CSR or CSC
     /// .npz, an AnnData .h5ad or a Cell Ranger .h5 (the last two need the `hdf5` feature).
     input: PathBuf,
-    /// The new dataset directory.
+    /// Where to write the new dataset: a directory or a URL (s3://bucket/prefix).
     out_dir: PathBuf,
     /// Cells per tile.
     #[arg(long, default_value_t = deltacells::dataset::DEFAULT_TILE_SIZE)]

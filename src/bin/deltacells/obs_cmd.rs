@@ -17,7 +17,7 @@ use crate::output::{out_err, Out};
 pub struct ObsArgs {
     #[command(subcommand)]
     command: Option<ObsCommand>,
-    /// The dataset directory. Alone: the schema summary.
+    /// The dataset location (a directory or a URL). Alone: the schema summary.
     dir: Option<PathBuf>,
     /// Print these columns (comma-separated), one JSON object per cell:
     /// categories as strings, numbers as numbers, missing and NaN as null.
@@ -39,10 +39,10 @@ enum Format {
 
 #[derive(Subcommand, Debug)]
 enum ObsCommand {
-    /// Fetch columns into the local cache (only their column chunks are read);
+    /// Fetch columns into the local cache (shards checked against their SHA-256);
     /// prints `fetched`, `reused` or `replaced` and the file of each column.
     Localize {
-        /// The dataset directory.
+        /// The dataset location (a directory or a URL).
         dir: PathBuf,
         /// Columns to localize (comma-separated).
         #[arg(long, value_delimiter = ',', required = true)]

@@ -1,0 +1,106 @@
+//! Random access over stores where a request is expensive (object storage):
+//! a read that needs a few cells of a tile fetches only the tile's head
+//! (header, chunk table, indptr) and then, in one coalesced call, the frames
+//! of the chunks holding those cells, instead of the whole tile.
+//!
+//! The tile is assembled at its offsets in a zeroed buffer of its full
+//! length and checked by [`TileView::parse_partial`] (every rule but the
+//! whole-tile CRC); such a tile serves only the read it was fetched for and
+//! is never put in the tile cache, where a later read might want other chunks.
+
+use rayon::prelude::*;
+
+use crate::dataset::cache::TileBytes;
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::format::manifest::Manifest;
+use crate::format::tile::{Header, TileView, CHUNK_ENTRY_LEN, HEADER_LEN};
+use crate::storage::{coalesce, AlignedBytes, COALESCE_GAP};
+
+impl Dataset {
+    /// Whether reading `n_cells` cells of tile `t` should fetch byte ranges:
+    /// only on a store where requests are expensive, and only when the read
+    /// needs few of the tile's cells (a scan fetches whole tiles).
+    pub(crate) fn wants_ranges(&self, t: usize, n_cells: usize) -> bool {
+        self.store().is_remote()
+            && (n_cells as u64).saturating_mul(4) < self.manifest().tile_cells[t]
+    }
+
+    /// Fetches, concurrently on the I/O stage, the parts of each tile of
+    /// `wanted` (a tile and the local cells needed from it) that hold the
+    /// cells; with each, the bytes requested for it.
+    pub(crate) fn fetch_ranged(
+        &self,
+        wanted: &[(usize, Vec<usize>)],
+    ) -> Result<Vec<(TileBytes, u64)>> {
+        self.fetcher().run(|| {
+            wanted
+                .par_iter()
+                .map(|(t, locals)| self.fetch_tile_ranges(*t, locals))
+                .collect()
+        })
+    }
+
+    fn fetch_tile_ranges(&self, t: usize, locals: &[usize]) -> Result<(TileBytes, u64)> {
+        let key = Manifest::tile_key(t);
+        let m = self.manifest();
+        let size = m.tile_bytes[t];
+        // The head's length is in the header; guess it from the manifest so
+        // that one request usually suffices.
+        let guess = (HEADER_LEN as u64)
+            .saturating_add((CHUNK_ENTRY_LEN as u64).saturating_mul(m.n_chunks))
+            .saturating_add(m.tile_cells[t].saturating_add(1).saturating_mul(8))
+            .clamp((HEADER_LEN as u64).min(size), size);
+        let mut head = self.store().get_range(&key, 0..guess)?;
+        let header = Header::read(head.as_bytes()).map_err(|e| Error::InTile {
+            tile: t,
+            source: Box::new(e),
+        })?;
+        let head_len = header.head_len().min(size);
+        if head_len > guess {
+            head = self.store().get_range(&key, 0..head_len)?;
+        }
+        let len = usize::try_from(size).map_err(|_| {
+            Error::Input(format!("tile {t} of {size} bytes does not fit in memory"))
+        })?;
+        let mut bytes = AlignedBytes::zeroed(len);
+        bytes.as_mut_bytes()[..head.len()].copy_from_slice(head.as_bytes());
+        let frames: Vec<std::ops::Range<u64>> = {
+            let view = self.check_view(t, bytes.as_bytes(), false)?;
+            let mut chunks: Vec<usize> = locals
+                .iter()
+                .map(|&c| {
+                    view.chunks()
+                        .position(|e| (c as u64) < e.cell_hi)
+                        .unwrap_or(0)
+                })
+                .collect();
+            chunks.sort_unstable();
+            chunks.dedup();
+            chunks
+                .iter()
+                .flat_map(|&c| view.chunk(c).frames())
+                .collect()
+        };
+        let parts = self.store().get_ranges(&key, &frames)?;
+        let requested = (guess.max(head.len() as u64))
+            + coalesce(&frames, COALESCE_GAP)
+                .iter()
+                .map(|r| r.end - r.start)
+                .sum::<u64>();
+        for (r, part) in frames.iter().zip(&parts) {
+            bytes.as_mut_bytes()[r.start as usize..r.end as usize].copy_from_slice(part.as_bytes());
+        }
+        TileView::parse_partial(bytes.as_bytes()).map_err(|e| Error::InTile {
+            tile: t,
+            source: Box::new(e),
+        })?;
+        Ok((
+            TileBytes {
+                bytes,
+                partial: true,
+            },
+            requested,
+        ))
+    }
+}

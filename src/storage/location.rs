@@ -1,0 +1,118 @@
+//! Locations: a local path or a URL, turned into a [`Store`].
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{LocalStore, Store};
+use crate::error::{Error, Result};
+
+/// Where a dataset lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// A local directory (a plain path or a `file://` URL).
+    Local(PathBuf),
+    /// An object store URL: `s3://bucket/prefix`, `gs://...`, `az://...`,
+    /// `http(s)://...`.
+    Url(String),
+}
+
+impl Location {
+    /// Reads a location: anything of the form `scheme://...` is a URL
+    /// (`file://` meaning a local path), everything else a path.
+    pub fn parse(location: impl AsRef<OsStr>) -> Location {
+        let raw = location.as_ref();
+        let Some(text) = raw.to_str() else {
+            return Location::Local(PathBuf::from(raw));
+        };
+        match text.split_once("://") {
+            Some(("file", path)) => Location::Local(PathBuf::from(path)),
+            Some((scheme, _))
+                if !scheme.is_empty()
+                    && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                    && scheme
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) =>
+            {
+                Location::Url(text.to_string())
+            }
+            _ => Location::Local(PathBuf::from(raw)),
+        }
+    }
+
+    /// The store for this location. Local directories need not exist yet
+    /// (a writer creates them); object store URLs take credentials, region
+    /// and endpoint from the environment (see [`super::object`]).
+    pub fn store(&self) -> Result<Arc<dyn Store>> {
+        match self {
+            Location::Local(path) => Ok(Arc::new(LocalStore::new(path))),
+            Location::Url(url) => url_store(url),
+        }
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Local(p) => write!(f, "{}", p.display()),
+            Location::Url(u) => f.write_str(u),
+        }
+    }
+}
+
+#[cfg(feature = "object-store")]
+fn url_store(url: &str) -> Result<Arc<dyn Store>> {
+    Ok(Arc::new(super::object::ObjectStore::from_url(url)?))
+}
+
+#[cfg(not(feature = "object-store"))]
+fn url_store(url: &str) -> Result<Arc<dyn Store>> {
+    Err(Error::Config(format!(
+        "{url}: this build has no object storage (cargo feature `object-store`)"
+    )))
+}
+
+/// The store behind a location (a path or a URL; see [`Location::parse`]).
+pub fn open(location: impl AsRef<OsStr>) -> Result<Arc<dyn Store>> {
+    Location::parse(location).store()
+}
+
+/// Refuses a local location that is not an existing directory (readers).
+pub(crate) fn require_dir(location: &Location) -> Result<()> {
+    match location {
+        Location::Local(p) if !p.is_dir() => Err(Error::io(
+            p.display().to_string(),
+            std::io::ErrorKind::NotFound.into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_paths_are_told_apart() {
+        assert_eq!(
+            Location::parse("s3://bucket/a/b"),
+            Location::Url("s3://bucket/a/b".into())
+        );
+        assert_eq!(
+            Location::parse("file:///tmp/x"),
+            Location::Local("/tmp/x".into())
+        );
+        assert_eq!(
+            Location::parse("data/ds"),
+            Location::Local("data/ds".into())
+        );
+        assert_eq!(
+            Location::parse("odd name:// here"),
+            Location::Local("odd name:// here".into())
+        );
+        assert_eq!(
+            Location::parse(std::path::Path::new("./x")),
+            Location::Local("./x".into())
+        );
+    }
+}

@@ -1,0 +1,511 @@
+//! Object storage through the `object_store` crate: S3 (`s3://bucket/prefix`),
+//! and, because the crate gives them for free, GCS (`gs://`), Azure
+//! (`az://`, `abfs://`) and plain HTTP(S) servers (read-only).
+//!
+//! Credentials, region and endpoint come from the standard environment
+//! variables of each cloud: for S3 `AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL` (a local or
+//! non-AWS server) and `AWS_ALLOW_HTTP=true` (a server without TLS).
+//!
+//! Every request runs on a small tokio runtime of its own (threads named
+//! `deltacells-io`), never on the decode workers; the calling thread waits.
+//! Each operation is retried with exponential backoff on transient errors
+//! (anything but not-found, permission, precondition and similar answers)
+//! and bounded by a timeout, after which it fails with an error naming the
+//! object and the operation. Several ranges of one object are coalesced and
+//! fetched concurrently, at most [`IoConfig::requests_in_flight`] at once.
+//! Puts are atomic: one PUT, or for large objects a multipart upload that
+//! only becomes visible when completed.
+
+use std::future::Future;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use ::bytes::Bytes;
+use futures_util::{stream, StreamExt, TryStreamExt};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStoreExt, PutPayload, RetryConfig, WriteMultipart};
+
+use super::{check_key, coalesce, split_coalesced, AlignedBytes, Store, COALESCE_GAP};
+use crate::error::{Error, Result};
+
+/// Objects above this size are uploaded in parts.
+const MULTIPART_THRESHOLD: usize = 32 << 20;
+/// Size of each part of a multipart upload.
+const PART_SIZE: usize = 16 << 20;
+
+/// Timeouts, retries and concurrency of an object store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IoConfig {
+    /// Longest time one operation may take, retries included.
+    pub timeout: Duration,
+    /// Attempts per operation (1 = no retry).
+    pub attempts: u32,
+    /// First backoff delay; doubled after each failed attempt.
+    pub backoff: Duration,
+    /// Longest backoff delay.
+    pub max_backoff: Duration,
+    /// Requests one `get_ranges` call keeps in flight.
+    pub requests_in_flight: usize,
+    /// Latency added to every read request (object_store's `ThrottledStore`):
+    /// for measuring how well reads hide latency, never for production.
+    pub added_latency: Duration,
+}
+
+impl Default for IoConfig {
+    fn default() -> Self {
+        IoConfig {
+            timeout: Duration::from_secs(60),
+            attempts: 6,
+            backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(5),
+            requests_in_flight: 16,
+            added_latency: Duration::ZERO,
+        }
+    }
+}
+
+impl IoConfig {
+    /// The defaults, with `DELTACELLS_IO_TIMEOUT` (seconds),
+    /// `DELTACELLS_IO_ATTEMPTS`, `DELTACELLS_IO_IN_FLIGHT` and
+    /// `DELTACELLS_IO_LATENCY_MS` (added latency) applied.
+    pub fn from_env() -> Result<IoConfig> {
+        let mut c = IoConfig::default();
+        let var = |name: &str| -> Result<Option<f64>> {
+            match std::env::var(name) {
+                Ok(v) => v
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x > 0.0)
+                    .map(Some)
+                    .ok_or_else(|| Error::Config(format!("{name}={v:?} is not a positive number"))),
+                Err(_) => Ok(None),
+            }
+        };
+        if let Some(s) = var("DELTACELLS_IO_TIMEOUT")? {
+            c.timeout = Duration::from_secs_f64(s);
+        }
+        if let Some(n) = var("DELTACELLS_IO_ATTEMPTS")? {
+            c.attempts = n as u32;
+        }
+        if let Some(n) = var("DELTACELLS_IO_IN_FLIGHT")? {
+            c.requests_in_flight = n as usize;
+        }
+        if let Some(ms) = var("DELTACELLS_IO_LATENCY_MS")? {
+            c.added_latency = Duration::from_secs_f64(ms / 1e3);
+        }
+        Ok(c)
+    }
+}
+
+/// The process's I/O runtime (two threads: requests wait on the network,
+/// not on the CPU).
+fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
+        OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("deltacells-io")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| Error::Config(format!("cannot start the I/O runtime: {e}")))
+}
+
+/// A dataset location in an object store.
+pub struct ObjectStore {
+    inner: Arc<dyn object_store::ObjectStore>,
+    prefix: String,
+    url: String,
+    config: IoConfig,
+}
+
+/// Whether an error may go away on a retry.
+fn transient(e: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    !matches!(
+        e,
+        E::NotFound { .. }
+            | E::InvalidPath { .. }
+            | E::NotSupported { .. }
+            | E::AlreadyExists { .. }
+            | E::Precondition { .. }
+            | E::NotModified { .. }
+            | E::NotImplemented { .. }
+            | E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+            | E::UnknownConfigurationKey { .. }
+    )
+}
+
+/// Splits `scheme://bucket/prefix` into (`scheme://bucket`, `prefix`).
+fn split_url(url: &str) -> Result<(&str, &str)> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| Error::Config(format!("{url} is not a URL")))?;
+    let bucket_end = rest.find('/').unwrap_or(rest.len());
+    if bucket_end == 0 {
+        return Err(Error::Config(format!("{url} names no bucket")));
+    }
+    let root = &url[..scheme.len() + 3 + bucket_end];
+    Ok((root, rest[bucket_end..].trim_matches('/')))
+}
+
+impl ObjectStore {
+    /// The store at `url`, configured from the environment (see the module docs).
+    pub fn from_url(url: &str) -> Result<ObjectStore> {
+        let bad = |e: object_store::Error| Error::Config(format!("{url}: {e}"));
+        // Retries are ours (one policy for every backend, and for wrappers).
+        let no_retry = RetryConfig {
+            max_retries: 0,
+            ..RetryConfig::default()
+        };
+        let scheme = url.split_once("://").map_or("", |(s, _)| s);
+        let (inner, prefix): (Arc<dyn object_store::ObjectStore>, &str) = match scheme {
+            "s3" | "s3a" => {
+                let (root, prefix) = split_url(url)?;
+                let s3 = object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(root)
+                    .with_retry(no_retry)
+                    .build()
+                    .map_err(bad)?;
+                (Arc::new(s3), prefix)
+            }
+            "gs" => {
+                let (root, prefix) = split_url(url)?;
+                let gcs = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_url(root)
+                    .with_retry(no_retry)
+                    .build()
+                    .map_err(bad)?;
+                (Arc::new(gcs), prefix)
+            }
+            "az" | "azure" | "abfs" | "abfss" => {
+                let (root, prefix) = split_url(url)?;
+                let azure = object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_url(root)
+                    .with_retry(no_retry)
+                    .build()
+                    .map_err(bad)?;
+                (Arc::new(azure), prefix)
+            }
+            "http" | "https" => {
+                let http = object_store::http::HttpBuilder::new()
+                    .with_url(url)
+                    .with_client_options(
+                        object_store::ClientOptions::new().with_allow_http(scheme == "http"),
+                    )
+                    .with_retry(no_retry)
+                    .build()
+                    .map_err(bad)?;
+                (Arc::new(http), "")
+            }
+            _ => {
+                return Err(Error::Config(format!(
+                "{url}: unknown scheme {scheme:?} (expected s3, gs, az, http or https, or a path)"
+            )))
+            }
+        };
+        Ok(ObjectStore::new(inner, prefix, url, IoConfig::from_env()?))
+    }
+
+    /// The client, slowed down by `config.added_latency` per read request.
+    fn throttled(
+        inner: Arc<dyn object_store::ObjectStore>,
+        config: &IoConfig,
+    ) -> Arc<dyn object_store::ObjectStore> {
+        if config.added_latency.is_zero() {
+            return inner;
+        }
+        let throttle = object_store::throttle::ThrottleConfig {
+            wait_get_per_call: config.added_latency,
+            ..Default::default()
+        };
+        Arc::new(object_store::throttle::ThrottledStore::new(inner, throttle))
+    }
+
+    /// A store over any `object_store` implementation (tests wrap the real
+    /// client in throttled or failing layers this way): objects live under
+    /// `prefix`, `url` names the location in messages.
+    pub fn new(
+        inner: Arc<dyn object_store::ObjectStore>,
+        prefix: &str,
+        url: &str,
+        config: IoConfig,
+    ) -> ObjectStore {
+        ObjectStore {
+            inner: ObjectStore::throttled(inner, &config),
+            prefix: prefix.trim_matches('/').to_string(),
+            url: url.trim_end_matches('/').to_string(),
+            config,
+        }
+    }
+
+    /// The timeouts, retries and concurrency in use.
+    pub fn config(&self) -> &IoConfig {
+        &self.config
+    }
+
+    fn path(&self, key: &str) -> Result<ObjectPath> {
+        check_key(key)?;
+        let full = match (self.prefix.is_empty(), key.is_empty()) {
+            (true, _) => key.to_string(),
+            (false, true) => self.prefix.clone(),
+            (false, false) => format!("{}/{key}", self.prefix),
+        };
+        ObjectPath::parse(&full).map_err(|e| {
+            Error::Input(format!(
+                "{}: {key:?} is not a valid object path: {e}",
+                self.url
+            ))
+        })
+    }
+
+    fn error(&self, op: &str, key: &str, kind: std::io::ErrorKind, why: String) -> Error {
+        Error::io(
+            format!("{op} {}/{key}", self.url),
+            std::io::Error::new(kind, why),
+        )
+    }
+
+    /// Runs `attempt` until it succeeds, fails for good, or the timeout passes.
+    fn run<T, F, Fut>(&self, op: &str, key: &str, attempt: F) -> Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = object_store::Result<T>>,
+    {
+        runtime()?.block_on(self.retrying(op, key, attempt))
+    }
+
+    async fn retrying<T, F, Fut>(&self, op: &str, key: &str, attempt: F) -> Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = object_store::Result<T>>,
+    {
+        let start = Instant::now();
+        let deadline = start + self.config.timeout;
+        let mut delay = self.config.backoff;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let why = match tokio::time::timeout(left, attempt()).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if !transient(&e) => {
+                    let kind = match e {
+                        object_store::Error::NotFound { .. } => std::io::ErrorKind::NotFound,
+                        object_store::Error::PermissionDenied { .. }
+                        | object_store::Error::Unauthenticated { .. } => {
+                            std::io::ErrorKind::PermissionDenied
+                        }
+                        _ => std::io::ErrorKind::Other,
+                    };
+                    return Err(self.error(op, key, kind, e.to_string()));
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer within {:?}", self.config.timeout),
+            };
+            let out_of_time = Instant::now() + delay >= deadline;
+            if tries >= self.config.attempts.max(1) || out_of_time {
+                let kind = if out_of_time {
+                    std::io::ErrorKind::TimedOut
+                } else {
+                    std::io::ErrorKind::Other
+                };
+                return Err(self.error(
+                    op,
+                    key,
+                    kind,
+                    format!(
+                        "failed after {tries} attempts in {:.1} s: {why}",
+                        start.elapsed().as_secs_f64()
+                    ),
+                ));
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(self.config.max_backoff);
+        }
+    }
+}
+
+impl Store for ObjectStore {
+    fn size(&self, key: &str) -> Result<Option<u64>> {
+        let path = self.path(key)?;
+        match self.run("HEAD", key, || self.inner.head(&path)) {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn get(&self, key: &str) -> Result<Option<AlignedBytes>> {
+        let path = self.path(key)?;
+        let got = self.run("GET", key, || async {
+            self.inner.get(&path).await?.bytes().await
+        });
+        match got {
+            Ok(bytes) => Ok(Some(AlignedBytes::copy_from(&bytes))),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn get_range(&self, key: &str, range: Range<u64>) -> Result<AlignedBytes> {
+        let path = self.path(key)?;
+        let op = format!("GET bytes {}..{} of", range.start, range.end);
+        let bytes = self.run(&op, key, || self.inner.get_range(&path, range.clone()))?;
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(self.error(
+                &op,
+                key,
+                std::io::ErrorKind::UnexpectedEof,
+                format!("{} bytes came back", bytes.len()),
+            ));
+        }
+        Ok(AlignedBytes::copy_from(&bytes))
+    }
+
+    fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> Result<Vec<AlignedBytes>> {
+        let merged = coalesce(ranges, COALESCE_GAP);
+        if merged.len() <= 1 {
+            let fetched = merged
+                .iter()
+                .map(|r| self.get_range(key, r.clone()))
+                .collect::<Result<Vec<_>>>()?;
+            return Ok(split_coalesced(ranges, &merged, &fetched));
+        }
+        let path = self.path(key)?;
+        let fetched: Vec<Bytes> = runtime()?.block_on(
+            stream::iter(merged.iter().map(|r| {
+                let op = format!("GET bytes {}..{} of", r.start, r.end);
+                let path = &path;
+                async move {
+                    self.retrying(&op, key, || self.inner.get_range(path, r.clone()))
+                        .await
+                }
+            }))
+            .buffered(self.config.requests_in_flight.max(1))
+            .try_collect(),
+        )?;
+        let fetched: Vec<AlignedBytes> = fetched
+            .iter()
+            .zip(&merged)
+            .map(|(b, r)| {
+                if b.len() as u64 == r.end - r.start {
+                    Ok(AlignedBytes::copy_from(b))
+                } else {
+                    Err(self.error(
+                        "GET",
+                        key,
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!("{} bytes came back for {r:?}", b.len()),
+                    ))
+                }
+            })
+            .collect::<Result<_>>()?;
+        Ok(split_coalesced(ranges, &merged, &fetched))
+    }
+
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        let path = self.path(key)?;
+        let data = Bytes::copy_from_slice(bytes);
+        if data.len() <= MULTIPART_THRESHOLD {
+            self.run("PUT", key, || {
+                self.inner.put(&path, PutPayload::from(data.clone()))
+            })?;
+        } else {
+            // A failed attempt's upload is aborted by dropping it; only a
+            // completed upload makes the object visible.
+            self.run("multipart PUT", key, || async {
+                let upload = self.inner.put_multipart(&path).await?;
+                let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+                writer.put(data.clone());
+                writer.finish().await
+            })?;
+        }
+        Ok(())
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        // List the directory part recursively, keep keys that match.
+        let dir = prefix.rfind('/').map_or("", |i| &prefix[..i]);
+        let mut keys = Vec::new();
+        let mut pending = vec![self.path(dir)?];
+        let strip = if self.prefix.is_empty() {
+            0
+        } else {
+            self.prefix.len() + 1
+        };
+        while let Some(at) = pending.pop() {
+            let at_ref = (!at.as_ref().is_empty()).then_some(&at);
+            let listed = self.run("LIST", prefix, || self.inner.list_with_delimiter(at_ref))?;
+            pending.extend(listed.common_prefixes);
+            for object in listed.objects {
+                let full: &str = object.location.as_ref();
+                let Some(key) = full.get(strip..) else {
+                    continue;
+                };
+                if key.starts_with(prefix) {
+                    keys.push(key.to_string());
+                }
+            }
+        }
+        keys.sort_unstable();
+        Ok(keys)
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    fn describe(&self) -> String {
+        self.url.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_bucket_and_prefix() {
+        assert_eq!(split_url("s3://b/p/q/").unwrap(), ("s3://b", "p/q"));
+        assert_eq!(split_url("s3://b").unwrap(), ("s3://b", ""));
+        assert!(split_url("s3:///p").is_err());
+    }
+
+    #[test]
+    fn a_memory_backend_behaves_like_a_store() {
+        let inner = Arc::new(object_store::memory::InMemory::new());
+        let store = ObjectStore::new(inner, "some/prefix", "memory://test", IoConfig::default());
+        store.put("tiles/tile_000000.dct", b"0123456789").unwrap();
+        store.put("manifest.json", b"{}").unwrap();
+        assert_eq!(store.size("manifest.json").unwrap(), Some(2));
+        assert_eq!(store.size("missing").unwrap(), None);
+        assert!(store.get("missing").unwrap().is_none());
+        assert_eq!(
+            store.list("tiles/").unwrap(),
+            ["tiles/tile_000000.dct".to_string()]
+        );
+        assert_eq!(store.list("").unwrap().len(), 2);
+        let far: Vec<Range<u64>> = vec![0..2, 8..10];
+        let got = store.get_ranges("tiles/tile_000000.dct", &far).unwrap();
+        assert_eq!(got[0].as_bytes(), b"01");
+        assert_eq!(got[1].as_bytes(), b"89");
+        let err = store.get_range("missing", 0..1).unwrap_err().to_string();
+        assert!(
+            err.contains("memory://test/missing") && err.contains("GET"),
+            "{err}"
+        );
+    }
+}
