@@ -236,7 +236,7 @@ impl std::fmt::Display for Flaky {
 
 impl Flaky {
     fn roll(&self) -> object_store::Result<()> {
-        if (self.calls.fetch_add(1, Ordering::SeqCst) + 1) % self.every == 0 {
+        if (self.calls.fetch_add(1, Ordering::SeqCst) + 1).is_multiple_of(self.every) {
             self.failed.fetch_add(1, Ordering::SeqCst);
             return Err(object_store::Error::Generic {
                 store: "flaky",

@@ -164,6 +164,7 @@ impl PyDataset {
         let options = OpenOptions {
             engine,
             cache_bytes: cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
+            ..OpenOptions::default()
         };
         let ds = py
             .detach(|| Dataset::open_with(&location, options))
