@@ -39,9 +39,16 @@ pub enum Error {
     #[error("configuration: {0}")]
     Config(String),
 
-    /// The batch prefetch thread panicked; the panic's message.
-    #[error("the batch prefetch thread panicked: {0}")]
-    Prefetch(String),
+    /// A thread of the engine panicked (the batch prefetch thread, an I/O
+    /// thread running a store): what it was doing, and the panic's own message,
+    /// so the cause is not lost behind "the thread stopped".
+    #[error("{what} panicked: {message}")]
+    Panicked {
+        /// What the thread was doing.
+        what: String,
+        /// The panic's message.
+        message: String,
+    },
     /// zstd failed while compressing (decompression failures are tile errors).
     #[error("zstd compression failed: {0}")]
     Compress(String),
@@ -66,6 +73,20 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error for a caught panic: `what` the thread was doing, and the
+    /// payload's message when it has one (`panic!` gives a `&str` or a `String`).
+    pub fn panicked(what: impl Into<String>, payload: &(dyn std::any::Any + Send)) -> Error {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        Error::Panicked {
+            what: what.into(),
+            message,
+        }
+    }
+
     /// Shorthand for a tile error.
     pub fn tile(rule: TileRule, at: Location) -> Error {
         Error::Tile { rule, at }

@@ -107,7 +107,9 @@ fn a_panic_in_the_prefetch_thread_is_the_error_with_its_message() {
     assert_eq!(items.len(), 3, "two batches, then the panic, then nothing");
     assert!(items[..2].iter().all(Result::is_ok));
     match &items[2] {
-        Err(Error::Prefetch(m)) => assert_eq!(m, "injected panic at tiles/tile_000001.dct"),
+        Err(Error::Panicked { message, .. }) => {
+            assert_eq!(message, "injected panic at tiles/tile_000001.dct")
+        }
         other => panic!("{other:?}"),
     }
     // The dataset is still usable after the thread died.

@@ -361,8 +361,11 @@ impl Prefetch {
             return batch;
         }
         Err(match self.thread.take().map(JoinHandle::join) {
-            Some(Err(panic)) => Error::Prefetch(panic_message(panic.as_ref())),
-            _ => Error::Prefetch("the thread stopped without a batch or a panic".into()),
+            Some(Err(panic)) => Error::panicked("the batch prefetch thread", panic.as_ref()),
+            _ => Error::Panicked {
+                what: "the batch prefetch thread".into(),
+                message: "it stopped without a batch or a panic".into(),
+            },
         })
     }
 }
@@ -380,14 +383,6 @@ impl Drop for Prefetch {
 }
 
 /// The message of a panic payload (`panic!` with a literal or with format arguments).
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".into())
-}
-
 struct Producer {
     dataset: Arc<Dataset>,
     config: BatchConfig,

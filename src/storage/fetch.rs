@@ -62,15 +62,10 @@ impl Fetcher {
             // spawned job would): it becomes this fetch's error, message kept.
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.get(&key)))
                 .unwrap_or_else(|panic| {
-                    let message = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a panic".into());
-                    Err(Error::Config(format!(
-                        "fetching {key} from {} panicked: {message}",
-                        store.describe()
-                    )))
+                    Err(Error::panicked(
+                        format!("fetching {key} from {}", store.describe()),
+                        panic.as_ref(),
+                    ))
                 });
             // The receiver may be gone (a dropped reader): nothing to do then.
             let _ = tx.send(result);
