@@ -187,22 +187,41 @@ pub(super) fn scale<S: Vector, W: WordVector<S>>(
     let (src, dst) = (ints.as_ptr(), out.as_mut_ptr());
     let p = s.splat_f64(divisor.value);
     let y = s.splat_f64(divisor.reciprocal);
-    let at = |i: usize| {
-        // SAFETY: callers pass `i + LANES_64 <= n`, inside both slices.
-        unsafe {
-            let a = W::load_as_f64(s, src.add(i));
-            W::store_float(s, dst.add(i), divide(s, a, p, y, divisor.kind));
-        }
-    };
     let mut i = 0;
     while i + S::LANES_64 <= n {
-        at(i);
+        // SAFETY: `i + LANES_64 <= n`, inside both slices.
+        unsafe { scale_at(s, src, dst, i, p, y, divisor.kind) };
         i += S::LANES_64;
     }
     // A ragged end is the last full register again, overlapping: the values
     // are recomputed identically (a 129-value block would otherwise pay a
     // scalar division for its last value).
     if i < n {
-        at(n - S::LANES_64);
+        // SAFETY: `n >= LANES_64`, so `n - LANES_64 .. n` is inside both.
+        unsafe { scale_at(s, src, dst, n - S::LANES_64, p, y, divisor.kind) };
+    }
+}
+
+/// Scales the register of words at `src + i` into `dst + i`. A function, not
+/// a closure: a closure would not inherit the caller's target features, and
+/// its intrinsics would become calls.
+///
+/// # Safety
+/// `LANES_64` words at `src + i` are readable and as many floats at `dst + i`
+/// writable.
+#[inline(always)]
+unsafe fn scale_at<S: Vector, W: WordVector<S>>(
+    s: S,
+    src: *const W,
+    dst: *mut W::Float,
+    i: usize,
+    p: S::F64,
+    y: S::F64,
+    kind: DivisorKind,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let a = W::load_as_f64(s, src.add(i));
+        W::store_float(s, dst.add(i), divide(s, a, p, y, kind));
     }
 }

@@ -125,11 +125,14 @@ impl<F: Copy> Map<F> {
             Scale::Mul(m) => (Some(s.splat_f64(m)), None),
             Scale::Div(d) => (None, Some(s.splat_f64(d))),
         };
-        Map {
-            mul,
-            div,
-            add: a.offset.map(|o| s.splat_f64(o)),
-        }
+        // No closure (`Option::map`): it would not inherit the caller's
+        // target features.
+        #[allow(clippy::manual_map)]
+        let add = match a.offset {
+            Some(o) => Some(s.splat_f64(o)),
+            None => None,
+        };
+        Map { mul, div, add }
     }
 
     /// The same steps as [`Affine::apply`]; the branches are loop-invariant.

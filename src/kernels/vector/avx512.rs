@@ -437,9 +437,15 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
                     _mm512_permutexvar_epi32(_mm512_loadu_si512(units.dwords.as_ptr().cast()), v);
                 _mm512_shuffle_epi8(v, _mm512_loadu_si512(units.dword_shuffle.as_ptr().cast()))
             } else {
-                let unit = |q: usize| _mm_loadu_si128(base.add(units.offsets[q]).cast());
-                let low = _mm256_set_m128i(unit(1), unit(0));
-                let high = _mm256_set_m128i(unit(3), unit(2));
+                let [u0, u1, u2, u3] = units.offsets;
+                let low = _mm256_set_m128i(
+                    _mm_loadu_si128(base.add(u1).cast()),
+                    _mm_loadu_si128(base.add(u0).cast()),
+                );
+                let high = _mm256_set_m128i(
+                    _mm_loadu_si128(base.add(u3).cast()),
+                    _mm_loadu_si128(base.add(u2).cast()),
+                );
                 let v = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high);
                 _mm512_shuffle_epi8(v, _mm512_loadu_si512(units.shuffle.as_ptr().cast()))
             }
