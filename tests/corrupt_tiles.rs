@@ -5,9 +5,6 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use common::{assemble_tile, fix_crc, RawChunk};
 use deltacells::engine::ChunkDecoder;
 use deltacells::error::{StreamKind, TileRule};
@@ -15,25 +12,8 @@ use deltacells::format::tile::TileView;
 use deltacells::format::tile_writer::TileEncoder;
 use deltacells::{Backend, Csr, Error};
 
-/// Counts bytes allocated, so tests can bound what parsing a hostile tile costs.
-struct Counting;
-static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only adds a counter.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
 fn decode_all(bytes: &[u8], backend: Backend) -> Result<Csr<i32>, Error> {
     let view = TileView::parse(bytes)?;
@@ -583,15 +563,10 @@ fn random_bytes_and_mutations_never_panic() {
     }
 }
 
-/// The rule `TileView::parse` reports for `t`, and the bytes it allocated meanwhile.
+/// The rule `TileView::parse` reports for `t`, and the most bytes it had allocated at once.
 fn parse_cost(t: &[u8]) -> (TileRule, usize) {
-    let before = ALLOCATED.load(Ordering::Relaxed);
-    let rule = TileView::parse(t)
-        .unwrap_err()
-        .tile_rule()
-        .cloned()
-        .expect("a tile error");
-    (rule, ALLOCATED.load(Ordering::Relaxed) - before)
+    let (err, peak) = counting_alloc::peak_of(|| TileView::parse(t).unwrap_err());
+    (err.tile_rule().cloned().expect("a tile error"), peak)
 }
 
 #[test]

@@ -90,7 +90,7 @@ fn same_objects(a: &dyn Store, b: &dyn Store) {
 }
 
 fn cli() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_deltacells"))
+    common::runner::deltacells()
 }
 
 #[test]
