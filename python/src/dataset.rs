@@ -24,12 +24,15 @@ use crate::arrays;
 use crate::batches::PyBatchIter;
 use crate::columns;
 use crate::errors::{to_py, OrRaise};
+use crate::pool::{Buffers, Pooled};
 
 /// An open dataset (see the module docs on processes).
 #[pyclass(module = "deltacells._deltacells", name = "Dataset", frozen)]
 pub struct PyDataset {
     inner: Arc<Dataset>,
     pid: u32,
+    /// Output buffers of range and tile reads, recycled (see [`crate::pool`]).
+    buffers: Buffers,
 }
 
 /// `(name, kind, categories)` of an obs column.
@@ -74,24 +77,28 @@ fn ids(a: &PyReadonlyArray1<'_, i64>, what: &str) -> PyResult<Vec<u64>> {
         .collect()
 }
 
-fn read<'py, V: DecodedCount + Element>(
+fn read<'py, V: DecodedCount + Pooled>(
     py: Python<'py>,
     ds: &Arc<Dataset>,
+    buffers: &Buffers,
     rows: Rows,
     genes: Option<GeneSelection>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let ds = ds.clone();
-    let batch = py
-        .detach(move || {
-            let genes = genes.as_ref();
-            match rows {
-                Rows::Cells(cells) => ds.read_cells_genes::<V>(&cells, genes),
-                Rows::Range(a, b) => ds.read_range::<V>(a..b, genes),
-                Rows::Tile(t) => ds.read_tile::<V>(t, genes),
-            }
-        })
+    let range = match rows {
+        Rows::Cells(cells) => {
+            let batch = py
+                .detach(|| ds.read_cells_genes::<V>(&cells, genes.as_ref()))
+                .or_raise(py)?;
+            return arrays::csr(py, batch.csr).into_pyobject(py);
+        }
+        Rows::Range(a, b) => a..b,
+        Rows::Tile(t) => ds.tile_cells(t).or_raise(py)?,
+    };
+    // Ranges and tiles (the scans) read into recycled buffers.
+    let mut csr = buffers.csr::<V>();
+    py.detach(|| ds.read_range_into(range, genes.as_ref(), &mut csr))
         .or_raise(py)?;
-    arrays::csr(py, batch.csr).into_pyobject(py)
+    buffers.arrays(py, csr)?.into_pyobject(py)
 }
 
 impl PyDataset {
@@ -134,8 +141,8 @@ impl PyDataset {
         let genes = self.selection(py, genes)?;
         let ds = self.get(py)?;
         match Dtype::parse(dtype)? {
-            Dtype::F32 => read::<f32>(py, ds, rows, genes),
-            Dtype::I32 => read::<i32>(py, ds, rows, genes),
+            Dtype::F32 => read::<f32>(py, ds, &self.buffers, rows, genes),
+            Dtype::I32 => read::<i32>(py, ds, &self.buffers, rows, genes),
         }
     }
 }
@@ -172,6 +179,7 @@ impl PyDataset {
         Ok(PyDataset {
             inner: Arc::new(ds),
             pid: std::process::id(),
+            buffers: Buffers::default(),
         })
     }
 

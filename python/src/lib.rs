@@ -4,7 +4,8 @@
 //! calls these classes; they keep to plain types and numpy arrays.
 //!
 //! Decoded buffers cross without copies: each `Vec` is handed to numpy, which
-//! owns it from then on (see [`arrays`]). Every call that fetches, decodes or
+//! owns it from then on (see [`arrays`]); range and tile reads fill recycled
+//! buffers that numpy borrows and gives back (see [`pool`]). Every call that fetches, decodes or
 //! encodes releases the GIL, so other Python threads run meanwhile.
 
 mod arrays;
@@ -12,6 +13,7 @@ mod batches;
 mod columns;
 mod dataset;
 mod errors;
+mod pool;
 mod writer;
 
 use pyo3::prelude::*;

@@ -114,15 +114,18 @@ def test_arrays_are_the_rust_buffers_and_outlive_the_dataset(small):
     ds = deltacells.open(path)
     m = ds.read(slice(0, 500))
     # No copy: scipy keeps the arrays numpy got from Rust, whose base is the
-    # Rust-owned allocation.
-    for a in (m.data, m.indices):
+    # Rust-owned allocation: a recycled buffer on loan for range reads, a
+    # buffer numpy owns outright for cell lists.
+    picked = ds.read([3, 1, 2])
+    for a, owner in ((m.data, "Lease"), (m.indices, "Lease"),
+                     (picked.data, "PySliceContainer"), (picked.indices, "PySliceContainer")):
         assert not a.flags.owndata
         root = a
         while isinstance(root.base, np.ndarray):
             root = root.base
         # The array numpy made over the Rust allocation, and scipy's view of
         # it starts at the same address.
-        assert type(root.base).__name__ == "PySliceContainer", type(root.base)
+        assert type(root.base).__name__ == owner, type(root.base)
         assert a.__array_interface__["data"][0] == root.__array_interface__["data"][0]
     t = ds.read(slice(0, 500), format="torch")
     values = t.values()
@@ -133,6 +136,25 @@ def test_arrays_are_the_rust_buffers_and_outlive_the_dataset(small):
     # Still valid: the same nonzeros as the source rows (columns are permuted).
     assert m.nnz == X[:500].nnz
     np.testing.assert_array_equal(np.sort(m.data), np.sort(X[:500].data))
+
+
+def test_recycled_buffers_are_reused_only_once_released(small):
+    path, X, _, _ = small
+    ds = deltacells.open(path)
+    held = [ds.read(slice(i, i + 300)) for i in range(0, 1500, 300)]
+    # More reads than the pool keeps, each while the earlier ones are alive:
+    # none may write into a buffer an earlier result still uses.
+    for i, m in enumerate(held):
+        assert (m != X[i * 300:(i + 1) * 300][:, ds.gene_order]).nnz == 0
+    address = held[-1].data.__array_interface__["data"][0]
+    del held, m
+    gc.collect()
+    # Released buffers come back: a scan cycles through warm memory.
+    again = [ds.read(slice(0, 300)) for _ in range(4)]
+    addresses = {r.data.__array_interface__["data"][0] for r in again}
+    assert address in addresses
+    for r in again:
+        assert (r != X[:300][:, ds.gene_order]).nnz == 0
 
 
 def test_errors_are_typed_exceptions(small, tmp_path):

@@ -374,19 +374,24 @@ impl Dataset {
         self.read_csr_into(Cells::Range(range.start, range.end), genes, &mut cache, out)
     }
 
-    /// Reads every cell of tile `t`.
-    pub fn read_tile<V: DecodedCount>(
-        &self,
-        t: usize,
-        genes: Option<&GeneSelection>,
-    ) -> Result<CsrBatch<V>> {
+    /// The cells of tile `t`.
+    pub fn tile_cells(&self, t: usize) -> Result<std::ops::Range<u64>> {
         if t >= self.n_tiles() {
             return Err(Error::Input(format!(
                 "tile {t} is outside 0..{}",
                 self.n_tiles()
             )));
         }
-        self.read_range(self.limits[t]..self.limits[t + 1], genes)
+        Ok(self.limits[t]..self.limits[t + 1])
+    }
+
+    /// Reads every cell of tile `t`.
+    pub fn read_tile<V: DecodedCount>(
+        &self,
+        t: usize,
+        genes: Option<&GeneSelection>,
+    ) -> Result<CsrBatch<V>> {
+        self.read_range(self.tile_cells(t)?, genes)
     }
 
     /// Reads `cells` as dense `f32` rows.
