@@ -178,6 +178,21 @@ fn damaged_cache_files_are_detected_and_replaced() {
         third.labels(&[0, 499]).unwrap()
     );
     check_labels(&ds, &cache, &names, &expected);
+    drop((second, third));
+
+    // One byte of the last tile's values changed, the file otherwise intact
+    // (what fuzzing found accepted with wrong values when only the spec's
+    // batch and row counts were checked): the checksum sees it.
+    let mut bytes = std::fs::read(&score).unwrap();
+    let n = bytes.len();
+    let footer_len = u32::from_le_bytes(bytes[n - 10..n - 6].try_into().unwrap()) as usize;
+    let end_of_stream = n - 10 - footer_len - 8;
+    bytes[end_of_stream - 4] ^= 0x40;
+    std::fs::write(&tmp, &bytes).unwrap();
+    std::fs::rename(&tmp, &score).unwrap();
+    let fourth = obs.localize(&names, Some(&cache)).unwrap();
+    assert_eq!(fourth.report().replaced, vec!["score".to_string()]);
+    check_labels(&ds, &cache, &names, &expected);
 }
 
 fn all<'p>(

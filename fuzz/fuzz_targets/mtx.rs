@@ -3,7 +3,10 @@
 //! into `matrix.mtx` and `barcodes.tsv`.
 #![no_main]
 
-use deltacells::dataset::ingest::{convert, read_tsv, ConvertOptions, Input};
+use std::sync::Arc;
+
+use deltacells::dataset::ingest::{convert_into, read_tsv, ConvertOptions, Input};
+use deltacells::dataset::MemoryStore;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -26,11 +29,15 @@ fuzz_target!(|data: &[u8]| {
         features: None,
         barcodes,
     };
-    let options = ConvertOptions {
-        block_nonzeros: 16,
-        run_nonzeros: 16,
+    let mut options = ConvertOptions {
+        block_nonzeros: 64,
+        run_nonzeros: 1024,
         tmp_dir: Some(dir.clone()),
         ..ConvertOptions::default()
     };
-    let _ = convert(&input, &dir.join("out"), options, &mut |_| {});
+    // zstd's fastest level and one tile at a time: the parsers are under test.
+    options.writer.level = 1;
+    options.writer.parallel_tiles = 1;
+    // Into memory: the parsers are under test, not the disk.
+    let _ = convert_into(&input, Arc::new(MemoryStore::new()), options, &mut |_| {});
 });

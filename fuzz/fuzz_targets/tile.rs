@@ -14,7 +14,9 @@ fuzz_target!(|data: &[u8]| {
         let crc = crc32fast::hash(&bytes[64..]);
         bytes[56..60].copy_from_slice(&crc.to_le_bytes());
     }
-    let Ok(view) = TileView::parse(&bytes) else { return };
+    let Ok(view) = TileView::parse(&bytes) else {
+        return;
+    };
     let verdicts: Vec<String> = Backend::available()
         .into_iter()
         .map(|b| {
@@ -25,5 +27,8 @@ fuzz_target!(|data: &[u8]| {
             }
         })
         .collect();
-    assert!(verdicts.windows(2).all(|w| w[0] == w[1]), "backends disagree");
+    assert!(
+        verdicts.windows(2).all(|w| w[0] == w[1]),
+        "backends disagree"
+    );
 });

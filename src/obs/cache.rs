@@ -4,8 +4,9 @@
 //! one record batch per tile, uncompressed, so reading it is a mapping and a
 //! footer parse: labels never touch Parquet. The fingerprint changes with the
 //! obs content, so a cache directory never holds stale data for a dataset,
-//! only possibly a damaged file, which is detected (batch and row counts,
-//! types, codes) and fetched again.
+//! only possibly a damaged file, which is detected (a CRC-32 of the data in
+//! the footer, the batch layout, batch and row counts, types, codes) and
+//! fetched again.
 //!
 //! Concurrency and durability come from [`crate::storage::node_cache`]: a
 //! column is written whole under its entry lock and renamed into place, so
@@ -186,6 +187,27 @@ fn parse(
     if footer.dictionaries().is_some_and(|d| !d.is_empty()) {
         return Err("unexpected dictionary batches".into());
     }
+    // Every byte before the footer is what the writer checksummed, and the
+    // record batches must lie there back to back (checked below), so no bit
+    // of the data can change unnoticed: the spec's batch and row counts alone
+    // would let a flipped value through.
+    let crc = footer
+        .custom_metadata()
+        .and_then(|m| m.iter().find(|kv| kv.key() == Some(CRC_KEY)))
+        .and_then(|kv| kv.value())
+        .ok_or("no checksum in the footer")?;
+    // The writer ends the batches with the 8-byte end-of-stream marker, then
+    // the footer; the checksum covers what comes before the marker.
+    let data_end = footer_start
+        .checked_sub(END_OF_STREAM.len())
+        .filter(|&end| buffer[end..footer_start] == END_OF_STREAM)
+        .ok_or("no end-of-stream marker before the footer")?;
+    let actual = crc32fast::hash(&buffer[..data_end]);
+    if crc != format!("{actual:08x}") {
+        return Err(format!(
+            "checksum {crc:?} in the footer, the data's is {actual:08x}"
+        ));
+    }
     let blocks = footer.recordBatches().ok_or("no record batch list")?;
     if blocks.len() != tile_cells.len() {
         return Err(format!(
@@ -208,6 +230,19 @@ fn parse(
             });
         let (offset, len) =
             range.ok_or_else(|| format!("record batch {t} lies outside the file"))?;
+        // Back to back, ending at the end-of-stream marker: a footer pointing
+        // elsewhere (one batch twice, say) is damage the checksum cannot see.
+        let next = blocks
+            .iter()
+            .nth(t + 1)
+            .map_or(Ok(data_end), |b| usize::try_from(b.offset()))
+            .map_err(|_| format!("record batch {} lies outside the file", t + 1))?;
+        if offset + len != next {
+            return Err(format!(
+                "record batch {t} ends at {}, the next part starts at {next}",
+                offset + len
+            ));
+        }
         let batch = decoder
             .read_record_batch(block, &buffer.slice_with_length(offset, len))
             .map_err(|e| format!("record batch {t}: {e}"))?
@@ -225,7 +260,35 @@ fn parse(
     Ok(tiles)
 }
 
-/// Writes `tiles` as cache entry `file` (an IPC file, one batch per tile).
+/// The footer metadata key holding the CRC-32 (8 lower-case hex digits) of
+/// every byte before the end-of-stream marker: the magic, the schema message
+/// and the record batches.
+const CRC_KEY: &str = "deltacells.crc32";
+
+/// What an IPC writer puts after the last message: a continuation marker
+/// and a zero length.
+const END_OF_STREAM: [u8; 8] = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
+
+/// A writer that checksums what passes through it.
+struct Checksummed<W> {
+    inner: W,
+    crc: crc32fast::Hasher,
+}
+
+impl<W: std::io::Write> std::io::Write for Checksummed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Writes `tiles` as cache entry `file` (an IPC file, one batch per tile),
+/// with the CRC-32 of everything before the end of the stream in the footer.
 fn write_column(
     cache: &CacheDir,
     file: &str,
@@ -239,14 +302,20 @@ fn write_column(
     )]));
     let other = |e: arrow_schema::ArrowError| std::io::Error::other(e.to_string());
     cache.write(file, |f| {
-        let mut writer = FileWriter::try_new_buffered(f, &schema).map_err(other)?;
+        let sink = Checksummed {
+            inner: std::io::BufWriter::new(f),
+            crc: crc32fast::Hasher::new(),
+        };
+        let mut writer = FileWriter::try_new(sink, &schema).map_err(other)?;
         for array in tiles {
             writer
                 .write(&RecordBatch::try_new(schema.clone(), vec![array]).map_err(other)?)
                 .map_err(other)?;
         }
+        let crc = writer.get_ref().crc.clone().finalize();
+        writer.write_metadata(CRC_KEY, format!("{crc:08x}"));
         writer.finish().map_err(other)?;
-        std::io::Write::flush(&mut writer.into_inner().map_err(other)?)
+        std::io::Write::flush(&mut writer.into_inner().map_err(other)?.inner)
     })
 }
 

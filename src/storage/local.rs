@@ -59,7 +59,7 @@ pub(crate) fn write_atomically(
             Err(e) => return Err(Error::io(tmp.display().to_string(), e)),
         }
     };
-    let guard = Temporary(Some(tmp.clone()));
+    let mut guard = Temporary(Some(tmp.clone()));
     let io = |e| Error::io(tmp.display().to_string(), e);
     write(&mut file).map_err(io)?;
     file.flush().map_err(io)?;
@@ -70,7 +70,8 @@ pub(crate) fn write_atomically(
             e,
         )
     })?;
-    std::mem::forget(guard);
+    // Renamed: nothing left to remove.
+    guard.0 = None;
     Ok(())
 }
 

@@ -2,6 +2,9 @@
 //! compiled into the fuzz targets that need a real dataset around the part
 //! they mutate. It lies beside the repository, where the tests read it too.
 
+// Each target that includes this uses only part of it.
+#![allow(dead_code)]
+
 use deltacells::dataset::{MemoryStore, OpenOptions};
 use deltacells::engine::EngineConfig;
 
@@ -9,10 +12,10 @@ macro_rules! file {
     ($key:literal) => {
         (
             $key,
-            &include_bytes!(concat!(
+            include_bytes!(concat!(
                 "../../../../shared/testdata/deltacells/datasets/small_obs/",
                 $key
-            ))[..],
+            )) as &[u8],
         )
     };
 }
@@ -44,7 +47,7 @@ pub fn file(key: &str) -> &'static [u8] {
 pub fn store() -> MemoryStore {
     let store = MemoryStore::new();
     for (key, bytes) in FILES {
-        store.put(*key, bytes);
+        store.insert(*key, bytes);
     }
     store
 }
@@ -58,5 +61,6 @@ pub fn options() -> OpenOptions {
             backend: None,
         },
         cache_bytes: 16 << 20,
+        ..OpenOptions::default()
     }
 }

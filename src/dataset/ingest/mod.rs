@@ -32,6 +32,7 @@ mod npz;
 mod transpose;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -39,6 +40,7 @@ use crate::dataset::writer::{DatasetWriter, WriterConfig};
 use crate::error::{Error, Result};
 use crate::format::manifest::Manifest;
 use crate::obs::{ObsColumn, ObsConfig, VarTable};
+use crate::storage::Store;
 
 use compressed::{Compressed, Major, Seq};
 use counts::{add_totals, Rows};
@@ -374,10 +376,22 @@ fn count_genes(
     Ok(totals)
 }
 
-/// Converts `input` into a new dataset at `out`.
+/// Converts `input` into a new dataset at `out` (a directory or a URL, see
+/// [`Location::parse`](crate::storage::Location::parse)).
 pub fn convert(
     input: &Input,
     out: &Path,
+    options: ConvertOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Manifest> {
+    let store = crate::storage::Location::parse(out).store()?;
+    convert_into(input, store, options, progress)
+}
+
+/// Converts `input` into a new dataset in `store`.
+pub fn convert_into(
+    input: &Input,
+    store: Arc<dyn Store>,
     options: ConvertOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Manifest> {
@@ -408,7 +422,7 @@ pub fn convert(
             Box::new(rows)
         }
     };
-    let mut writer = DatasetWriter::create(out, n_genes, config)?;
+    let mut writer = DatasetWriter::create_in(store, n_genes, config)?;
     let mut done = 0u64;
     while let Some(block) = rows.next_block()? {
         writer.push(block.as_ref())?;
