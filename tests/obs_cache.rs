@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use arrow_array::{Float32Array, RecordBatch};
 use arrow_ipc::writer::FileWriter;
 use arrow_schema::{Field, Schema};
 use deltacells::dataset::Dataset;
+use deltacells::obs::ObsColumn;
 use obs_common::{all_kinds, write_dataset, Scratch};
 use serde_json::Value;
 
@@ -193,6 +194,42 @@ fn damaged_cache_files_are_detected_and_replaced() {
     let fourth = obs.localize(&names, Some(&cache)).unwrap();
     assert_eq!(fourth.report().replaced, vec!["score".to_string()]);
     check_labels(&ds, &cache, &names, &expected);
+}
+
+#[test]
+fn another_columns_intact_cache_file_is_not_taken_for_this_one() {
+    // Two columns of one type, each file intact with its own valid checksum:
+    // copied over the other's name, it must be refetched (fuzzing found it
+    // accepted when only type, counts and checksum were checked).
+    let dir = Scratch::new("obs-swap");
+    let n = 300;
+    let column = |name: &str, scale: f32| {
+        let values: Vec<f32> = (0..n).map(|i| i as f32 * scale).collect();
+        ObsColumn::from_arrow(name, Arc::new(Float32Array::from(values))).unwrap()
+    };
+    let ds = write_dataset(
+        &dir.path().join("ds"),
+        n,
+        64,
+        2,
+        vec![column("a", 1.0), column("b", -2.0)],
+    );
+    let cache = dir.path().join("cache");
+    let obs = ds.obs().unwrap();
+    let first = obs.localize(&["a", "b"], Some(&cache)).unwrap();
+    let (a, b) = (
+        first.path("a").unwrap().to_path_buf(),
+        first.path("b").unwrap().to_path_buf(),
+    );
+    let cells: Vec<u64> = (0..n as u64).collect();
+    let truth = first.labels(&cells).unwrap();
+    drop(first);
+    let tmp = b.with_extension("copy");
+    std::fs::copy(&a, &tmp).unwrap();
+    std::fs::rename(&tmp, &b).unwrap();
+    let second = obs.localize(&["a", "b"], Some(&cache)).unwrap();
+    assert_eq!(second.report().replaced, vec!["b".to_string()]);
+    assert_eq!(second.labels(&cells).unwrap(), truth);
 }
 
 fn all<'p>(

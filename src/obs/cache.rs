@@ -178,10 +178,15 @@ fn parse(
         arrow_ipc::convert::try_fb_to_schema(footer.schema().ok_or("no schema in the footer")?)
             .map_err(|e| e.to_string())?;
     let expected = column.arrow_type.data_type();
-    if schema.fields().len() != 1 || schema.field(0).data_type() != &expected {
+    // The name too: another column's file of the same type, intact and with
+    // its own valid checksum, must not stand in for this one.
+    if schema.fields().len() != 1
+        || schema.field(0).data_type() != &expected
+        || schema.field(0).name() != &column.name
+    {
         return Err(format!(
-            "schema {schema}, expected one {} column",
-            column.arrow_type
+            "schema {schema}, expected one {} column named {:?}",
+            column.arrow_type, column.name
         ));
     }
     if footer.dictionaries().is_some_and(|d| !d.is_empty()) {
