@@ -94,11 +94,30 @@ impl Length for Fetched {
     }
 }
 
+/// A reader of fetched bytes for which reading past the end is an error, not
+/// the end of the input. The parquet decoder skips unknown thrift fields with
+/// `io::copy`, which stops quietly at the end; a hostile page header that
+/// declares a list of a billion byte strings would then be skipped one empty
+/// read at a time, for minutes. An error ends it at the first read past the end.
+pub(crate) struct NoReadPastEnd(bytes::buf::Reader<Bytes>);
+
+impl std::io::Read for NoReadPastEnd {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if !buf.is_empty() && !self.0.get_ref().has_remaining() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "read past the end of the fetched bytes",
+            ));
+        }
+        self.0.read(buf)
+    }
+}
+
 impl ChunkReader for Fetched {
-    type T = bytes::buf::Reader<Bytes>;
+    type T = NoReadPastEnd;
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        Ok(self.slice(start, None)?.reader())
+        Ok(NoReadPastEnd(self.slice(start, None)?.reader()))
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {

@@ -1,0 +1,65 @@
+//! Obs shards that fuzzing found, kept as regression inputs in
+//! `tests/fixtures/`: each stands in for shard 0 of the shared `small_obs`
+//! dataset (with the manifest's size, SHA-256 and fingerprint updated, so
+//! only the shard's content is wrong), and every column read must end with
+//! the error that names the problem.
+
+mod obs_common;
+
+use std::sync::Arc;
+
+use deltacells::dataset::MemoryStore;
+use deltacells::format::manifest::Manifest;
+use deltacells::obs::{fingerprint, sha256_hex, shard_key, ObsReader, SCHEMA_KEY};
+use obs_common::testdata;
+
+/// `small_obs` in a memory store with `shard` as its first obs shard.
+fn with_shard(shard: &[u8]) -> (MemoryStore, Manifest) {
+    let dir = testdata().join("deltacells/datasets/small_obs");
+    let store = MemoryStore::new();
+    for key in ["manifest.json", SCHEMA_KEY, &shard_key(1)] {
+        store.insert(key, &std::fs::read(dir.join(key)).unwrap());
+    }
+    store.insert(shard_key(0), shard);
+    let mut manifest = Manifest::parse(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let obs = manifest.obs.as_mut().unwrap();
+    obs.shard_bytes[0] = shard.len() as u64;
+    obs.shard_sha256[0] = sha256_hex(shard);
+    let schema = std::fs::read_to_string(dir.join(SCHEMA_KEY)).unwrap();
+    obs.fingerprint = fingerprint(&schema, &manifest.tile_cells, &obs.shard_sha256);
+    (store, manifest)
+}
+
+#[test]
+fn a_page_header_listing_endless_fields_past_the_end_is_refused_at_once() {
+    // A data page header whose unknown field declares a huge list of byte
+    // strings: the parquet decoder skipped it one empty read at a time
+    // (46 s for this 19 KB shard) before reads past the fetched bytes became
+    // an error.
+    let shard = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/obs_shard_endless_skip.bin"),
+    )
+    .unwrap();
+    let (store, manifest) = with_shard(&shard);
+    let reader = ObsReader::open(Arc::new(store), &manifest).unwrap();
+    let tiles = manifest.obs.as_ref().unwrap().tiles_per_file as usize;
+    let errors: Vec<String> = reader
+        .schema()
+        .columns
+        .iter()
+        .filter_map(|c| reader.read_column(&c.name, 0..tiles).err())
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("read past the end of the fetched bytes")),
+        "{errors:#?}"
+    );
+    assert!(
+        !errors.iter().any(|e| e.contains("panicked")),
+        "{errors:#?}"
+    );
+    assert!(reader.verify().is_err());
+}
