@@ -1,8 +1,8 @@
 //! Obs shards that fuzzing found, kept as regression inputs in
 //! `tests/fixtures/`: each stands in for shard 0 of the shared `small_obs`
 //! dataset (with the manifest's size, SHA-256 and fingerprint updated, so
-//! only the shard's content is wrong), and every column read must end with
-//! the error that names the problem.
+//! only the shard's content is wrong): every read ends at once with an
+//! error, the column with the endless page header with the one naming it.
 
 mod obs_common;
 
@@ -61,5 +61,7 @@ fn a_page_header_listing_endless_fields_past_the_end_is_refused_at_once() {
         !errors.iter().any(|e| e.contains("panicked")),
         "{errors:#?}"
     );
+    // `verify` decodes the whole shard through the same reader; it stops at
+    // the first damaged column of the first row group.
     assert!(reader.verify().is_err());
 }

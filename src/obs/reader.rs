@@ -69,6 +69,14 @@ pub(crate) struct Fetched {
 }
 
 impl Fetched {
+    /// A whole file held in memory.
+    pub(crate) fn whole(data: Bytes) -> Fetched {
+        Fetched {
+            len: data.len() as u64,
+            parts: vec![(0, data)],
+        }
+    }
+
     fn slice(&self, start: u64, length: Option<usize>) -> parquet::errors::Result<Bytes> {
         for (at, part) in &self.parts {
             let Some(offset) = start.checked_sub(*at).and_then(|o| usize::try_from(o).ok()) else {
@@ -500,8 +508,9 @@ impl ObsReader {
             for rg in 0..meta.metadata().num_row_groups() {
                 let t = s * self.tiles_per_file() + rg;
                 let rows = self.tile_cells[t] as usize;
-                let batch = decode_row_group(data.clone(), &meta, rg, rows, None)
-                    .map_err(|e| obs_rule(format!("{key}, row group {rg} (tile {t}): {e}")))?;
+                let batch =
+                    decode_row_group(Fetched::whole(data.clone()), &meta, rg, rows, None)
+                        .map_err(|e| obs_rule(format!("{key}, row group {rg} (tile {t}): {e}")))?;
                 for (column, array) in self.schema.columns.iter().zip(batch.columns()) {
                     check_column(column, array).map_err(|e| {
                         obs_rule(format!(

@@ -23,7 +23,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use serde_json::{json, Value};
 
-use super::reader::{check_chunk_ranges, guarded, read_footer, to_bytes};
+use super::reader::{check_chunk_ranges, guarded, read_footer, to_bytes, Fetched};
 use super::schema::ObsType;
 use crate::error::{DatasetRule, Error, Result};
 use crate::storage::Store;
@@ -287,7 +287,7 @@ pub(crate) fn read_var_table(store: &dyn Store, n_genes: u32) -> Result<VarFrame
     .map_err(var_rule)?;
     let schema = meta.schema().clone();
     let table = guarded(|| {
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(data, meta)
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(Fetched::whole(data), meta)
             .with_batch_size((n_genes as usize).max(1))
             .build()
             .map_err(|e| e.to_string())?;
