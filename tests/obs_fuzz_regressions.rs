@@ -13,6 +13,15 @@ use deltacells::format::manifest::Manifest;
 use deltacells::obs::{fingerprint, sha256_hex, shard_key, ObsReader, SCHEMA_KEY};
 use obs_common::testdata;
 
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name),
+    )
+    .unwrap()
+}
+
 /// `small_obs` in a memory store with `shard` as its first obs shard.
 fn with_shard(shard: &[u8]) -> (MemoryStore, Manifest) {
     let dir = testdata().join("deltacells/datasets/small_obs");
@@ -36,12 +45,7 @@ fn a_page_header_listing_endless_fields_past_the_end_is_refused_at_once() {
     // strings: the parquet decoder skipped it one empty read at a time
     // (46 s for this 19 KB shard) before reads past the fetched bytes became
     // an error.
-    let shard = std::fs::read(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/obs_shard_endless_skip.bin"),
-    )
-    .unwrap();
-    let (store, manifest) = with_shard(&shard);
+    let (store, manifest) = with_shard(&fixture("obs_shard_endless_skip.bin"));
     let reader = ObsReader::open(Arc::new(store), &manifest).unwrap();
     let tiles = manifest.obs.as_ref().unwrap().tiles_per_file as usize;
     let errors: Vec<String> = reader
@@ -63,5 +67,29 @@ fn a_page_header_listing_endless_fields_past_the_end_is_refused_at_once() {
     );
     // `verify` decodes the whole shard through the same reader; it stops at
     // the first damaged column of the first row group.
+    assert!(reader.verify().is_err());
+}
+
+#[test]
+fn a_panic_of_the_parquet_decoder_becomes_an_obs_error() {
+    // A data page that uses a dictionary its column chunk never defined: the
+    // parquet crate panics ("Decoder for dict should have been set"), which
+    // the guard around every decode turns into the obs rule's error.
+    let (store, manifest) = with_shard(&fixture("obs_shard_dictionary_panic.bin"));
+    let reader = ObsReader::open(Arc::new(store), &manifest).unwrap();
+    let tiles = manifest.obs.as_ref().unwrap().tiles_per_file as usize;
+    let errors: Vec<String> = reader
+        .schema()
+        .columns
+        .iter()
+        .filter_map(|c| reader.read_column(&c.name, 0..tiles).err())
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("the decoder failed on corrupt data")),
+        "{errors:#?}"
+    );
     assert!(reader.verify().is_err());
 }

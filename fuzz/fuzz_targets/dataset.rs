@@ -5,6 +5,8 @@
 
 #![no_main]
 
+#[path = "shared/caught_panics.rs"]
+mod caught_panics;
 #[path = "shared/small_obs.rs"]
 mod small_obs;
 
@@ -14,6 +16,7 @@ use deltacells::dataset::{BatchConfig, Dataset};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    caught_panics::allow();
     let store = small_obs::store();
     store.insert("manifest.json", data);
     let Ok(ds) = Dataset::open_store(Arc::new(store), small_obs::options()) else {

@@ -5,6 +5,8 @@
 
 #![no_main]
 
+#[path = "shared/caught_panics.rs"]
+mod caught_panics;
 #[path = "shared/small_obs.rs"]
 mod small_obs;
 
@@ -51,6 +53,7 @@ fn setup() -> &'static Setup {
 }
 
 fuzz_target!(|data: &[u8]| {
+    caught_panics::allow();
     let s = setup();
     let reader = s.dataset.obs().expect("obs");
     let (name, truth) = &s.truth[data.len() % s.truth.len()];
