@@ -39,22 +39,29 @@ fn with_shard(shard: &[u8]) -> (MemoryStore, Manifest) {
     (store, manifest)
 }
 
-#[test]
-fn a_page_header_listing_endless_fields_past_the_end_is_refused_at_once() {
-    // A data page header whose unknown field declares a huge list of byte
-    // strings: the parquet decoder skipped it one empty read at a time
-    // (46 s for this 19 KB shard) before reads past the fetched bytes became
-    // an error.
-    let (store, manifest) = with_shard(&fixture("obs_shard_endless_skip.bin"));
+/// Opens `small_obs` with `shard` as shard 0 and reads every column of its
+/// tiles: the reader and the errors of the reads that failed.
+fn read_every_column(shard: &[u8]) -> (ObsReader, Vec<String>) {
+    let (store, manifest) = with_shard(shard);
     let reader = ObsReader::open(Arc::new(store), &manifest).unwrap();
     let tiles = manifest.obs.as_ref().unwrap().tiles_per_file as usize;
-    let errors: Vec<String> = reader
+    let errors = reader
         .schema()
         .columns
         .iter()
         .filter_map(|c| reader.read_column(&c.name, 0..tiles).err())
         .map(|e| e.to_string())
         .collect();
+    (reader, errors)
+}
+
+#[test]
+fn a_page_header_listing_endless_fields_past_the_end_is_refused_at_once() {
+    // A data page header whose unknown field declares a huge list of byte
+    // strings: the parquet decoder skipped it one empty read at a time
+    // (46 s for this 19 KB shard) before reads past the fetched bytes became
+    // an error.
+    let (reader, errors) = read_every_column(&fixture("obs_shard_endless_skip.bin"));
     assert!(
         errors
             .iter()
@@ -75,16 +82,7 @@ fn a_panic_of_the_parquet_decoder_becomes_an_obs_error() {
     // A data page that uses a dictionary its column chunk never defined: the
     // parquet crate panics ("Decoder for dict should have been set"), which
     // the guard around every decode turns into the obs rule's error.
-    let (store, manifest) = with_shard(&fixture("obs_shard_dictionary_panic.bin"));
-    let reader = ObsReader::open(Arc::new(store), &manifest).unwrap();
-    let tiles = manifest.obs.as_ref().unwrap().tiles_per_file as usize;
-    let errors: Vec<String> = reader
-        .schema()
-        .columns
-        .iter()
-        .filter_map(|c| reader.read_column(&c.name, 0..tiles).err())
-        .map(|e| e.to_string())
-        .collect();
+    let (reader, errors) = read_every_column(&fixture("obs_shard_dictionary_panic.bin"));
     assert!(
         errors
             .iter()

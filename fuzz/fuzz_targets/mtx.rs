@@ -3,10 +3,10 @@
 //! into `matrix.mtx` and `barcodes.tsv`.
 #![no_main]
 
-use std::sync::Arc;
+#[path = "shared/convert_in_memory.rs"]
+mod convert_in_memory;
 
-use deltacells::dataset::ingest::{convert_into, read_tsv, ConvertOptions, Input};
-use deltacells::dataset::MemoryStore;
+use deltacells::dataset::ingest::{read_tsv, Input};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -29,15 +29,5 @@ fuzz_target!(|data: &[u8]| {
         features: None,
         barcodes,
     };
-    let mut options = ConvertOptions {
-        block_nonzeros: 64,
-        run_nonzeros: 1024,
-        tmp_dir: Some(dir.clone()),
-        ..ConvertOptions::default()
-    };
-    // zstd's fastest level and one tile at a time: the parsers are under test.
-    options.writer.level = 1;
-    options.writer.parallel_tiles = 1;
-    // Into memory: the parsers are under test, not the disk.
-    let _ = convert_into(&input, Arc::new(MemoryStore::new()), options, &mut |_| {});
+    convert_in_memory::convert(&input, &dir);
 });

@@ -2,10 +2,10 @@
 //! panic, and a parsed array serialises back to an equal one.
 #![no_main]
 
-use std::sync::Arc;
+#[path = "shared/convert_in_memory.rs"]
+mod convert_in_memory;
 
-use deltacells::dataset::ingest::{convert_into, ConvertOptions, Input};
-use deltacells::dataset::MemoryStore;
+use deltacells::dataset::ingest::Input;
 use deltacells::format::npy::{Array, Header};
 use libfuzzer_sys::fuzz_target;
 
@@ -20,20 +20,5 @@ fuzz_target!(|data: &[u8]| {
     std::fs::create_dir_all(&dir).expect("temporary directory");
     let path = dir.join("m.npz");
     std::fs::write(&path, data).expect("write input");
-    let mut options = ConvertOptions {
-        block_nonzeros: 64,
-        run_nonzeros: 1024,
-        tmp_dir: Some(dir.clone()),
-        ..ConvertOptions::default()
-    };
-    // zstd's fastest level and one tile at a time: the parsers are under test.
-    options.writer.level = 1;
-    options.writer.parallel_tiles = 1;
-    // Into memory: the parsers are under test, not the disk.
-    let _ = convert_into(
-        &Input::Npz(path),
-        Arc::new(MemoryStore::new()),
-        options,
-        &mut |_| {},
-    );
+    convert_in_memory::convert(&Input::Npz(path), &dir);
 });
