@@ -223,6 +223,8 @@ fn parse(
     }
     let decoder = FileDecoder::new(Arc::new(schema), footer.version());
     let mut tiles = Vec::with_capacity(blocks.len());
+    // Where the last record batch read ends.
+    let mut end: Option<usize> = None;
     for (t, block) in blocks.iter().enumerate() {
         let (offset, meta, body) = (block.offset(), block.metaDataLength(), block.bodyLength());
         let range = usize::try_from(offset)
@@ -237,17 +239,12 @@ fn parse(
             range.ok_or_else(|| format!("record batch {t} lies outside the file"))?;
         // Back to back, ending at the end-of-stream marker: a footer pointing
         // elsewhere (one batch twice, say) is damage the checksum cannot see.
-        let next = blocks
-            .iter()
-            .nth(t + 1)
-            .map_or(Ok(data_end), |b| usize::try_from(b.offset()))
-            .map_err(|_| format!("record batch {} lies outside the file", t + 1))?;
-        if offset + len != next {
+        if let Some(end) = end.filter(|&end| end != offset) {
             return Err(format!(
-                "record batch {t} ends at {}, the next part starts at {next}",
-                offset + len
+                "record batch {t} starts at {offset}, the one before ends at {end}"
             ));
         }
+        end = Some(offset + len);
         let batch = decoder
             .read_record_batch(block, &buffer.slice_with_length(offset, len))
             .map_err(|e| format!("record batch {t}: {e}"))?
@@ -261,6 +258,11 @@ fn parse(
         }
         check_column(column, batch.column(0)).map_err(|e| format!("record batch {t}: {e}"))?;
         tiles.push(batch.column(0).clone());
+    }
+    if let Some(end) = end.filter(|&end| end != data_end) {
+        return Err(format!(
+            "the record batches end at {end}, the stream at {data_end}"
+        ));
     }
     Ok(tiles)
 }
