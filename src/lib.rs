@@ -14,7 +14,13 @@
 //! * [`storage`]: where bytes live (directories, memory, object storage: `s3://`).
 //! * [`dataset`] and [`obs`]: datasets of tiles, the manifest, per-cell metadata.
 //!
+//! Beside them, two tools for working with the format at scale: [`synth`]
+//! generates realistic count matrices of any size, and [`measure`] reports
+//! decode throughput against zstd-only decompression, as `deltacells bench` does.
+//!
 //! The format is little-endian; this crate refuses to build for big-endian targets.
+
+#![warn(missing_docs)]
 
 #[cfg(target_endian = "big")]
 compile_error!(

@@ -2,6 +2,13 @@
 //! the criterion benches, so every report compares the same things the same
 //! way: decode against zstd-only decompression of the same frames, as a ratio
 //! measured in one run (absolute times move on shared machines; ratios less).
+//!
+//! It is public so that a user can measure their own data on their own
+//! machine the same way, for instance to choose a thread count or a kernel
+//! backend, or to see whether a store keeps the decoders busy:
+//! [`scan_report`] reads a whole dataset through its engine,
+//! [`tile_decode_report`] decodes tiles in memory with every backend this CPU
+//! has, and [`peak_rss`] / [`reset_peak_rss`] track memory (Linux only).
 
 use std::time::Instant;
 
@@ -98,7 +105,9 @@ pub fn format_rows(rows: &[Row]) -> String {
 pub struct ScanReport {
     /// Worker threads.
     pub threads: usize,
+    /// Cells in the dataset, each decoded once per scan.
     pub cells: u64,
+    /// Stored nonzeros in the dataset.
     pub nnz: u64,
     /// Best time to fetch, check and decode every tile (f32 values).
     pub decode_s: f64,

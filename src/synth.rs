@@ -1,4 +1,7 @@
-//! Realistic synthetic count matrices for the demo, the benches and tests.
+//! Realistic synthetic count matrices, of any size, without downloading data:
+//! for trying the format, for benchmarking a data loader or a training
+//! pipeline at the scale of real atlases, and for tests. The crate's demo,
+//! benches and tests use it too.
 //!
 //! Real single-cell data has a few genes with very high counts (mitochondrial
 //! and ribosomal genes, MALAT1), a long tail of rarely seen genes, cell types

@@ -27,21 +27,32 @@ pub struct ObsManifest {
     pub fingerprint: String,
 }
 
-/// A validated manifest.
+/// A validated manifest. Fields are named as in `manifest.json` (the obs
+/// fields without their `obs_` prefix, in [`ObsManifest`]); the per-tile lists
+/// have one entry per tile, in tile order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Manifest {
+    /// Cells (rows) in the dataset: the sum of `tile_cells`.
     pub n_cells: u64,
+    /// Genes (columns), `1 ..= 2^31`; every tile has this `n_genes`.
     pub n_genes: u32,
+    /// Cells per tile; every tile but the last holds exactly this many.
     pub tile_size: u64,
+    /// Cells of each tile.
     pub tile_cells: Vec<u64>,
+    /// Stored nonzeros of each tile.
     pub tile_nnz: Vec<u64>,
+    /// Size in bytes of each tile object; a reader checks it before parsing.
     pub tile_bytes: Vec<u64>,
     /// Encoder setting (informational).
     pub n_chunks: u64,
     /// Encoder setting (informational).
     pub zstd_level: i64,
+    /// Whether `gene_order.npy` exists.
     pub has_gene_order: bool,
+    /// Whether `var_names.txt` exists.
     pub has_var_names: bool,
+    /// Whether `var.parquet` exists.
     pub has_var_table: bool,
     /// Present exactly when `has_obs` is true.
     pub obs: Option<ObsManifest>,

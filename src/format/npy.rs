@@ -12,15 +12,25 @@ use crate::error::{Error, Result};
 /// The element types this reader understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dtype {
+    /// `<i4`.
     I32,
+    /// `<i8`.
     I64,
+    /// `<u4`.
     U32,
+    /// `<u8`.
     U64,
+    /// `<f4`.
     F32,
+    /// `<f8`.
     F64,
+    /// `<i2`.
     I16,
+    /// `<u2`.
     U16,
+    /// `|i1` (or `<i1`).
     I8,
+    /// `|u1` (or `<u1`).
     U8,
 }
 
@@ -70,8 +80,11 @@ impl Dtype {
 /// A parsed array: its dtype, shape and raw little-endian data.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Array {
+    /// The element type.
     pub dtype: Dtype,
+    /// The dimensions, outermost first (C order); empty for a scalar.
     pub shape: Vec<usize>,
+    /// The elements, little-endian, `dtype.size()` bytes each, in C order.
     pub data: Vec<u8>,
 }
 
@@ -96,7 +109,9 @@ fn dict_value<'h>(header: &'h str, key: &str) -> Option<&'h str> {
 /// be read too; [`Header::dtype`] maps the numeric ones.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// The `descr` entry of the header dict, e.g. `<i4` or `|S3`.
     pub descr: String,
+    /// The `shape` entry, outermost dimension first.
     pub shape: Vec<usize>,
 }
 
@@ -629,7 +644,9 @@ pub fn open_npz(path: &std::path::Path) -> Result<zip::ZipArchive<std::fs::File>
 /// The members of a CSR `.npz`, as stored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NpzCsr {
+    /// Row pointers (`rows + 1` entries), widened to `i64`.
     pub indptr: Vec<i64>,
+    /// Column index of each stored value, narrowed to `i32`.
     pub indices: Vec<i32>,
     /// Values in their stored dtype.
     pub data: Array,

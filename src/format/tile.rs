@@ -24,18 +24,32 @@ pub const CHUNK_ENTRY_LEN: usize = 96;
 /// Largest `n_genes` (gene indices are `i32`).
 pub const MAX_GENES: u32 = 1 << 31;
 
-/// The fixed 64-byte header.
+/// The fixed 64-byte header (spec "Header"), as read: [`Header::read`]
+/// checks nothing but the length, [`TileView::parse`] checks every field.
+/// The magic is not a field: it is always [`MAGIC`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Format version; [`VERSION`] in a valid tile.
     pub version: u32,
+    /// Feature flags; 0 in a valid tile (version 2 defines none, and readers
+    /// must reject flags they do not know).
     pub flags: u32,
+    /// Number of cells (rows).
     pub n_cells: u64,
+    /// Number of stored nonzeros.
     pub nnz: u64,
+    /// Number of genes (columns), `1 ..= 2^31`.
     pub n_genes: u32,
+    /// Number of chunk table entries; 0 exactly when `n_cells` is 0.
     pub n_chunks: u32,
+    /// Byte offset of the indptr: a multiple of 8, at or after the end of
+    /// the chunk table.
     pub indptr_off: u64,
+    /// Size of the whole tile object in bytes.
     pub total_size: u64,
+    /// CRC-32 (zlib / IEEE) of bytes `[64, total_size)`.
     pub crc32: u32,
+    /// Reserved; 0 in a valid tile.
     pub reserved: u32,
 }
 
@@ -100,18 +114,28 @@ impl Header {
 /// The extent of one compressed stream or exception frame inside the tile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Extent {
+    /// Byte offset from the start of the tile; a multiple of 8.
     pub offset: u64,
+    /// Length in bytes; 0 for an absent exception frame.
     pub len: u64,
 }
 
-/// One chunk table entry.
+/// One chunk table entry (spec "Chunk table entry"): the cells
+/// `cell_lo..cell_hi` and nonzeros `nnz_lo..nnz_hi` of the tile that the
+/// chunk holds, and where its four frames lie.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ChunkEntry {
+    /// First cell of the chunk (tile-local).
     pub cell_lo: u64,
+    /// One past the chunk's last cell.
     pub cell_hi: u64,
+    /// First nonzero of the chunk (`indptr[cell_lo]`).
     pub nnz_lo: u64,
+    /// One past the chunk's last nonzero (`indptr[cell_hi]`).
     pub nnz_hi: u64,
+    /// The gene-gap stream: a zstd frame of `2 * nnz()` bytes of `u16` planes.
     pub gaps: Extent,
+    /// The count stream: a zstd frame of `2 * nnz()` bytes of `u16` planes.
     pub vals: Extent,
     /// `len == 0` when the chunk has no value exceptions.
     pub vexc: Extent,

@@ -34,11 +34,25 @@ pub enum FrameError {
     /// The frame header does not carry its content size.
     NoContentSize,
     /// The declared content size is not the one required.
-    Size { declared: u64, expected: u64 },
-    /// The declared content size is more than the compressed bytes can produce.
-    Ratio { declared: u64, compressed: u64 },
+    Size {
+        /// The content size in the frame header.
+        declared: u64,
+        /// The size the caller requires.
+        expected: u64,
+    },
+    /// The declared content size is more than the compressed bytes can
+    /// produce (more than [`MAX_EXPANSION`] times their length).
+    Ratio {
+        /// The content size in the frame header.
+        declared: u64,
+        /// The length of the compressed input.
+        compressed: u64,
+    },
     /// Bytes follow the frame inside the stream.
-    Trailing { extra: u64 },
+    Trailing {
+        /// How many bytes follow the frame.
+        extra: u64,
+    },
     /// zstd refused the frame (the reason is zstd's own message).
     Corrupt(String),
 }

@@ -43,6 +43,10 @@ use crate::storage::MemoryStore;
 /// A column name as a file name: Python's `urllib.parse.quote(name, safe="")`.
 /// Only `A-Z a-z 0-9 _ . - ~` stay as they are, so no name can hold a path
 /// separator, and with the `.arrow` suffix none is `.` or `..`.
+///
+/// Localized column `name` lives at
+/// `<cache>/<fingerprint>/obs/<quote_name(name)>.arrow` (spec "Local cache"),
+/// where `<cache>` is [`cache_root`](super::cache_root).
 pub fn quote_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for b in name.bytes() {

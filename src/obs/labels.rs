@@ -145,7 +145,12 @@ fn float(v: f64) -> Value {
     Number::from_f64(v).map_or(Value::Null, Value::Number)
 }
 
-/// Value `row` of an obs array as JSON (see [`Label::json_value`]).
+/// Value `row` of an obs array as JSON, as [`Label::json_value`] gives it for
+/// a localized column: categories as their string, numbers as numbers,
+/// missing values and NaN as null. For the arrays of
+/// [`ObsReader::read_column`](super::ObsReader::read_column), which hold
+/// category codes without their vocabulary, pass the column's
+/// [`ColumnSchema::categories`](super::ColumnSchema::categories).
 pub fn json_value(a: &dyn Array, categories: Option<&[String]>, row: usize) -> Value {
     if row >= a.len() || a.is_null(row) {
         return Value::Null;

@@ -10,11 +10,17 @@
 //! gathered from those mappings.
 //!
 //! * [`schema`]: `obs/schema.json` ([`ObsSchema`]).
-//! * [`ObsColumn`], [`ObsConfig`], [`encode_obs`]: the writer side (used by
-//!   [`crate::dataset::DatasetWriter`]), with [`fingerprint`].
+//! * [`ObsColumn`], [`ObsConfig`]: the writer side (given to
+//!   [`crate::dataset::DatasetWriter`] in its config); [`encode_obs`] gives
+//!   the encoded files ([`ObsFiles`]) in memory.
 //! * [`ObsReader`]: open-time checks, ranged column reads, [`ObsReader::verify`].
-//! * [`LocalObs`]: the localized columns; [`Labels`] for any cells.
+//! * [`LocalObs`]: the localized columns; [`Labels`] for any cells, and
+//!   [`json_value`] for a value as JSON.
 //! * [`VarTable`] / [`VarFrame`]: writing and reading `var.parquet`.
+//! * The names and digests of the layout, for tools that read or repair the
+//!   files themselves: [`SCHEMA_KEY`], [`shard_key`], [`sha256_hex`],
+//!   [`fingerprint`], and for the local cache [`cache_root`], [`CACHE_ENV`],
+//!   [`quote_name`].
 
 mod cache;
 mod column;
@@ -35,6 +41,6 @@ pub use shards::{
     encode_obs, fingerprint, sha256_hex, shard_key, ObsConfig, ObsFiles, DEFAULT_MAX_CATEGORIES,
     DEFAULT_TILES_PER_FILE, SCHEMA_KEY,
 };
-pub use var::{VarFrame, VarTable, VAR_KEY};
+pub use var::{VarFrame, VarTable};
 
-pub(crate) use var::read_var_table;
+pub(crate) use var::{read_var_table, VAR_KEY};

@@ -210,8 +210,11 @@ pub(crate) fn decode_row_group<R: ChunkReader + 'static>(
 /// What [`ObsReader::verify`] checked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ObsVerifyReport {
+    /// Shards checked.
     pub shards: usize,
+    /// Their total size in bytes.
     pub bytes: u64,
+    /// Rows decoded: one per cell of the dataset.
     pub rows: u64,
 }
 

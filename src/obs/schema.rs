@@ -58,19 +58,29 @@ impl fmt::Display for Kind {
 /// The Arrow types an obs column may have, named as pyarrow prints them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ObsType {
+    /// `int8`: category codes of up to 128 categories, or numbers.
     Int8,
+    /// `int16`: category codes of up to 2^15 categories, or numbers.
     Int16,
+    /// `int32`: category codes of up to 2^31 categories, or numbers.
     Int32,
+    /// `int64`: numbers.
     Int64,
+    /// `uint8`: numbers.
     UInt8,
+    /// `uint16`: numbers.
     UInt16,
+    /// `uint32`: numbers.
     UInt32,
+    /// `uint64`: numbers.
     UInt64,
-    /// `float` (float32).
+    /// `float` (float32): numbers.
     Float32,
-    /// `double` (float64).
+    /// `double` (float64): numbers.
     Float64,
+    /// `bool`: the type of a `bool` column.
     Bool,
+    /// `string`: the type of a `string` column.
     String,
 }
 
@@ -176,8 +186,11 @@ impl fmt::Display for ObsType {
 /// One column of the obs schema.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ColumnSchema {
+    /// The column name, as in the source table (unique within the schema).
     pub name: String,
+    /// What the column holds.
     pub kind: Kind,
+    /// How it is stored in the shards ([`ObsType::allowed_for`] its kind).
     pub arrow_type: ObsType,
     /// The global vocabulary of a category column (shared, not copied, by labels).
     pub categories: Option<Arc<[String]>>,
@@ -186,6 +199,7 @@ pub struct ColumnSchema {
 /// The parsed `obs/schema.json`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObsSchema {
+    /// The columns, in the order the shards store them.
     pub columns: Vec<ColumnSchema>,
 }
 

@@ -16,9 +16,11 @@ use super::schema::ObsSchema;
 use crate::error::{Error, Result};
 use crate::format::manifest::ObsManifest;
 
-/// Default tiles (row groups) per obs shard.
+/// Default of [`ObsConfig::tiles_per_file`]: tiles (row groups) per obs shard
+/// (the spec's default).
 pub const DEFAULT_TILES_PER_FILE: usize = 1000;
-/// Default largest vocabulary kept as a category column (larger ones are strings).
+/// Default of [`ObsConfig::max_categories`]: the largest vocabulary kept as
+/// a category column (larger ones, such as cell barcodes, become strings).
 pub const DEFAULT_MAX_CATEGORIES: usize = 20_000;
 /// zstd level of the shards: obs is small next to the tiles, so a quick level.
 const SHARD_ZSTD_LEVEL: i32 = 3;
@@ -28,9 +30,10 @@ const SHARD_ZSTD_LEVEL: i32 = 3;
 pub struct ObsConfig {
     /// The columns, in schema order; each holds one value per cell.
     pub columns: Vec<ObsColumn>,
-    /// Tiles (row groups) per shard.
+    /// Tiles (row groups) per shard ([`DEFAULT_TILES_PER_FILE`] by default).
     pub tiles_per_file: usize,
-    /// Category columns with more categories than this are stored as strings.
+    /// Category columns with more categories than this are stored as strings
+    /// ([`DEFAULT_MAX_CATEGORIES`] by default).
     pub max_categories: usize,
 }
 
@@ -45,26 +48,31 @@ impl ObsConfig {
     }
 }
 
-/// Encoded obs: what the writer puts on disk and in the manifest.
+/// Encoded obs ([`encode_obs`]): what the writer puts in the store and in the
+/// manifest.
 #[derive(Clone, Debug)]
 pub struct ObsFiles {
-    /// The text of `obs/schema.json`.
+    /// The text of `obs/schema.json` (stored at [`SCHEMA_KEY`]).
     pub schema_json: String,
-    /// The bytes of `obs/obs_NNNN.parquet`, in shard order.
+    /// The bytes of each shard, in shard order (shard `s` is stored at
+    /// [`shard_key`]`(s)`).
     pub shards: Vec<Vec<u8>>,
     /// The manifest's obs fields.
     pub manifest: ObsManifest,
 }
 
-/// Object key of obs shard `s`.
+/// Object key of obs shard `s` in a dataset's store (`obs/obs_NNNN.parquet`),
+/// for reading or replacing a shard directly.
 pub fn shard_key(s: usize) -> String {
     format!("obs/obs_{s:04}.parquet")
 }
 
-/// Object key of the obs schema.
+/// Object key of the obs schema in a dataset's store.
 pub const SCHEMA_KEY: &str = "obs/schema.json";
 
-/// Lowercase hex SHA-256 of `bytes`.
+/// Lowercase hex SHA-256 of `bytes`: a shard's entry in the manifest's
+/// `obs_shard_sha256`, and the form [`fingerprint`] takes them in. With it,
+/// a tool that rewrites a shard can recompute what the manifest must say.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     let mut hex = String::with_capacity(64);
@@ -75,8 +83,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex
 }
 
-/// The obs fingerprint: the first 24 hex characters of the SHA-256 of
-/// `json.dumps({"schema": schema_json, "tile_cells": ..., "shards": ...}, sort_keys=True)`.
+/// The obs fingerprint (spec "Fingerprint"): the first 24 hex characters of
+/// the SHA-256 of
+/// `json.dumps({"schema": schema_json, "tile_cells": ..., "shards": ...}, sort_keys=True)`,
+/// where `shards` are the shards' [`sha256_hex`]. It keys the local cache, so
+/// it changes whenever the obs content does.
 pub fn fingerprint(schema_json: &str, tile_cells: &[u64], shard_sha256: &[String]) -> String {
     let mut obj = Map::new();
     obj.insert("schema".into(), schema_json.into());
@@ -104,6 +115,13 @@ fn writer_properties() -> Result<WriterProperties> {
 
 /// Encodes `config` for tiles of `tile_cells` cells: the schema, one shard per
 /// `tiles_per_file` tiles with one row group per tile, and the manifest fields.
+///
+/// [`crate::dataset::DatasetWriter`] calls this and stores the result; call it
+/// directly to get the obs files in memory, for instance to attach or replace
+/// the obs of a dataset in a store of your own, or to inspect what the writer
+/// would produce. Fails with [`Error::Input`] when the config does not fit the
+/// tiles: no columns, a column whose length is not the number of cells, a
+/// repeated name, or `tiles_per_file` 0.
 pub fn encode_obs(config: &ObsConfig, tile_cells: &[u64]) -> Result<ObsFiles> {
     if config.tiles_per_file == 0 {
         return Err(Error::Input("obs tiles_per_file must be at least 1".into()));

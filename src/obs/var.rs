@@ -29,7 +29,7 @@ use crate::error::{DatasetRule, Error, Result};
 use crate::storage::Store;
 
 /// Object key of the gene table.
-pub const VAR_KEY: &str = "var.parquet";
+pub(crate) const VAR_KEY: &str = "var.parquet";
 
 fn var_rule(msg: impl Into<String>) -> Error {
     Error::Dataset(DatasetRule::VarTable(msg.into()))

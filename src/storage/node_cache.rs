@@ -19,7 +19,8 @@ use memmap2::Mmap;
 use super::local::{sync_dir, write_atomically};
 use crate::error::{Error, Result};
 
-/// Environment variable naming the cache directory.
+/// Environment variable naming the cache directory (see [`cache_root`]), for
+/// putting the cache on a node-local disk without passing a path to every call.
 pub const CACHE_ENV: &str = "DELTACELLS_CACHE";
 
 /// The cache directory: `explicit`, else `$DELTACELLS_CACHE`,

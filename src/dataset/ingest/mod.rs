@@ -52,8 +52,13 @@ use transpose::{TransposedRows, Transposer};
 pub enum Input {
     /// A 10x folder: `matrix.mtx[.gz]`, `features.tsv[.gz]` (or `genes.tsv`), `barcodes.tsv[.gz]`.
     TenX {
+        /// The Matrix Market file (genes x cells).
         matrix: PathBuf,
+        /// The features (or genes) file: gene ids, names and types become
+        /// `var_names.txt` and `var.parquet`. Without it the dataset has neither.
         features: Option<PathBuf>,
+        /// The barcodes file: becomes the `barcode` obs column. Without it the
+        /// dataset has no obs.
         barcodes: Option<PathBuf>,
     },
     /// A scipy sparse CSR or CSC matrix saved with `save_npz` (rows are cells).
@@ -154,8 +159,11 @@ impl Phase {
 /// Progress of a conversion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Progress {
+    /// The stage running.
     pub phase: Phase,
+    /// Units of [`Phase::unit`] done so far in this stage.
     pub done: u64,
+    /// Units the stage has in all.
     pub total: u64,
 }
 

@@ -148,52 +148,100 @@ impl fmt::Display for Found {
 pub enum XdeltaError {
     /// Whitespace, which the format never contains.
     #[error("xdelta: whitespace at byte {offset} (the format has none)")]
-    Whitespace { offset: usize },
+    Whitespace {
+        /// Byte offset of the whitespace.
+        offset: usize,
+    },
     /// The grammar was broken outside a number or a count.
     #[error("xdelta: expected {expected} at byte {offset}, found {found}")]
     Syntax {
+        /// Byte offset of what was found.
         offset: usize,
+        /// What the grammar allows there, in words.
         expected: &'static str,
+        /// What stood there instead.
         found: Found,
     },
     /// A malformed number literal (`01`, `.5`, `1.`, `1e`, `-`).
     #[error("xdelta: bad number at byte {offset}: expected {expected}, found {found}")]
     BadNumber {
+        /// Byte offset of the first byte that breaks the literal.
         offset: usize,
+        /// What the number grammar allows there, in words.
         expected: &'static str,
+        /// What stood there instead.
         found: Found,
     },
     /// A repeat count that is not an integer of at least 1 without leading zeros.
     #[error("xdelta: bad repeat count at byte {offset}: expected {expected}, found {found}")]
     BadCount {
+        /// Byte offset of the first byte that breaks the count.
         offset: usize,
+        /// What a count allows there, in words.
         expected: &'static str,
+        /// What stood there instead.
         found: Found,
     },
     /// A version other than `v1` (v0 strings have no version prefix).
     #[error("xdelta: unknown version v{version} at byte {offset} (expected v1, or a v0 string without a version)")]
-    UnknownVersion { offset: usize, version: u64 },
+    UnknownVersion {
+        /// Byte offset of the `v`.
+        offset: usize,
+        /// The version number written.
+        version: u64,
+    },
     /// A second parameter of the same kind.
     #[error("xdelta: repeated {parameter} parameter at byte {offset} (expected at most one)")]
-    RepeatedParameter { offset: usize, parameter: Parameter },
+    RepeatedParameter {
+        /// Byte offset of the second parameter.
+        offset: usize,
+        /// Its kind.
+        parameter: Parameter,
+    },
     /// `/0`: a divisor that parses to zero.
     #[error("xdelta: division by zero at byte {offset} (expected a nonzero divisor)")]
-    ZeroDivisor { offset: usize },
+    ZeroDivisor {
+        /// Byte offset of the `/` parameter.
+        offset: usize,
+    },
     /// The first value is blank (`,` or `nY`); it must be a number, `n` or `nnY`.
     #[error("xdelta: blank first value at byte {offset} (expected a number, n or nn<count>)")]
-    BlankFirst { offset: usize },
-    /// The string expands beyond the decoder's limit.
+    BlankFirst {
+        /// Byte offset of the blank.
+        offset: usize,
+    },
+    /// The string expands beyond the decoder's limit
+    /// ([`Decoder::max_values`]), checked before anything is allocated for it.
     #[error("xdelta: the run at byte {offset} expands beyond the limit of {limit} values")]
-    TooManyValues { offset: usize, limit: usize },
+    TooManyValues {
+        /// Byte offset of the item or run that crosses the limit.
+        offset: usize,
+        /// The limit in values.
+        limit: usize,
+    },
     /// Integer integration left the `i64` range.
     #[error("xdelta: integer overflow integrating value {index} (from byte {offset}); expected running sums within i64")]
-    Overflow { offset: usize, index: usize },
+    Overflow {
+        /// Byte offset of the item (literal or run) that gave the value
+        /// whose running sum overflowed.
+        offset: usize,
+        /// Index of that value in the decoded output (nulls included).
+        index: usize,
+    },
     /// The encoder was given a NaN or an infinity.
     #[error("xdelta: cannot encode value {index} ({value}): expected a finite number or a null")]
-    NotFinite { index: usize, value: f64 },
+    NotFinite {
+        /// Index of the value in the encoder's input.
+        index: usize,
+        /// The value.
+        value: f64,
+    },
     /// The encoder was given a precision above [`MAX_PRECISION`].
     #[error("xdelta: precision {precision} is above the maximum of {MAX_PRECISION} digits")]
-    Precision { precision: u32 },
+    Precision {
+        /// The precision given, in decimal digits.
+        precision: u32,
+    },
 }
 
 impl XdeltaError {

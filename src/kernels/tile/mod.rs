@@ -83,14 +83,33 @@ impl<'a> CellBounds<'a> {
 /// A strict-reader rule broken inside a chunk, at a nonzero position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// A stored count of 0.
-    ZeroCount { position: u64 },
-    /// A gap of 0 that is not a cell's first.
-    ZeroGap { position: u64 },
-    /// A gene index (the cell's last) not below `n_genes`.
-    GeneIndex { position: u64, index: u64 },
-    /// An exception at a nonzero whose stored value is not 65535.
-    Unmarked { position: u64, stored: u16 },
+    /// A stored count of 0 ([`TileRule::ZeroCount`](crate::TileRule::ZeroCount)).
+    ZeroCount {
+        /// Index of the nonzero within the chunk.
+        position: u64,
+    },
+    /// A gap of 0 that is not a cell's first
+    /// ([`TileRule::ZeroGap`](crate::TileRule::ZeroGap)).
+    ZeroGap {
+        /// Index of the nonzero within the chunk.
+        position: u64,
+    },
+    /// A gene index (the cell's last) not below `n_genes`
+    /// ([`TileRule::GeneIndex`](crate::TileRule::GeneIndex)).
+    GeneIndex {
+        /// Index of the nonzero within the chunk.
+        position: u64,
+        /// The gene index decoded there.
+        index: u64,
+    },
+    /// An exception at a nonzero whose stored value is not 65535
+    /// ([`TileRule::ExceptionUnmarked`](crate::TileRule::ExceptionUnmarked)).
+    Unmarked {
+        /// Index of the nonzero within the chunk.
+        position: u64,
+        /// The value stored there.
+        stored: u16,
+    },
 }
 
 type CountsFn<V> = fn(&[u8], &mut [V]) -> Result<(), Fault>;
