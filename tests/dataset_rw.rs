@@ -125,6 +125,46 @@ fn read_cells_matches_a_naive_full_decode() {
 }
 
 #[test]
+fn concurrent_readers_of_one_dataset_get_what_one_reader_gets() {
+    fn shared<T: Send + Sync>(_: &T) {}
+    let (dir, data) = small("concurrent", 900, 100, 4);
+    // A cache smaller than the dataset's decoded chunks: readers insert and
+    // evict concurrently.
+    let ds = Dataset::open_with(
+        &dir,
+        OpenOptions {
+            cache_bytes: 200 << 10,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    shared(&ds);
+    let requests: Vec<Vec<u64>> = (0..8u64)
+        .map(|r| (0..60).map(|i| (i * 131 + r * 977) % 900).collect())
+        .collect();
+    std::thread::scope(|scope| {
+        let readers: Vec<_> = requests
+            .iter()
+            .map(|cells| {
+                let ds = &ds;
+                scope.spawn(move || {
+                    (0..5)
+                        .map(|_| ds.read_cells::<i32>(cells).unwrap().csr)
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for (cells, reader) in requests.iter().zip(readers) {
+            let want = rows_of(&data, cells);
+            for got in reader.join().unwrap() {
+                assert_eq!(got, want);
+            }
+        }
+    });
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn gene_selection_matches_slicing_the_full_result() {
     let (dir, data) = small("genes", 300, 64, 3);
     let ds = Dataset::open(&dir).unwrap();
@@ -173,6 +213,58 @@ fn epoch(ds: &Arc<Dataset>, config: BatchConfig) -> Vec<(Vec<u64>, BatchRows)> {
         .map(|b| b.map(|b| (b.cells, b.rows)))
         .collect::<Result<_, _>>()
         .unwrap()
+}
+
+#[test]
+fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
+    // A bound of 0 cannot hold a decoded window, so those batches take the
+    // chunk-by-chunk path; 64 MiB holds one, so they are cut from windows.
+    let (dir, _) = small("window-paths", 700, 100, 3);
+    let ds = Arc::new(Dataset::open(&dir).unwrap());
+    let sel = GeneSelection::new(3000, &[2999, 7, 0, 1500, 3]).unwrap();
+    for (dense, genes) in [
+        (false, None),
+        (true, None),
+        (false, Some(sel.clone())),
+        (true, Some(sel)),
+    ] {
+        let config = |cache_bytes| BatchConfig {
+            batch_size: 45,
+            seed: 3,
+            shuffle: Shuffle::Block { window_tiles: 2 },
+            world_size: 2,
+            rank: 1,
+            dense,
+            genes: genes.clone(),
+            cache_bytes,
+            ..BatchConfig::default()
+        };
+        let windowed = epoch(&ds, config(64 << 20));
+        assert_eq!(
+            windowed,
+            epoch(&ds, config(0)),
+            "dense {dense}, genes {genes:?}"
+        );
+        for (cells, rows) in windowed {
+            let want = match &genes {
+                None if !dense => BatchRows::Csr(ds.read_cells::<f32>(&cells).unwrap().csr),
+                _ if !dense => BatchRows::Csr(
+                    ds.read_cells_genes::<f32>(&cells, genes.as_ref())
+                        .unwrap()
+                        .csr,
+                ),
+                _ => {
+                    let d = ds.read_dense(&cells, genes.as_ref()).unwrap();
+                    BatchRows::Dense {
+                        n_cols: d.n_cols,
+                        data: d.data,
+                    }
+                }
+            };
+            assert_eq!(rows, want, "dense {dense}, genes {genes:?}");
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]

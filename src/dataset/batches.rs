@@ -33,6 +33,7 @@ use crate::csr::Csr;
 use crate::dataset::cache::ChunkCache;
 use crate::dataset::read::ReadStats;
 use crate::dataset::select::GeneSelection;
+use crate::dataset::window::{BatchOut, WindowBudget, WindowRows};
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::obs::{Labels, LocalObs};
@@ -43,7 +44,11 @@ pub enum Shuffle {
     /// Cells in dataset order.
     None,
     /// Shuffle tiles, then cells within windows of `window_tiles` tiles.
-    Block { window_tiles: usize },
+    Block {
+        /// Tiles per window: more mixes cells of more tiles into each batch,
+        /// and holds more decoded tiles in memory.
+        window_tiles: usize,
+    },
 }
 
 /// Configuration of a batch iterator.
@@ -51,11 +56,15 @@ pub enum Shuffle {
 pub struct BatchConfig {
     /// Cells per batch (at least 1).
     pub batch_size: usize,
+    /// Seed of the epoch orders: the same seed gives the same order on any machine.
     pub seed: u64,
+    /// Epoch number: each epoch of a seed has its own order.
     pub epoch: u64,
+    /// How the cells are ordered.
     pub shuffle: Shuffle,
     /// This process's rank, `0..world_size`.
     pub rank: usize,
+    /// Number of ranks sharing the epoch (at least 1).
     pub world_size: usize,
     /// Drop the cells that do not fill a whole batch on every rank.
     pub drop_last: bool,
@@ -100,7 +109,12 @@ pub enum BatchRows {
     /// CSR rows with `f32` counts.
     Csr(Csr<f32>),
     /// Dense row-major `f32`, `n_cols` per row.
-    Dense { n_cols: usize, data: Vec<f32> },
+    Dense {
+        /// Columns per row.
+        n_cols: usize,
+        /// `n_cols` values per row, row after row.
+        data: Vec<f32>,
+    },
 }
 
 /// One training batch.
@@ -243,6 +257,16 @@ impl EpochOrder {
         self.window(self.window_starts.partition_point(|&s| s <= at) - 1)
     }
 
+    /// The index of the window holding epoch position `at` (`at < len()`).
+    pub(crate) fn window_of(&self, at: u64) -> usize {
+        self.window_starts.partition_point(|&s| s <= at) - 1
+    }
+
+    /// Every window's tiles, in epoch order.
+    pub(crate) fn windows(&self) -> impl Iterator<Item = &[usize]> {
+        self.tiles.chunks(self.window_tiles)
+    }
+
     /// The epoch position where the window holding `at` ends.
     pub(crate) fn window_end(&self, at: u64) -> u64 {
         let w = self.window_starts.partition_point(|&s| s <= at);
@@ -252,7 +276,7 @@ impl EpochOrder {
             .unwrap_or_else(|| self.len())
     }
 
-    fn window(&self, w: usize) -> &[usize] {
+    pub(crate) fn window(&self, w: usize) -> &[usize] {
         let first = w * self.window_tiles;
         &self.tiles[first..(first + self.window_tiles).min(self.tiles.len())]
     }
@@ -392,6 +416,9 @@ struct Producer {
     first: usize,
     step: usize,
     cache: ChunkCache,
+    /// The decoded window batches are cut from, when windows fit the bound
+    /// (else batches are gathered from chunks decoded through `cache`).
+    window: Option<WindowRows>,
     obs: Option<LocalObs>,
 }
 
@@ -414,37 +441,11 @@ impl Producer {
     fn produce(&mut self, pick: usize) -> Result<Batch> {
         let index = self.first + pick * self.step;
         let positions = self.batches.get(index);
-        let (dataset, cache) = (&self.dataset, &mut self.cache);
-        let mut fetched = ReadStats::default();
-        let cells = self
-            .order
-            .cells(positions.start as u64..positions.end as u64, |tiles| {
-                dataset.fetch_tiles(tiles, cache, &mut fetched).map(drop)
-            })?;
-        let cells = &cells[..];
-        self.fetch_ahead(positions.end as u64);
-        let genes = self.config.genes.as_ref();
-        let (cells, rows, stats) = if self.config.dense {
-            let d = self
-                .dataset
-                .read_dense_with(cells.into(), genes, &mut self.cache)?;
-            (
-                d.cells,
-                BatchRows::Dense {
-                    n_cols: d.n_cols,
-                    data: d.data,
-                },
-                d.stats,
-            )
+        let positions = positions.start as u64..positions.end as u64;
+        let (cells, rows, stats) = if self.window.is_some() {
+            self.cut_from_windows(positions)?
         } else {
-            let c = self
-                .dataset
-                .read_csr_with::<f32>(cells.into(), genes, &mut self.cache)?;
-            (c.cells, BatchRows::Csr(c.csr), c.stats)
-        };
-        let stats = ReadStats {
-            tiles_fetched: stats.tiles_fetched + fetched.tiles_fetched,
-            ..stats
+            self.gather_from_chunks(positions)?
         };
         let labels = match &self.obs {
             Some(obs) => obs.labels(&cells)?,
@@ -457,6 +458,83 @@ impl Producer {
             stats,
             labels,
         })
+    }
+
+    /// The batch at epoch `positions`, copied out of decoded windows (a batch
+    /// that straddles two windows takes its first part before the second
+    /// window is decoded).
+    fn cut_from_windows(
+        &mut self,
+        positions: Range<u64>,
+    ) -> Result<(Vec<u64>, BatchRows, ReadStats)> {
+        let genes = self.config.genes.as_ref();
+        let n_cols = genes.map_or(self.dataset.n_genes() as usize, GeneSelection::len);
+        let mut out = if self.config.dense {
+            BatchOut::Dense {
+                n_cols,
+                data: Vec::new(),
+            }
+        } else {
+            BatchOut::Csr(Csr::empty(n_cols as u64))
+        };
+        let window = self.window.as_mut().expect("window path");
+        let (dataset, cache) = (&self.dataset, &self.cache);
+        let mut stats = ReadStats::default();
+        let mut cells = Vec::with_capacity((positions.end - positions.start) as usize);
+        let mut at = positions.start;
+        while at < positions.end {
+            let w = self.order.window_of(at);
+            let stop = positions.end.min(self.order.window_end(at));
+            let part = self.order.cells(at..stop, |tiles| {
+                dataset.fetch_tiles(tiles, cache, &mut stats).map(drop)
+            })?;
+            stats.add(window.enter(dataset, w, self.order.window(w), genes, cache)?);
+            window.append(dataset, &part, &mut out)?;
+            cells.extend_from_slice(&part);
+            at = stop;
+        }
+        self.fetch_ahead(positions.end);
+        let rows = match out {
+            BatchOut::Csr(csr) => BatchRows::Csr(csr),
+            BatchOut::Dense { n_cols, data } => BatchRows::Dense { n_cols, data },
+        };
+        Ok((cells, rows, stats))
+    }
+
+    /// The batch at epoch `positions`, gathered row by row from chunks decoded
+    /// through the cache (when a decoded window would not fit the bound).
+    fn gather_from_chunks(
+        &mut self,
+        positions: Range<u64>,
+    ) -> Result<(Vec<u64>, BatchRows, ReadStats)> {
+        let (dataset, cache) = (&self.dataset, &self.cache);
+        let mut fetched = ReadStats::default();
+        let cells = self.order.cells(positions.clone(), |tiles| {
+            dataset.fetch_tiles(tiles, cache, &mut fetched).map(drop)
+        })?;
+        let cells = &cells[..];
+        self.fetch_ahead(positions.end);
+        let genes = self.config.genes.as_ref();
+        let (cells, rows, mut stats) = if self.config.dense {
+            let d = self
+                .dataset
+                .read_dense_with(cells.into(), genes, &self.cache)?;
+            (
+                d.cells,
+                BatchRows::Dense {
+                    n_cols: d.n_cols,
+                    data: d.data,
+                },
+                d.stats,
+            )
+        } else {
+            let c = self
+                .dataset
+                .read_csr_with::<f32>(cells.into(), genes, &self.cache)?;
+            (c.cells, BatchRows::Csr(c.csr), c.stats)
+        };
+        stats.tiles_fetched += fetched.tiles_fetched;
+        Ok((cells, rows, stats))
     }
 }
 
@@ -516,9 +594,11 @@ impl Dataset {
             })?;
             Some(reader.localize(&config.obs_columns, config.obs_cache_dir.as_deref())?)
         };
+        let budget = WindowBudget::new(self, order.windows(), config.cache_bytes);
         let mut producer = Producer {
             dataset: self.clone(),
-            cache: ChunkCache::new(config.cache_bytes),
+            cache: ChunkCache::new(budget.map_or(config.cache_bytes, |b| b.tile_cache_bytes)),
+            window: budget.map(|_| WindowRows::default()),
             config,
             order,
             batches,

@@ -5,26 +5,33 @@
 //! so without a cache each batch would decode ~60 times more than it returns.
 //! Entries are shared (`Arc`), evicted least-recently-used first, and the bound
 //! counts the bytes the entries hold.
+//!
+//! Any number of readers share one cache: its lock is held only to look an
+//! entry up or to insert one, never while a tile is fetched or a chunk
+//! decoded, so concurrent reads proceed in parallel. A panic elsewhere cannot
+//! leave the map half-updated (no user code runs under the lock), so a
+//! poisoned lock is taken over rather than failing every later read.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::storage::AlignedBytes;
 
 /// A validated tile's bytes.
+///
+/// The tile object at its full length: [`crate::format::tile::TileView::parse`]
+/// accepted it, or, for a ranged fetch of a few chunks (the other bytes are
+/// zero), [`crate::format::tile::TileView::parse_partial`] did. Ranged tiles
+/// serve the one read that fetched them and are never cached.
 #[derive(Debug)]
-pub struct TileBytes {
-    /// The tile object, at its full length; [`crate::format::tile::TileView::parse`]
-    /// accepted it, or when `partial`, [`crate::format::tile::TileView::parse_partial`].
+pub(crate) struct TileBytes {
+    /// The tile's bytes.
     pub bytes: AlignedBytes,
-    /// Only the head and the frames of some chunks were fetched (the other
-    /// bytes are zero): never cached, and only those chunks may be decoded.
-    pub partial: bool,
 }
 
 /// One chunk, decoded: rows `cell_lo .. cell_lo + n_cells` of its tile.
 #[derive(Debug, Default)]
-pub struct DecodedChunk {
+pub(crate) struct DecodedChunk {
     /// First cell of the chunk, local to the tile.
     pub cell_lo: usize,
     /// Row offsets into `indices`/`values`, `n_cells + 1` entries from 0.
@@ -60,9 +67,15 @@ enum Entry {
     Chunk(Arc<DecodedChunk>),
 }
 
-/// The cache. Not shared between threads: the planner owns it and hands `Arc`s out.
-pub struct ChunkCache {
+/// The cache, shared by every reader of a dataset (see the module docs).
+pub(crate) struct ChunkCache {
     capacity: usize,
+    lru: Mutex<Lru>,
+}
+
+/// The entries and their recency, behind the cache's lock.
+#[derive(Default)]
+struct Lru {
     used: usize,
     clock: u64,
     entries: HashMap<Key, (Entry, usize, u64)>,
@@ -70,25 +83,65 @@ pub struct ChunkCache {
 
 impl ChunkCache {
     /// A cache holding at most `capacity` bytes (0 keeps nothing between requests).
-    pub fn new(capacity: usize) -> ChunkCache {
+    pub(crate) fn new(capacity: usize) -> ChunkCache {
         ChunkCache {
             capacity,
-            used: 0,
-            clock: 0,
-            entries: HashMap::new(),
+            lru: Mutex::new(Lru::default()),
         }
     }
 
+    fn lock(&self) -> MutexGuard<'_, Lru> {
+        self.lru.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Bytes currently held.
-    pub fn used(&self) -> usize {
-        self.used
+    #[cfg(test)]
+    fn used(&self) -> usize {
+        self.lock().used
     }
 
-    /// The configured bound.
-    pub fn capacity(&self) -> usize {
-        self.capacity
+    /// A cached tile.
+    pub(crate) fn tile(&self, tile: usize) -> Option<Arc<TileBytes>> {
+        match self.lock().touch(Key::Tile(tile)) {
+            Some(Entry::Tile(t)) => Some(t.clone()),
+            _ => None,
+        }
     }
 
+    /// Whether tile `tile` is cached (without counting as a use).
+    pub(crate) fn has_tile(&self, tile: usize) -> bool {
+        self.lock().entries.contains_key(&Key::Tile(tile))
+    }
+
+    /// A cached decoded chunk.
+    pub(crate) fn chunk(&self, tile: usize, chunk: usize) -> Option<Arc<DecodedChunk>> {
+        match self.lock().touch(Key::Chunk(tile, chunk)) {
+            Some(Entry::Chunk(c)) => Some(c.clone()),
+            _ => None,
+        }
+    }
+
+    /// Adds a tile (evicting older entries beyond the bound; possibly itself).
+    pub(crate) fn put_tile(&self, tile: usize, t: Arc<TileBytes>) {
+        let bytes = t.bytes.len();
+        self.insert(Key::Tile(tile), Entry::Tile(t), bytes);
+    }
+
+    /// Adds a decoded chunk (evicting older entries beyond the bound; possibly itself).
+    pub(crate) fn put_chunk(&self, tile: usize, chunk: usize, c: Arc<DecodedChunk>) {
+        let bytes = c.bytes();
+        self.insert(Key::Chunk(tile, chunk), Entry::Chunk(c), bytes);
+    }
+
+    fn insert(&self, key: Key, entry: Entry, bytes: usize) {
+        // Evicted entries are dropped after the lock is released: freeing a
+        // large decoded chunk should not hold up other readers.
+        let evicted = self.lock().insert(key, entry, bytes, self.capacity);
+        drop(evicted);
+    }
+}
+
+impl Lru {
     fn touch(&mut self, key: Key) -> Option<&Entry> {
         self.clock += 1;
         let clock = self.clock;
@@ -98,52 +151,23 @@ impl ChunkCache {
         })
     }
 
-    /// A cached tile.
-    pub fn tile(&mut self, tile: usize) -> Option<Arc<TileBytes>> {
-        match self.touch(Key::Tile(tile)) {
-            Some(Entry::Tile(t)) => Some(t.clone()),
-            _ => None,
-        }
-    }
-
-    /// Whether tile `tile` is cached (without counting as a use).
-    pub fn has_tile(&self, tile: usize) -> bool {
-        self.entries.contains_key(&Key::Tile(tile))
-    }
-
-    /// A cached decoded chunk.
-    pub fn chunk(&mut self, tile: usize, chunk: usize) -> Option<Arc<DecodedChunk>> {
-        match self.touch(Key::Chunk(tile, chunk)) {
-            Some(Entry::Chunk(c)) => Some(c.clone()),
-            _ => None,
-        }
-    }
-
-    fn insert(&mut self, key: Key, entry: Entry, bytes: usize) {
+    fn insert(&mut self, key: Key, entry: Entry, bytes: usize, capacity: usize) -> Vec<Entry> {
         self.clock += 1;
+        let mut evicted = Vec::new();
         if let Some(old) = self.entries.insert(key, (entry, bytes, self.clock)) {
             self.used -= old.1;
+            evicted.push(old.0);
         }
         self.used += bytes;
-        while self.used > self.capacity {
+        while self.used > capacity {
             let Some((&victim, _)) = self.entries.iter().min_by_key(|(_, e)| e.2) else {
                 break;
             };
-            let (_, b, _) = self.entries.remove(&victim).expect("present");
+            let (entry, b, _) = self.entries.remove(&victim).expect("present");
             self.used -= b;
+            evicted.push(entry);
         }
-    }
-
-    /// Adds a tile (evicting older entries beyond the bound; possibly itself).
-    pub fn put_tile(&mut self, tile: usize, t: Arc<TileBytes>) {
-        let bytes = t.bytes.len();
-        self.insert(Key::Tile(tile), Entry::Tile(t), bytes);
-    }
-
-    /// Adds a decoded chunk (evicting older entries beyond the bound; possibly itself).
-    pub fn put_chunk(&mut self, tile: usize, chunk: usize, c: Arc<DecodedChunk>) {
-        let bytes = c.bytes();
-        self.insert(Key::Chunk(tile, chunk), Entry::Chunk(c), bytes);
+        evicted
     }
 }
 
@@ -162,7 +186,7 @@ mod tests {
 
     #[test]
     fn stays_within_its_bound_and_evicts_least_recent() {
-        let mut c = ChunkCache::new(1000);
+        let c = ChunkCache::new(1000);
         c.put_chunk(0, 0, chunk(50)); // 416 bytes
         c.put_chunk(0, 1, chunk(50));
         assert!(c.chunk(0, 0).is_some()); // 0,0 is now the most recent
@@ -170,8 +194,22 @@ mod tests {
         assert!(c.used() <= 1000);
         assert!(c.chunk(0, 1).is_none(), "least recently used went first");
         assert!(c.chunk(0, 0).is_some() && c.chunk(0, 2).is_some());
-        let mut none = ChunkCache::new(0);
+        let none = ChunkCache::new(0);
         none.put_chunk(1, 1, chunk(1));
         assert_eq!(none.used(), 0);
+    }
+
+    #[test]
+    fn a_panic_under_the_lock_does_not_fail_later_readers() {
+        let c = ChunkCache::new(1000);
+        c.put_chunk(0, 0, chunk(10));
+        let poisoned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _held = c.lru.lock().unwrap();
+            panic!("a reader panicked while holding the cache");
+        }));
+        assert!(poisoned.is_err() && c.lru.is_poisoned());
+        assert!(c.chunk(0, 0).is_some());
+        c.put_chunk(0, 1, chunk(10));
+        assert!(c.chunk(0, 1).is_some());
     }
 }

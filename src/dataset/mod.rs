@@ -12,14 +12,14 @@ pub mod ingest;
 mod ranged;
 mod read;
 mod select;
+mod window;
 mod writer;
 
 use std::ffi::OsStr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub use crate::storage::{AlignedBytes, LocalStore, MemoryStore, Store};
 pub use batches::{Batch, BatchConfig, BatchIter, BatchRows, Shuffle};
-pub use cache::{ChunkCache, DecodedChunk};
 pub use read::{CsrBatch, DenseBatch, ReadStats};
 pub use select::GeneSelection;
 pub use writer::{DatasetWriter, WriterConfig, DEFAULT_TILE_SIZE};
@@ -34,7 +34,7 @@ use crate::kernels::DecodedCount;
 use crate::obs::{Labels, LocalObs, ObsReader, VarFrame};
 use crate::storage::{Fetcher, Location};
 
-use cache::TileBytes;
+use cache::{ChunkCache, TileBytes};
 use read::Cells;
 
 /// Object key of the manifest (written last: a location without it is an
@@ -79,16 +79,20 @@ pub struct Dataset {
     engine: Arc<Engine>,
     /// The I/O stage: tiles are fetched on its threads, never on the engine's.
     fetcher: Fetcher,
-    cache: Mutex<ChunkCache>,
+    cache: ChunkCache,
     obs: Option<ObsReader>,
 }
 
 /// What [`Dataset::verify`] checked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VerifyReport {
+    /// Tiles checked and decoded.
     pub tiles: usize,
+    /// Cells in them.
     pub cells: u64,
+    /// Nonzeros decoded.
     pub nonzeros: u64,
+    /// Bytes of tile objects read.
     pub bytes: u64,
 }
 
@@ -161,7 +165,7 @@ impl Dataset {
             gene_order,
             var_names,
             engine: Arc::new(Engine::new(options.engine)?),
-            cache: Mutex::new(ChunkCache::new(options.cache_bytes)),
+            cache: ChunkCache::new(options.cache_bytes),
             obs,
         })
     }
@@ -253,10 +257,7 @@ impl Dataset {
             key: Manifest::tile_key(t),
         })?;
         self.check_view(t, bytes.as_bytes(), true)?;
-        Ok(TileBytes {
-            bytes,
-            partial: false,
-        })
+        Ok(TileBytes { bytes })
     }
 
     /// Checks the bytes of tile `t` (`whole`: every byte is there, CRC
@@ -325,11 +326,7 @@ impl Dataset {
         genes: Option<&GeneSelection>,
     ) -> Result<CsrBatch<V>> {
         self.check_selection(genes)?;
-        let mut cache = self
-            .cache
-            .lock()
-            .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
-        self.read_csr_with(cells.into(), genes, &mut cache)
+        self.read_csr_with(cells.into(), genes, &self.cache)
     }
 
     /// Reads the cells `range` as CSR rows.
@@ -345,11 +342,7 @@ impl Dataset {
             )));
         }
         self.check_selection(genes)?;
-        let mut cache = self
-            .cache
-            .lock()
-            .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
-        self.read_csr_with(Cells::Range(range.start, range.end), genes, &mut cache)
+        self.read_csr_with(Cells::Range(range.start, range.end), genes, &self.cache)
     }
 
     /// Reads the cells `range` into `out`, reusing its allocations: the way to
@@ -367,11 +360,12 @@ impl Dataset {
             )));
         }
         self.check_selection(genes)?;
-        let mut cache = self
-            .cache
-            .lock()
-            .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
-        self.read_csr_into(Cells::Range(range.start, range.end), genes, &mut cache, out)
+        self.read_csr_into(
+            Cells::Range(range.start, range.end),
+            genes,
+            &self.cache,
+            out,
+        )
     }
 
     /// The cells of tile `t`.
@@ -397,11 +391,7 @@ impl Dataset {
     /// Reads `cells` as dense `f32` rows.
     pub fn read_dense(&self, cells: &[u64], genes: Option<&GeneSelection>) -> Result<DenseBatch> {
         self.check_selection(genes)?;
-        let mut cache = self
-            .cache
-            .lock()
-            .map_err(|_| Error::Config("dataset cache poisoned".into()))?;
-        self.read_dense_with(cells.into(), genes, &mut cache)
+        self.read_dense_with(cells.into(), genes, &self.cache)
     }
 
     fn check_selection(&self, genes: Option<&GeneSelection>) -> Result<()> {

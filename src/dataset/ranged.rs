@@ -95,12 +95,6 @@ impl Dataset {
             tile: t,
             source: Box::new(e),
         })?;
-        Ok((
-            TileBytes {
-                bytes,
-                partial: true,
-            },
-            requested,
-        ))
+        Ok((TileBytes { bytes }, requested))
     }
 }

@@ -40,6 +40,17 @@ pub struct ReadStats {
     pub chunk_bytes: u64,
 }
 
+impl ReadStats {
+    /// Adds the costs of another read.
+    pub(crate) fn add(&mut self, other: ReadStats) {
+        self.tiles_fetched += other.tiles_fetched;
+        self.chunks_touched += other.chunks_touched;
+        self.chunks_decoded += other.chunks_decoded;
+        self.bytes_fetched += other.bytes_fetched;
+        self.chunk_bytes += other.chunk_bytes;
+    }
+}
+
 /// Rows of cells in CSR form, with the global cell id of each row.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CsrBatch<V> {
@@ -128,6 +139,13 @@ struct Sources {
     chunks: HashMap<(usize, usize), Arc<DecodedChunk>>,
 }
 
+/// A prepared read: what its tasks read, and the tasks with their slices of the output.
+struct Fill<'o, V> {
+    sources: Sources,
+    rows: Vec<RowSource>,
+    tasks: Vec<Task<'o, V>>,
+}
+
 /// A planned read: what it needs, where each row comes from, and the runs of
 /// output rows that form the parallel tasks.
 struct Plan {
@@ -161,7 +179,7 @@ impl Dataset {
     pub(crate) fn fetch_tiles(
         &self,
         tiles: &[usize],
-        cache: &mut ChunkCache,
+        cache: &ChunkCache,
         stats: &mut ReadStats,
     ) -> Result<HashMap<usize, Arc<TileBytes>>> {
         self.fetch_tiles_for(tiles, &[], cache, stats)
@@ -174,7 +192,7 @@ impl Dataset {
         &self,
         tiles: &[usize],
         located: &[(usize, usize)],
-        cache: &mut ChunkCache,
+        cache: &ChunkCache,
         stats: &mut ReadStats,
     ) -> Result<HashMap<usize, Arc<TileBytes>>> {
         let mut out = HashMap::with_capacity(tiles.len());
@@ -267,7 +285,7 @@ impl Dataset {
         &self,
         cells: Cells<'_>,
         direct_ok: bool,
-        cache: &mut ChunkCache,
+        cache: &ChunkCache,
         stats: &mut ReadStats,
     ) -> Result<Plan> {
         // The tiles first (from the range's ends, or from each listed cell),
@@ -390,7 +408,7 @@ impl Dataset {
         &self,
         cells: Cells<'_>,
         genes: Option<&GeneSelection>,
-        cache: &mut ChunkCache,
+        cache: &ChunkCache,
     ) -> Result<CsrBatch<V>> {
         let mut csr = Csr::empty(0);
         let stats = self.read_csr_into(cells, genes, cache, &mut csr)?;
@@ -407,9 +425,47 @@ impl Dataset {
         &self,
         cells: Cells<'_>,
         genes: Option<&GeneSelection>,
-        cache: &mut ChunkCache,
+        cache: &ChunkCache,
         out: &mut Csr<V>,
     ) -> Result<ReadStats> {
+        let (fill, stats) = self.prepare_csr(cells, genes, cache, out)?;
+        self.fill(vec![fill], genes)?;
+        Ok(stats)
+    }
+
+    /// Reads every cell of each tile of `tiles` into the matching buffer of
+    /// `outs`, decoding all their chunks in one parallel pass (so a few tiles
+    /// of 8 chunks still spread over every worker of a wide pool).
+    pub(crate) fn read_tiles_into<V: DecodedCount>(
+        &self,
+        tiles: &[usize],
+        genes: Option<&GeneSelection>,
+        cache: &ChunkCache,
+        outs: &mut [Csr<V>],
+    ) -> Result<ReadStats> {
+        let mut stats = ReadStats::default();
+        let mut fills = Vec::with_capacity(tiles.len());
+        for (&t, out) in tiles.iter().zip(outs) {
+            let cells = self.tile_cells(t)?;
+            let (fill, s) =
+                self.prepare_csr(Cells::Range(cells.start, cells.end), genes, cache, out)?;
+            stats.add(s);
+            fills.push(fill);
+        }
+        self.fill(fills, genes)?;
+        Ok(stats)
+    }
+
+    /// Plans a read into `out`: sizes it (every row's length is known from the
+    /// tiles' indptr and the decoded chunks) and cuts it into tasks, each
+    /// owning a disjoint slice of the output.
+    fn prepare_csr<'o, V: DecodedCount>(
+        &self,
+        cells: Cells<'_>,
+        genes: Option<&GeneSelection>,
+        cache: &ChunkCache,
+        out: &'o mut Csr<V>,
+    ) -> Result<(Fill<'o, V>, ReadStats)> {
         let mut stats = ReadStats::default();
         let Plan {
             sources,
@@ -417,6 +473,7 @@ impl Dataset {
             runs,
         } = self.plan(cells, genes.is_none(), cache, &mut stats)?;
         let keep = |g: i32| genes.map_or(Some(g), |s| s.column(g));
+        out.n_cols = genes.map_or(u64::from(self.manifest().n_genes), |s| s.len() as u64);
         let indptr = &mut out.indptr;
         indptr.clear();
         indptr.push(0i64);
@@ -443,7 +500,7 @@ impl Dataset {
         out.indices.resize(nnz, 0);
         out.values.resize(nnz, V::default());
         let (indptr, indices, values) = (&out.indptr, &mut out.indices, &mut out.values);
-        let mut tasks: Vec<Task<'_, V>> = Vec::new();
+        let mut tasks: Vec<Task<'o, V>> = Vec::new();
         let (mut idx_rest, mut val_rest) = (&mut indices[..], &mut values[..]);
         for (run, span) in runs {
             // Long gather runs are split so every worker gets a share.
@@ -472,40 +529,64 @@ impl Dataset {
                 });
             }
         }
+        Ok((
+            Fill {
+                sources,
+                rows,
+                tasks,
+            },
+            stats,
+        ))
+    }
+
+    /// Runs the tasks of every prepared read in one parallel pass on the pool.
+    fn fill<V: DecodedCount>(
+        &self,
+        fills: Vec<Fill<'_, V>>,
+        genes: Option<&GeneSelection>,
+    ) -> Result<()> {
+        let keep = |g: i32| genes.map_or(Some(g), |s| s.column(g));
         let monotone = genes.is_none_or(GeneSelection::is_monotone);
+        let mut contexts = Vec::with_capacity(fills.len());
+        let mut tasks = Vec::new();
+        for (i, fill) in fills.into_iter().enumerate() {
+            contexts.push((fill.sources, fill.rows));
+            tasks.extend(fill.tasks.into_iter().map(|t| (i, t)));
+        }
         self.engine().install(|| {
-            tasks.into_par_iter().try_for_each(|task| match task.run {
-                Run::Direct { tile, chunk } => self
-                    .engine()
-                    .with_decoder(|d| {
-                        d.decode_chunk(&sources.view(tile), chunk, task.indices, task.values)
-                    })
-                    .map_err(|e| Error::InTile {
-                        tile,
-                        source: Box::new(e),
-                    }),
-                Run::Gather => {
-                    let mut at = 0;
-                    for r in &rows[task.rows] {
-                        let (g, v) = sources.chunks[&(r.tile, r.chunk)].row(r.local);
-                        let start = at;
-                        for (&gene, &count) in g.iter().zip(v) {
-                            if let Some(col) = keep(gene) {
-                                task.indices[at] = col;
-                                task.values[at] = V::from_u32(count as u32);
-                                at += 1;
+            tasks.into_par_iter().try_for_each(|(i, task)| {
+                let (sources, rows) = &contexts[i];
+                match task.run {
+                    Run::Direct { tile, chunk } => self
+                        .engine()
+                        .with_decoder(|d| {
+                            d.decode_chunk(&sources.view(tile), chunk, task.indices, task.values)
+                        })
+                        .map_err(|e| Error::InTile {
+                            tile,
+                            source: Box::new(e),
+                        }),
+                    Run::Gather => {
+                        let mut at = 0;
+                        for r in &rows[task.rows] {
+                            let (g, v) = sources.chunks[&(r.tile, r.chunk)].row(r.local);
+                            let start = at;
+                            for (&gene, &count) in g.iter().zip(v) {
+                                if let Some(col) = keep(gene) {
+                                    task.indices[at] = col;
+                                    task.values[at] = V::from_u32(count as u32);
+                                    at += 1;
+                                }
+                            }
+                            if !monotone {
+                                sort_row(&mut task.indices[start..at], &mut task.values[start..at]);
                             }
                         }
-                        if !monotone {
-                            sort_row(&mut task.indices[start..at], &mut task.values[start..at]);
-                        }
+                        Ok(())
                     }
-                    Ok(())
                 }
             })
-        })?;
-        out.n_cols = genes.map_or(u64::from(self.manifest().n_genes), |s| s.len() as u64);
-        Ok(stats)
+        })
     }
 
     /// Reads `cells` as dense `f32` rows (all genes, or `genes` in its order).
@@ -513,7 +594,7 @@ impl Dataset {
         &self,
         cells: Cells<'_>,
         genes: Option<&GeneSelection>,
-        cache: &mut ChunkCache,
+        cache: &ChunkCache,
     ) -> Result<DenseBatch> {
         let mut stats = ReadStats::default();
         let Plan { sources, rows, .. } = self.plan(cells, false, cache, &mut stats)?;
@@ -543,7 +624,7 @@ impl Dataset {
 }
 
 /// The first `len` elements of `rest`, leaving the others in `rest`.
-fn split_off<'o, T>(rest: &mut &'o mut [T], len: usize) -> &'o mut [T] {
+pub(crate) fn split_off<'o, T>(rest: &mut &'o mut [T], len: usize) -> &'o mut [T] {
     let (head, tail) = std::mem::take(rest).split_at_mut(len);
     *rest = tail;
     head
