@@ -175,6 +175,51 @@ pub fn scan_report(ds: &crate::dataset::Dataset, group: usize, reps: usize) -> R
     })
 }
 
+/// Cells per second that `readers` threads get together when each calls
+/// [`crate::dataset::Dataset::read_cells`] on the one dataset `ds`, `reads`
+/// times, for `per_read` cells drawn uniformly from `cells` (a fixed
+/// generator per thread, so every run reads the same cells). One warm-up read
+/// of every cell of `cells` comes first, so with a cache that holds them the
+/// figure measures the readers, not the store.
+pub fn concurrent_read_rate(
+    ds: &crate::dataset::Dataset,
+    readers: usize,
+    cells: std::ops::Range<u64>,
+    per_read: usize,
+    reads: usize,
+) -> Result<f64> {
+    let span = cells.end.saturating_sub(cells.start).max(1);
+    let all: Vec<u64> = cells.clone().collect();
+    ds.read_cells::<f32>(&all)?;
+    let t = Instant::now();
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..readers.max(1) as u64)
+            .map(|r| {
+                scope.spawn(move || {
+                    let mut state =
+                        0x9E37_79B9_7F4A_7C15u64 ^ (r + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+                    let mut request = Vec::with_capacity(per_read);
+                    for _ in 0..reads {
+                        request.clear();
+                        request.extend((0..per_read).map(|_| {
+                            state ^= state << 13;
+                            state ^= state >> 7;
+                            state ^= state << 17;
+                            cells.start + state % span
+                        }));
+                        ds.read_cells::<f32>(&request)?;
+                    }
+                    Ok::<(), crate::Error>(())
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .try_for_each(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    })?;
+    Ok((readers.max(1) * reads * per_read) as f64 / t.elapsed().as_secs_f64())
+}
+
 /// Peak resident memory of this process in bytes (Linux `VmHWM`), if known.
 pub fn peak_rss() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

@@ -167,3 +167,34 @@ fn open_and_verify_refuse_a_gene_order_that_is_not_int32() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+#[test]
+fn bench_json_carries_every_figure_of_the_tables() {
+    let ds = testdata().join("deltacells/datasets/exceptions_70k");
+    let (ok, stdout, stderr) = deltacells(&[
+        "bench",
+        ds.to_str().unwrap(),
+        "--reps",
+        "1",
+        "--threads",
+        "2",
+        "--batch-size",
+        "16",
+        "--random",
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON document");
+    assert_eq!(report["dataset"]["cells"], 300);
+    for section in ["tile_decode", "full_scan", "concurrent_readers"] {
+        let rows = report[section].as_array().unwrap();
+        assert!(!rows.is_empty(), "{section}");
+    }
+    let readers = report["concurrent_readers"].as_array().unwrap();
+    assert_eq!(readers[1]["threads"], 2);
+    assert!(readers.iter().all(|r| r["cells_per_s"].as_f64().unwrap() > 0.0));
+    for key in ["batches", "random_batches"] {
+        assert!(report[key]["cells_per_s"].as_f64().unwrap() > 0.0, "{key}");
+    }
+    assert!(report["build"]["zstd"].is_string());
+}

@@ -553,40 +553,49 @@ impl Dataset {
             contexts.push((fill.sources, fill.rows));
             tasks.extend(fill.tasks.into_iter().map(|t| (i, t)));
         }
-        self.engine().install(|| {
-            tasks.into_par_iter().try_for_each(|(i, task)| {
-                let (sources, rows) = &contexts[i];
-                match task.run {
-                    Run::Direct { tile, chunk } => self
-                        .engine()
-                        .with_decoder(|d| {
-                            d.decode_chunk(&sources.view(tile), chunk, task.indices, task.values)
-                        })
-                        .map_err(|e| Error::InTile {
-                            tile,
-                            source: Box::new(e),
-                        }),
-                    Run::Gather => {
-                        let mut at = 0;
-                        for r in &rows[task.rows] {
-                            let (g, v) = sources.chunks[&(r.tile, r.chunk)].row(r.local);
-                            let start = at;
-                            for (&gene, &count) in g.iter().zip(v) {
-                                if let Some(col) = keep(gene) {
-                                    task.indices[at] = col;
-                                    task.values[at] = V::from_u32(count as u32);
-                                    at += 1;
-                                }
-                            }
-                            if !monotone {
-                                sort_row(&mut task.indices[start..at], &mut task.values[start..at]);
+        let run = |(i, task): (usize, Task<'_, V>)| -> Result<()> {
+            let (sources, rows) = &contexts[i];
+            match task.run {
+                Run::Direct { tile, chunk } => self
+                    .engine()
+                    .with_decoder(|d| {
+                        d.decode_chunk(&sources.view(tile), chunk, task.indices, task.values)
+                    })
+                    .map_err(|e| Error::InTile {
+                        tile,
+                        source: Box::new(e),
+                    }),
+                Run::Gather => {
+                    let mut at = 0;
+                    for r in &rows[task.rows] {
+                        let (g, v) = sources.chunks[&(r.tile, r.chunk)].row(r.local);
+                        let start = at;
+                        for (&gene, &count) in g.iter().zip(v) {
+                            if let Some(col) = keep(gene) {
+                                task.indices[at] = col;
+                                task.values[at] = V::from_u32(count as u32);
+                                at += 1;
                             }
                         }
-                        Ok(())
+                        if !monotone {
+                            sort_row(&mut task.indices[start..at], &mut task.values[start..at]);
+                        }
                     }
+                    Ok(())
                 }
-            })
-        })
+            }
+        };
+        // A small read (a few cells from decoded chunks) is copied on the
+        // calling thread: handing it to the pool would cost more than the
+        // copy, and concurrent readers then each use their own core.
+        let small = tasks.iter().map(|(_, t)| t.indices.len()).sum::<usize>()
+            <= 2 * GATHER_TASK_NNZ
+            && tasks.iter().all(|(_, t)| matches!(t.run, Run::Gather));
+        if small {
+            return tasks.into_iter().try_for_each(run);
+        }
+        self.engine()
+            .install(|| tasks.into_par_iter().try_for_each(run))
     }
 
     /// Reads `cells` as dense `f32` rows (all genes, or `genes` in its order).

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use deltacells::dataset::{BatchConfig, Shuffle};
+use deltacells::dataset::{BatchConfig, Shuffle, DEFAULT_CACHE_BYTES};
 use deltacells::format::tile::TileView;
 use deltacells::measure::{
-    format_rows, peak_rss, reset_peak_rss, scan_report, tile_decode_report, ScanReport,
+    concurrent_read_rate, format_rows, peak_rss, reset_peak_rss, scan_report, tile_decode_report,
+    ScanReport,
 };
 use deltacells::{Backend, Result};
+use serde_json::{json, Value};
 
 use crate::dataset_cmd::open;
 use crate::output::{out_err, Out};
@@ -39,6 +41,9 @@ pub struct BenchArgs {
     /// Bound of the batch iterator's tile/chunk cache, in MiB.
     #[arg(long, default_value_t = 512)]
     pub cache_mb: usize,
+    /// Print the figures as one JSON document instead of tables.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -59,11 +64,49 @@ fn scan_line(r: &ScanReport, base: Option<&ScanReport>) -> String {
     )
 }
 
+fn scan_json(r: &ScanReport) -> Value {
+    json!({
+        "threads": r.threads,
+        "cells_per_s": r.cells as f64 / r.decode_s,
+        "nnz_per_s": r.nnz as f64 / r.decode_s,
+        "zstd_only_nnz_per_s": r.nnz as f64 / r.zstd_s,
+        "vs_zstd_only": r.vs_zstd(),
+    })
+}
+
 pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
-    let mut out = Out::stdout();
+    // The tables go to stdout, or nowhere when the figures are printed as JSON.
+    let mut out: Box<dyn Write> = if args.json {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(Out::stdout())
+    };
+    let mut report = serde_json::Map::new();
     let probe = open(&args.dir, backend, Some(1))?;
     let m = probe.manifest().clone();
     let nnz: u64 = m.tile_nnz.iter().sum();
+    report.insert(
+        "dataset".into(),
+        json!({
+            "location": args.dir.display().to_string(),
+            "cells": m.n_cells,
+            "genes": m.n_genes,
+            "nonzeros": nnz,
+            "tiles": m.n_tiles(),
+            "bytes": m.tile_bytes.iter().sum::<u64>(),
+        }),
+    );
+    report.insert(
+        "build".into(),
+        json!({
+            "deltacells": deltacells::build_info::VERSION,
+            "revision": deltacells::build_info::GIT_REVISION,
+            "rustc": deltacells::build_info::RUSTC_VERSION,
+            "zstd": deltacells::format::zstd::version(),
+            "kernel": probe.engine().backend().to_string(),
+            "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }),
+    );
     writeln!(
         out,
         "dataset {}: {} cells x {} genes, {nnz} nonzeros, {} tiles, {:.1} MiB; zstd {}, kernel {}",
@@ -100,7 +143,21 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
         views.len()
     )
     .map_err(out_err)?;
-    write!(out, "{}", format_rows(&tile_decode_report(&views, 5)?)).map_err(out_err)?;
+    let rows = tile_decode_report(&views, 5)?;
+    write!(out, "{}", format_rows(&rows)).map_err(out_err)?;
+    report.insert(
+        "tile_decode".into(),
+        rows.iter()
+            .map(|r| {
+                json!({
+                    "path": r.what,
+                    "nnz_per_s": r.nnz_per_s,
+                    "cells_per_s": r.cells_per_s,
+                    "vs_zstd_only": r.vs_zstd,
+                })
+            })
+            .collect(),
+    );
     drop(views);
     drop(held);
     drop(probe);
@@ -128,16 +185,25 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     )
     .map_err(out_err)?;
     let mut base: Option<ScanReport> = None;
+    let mut scans = Vec::new();
+    let mut scan_rate = 0.0;
     for &threads in &thread_counts {
         reset_peak_rss();
         let ds = open(&args.dir, backend, Some(threads))?;
         let group = (2 * threads).div_ceil(m.n_chunks.max(1) as usize);
         let r = scan_report(&ds, group, args.reps)?;
         writeln!(out, "{}", scan_line(&r, base.as_ref())).map_err(out_err)?;
+        let mut figures = scan_json(&r);
+        if let Some(b) = &base {
+            figures["scaling"] = json!(b.decode_s / r.decode_s);
+        }
+        scans.push(figures);
+        scan_rate = r.cells as f64 / r.decode_s;
         if base.is_none() {
             base = Some(r);
         }
     }
+    report.insert("full_scan".into(), Value::Array(scans));
     if let Some(p) = peak_rss() {
         writeln!(out, "peak RSS of the last scan: {:.0} MiB", mib(p)).map_err(out_err)?;
     }
@@ -169,16 +235,84 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
         args.batch_size, args.window, args.cache_mb
     )
     .map_err(out_err)?;
+    let batch_rss = peak_rss();
     writeln!(
         out,
-        "{batches} batches, {:.0} cells/s, {:.1} batches/s; per batch {:.1} chunks touched, {:.2} decoded; peak RSS {:.0} MiB",
+        "{batches} batches, {:.0} cells/s ({:.2} of the {max_threads}-thread full scan), {:.1} batches/s; per batch {:.1} chunks touched, {:.2} decoded; peak RSS {:.0} MiB",
         cells as f64 / s,
+        cells as f64 / s / scan_rate,
         batches as f64 / s,
         touched as f64 / batches.max(1) as f64,
         decoded as f64 / batches.max(1) as f64,
-        peak_rss().map_or(f64::NAN, mib)
+        batch_rss.map_or(f64::NAN, mib)
     )
     .map_err(out_err)?;
+    report.insert(
+        "batches".into(),
+        json!({
+            "batch_size": args.batch_size,
+            "window_tiles": args.window,
+            "cache_bytes": args.cache_mb << 20,
+            "threads": max_threads,
+            "cells_per_s": cells as f64 / s,
+            "vs_full_scan": cells as f64 / s / scan_rate,
+            "chunks_decoded_per_batch": decoded as f64 / batches.max(1) as f64,
+            "peak_rss_bytes": batch_rss,
+        }),
+    );
+
+    // Readers on one dataset at once, over tiles whose decoded chunks fit the
+    // cache, so the figure shows how reads share the dataset, not the store.
+    let (mut warm_tiles, mut warm_bytes) = (0, 0u64);
+    while warm_tiles < m.n_tiles() {
+        let bytes = 8 * (m.tile_nnz[warm_tiles] + m.tile_cells[warm_tiles] + 1);
+        if warm_tiles > 0 && warm_bytes + bytes > (DEFAULT_CACHE_BYTES / 2) as u64 {
+            break;
+        }
+        warm_bytes += bytes;
+        warm_tiles += 1;
+    }
+    // A dataset of its own, so the random batches below start from a cold cache.
+    let shared = open(&args.dir, backend, Some(max_threads))?;
+    let warm = 0..shared.limits()[warm_tiles];
+    let mut reader_counts = vec![1, 2];
+    if max_threads > 2 {
+        reader_counts.push(max_threads);
+    }
+    let (per_read, reads) = (16, 1000);
+    // One unmeasured round first: the cache, the allocator and the threads warm up.
+    concurrent_read_rate(&shared, 1, warm.clone(), per_read, reads)?;
+    let mut rates = Vec::new();
+    for &readers in &reader_counts {
+        rates.push(concurrent_read_rate(
+            &ds,
+            readers,
+            warm.clone(),
+            per_read,
+            reads,
+        )?);
+    }
+    let line: Vec<String> = reader_counts
+        .iter()
+        .zip(&rates)
+        .map(|(n, r)| format!("{n} threads {r:.0} cells/s ({:.2}x)", r / rates[0]))
+        .collect();
+    writeln!(
+        out,
+        "\nconcurrent readers ({per_read} random cells per read_cells call, {} warm cells, one Dataset, {max_threads} decode threads): {}",
+        warm.end,
+        line.join(", ")
+    )
+    .map_err(out_err)?;
+    report.insert(
+        "concurrent_readers".into(),
+        reader_counts
+            .iter()
+            .zip(&rates)
+            .map(|(n, r)| json!({"threads": n, "cells_per_s": r, "scaling": r / rates[0]}))
+            .collect(),
+    );
+    drop(shared);
 
     if args.random {
         let n = 50.min(m.n_cells as usize / args.batch_size.max(1)).max(1);
@@ -218,8 +352,25 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
             fetched as f64 / needed.max(1) as f64
         )
         .map_err(out_err)?;
+        report.insert(
+            "random_batches".into(),
+            json!({
+                "batch_size": args.batch_size,
+                "cells_per_s": (n * args.batch_size) as f64 / s,
+                "chunks_decoded_per_batch": decoded as f64 / n as f64,
+                "bytes_requested_vs_chunk_bytes": fetched as f64 / needed.max(1) as f64,
+            }),
+        );
     }
-    out.finish()
+    out.flush().map_err(out_err)?;
+    if args.json {
+        let mut stdout = Out::stdout();
+        serde_json::to_writer_pretty(&mut stdout, &Value::Object(report))
+            .map_err(|e| deltacells::Error::Config(format!("writing JSON: {e}")))?;
+        writeln!(stdout).map_err(out_err)?;
+        stdout.finish()?;
+    }
+    Ok(())
 }
 
 /// The dataset and scan figures for the demo: opens `dir` and runs the bench.
@@ -233,6 +384,7 @@ pub fn for_demo(dir: PathBuf, backend: Backend) -> Result<()> {
             reps: 3,
             window: 4,
             cache_mb: 512,
+            json: false,
         },
         backend,
     )
