@@ -405,6 +405,23 @@ fn batches_cover_every_cell_once_across_ranks_and_are_deterministic() {
         }
     }
     assert!(ds1.batches_strided(config(), 0, 0).is_err());
+    // Contiguous spans (how loader workers split a rank) are the same batches.
+    for span in [0..3, 3..7, 7..whole.len() + 5, whole.len()..whole.len() + 1] {
+        let part: Vec<_> = ds1
+            .batches_range(config(), span.clone())
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect();
+        let want = &whole[span.start.min(whole.len())..span.end.min(whole.len())];
+        assert_eq!(part.len(), want.len(), "{span:?}");
+        for (got, want) in part.iter().zip(want) {
+            // What each batch cost differs with where the iterator starts.
+            assert_eq!(
+                (got.index, &got.cells, &got.rows),
+                (want.index, &want.cells, &want.rows)
+            );
+        }
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }
 

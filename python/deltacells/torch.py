@@ -1,13 +1,17 @@
 """PyTorch loading: `CellDataset`, an `IterableDataset` of whole batches.
 
 Use it with `DataLoader(ds, batch_size=None, num_workers=...)`. The cells of
-an epoch are ordered by `(seed, epoch)` alone, cut into equal numbers of
-batches per DDP rank, and each rank's batches are dealt to the DataLoader's
-workers in turn (worker `w` of `n` produces batches `w, w + n, ...`, counted
-from the batch the epoch resumes at), so the
-loader yields the rank's batches in the same order with any number of
-workers. The engine is opened lazily in each process: nothing of it is
-pickled (spawn) or used across a fork.
+an epoch are ordered by `(seed, epoch)` alone and cut into batches, an equal
+number per DDP rank, each rank taking a contiguous share. A rank's batches
+are the same with any number of DataLoader workers; only the order they
+arrive in depends on it: the rank's batches are split into `num_workers`
+contiguous spans, one per worker, and the loader takes one batch from each
+worker in turn. Contiguous spans matter for speed: a worker then decodes
+only its own block-shuffle windows, where dealing batches out one by one
+would make every worker decode every window.
+
+The engine is opened lazily in each process: nothing of it is pickled
+(spawn) or used across a fork.
 """
 
 from __future__ import annotations
@@ -80,7 +84,8 @@ class CellDataset(torch.utils.data.IterableDataset):
         self.obs_cache_dir = None if obs_cache_dir is None else os.fspath(obs_cache_dir)
         self._world = None if rank is None else (int(rank), int(world_size))
         self.epoch = 0
-        self._start = 0  # first batch of this epoch's next pass (resume)
+        self._start = 0  # delivered position this epoch's next pass resumes at
+        self._start_workers = None  # loader workers of the pass that position counts
         self._position = 0  # next batch, as seen by in-process iteration
         self._dataset: Optional[Dataset] = None
         self._dataset_pid: Optional[int] = None
@@ -122,7 +127,8 @@ class CellDataset(torch.utils.data.IterableDataset):
         """Batches per rank per epoch (the same on every rank)."""
         return len(self._batches(self._open(1), first=0, step=1, prefetch=0, obs_columns=[]))
 
-    def _batches(self, ds: Dataset, first: int, step: int, prefetch: int, obs_columns):
+    def _batches(self, ds: Dataset, first: int, step: int, prefetch: int, obs_columns,
+                 count: Optional[int] = None):
         rank, world = self.rank_world()
         return ds._h.batches(
             batch_size=self.batch_size, seed=self.seed, epoch=self.epoch,
@@ -130,7 +136,7 @@ class CellDataset(torch.utils.data.IterableDataset):
             world_size=world, drop_last=self.drop_last, prefetch=prefetch,
             cache_bytes=self.cache_bytes, genes=ds._genes(self.genes),
             dense=self.output == "dense", obs_columns=obs_columns,
-            obs_cache_dir=self.obs_cache_dir, first=first, step=step)
+            obs_cache_dir=self.obs_cache_dir, first=first, step=step, count=count)
 
     # -- epochs and resuming -----------------------------------------------------
 
@@ -138,28 +144,41 @@ class CellDataset(torch.utils.data.IterableDataset):
         """Starts epoch `epoch` (a different order per epoch) from its first batch."""
         self.epoch = int(epoch)
         self._start = 0
+        self._start_workers = None
         self._position = 0
 
-    def state_dict(self, consumed: Optional[int] = None) -> dict:
+    def state_dict(self, consumed: Optional[int] = None,
+                   num_workers: Optional[int] = None) -> dict:
         """Where the epoch stands, to resume at a batch boundary.
 
         Iterating in this process (`num_workers=0`) tracks the position
         itself. With DataLoader workers the batches are produced in other
         processes: pass `consumed`, the number of batches the loop took from
-        the loader since it was (re)started.
+        the loader since it was (re)started, and the loader's `num_workers`
+        (the order batches arrive in depends on it; resume with the same).
         """
-        position = self._position if consumed is None else self._start + int(consumed)
+        if consumed is None:
+            position, workers = self._position, 1
+        else:
+            if num_workers is None:
+                raise InputError("state_dict(consumed=...) needs the loader's num_workers too")
+            position, workers = self._start + int(consumed), max(1, int(num_workers))
+            if self._start_workers not in (None, workers):
+                raise InputError(f"this pass resumed a state of {self._start_workers} "
+                                 f"loader workers, not {workers}")
         return {"seed": self.seed, "epoch": self.epoch, "next_batch": position,
-                "batch_size": self.batch_size, "world": list(self.rank_world())}
+                "num_workers": workers, "batch_size": self.batch_size,
+                "world": list(self.rank_world())}
 
     def load_state_dict(self, state: dict) -> None:
-        """Resumes where `state` was taken: the next iteration yields the rest
-        of that epoch, exactly."""
+        """Resumes where `state` was taken: the next iteration, with the same
+        number of loader workers, yields the rest of that epoch exactly."""
         if state.get("batch_size", self.batch_size) != self.batch_size:
             raise InputError("the state was saved with another batch_size")
         self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
         self._start = int(state["next_batch"])
+        self._start_workers = int(state.get("num_workers", 1)) if self._start else None
         self._position = self._start
 
     def categories(self, column: str) -> Optional[list]:
@@ -174,18 +193,38 @@ class CellDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[dict]:
         info = torch.utils.data.get_worker_info()
         workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
+        if self._start_workers not in (None, workers):
+            raise InputError(f"the epoch resumes a state taken with {self._start_workers} "
+                             f"loader workers; iterate with as many (this has {workers})")
         ds = self._open(workers)
-        # The loader takes one batch from each worker in turn, from worker 0:
-        # worker w makes batches start + w, start + w + workers, ...
-        batches = self._batches(ds, first=self._start + worker, step=workers,
+        total = len(self._batches(ds, first=0, step=1, prefetch=0, obs_columns=[]))
+        first, count = _worker_span(total, workers, self._start + worker)
+        batches = self._batches(ds, first=first, step=1, count=count,
                                 prefetch=self.prefetch, obs_columns=self.obs_columns)
-        for index, cells, rows, labels in batches:
+        for delivered, (index, cells, rows, labels) in enumerate(batches):
             out = {"X": _rows(rows), "cells": torch.from_numpy(cells)}
             for name, column in labels:
                 out[name] = _label(column)
             if info is None:
-                self._position = index + 1
+                self._position = self._start + delivered + 1
             yield out
+
+
+def _worker_span(total: int, workers: int, position: int) -> "tuple[int, int]":
+    """The batches (first, count) a loader worker yields when the loader's
+    next delivery from it is at delivered position `position`.
+
+    The rank's `total` batches are split into `workers` contiguous spans, the
+    longer ones first, and the loader takes one batch from each worker in
+    turn, so delivered position `p` is batch `p // workers` of span
+    `p % workers`; a worker's positions `p, p + workers, ...` are consecutive
+    batches of one span. Resuming at any position keeps that order.
+    """
+    span = position % workers
+    base, extra = divmod(total, workers)
+    first = span * base + min(span, extra) + position // workers
+    count = max(0, -(-(total - position) // workers)) if position < total else 0
+    return first, count
 
 
 def _rows(rows):

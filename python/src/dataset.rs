@@ -15,7 +15,7 @@ use deltacells::dataset::{
 use deltacells::engine::EngineConfig;
 use deltacells::kernels::DecodedCount;
 use deltacells::Error;
-use numpy::{Element, IntoPyArray, PyArray1, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -322,11 +322,11 @@ impl PyDataset {
     }
 
     /// The batches `first, first + step, ...` of one rank's epoch (see
-    /// `Dataset::batches_strided`). `shuffle` is `"none"`, `"block"` or
+    /// `Dataset::batches_strided`), at most `count` of them. `shuffle` is `"none"`, `"block"` or
     /// `"random"` (one window over every tile: a uniform permutation).
     #[pyo3(signature = (*, batch_size, seed, epoch, shuffle, window_tiles, rank, world_size,
                         drop_last, prefetch, cache_bytes, genes=None, dense=false,
-                        obs_columns=Vec::new(), obs_cache_dir=None, first=0, step=1))]
+                        obs_columns=Vec::new(), obs_cache_dir=None, first=0, step=1, count=None))]
     #[allow(clippy::too_many_arguments)]
     fn batches(
         &self,
@@ -347,6 +347,7 @@ impl PyDataset {
         obs_cache_dir: Option<std::path::PathBuf>,
         first: usize,
         step: usize,
+        count: Option<usize>,
     ) -> PyResult<PyBatchIter> {
         let shuffle = match shuffle {
             "none" => Shuffle::None,
@@ -378,7 +379,13 @@ impl PyDataset {
             obs_cache_dir,
         };
         let iter = py
-            .detach(move || ds.batches_strided(config, first, step))
+            .detach(move || match count {
+                Some(count) if step == 1 => ds.batches_range(config, first..first + count),
+                Some(_) => Err(Error::Input(
+                    "count is only for contiguous batches (step 1)".into(),
+                )),
+                None => ds.batches_strided(config, first, step),
+            })
             .or_raise(py)?;
         Ok(PyBatchIter::new(iter))
     }

@@ -11,11 +11,47 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402
 
 import deltacells  # noqa: E402
-from deltacells.torch import CellDataset  # noqa: E402
+from deltacells.errors import InputError  # noqa: E402
+from deltacells.torch import CellDataset, _worker_span  # noqa: E402
 
 
 def cells_of(batches):
     return [b["cells"].tolist() for b in batches]
+
+
+def loader_order(batches, workers):
+    """The rank's batches as a loader with `workers` workers delivers them:
+    split into contiguous spans (longer spans first), one batch from each
+    span in turn."""
+    base, extra = divmod(len(batches), workers)
+    spans, at = [], 0
+    for w in range(workers):
+        n = base + (w < extra)
+        spans.append(list(batches[at:at + n]))
+        at += n
+    out = []
+    while any(spans):
+        for span in spans:
+            if span:
+                out.append(span.pop(0))
+    return out
+
+
+def test_worker_spans_are_contiguous_and_resume_anywhere_in_loader_order():
+    for total in range(0, 40):
+        for workers in range(1, 6):
+            order = loader_order(list(range(total)), workers)
+            for position in range(total + 1):
+                spans = [_worker_span(total, workers, position + w) for w in range(workers)]
+                # Each worker yields one contiguous run of the rank's batches,
+                # and the loader's turns give the rest of the order exactly.
+                runs = [list(range(first, first + count)) for first, count in spans]
+                got = []
+                while any(runs):
+                    for run in runs:
+                        if run:
+                            got.append(run.pop(0))
+                assert got == order[position:], (total, workers, position)
 
 
 def source_rows(small):
@@ -47,10 +83,11 @@ def test_in_process_epoch_is_complete_deterministic_and_varies_by_epoch(small):
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_dataloader_workers_give_the_ranks_sequence(small, context):
+def test_dataloader_workers_give_the_ranks_batches_in_loader_order(small, context):
     path = small[0]
     dense, _ = source_rows(small)
-    want = cells_of(list(CellDataset(path, batch_size=64, seed=3, shuffle="random")))
+    want = loader_order(cells_of(list(CellDataset(path, batch_size=64, seed=3,
+                                                  shuffle="random"))), 2)
     ds = CellDataset(path, batch_size=64, seed=3, shuffle="random")
     # The parent has used its engine before the workers start (the fork hazard).
     assert len(ds) == 16 and ds._open(1).read([0]).shape == (1, 300)
@@ -84,10 +121,12 @@ def test_simulated_world_splits_cells_with_equal_batch_counts(small, world, drop
 
 def test_simulated_rank_with_workers_matches_in_process(small):
     path = small[0]
-    want = cells_of(list(CellDataset(path, batch_size=40, seed=2, rank=1, world_size=3)))
-    ds = CellDataset(path, batch_size=40, seed=2, rank=1, world_size=3)
-    got = cells_of(DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork"))
-    assert got == want
+    in_process = cells_of(list(CellDataset(path, batch_size=40, seed=2, rank=1, world_size=3)))
+    for workers in (2, 3):
+        ds = CellDataset(path, batch_size=40, seed=2, rank=1, world_size=3)
+        got = cells_of(DataLoader(ds, batch_size=None, num_workers=workers,
+                                  multiprocessing_context="fork"))
+        assert got == loader_order(in_process, workers)
 
 
 def test_resume_from_state_dict_gives_the_rest_of_the_epoch(small):
@@ -102,18 +141,32 @@ def test_resume_from_state_dict_gives_the_rest_of_the_epoch(small):
     resumed = CellDataset(path, batch_size=64, seed=0)
     resumed.load_state_dict(state)
     assert cells_of(list(resumed)) == full[5:]
-    # With loader workers the loop says how many batches it took.
+    # With loader workers the loop says how many batches it took, and how
+    # many workers delivered them.
+    delivered = loader_order(full, 2)
     ds = CellDataset(path, batch_size=64, seed=5)
     loader = iter(DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork"))
     taken = [next(loader)["cells"].tolist() for _ in range(7)]
     del loader
-    state = ds.state_dict(consumed=7)
-    assert taken == full[:7]
+    with pytest.raises(InputError, match="num_workers"):
+        ds.state_dict(consumed=7)
+    state = ds.state_dict(consumed=7, num_workers=2)
+    assert taken == delivered[:7]
     resumed = CellDataset(path, batch_size=64)
     resumed.load_state_dict(state)
-    rest = cells_of(DataLoader(resumed, batch_size=None, num_workers=2,
-                               multiprocessing_context="spawn"))
-    assert rest == full[7:]
+    with pytest.raises(InputError, match="2 loader workers"):
+        next(iter(resumed))
+    loader = iter(DataLoader(resumed, batch_size=None, num_workers=2,
+                             multiprocessing_context="spawn"))
+    more = [next(loader)["cells"].tolist() for _ in range(3)]
+    del loader
+    assert more == delivered[7:10]
+    # A resumed pass resumes again, counting from where it started.
+    again = CellDataset(path, batch_size=64)
+    again.load_state_dict(resumed.state_dict(consumed=3, num_workers=2))
+    rest = cells_of(DataLoader(again, batch_size=None, num_workers=2,
+                               multiprocessing_context="fork"))
+    assert rest == delivered[10:]
 
 
 def test_dense_output_gene_subset_and_obs_labels(small):
@@ -149,6 +202,7 @@ def test_real_two_process_gloo_run(small, tmp_path):
     assert len(per_rank[0]) == len(per_rank[1]) == result["max_count"]
     every = [c for batches in per_rank for b in batches for c in b]
     assert sorted(every) == list(range(1000))
-    want = [cells_of(list(CellDataset(small[0], batch_size=48, seed=11, rank=r, world_size=2)))
+    want = [loader_order(cells_of(list(CellDataset(small[0], batch_size=48, seed=11, rank=r,
+                                                   world_size=2))), 2)
             for r in range(2)]
     assert per_rank == want

@@ -555,6 +555,34 @@ impl Dataset {
         first: usize,
         step: usize,
     ) -> Result<BatchIter> {
+        self.batches_picked(config, first, step, usize::MAX)
+    }
+
+    /// The rank's batches `range` (positions in the rank's epoch), in order:
+    /// how data-loader workers take contiguous spans of a rank's batches, so
+    /// that each decodes its own windows instead of every worker decoding
+    /// every window for a share of its batches.
+    pub fn batches_range(
+        self: &Arc<Self>,
+        config: BatchConfig,
+        range: Range<usize>,
+    ) -> Result<BatchIter> {
+        self.batches_picked(
+            config,
+            range.start,
+            1,
+            range.end.saturating_sub(range.start),
+        )
+    }
+
+    /// At most `count` batches `first`, `first + step`, ... of the rank's epoch.
+    fn batches_picked(
+        self: &Arc<Self>,
+        config: BatchConfig,
+        first: usize,
+        step: usize,
+        count: usize,
+    ) -> Result<BatchIter> {
         if step == 0 {
             return Err(Error::Input("batch step must be at least 1".into()));
         }
@@ -584,7 +612,11 @@ impl Dataset {
             config.world_size,
             config.drop_last,
         );
-        let total = batches.len().saturating_sub(first).div_ceil(step);
+        let total = batches
+            .len()
+            .saturating_sub(first)
+            .div_ceil(step)
+            .min(count);
         let prefetch = config.prefetch;
         let obs = if config.obs_columns.is_empty() {
             None
