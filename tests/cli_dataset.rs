@@ -192,7 +192,9 @@ fn bench_json_carries_every_figure_of_the_tables() {
     }
     let readers = report["concurrent_readers"].as_array().unwrap();
     assert_eq!(readers[1]["threads"], 2);
-    assert!(readers.iter().all(|r| r["cells_per_s"].as_f64().unwrap() > 0.0));
+    assert!(readers
+        .iter()
+        .all(|r| r["cells_per_s"].as_f64().unwrap() > 0.0));
     for key in ["batches", "random_batches"] {
         assert!(report[key]["cells_per_s"].as_f64().unwrap() > 0.0, "{key}");
     }

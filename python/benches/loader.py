@@ -6,8 +6,10 @@ DATASET_DIR: e.g. written by `deltacells demo --cells 50000 --out DIR`. Prints
 cells/s for: a full scan through Python (`iter_tiles`, scipy CSR) with 1
 engine thread and with every core; the same matrix as an uncompressed h5ad
 read in row blocks through anndata's backed mode (written next to the dataset
-unless --h5ad names one); the Rust batch iterator without Python; a DataLoader
-over CellDataset with N workers; and peak resident memory of an epoch
+unless --h5ad names one); uniformly random batches read both ways; the Rust batch iterator without Python; a DataLoader
+over CellDataset with N workers and in-process; what handing batches of
+that size from N worker processes costs alone (a dataset yielding ready
+batches); and peak resident memory of an epoch
 in-process against the engine's cache bound. Compare `deltacells bench DIR
 --threads 1` (full scan, 1 thread) from the same run.
 """
@@ -52,6 +54,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--cache-mb", type=int, default=512)
+    ap.add_argument("--random-batches", type=int, default=20)
     ap.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.memory_only:
@@ -79,8 +82,30 @@ def main():
             backed.X[a:a + block]
 
     print("anndata backed h5ad, row blocks:    ", rate(n, best(args.reps, anndata_scan)))
+
+    # Uniformly random batches: the same cells both ways (sorted: h5py
+    # indexes in increasing order), with a fresh engine cache each time.
+    rng = np.random.default_rng(7)
+    random_batches = [np.sort(rng.choice(n, args.batch_size, replace=False))
+                      for _ in range(args.random_batches)]
+    cells = len(random_batches) * args.batch_size
+
+    def anndata_random():
+        for idx in random_batches:
+            backed.X[idx]
+
+    def deltacells_random():
+        fresh = deltacells.open(args.dir)
+        for idx in random_batches:
+            fresh.read(idx)
+
+    print(f"random {args.batch_size}-cell batches, anndata backed:  ",
+          rate(cells, best(1, anndata_random)))
+    print(f"random {args.batch_size}-cell batches, deltacells:      ",
+          rate(cells, best(1, deltacells_random)))
     backed.file.close()
 
+    import torch
     from torch.utils.data import DataLoader
 
     from deltacells.torch import CellDataset
@@ -99,6 +124,30 @@ def main():
             pass
 
     print(f"DataLoader, {args.workers} workers:             ", rate(n, best(args.reps, loader)))
+
+    def in_process():
+        for _ in DataLoader(cd, batch_size=None, num_workers=0):
+            pass
+
+    print("DataLoader, in-process (num_workers=0):", rate(n, best(args.reps, in_process)))
+
+    # What moving batches of this size from worker processes costs by itself:
+    # a dataset that yields one ready batch (same shapes) over and over.
+    sample = next(iter(cd))
+    n_batches = len(cd)
+
+    class Ready(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            info = torch.utils.data.get_worker_info()
+            worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+            for _ in range(worker, n_batches, workers):
+                yield {"X": sample["X"].clone(), "cells": sample["cells"].clone()}
+
+    def floor():
+        for _ in DataLoader(Ready(), batch_size=None, num_workers=args.workers):
+            pass
+
+    print(f"hand-off floor, {args.workers} workers (ready batches):", rate(n, best(args.reps, floor)))
 
     # Memory in a fresh process, so the scans above do not set its peak.
     subprocess.run([sys.executable, __file__, args.dir, "--memory-only",

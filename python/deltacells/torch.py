@@ -10,6 +10,13 @@ worker in turn. Contiguous spans matter for speed: a worker then decodes
 only its own block-shuffle windows, where dealing batches out one by one
 would make every worker decode every window.
 
+`num_workers=0` is usually the fastest choice: the engine decodes on its own
+threads with the GIL released, and batches reach the loop without a copy.
+Worker processes add what moving each batch between processes costs (shared
+memory per tensor, mapped again in the main process): for batches of a few
+MB that costs as much as decoding them (`python/benches/loader.py` measures
+both).
+
 The engine is opened lazily in each process: nothing of it is pickled
 (spawn) or used across a fork.
 """
@@ -48,7 +55,7 @@ class CellDataset(torch.utils.data.IterableDataset):
     * `rank`/`world_size`: default from `torch.distributed` when initialised.
     * `prefetch`: batches decoded ahead by the engine, per worker.
     * `threads`: engine decode threads per process (default: the cores
-      divided among the DataLoader workers).
+      divided among the DataLoader workers; all of them with `num_workers=0`).
     """
 
     def __init__(self, path, batch_size: int = 256, shuffle: str = "block",
