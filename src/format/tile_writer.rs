@@ -15,8 +15,18 @@ use crate::format::zstd::Compressor;
 use crate::kernels::reference::tile as scalar;
 use crate::kernels::{Backend, CellBounds, KernelTable, TileKernels};
 
-/// Default number of chunks per tile.
-pub const DEFAULT_CHUNKS: usize = 8;
+/// Default number of chunks per tile: 16 cells per chunk in the default tile
+/// of 4,096 cells.
+///
+/// A chunk is the unit of random access: a read of one cell decompresses its
+/// whole chunk. Measured on 50,000 synthetic cells x 36,601 genes (~2,100
+/// nonzeros per cell, zstd 15, 2 threads), against 8 chunks per tile: 256
+/// chunks take the same bytes (0.997x), read uniformly random 256-cell
+/// batches 14.5x faster (17.7k against 1.2k cells/s), and scan 5% slower (9%
+/// on one thread). 512 chunks read random batches faster still (27k) but
+/// scan 18-25% slower; 64 and 128 gain 4x and 9x on random batches. See the
+/// README's "Chunking" table.
+pub const DEFAULT_CHUNKS: usize = 256;
 /// Default zstd level (higher levels are smaller and, here, decode faster).
 pub const DEFAULT_LEVEL: i32 = 19;
 

@@ -289,7 +289,7 @@ pub struct ConvertArgs {
     /// Cells per tile.
     #[arg(long, default_value_t = deltacells::dataset::DEFAULT_TILE_SIZE)]
     tile_size: usize,
-    /// Chunks per tile.
+    /// Chunks per tile (the unit of random access; see the README's "Chunking").
     #[arg(long, default_value_t = deltacells::format::tile_writer::DEFAULT_CHUNKS)]
     chunks: usize,
     /// zstd level.

@@ -26,8 +26,8 @@ pub struct DemoArgs {
     /// Cells per tile.
     #[arg(long, default_value_t = 4096)]
     tile_size: usize,
-    /// Chunks per tile.
-    #[arg(long, default_value_t = 8)]
+    /// Chunks per tile (the unit of random access).
+    #[arg(long, default_value_t = deltacells::format::tile_writer::DEFAULT_CHUNKS)]
     chunks: usize,
     /// zstd level. The writer's default is 19; the demo uses 15, which writes
     /// ~3x faster for ~2% more bytes, so the demo finishes in about a minute on 2 cores.
