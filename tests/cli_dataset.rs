@@ -169,8 +169,10 @@ fn open_and_verify_refuse_a_gene_order_that_is_not_int32() {
 }
 
 #[test]
-fn bench_json_carries_every_figure_of_the_tables() {
+fn bench_json_and_report_carry_every_figure_of_the_tables() {
     let ds = testdata().join("deltacells/datasets/exceptions_70k");
+    let report_dir =
+        std::env::temp_dir().join(format!("deltacells-bench-report-{}", std::process::id()));
     let (ok, stdout, stderr) = deltacells(&[
         "bench",
         ds.to_str().unwrap(),
@@ -182,6 +184,8 @@ fn bench_json_carries_every_figure_of_the_tables() {
         "16",
         "--random",
         "--json",
+        "--report",
+        report_dir.to_str().unwrap(),
     ]);
     assert!(ok, "{stderr}");
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON document");
@@ -199,4 +203,31 @@ fn bench_json_carries_every_figure_of_the_tables() {
         assert!(report[key]["cells_per_s"].as_f64().unwrap() > 0.0, "{key}");
     }
     assert!(report["build"]["zstd"].is_string());
+    // The report: the same JSON, the tables, and every chart it links exists as a PNG.
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report_dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(saved, report);
+    let md = std::fs::read_to_string(report_dir.join("report.md")).unwrap();
+    for heading in [
+        "## Single-thread tile decode",
+        "## Full scan",
+        "## Reads by path",
+        "## Charts",
+    ] {
+        assert!(md.contains(heading), "{heading}\n{md}");
+    }
+    assert!(md.contains("concurrent readers: 2 thread(s)"), "{md}");
+    let charts: Vec<&str> = md
+        .lines()
+        .filter_map(|l| l.strip_prefix("![")?.split_once("](")?.1.strip_suffix(')'))
+        .collect();
+    assert!(
+        !charts.is_empty() || md.contains("chart not drawn:"),
+        "charts drawn, or the reason they were not: {md}"
+    );
+    for chart in charts {
+        let png = std::fs::read(report_dir.join(chart)).unwrap();
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{chart}");
+    }
+    std::fs::remove_dir_all(report_dir).unwrap();
 }

@@ -44,6 +44,17 @@ pub struct BenchArgs {
     /// Print the figures as one JSON document instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Also write the figures to this directory: report.md (tables, with the
+    /// machine, versions and dataset), PNG charts and report.json.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+}
+
+/// The CPU's model name (Linux), for reports.
+fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("model name"))?;
+    Some(line.split_once(':')?.1.trim().to_string())
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -97,6 +108,15 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
         }),
     );
     report.insert(
+        "machine".into(),
+        json!({
+            "cpu": cpu_model(),
+            "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+            "os": std::env::consts::OS,
+            "arch": std::env::consts::ARCH,
+        }),
+    );
+    report.insert(
         "build".into(),
         json!({
             "deltacells": deltacells::build_info::VERSION,
@@ -104,7 +124,6 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
             "rustc": deltacells::build_info::RUSTC_VERSION,
             "zstd": deltacells::format::zstd::version(),
             "kernel": probe.engine().backend().to_string(),
-            "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
         }),
     );
     writeln!(
@@ -362,10 +381,16 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
             }),
         );
     }
+    let report = Value::Object(report);
+    if let Some(dir) = &args.report {
+        for file in crate::report::write(dir, &report)? {
+            writeln!(out, "wrote {}", file.display()).map_err(out_err)?;
+        }
+    }
     out.flush().map_err(out_err)?;
     if args.json {
         let mut stdout = Out::stdout();
-        serde_json::to_writer_pretty(&mut stdout, &Value::Object(report))
+        serde_json::to_writer_pretty(&mut stdout, &report)
             .map_err(|e| deltacells::Error::Config(format!("writing JSON: {e}")))?;
         writeln!(stdout).map_err(out_err)?;
         stdout.finish()?;
@@ -385,6 +410,7 @@ pub fn for_demo(dir: PathBuf, backend: Backend) -> Result<()> {
             window: 4,
             cache_mb: 512,
             json: false,
+            report: None,
         },
         backend,
     )

@@ -10,6 +10,7 @@ mod dataset_cmd;
 mod demo_cmd;
 mod obs_cmd;
 mod output;
+mod report;
 mod tile_cmd;
 mod ts2diff_cmd;
 mod xdelta_cmd;
