@@ -31,6 +31,7 @@ use rand_pcg::Pcg64Mcg;
 
 use crate::csr::Csr;
 use crate::dataset::cache::ChunkCache;
+use crate::dataset::plan::CellRuns;
 use crate::dataset::read::ReadStats;
 use crate::dataset::select::GeneSelection;
 use crate::dataset::window::{BatchOut, WindowBudget, WindowRows};
@@ -518,7 +519,7 @@ impl Producer {
         let (cells, rows, mut stats) = if self.config.dense {
             let d = self
                 .dataset
-                .read_dense_with(cells.into(), genes, &self.cache)?;
+                .read_dense_with(&CellRuns::list(cells), genes, &self.cache)?;
             (
                 d.cells,
                 BatchRows::Dense {
@@ -528,9 +529,9 @@ impl Producer {
                 d.stats,
             )
         } else {
-            let c = self
-                .dataset
-                .read_csr_with::<f32>(cells.into(), genes, &self.cache)?;
+            let c =
+                self.dataset
+                    .read_csr_with::<f32>(&CellRuns::list(cells), genes, &self.cache)?;
             (c.cells, BatchRows::Csr(c.csr), c.stats)
         };
         stats.tiles_fetched += fetched.tiles_fetched;

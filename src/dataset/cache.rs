@@ -50,8 +50,13 @@ impl DecodedChunk {
 
     /// The genes and counts of local cell `cell` (which must lie in the chunk).
     pub fn row(&self, cell: usize) -> (&[i32], &[i32]) {
-        let r = cell - self.cell_lo;
-        let span = self.indptr[r]..self.indptr[r + 1];
+        self.rows(cell..cell + 1)
+    }
+
+    /// The genes and counts of local cells `cells` (which must lie in the
+    /// chunk), back to back: adjacent rows are one span of nonzeros.
+    pub fn rows(&self, cells: std::ops::Range<usize>) -> (&[i32], &[i32]) {
+        let span = self.indptr[cells.start - self.cell_lo]..self.indptr[cells.end - self.cell_lo];
         (&self.indices[span.clone()], &self.values[span])
     }
 }
@@ -111,6 +116,11 @@ impl ChunkCache {
     /// Whether tile `tile` is cached (without counting as a use).
     pub(crate) fn has_tile(&self, tile: usize) -> bool {
         self.lock().entries.contains_key(&Key::Tile(tile))
+    }
+
+    /// Whether chunk `(tile, chunk)` is cached decoded (without counting as a use).
+    pub(crate) fn has_chunk(&self, tile: usize, chunk: usize) -> bool {
+        self.lock().entries.contains_key(&Key::Chunk(tile, chunk))
     }
 
     /// A cached decoded chunk.

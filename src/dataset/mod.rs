@@ -9,6 +9,7 @@
 mod batches;
 mod cache;
 pub mod ingest;
+mod plan;
 mod ranged;
 mod read;
 mod select;
@@ -35,7 +36,7 @@ use crate::obs::{Labels, LocalObs, ObsReader, VarFrame};
 use crate::storage::{Fetcher, Location};
 
 use cache::{ChunkCache, TileBytes};
-use read::Cells;
+use plan::CellRuns;
 
 /// Object key of the manifest (written last: a location without it is an
 /// incomplete dataset).
@@ -326,7 +327,7 @@ impl Dataset {
         genes: Option<&GeneSelection>,
     ) -> Result<CsrBatch<V>> {
         self.check_selection(genes)?;
-        self.read_csr_with(cells.into(), genes, &self.cache)
+        self.read_csr_with(&CellRuns::list(cells), genes, &self.cache)
     }
 
     /// Reads the cells `range` as CSR rows.
@@ -342,7 +343,7 @@ impl Dataset {
             )));
         }
         self.check_selection(genes)?;
-        self.read_csr_with(Cells::Range(range.start, range.end), genes, &self.cache)
+        self.read_csr_with(&CellRuns::range(range.start, range.end), genes, &self.cache)
     }
 
     /// Reads the cells `range` into `out`, reusing its allocations: the way to
@@ -361,7 +362,7 @@ impl Dataset {
         }
         self.check_selection(genes)?;
         self.read_csr_into(
-            Cells::Range(range.start, range.end),
+            &CellRuns::range(range.start, range.end),
             genes,
             &self.cache,
             out,
@@ -391,7 +392,7 @@ impl Dataset {
     /// Reads `cells` as dense `f32` rows.
     pub fn read_dense(&self, cells: &[u64], genes: Option<&GeneSelection>) -> Result<DenseBatch> {
         self.check_selection(genes)?;
-        self.read_dense_with(cells.into(), genes, &self.cache)
+        self.read_dense_with(&CellRuns::list(cells), genes, &self.cache)
     }
 
     fn check_selection(&self, genes: Option<&GeneSelection>) -> Result<()> {

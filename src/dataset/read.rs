@@ -1,13 +1,14 @@
-//! Reading any cells: plan first, then decode straight into the output.
+//! Reading any cells: plan, fetch, then decode straight into the output.
 //!
 //! A request (cells in any order, duplicates allowed) is planned before any
-//! decompression: which tiles and chunks it touches, and, from each tile's
-//! indptr, where every row lands in the output. Runs of output rows that are
-//! exactly one whole chunk in order (ranges, tiles, scans) are decoded by a
-//! worker directly into their slice of the output; every other row is copied
-//! from its chunk decoded once into a shared buffer (kept in the cache for the
-//! next request). Tasks get disjoint slices of the output, so the fill runs in
-//! parallel on the pinned pool without locks.
+//! decompression ([`crate::dataset::plan`]): the tiles it needs come from the
+//! manifest, then, once their heads are at hand, the segments of consecutive
+//! rows of one chunk and where each lands in the output. A segment that is a
+//! whole chunk in order (ranges, tiles, scans) is decoded by a worker
+//! directly into its slice of the output; any other is copied, as one span of
+//! nonzeros, from its chunk decoded once into a shared buffer (kept in the
+//! cache for the next request). Tasks get disjoint slices of the output, so
+//! the fill runs in parallel on the pinned pool without locks.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -17,6 +18,7 @@ use rayon::prelude::*;
 
 use crate::csr::Csr;
 use crate::dataset::cache::{ChunkCache, DecodedChunk, TileBytes};
+use crate::dataset::plan::{pieces, CellRuns, Piece, ReadPlan, Segment};
 use crate::dataset::select::GeneSelection;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
@@ -75,61 +77,19 @@ pub struct DenseBatch {
     pub stats: ReadStats,
 }
 
-/// The cells a read asks for: a list (any order, duplicates allowed) or a
-/// range. A range is never expanded into ids before its tiles are fetched and
-/// checked, so a manifest that claims more cells than its tiles hold cannot
-/// make a read allocate per claimed cell.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Cells<'a> {
-    List(&'a [u64]),
-    Range(u64, u64),
-}
-
-impl<'a> Cells<'a> {
-    fn iter(self) -> impl Iterator<Item = u64> + 'a {
-        let (list, range) = match self {
-            Cells::List(c) => (c, 0..0),
-            Cells::Range(a, b) => (&[][..], a..b),
-        };
-        list.iter().copied().chain(range)
-    }
-
-    fn to_vec(self) -> Vec<u64> {
-        self.iter().collect()
-    }
-}
-
-impl<'a> From<&'a [u64]> for Cells<'a> {
-    fn from(cells: &'a [u64]) -> Self {
-        Cells::List(cells)
-    }
-}
-
-/// Where one output row comes from.
-#[derive(Clone, Copy, Debug)]
-struct RowSource {
+/// A unit of parallel work: rows of one segment and their slices of the output.
+struct Task<'o, V> {
+    /// The segment's tile and chunk, and the rows of it this task writes.
     tile: usize,
     chunk: usize,
-    local: usize,
-}
-
-/// A unit of parallel work writing a contiguous run of output rows.
-enum Run {
-    /// Decode chunk `(tile, chunk)` straight into the run's slices.
-    Direct { tile: usize, chunk: usize },
-    /// Copy rows from decoded chunks.
-    Gather,
-}
-
-/// Output target for one run: its rows and its slices of the output arrays.
-struct Task<'o, V> {
-    run: Run,
-    rows: Range<usize>,
+    local: Range<usize>,
+    /// Decode the whole chunk straight into the slices (else copy from its buffer).
+    direct: bool,
     indices: &'o mut [i32],
     values: &'o mut [V],
 }
 
-/// Target of nonzeros per gather task: big enough to amortise scheduling,
+/// Target of nonzeros per copy task: big enough to amortise scheduling,
 /// small enough to spread a batch over every worker.
 const GATHER_TASK_NNZ: usize = 1 << 15;
 
@@ -139,21 +99,6 @@ struct Sources {
     chunks: HashMap<(usize, usize), Arc<DecodedChunk>>,
 }
 
-/// A prepared read: what its tasks read, and the tasks with their slices of the output.
-struct Fill<'o, V> {
-    sources: Sources,
-    rows: Vec<RowSource>,
-    tasks: Vec<Task<'o, V>>,
-}
-
-/// A planned read: what it needs, where each row comes from, and the runs of
-/// output rows that form the parallel tasks.
-struct Plan {
-    sources: Sources,
-    rows: Vec<RowSource>,
-    runs: Vec<(Run, Range<usize>)>,
-}
-
 impl Sources {
     fn view(&self, tile: usize) -> TileView<'_> {
         TileView::revalidated(self.tiles[&tile].bytes.as_bytes())
@@ -161,14 +106,23 @@ impl Sources {
     }
 }
 
+/// A plan with what it needs fetched and its buffered chunks decoded.
+struct Planned {
+    sources: Sources,
+    plan: ReadPlan,
+}
+
+/// A prepared read: what its tasks read, and the tasks with their slices of the output.
+struct Fill<'o, V> {
+    sources: Sources,
+    tasks: Vec<Task<'o, V>>,
+}
+
 impl Dataset {
     /// Tile and local row of global cell `cell`.
     pub fn locate(&self, cell: u64) -> Result<(usize, usize)> {
         if cell >= self.manifest().n_cells {
-            return Err(Error::Input(format!(
-                "cell {cell} is outside 0..{}",
-                self.manifest().n_cells
-            )));
+            return Err(outside(cell, self.manifest().n_cells));
         }
         let tile = self.limits().partition_point(|&l| l <= cell) - 1;
         Ok((tile, (cell - self.limits()[tile]) as usize))
@@ -187,11 +141,11 @@ impl Dataset {
 
     /// Fetches every tile in `tiles` that the cache lacks, concurrently on
     /// the I/O stage: whole, or, for a read of a few cells on a remote store,
-    /// only the byte ranges of the chunks holding `located`'s cells.
+    /// only the byte ranges of the chunks holding the cells of `wanted`.
     fn fetch_tiles_for(
         &self,
         tiles: &[usize],
-        located: &[(usize, usize)],
+        wanted: &[Piece],
         cache: &ChunkCache,
         stats: &mut ReadStats,
     ) -> Result<HashMap<usize, Arc<TileBytes>>> {
@@ -206,16 +160,25 @@ impl Dataset {
             }
         }
         stats.tiles_fetched += missing.len();
-        let mut wanted: HashMap<usize, Vec<usize>> = HashMap::new();
-        for &(t, local) in located {
-            wanted.entry(t).or_default().push(local);
+        let mut needed: HashMap<usize, usize> = HashMap::new();
+        for p in wanted {
+            *needed.entry(p.tile).or_default() += p.local.len();
         }
         let (ranged, whole): (Vec<usize>, Vec<usize>) = missing
             .into_iter()
-            .partition(|t| self.wants_ranges(*t, wanted.get(t).map_or(usize::MAX, Vec::len)));
+            .partition(|t| self.wants_ranges(*t, needed.get(t).copied().unwrap_or(usize::MAX)));
+        // Only tiles of which few cells are read are fetched by ranges, so
+        // listing those cells one by one stays small.
         let ranged: Vec<(usize, Vec<usize>)> = ranged
             .into_iter()
-            .map(|t| (t, wanted.remove(&t).unwrap_or_default()))
+            .map(|t| {
+                let locals = wanted
+                    .iter()
+                    .filter(|p| p.tile == t)
+                    .flat_map(|p| p.local.clone())
+                    .collect();
+                (t, locals)
+            })
             .collect();
         for (&(t, _), (tile, requested)) in ranged.iter().zip(self.fetch_ranged(&ranged)?) {
             stats.bytes_fetched += requested;
@@ -279,126 +242,63 @@ impl Dataset {
         })
     }
 
-    /// Plans a read of `cells`: fetches tiles, finds each row's chunk, decodes
-    /// the chunks that gather rows need, and groups rows into runs.
+    /// Plans a read of `cells` and fetches and decodes what the plan needs:
+    /// the tiles (from the manifest's limits alone, checked against the
+    /// manifest before anything is sized by a cell count), then the plan
+    /// from their chunk tables, then the buffered chunks the cache lacks.
     fn plan(
         &self,
-        cells: Cells<'_>,
+        cells: &CellRuns,
         direct_ok: bool,
         cache: &ChunkCache,
         stats: &mut ReadStats,
-    ) -> Result<Plan> {
-        // The tiles first (from the range's ends, or from each listed cell),
-        // fetched and checked against the manifest before anything is sized
-        // by the number of cells.
-        let mut tiles: Vec<usize> = match cells {
-            Cells::List(list) => list
-                .iter()
-                .map(|&c| self.locate(c).map(|(t, _)| t))
-                .collect::<Result<_>>()?,
-            Cells::Range(a, b) if a < b => {
-                let first = self.locate(a)?.0;
-                (first..=self.locate(b - 1)?.0).collect()
-            }
-            Cells::Range(..) => Vec::new(),
-        };
+    ) -> Result<Planned> {
+        if let Some(cell) = cells.first_outside(self.n_cells()) {
+            return Err(outside(cell, self.n_cells()));
+        }
+        let pieces = pieces(cells, self.limits());
+        let mut tiles: Vec<usize> = pieces.iter().map(|p| p.tile).collect();
         tiles.sort_unstable();
         tiles.dedup();
-        // Where each listed cell lies: a read of a few cells of a tile on a
-        // remote store fetches only the byte ranges of their chunks.
-        let listed: Vec<(usize, usize)> = match cells {
-            Cells::List(list) => list
-                .iter()
-                .map(|&c| self.locate(c))
-                .collect::<Result<_>>()?,
-            Cells::Range(..) => Vec::new(),
-        };
         let mut sources = Sources {
-            tiles: self.fetch_tiles_for(&tiles, &listed, cache, stats)?,
+            tiles: self.fetch_tiles_for(&tiles, &pieces, cache, stats)?,
             chunks: HashMap::new(),
         };
-        let located = cells
-            .iter()
-            .map(|c| self.locate(c))
-            .collect::<Result<Vec<_>>>()?;
-        // Chunk boundaries (cell_hi of each chunk) per tile, to place each row.
-        let bounds: HashMap<usize, Vec<u64>> = tiles
+        let ends: HashMap<usize, Vec<u64>> = tiles
             .iter()
             .map(|&t| (t, sources.view(t).chunks().map(|c| c.cell_hi).collect()))
             .collect();
-        let rows: Vec<RowSource> = located
-            .iter()
-            .map(|&(tile, local)| RowSource {
-                tile,
-                chunk: bounds[&tile].partition_point(|&hi| hi <= local as u64),
-                local,
-            })
-            .collect();
-
-        let mut runs = Vec::new();
-        let mut gather_units = Vec::new();
-        let mut touched = std::collections::HashSet::new();
-        let mut i = 0;
-        while i < rows.len() {
-            let r = rows[i];
-            touched.insert((r.tile, r.chunk));
-            let e = sources.view(r.tile).chunk(r.chunk);
-            let n = e.n_cells() as usize;
-            let cached = cache.chunk(r.tile, r.chunk);
-            let whole = direct_ok
-                && cached.is_none()
-                && r.local == e.cell_lo as usize
-                && i + n <= rows.len()
-                && rows[i..i + n]
-                    .iter()
-                    .enumerate()
-                    .all(|(j, s)| s.tile == r.tile && s.local == r.local + j);
-            if whole {
-                runs.push((
-                    Run::Direct {
-                        tile: r.tile,
-                        chunk: r.chunk,
-                    },
-                    i..i + n,
-                ));
-                stats.chunks_decoded += 1;
-                i += n;
-                continue;
-            }
-            match runs.last_mut() {
-                Some((Run::Gather, span)) if span.end == i => span.end += 1,
-                _ => runs.push((Run::Gather, i..i + 1)),
-            }
-            if let Some(c) = cached {
-                sources.chunks.insert((r.tile, r.chunk), c);
-            } else if !sources.chunks.contains_key(&(r.tile, r.chunk))
-                && !gather_units.contains(&(r.tile, r.chunk))
-            {
-                gather_units.push((r.tile, r.chunk));
-            }
-            i += 1;
-        }
-        stats.chunks_touched += touched.len();
-        stats.chunk_bytes += touched
+        let plan = ReadPlan::new(
+            &pieces,
+            |t| &ends[&t],
+            direct_ok,
+            |t, c| cache.has_chunk(t, c),
+        );
+        stats.chunks_touched += plan.touched.len();
+        stats.chunk_bytes += plan
+            .touched
             .iter()
             .map(|&(t, c)| {
                 let frames = sources.view(t).chunk(c).frames();
                 frames.map(|r| r.end - r.start).sum::<u64>()
             })
             .sum::<u64>();
-        stats.chunks_decoded += gather_units.len();
-        for (unit, chunk) in gather_units
-            .iter()
-            .zip(self.decode_chunks(&sources, &gather_units)?)
-        {
+        stats.chunks_decoded += plan.segments.iter().filter(|s| s.direct).count();
+        let mut missing = Vec::new();
+        for &(t, c) in &plan.buffered {
+            match cache.chunk(t, c) {
+                Some(chunk) => {
+                    sources.chunks.insert((t, c), chunk);
+                }
+                None => missing.push((t, c)),
+            }
+        }
+        stats.chunks_decoded += missing.len();
+        for (unit, chunk) in missing.iter().zip(self.decode_chunks(&sources, &missing)?) {
             cache.put_chunk(unit.0, unit.1, chunk.clone());
             sources.chunks.insert(*unit, chunk);
         }
-        Ok(Plan {
-            sources,
-            rows,
-            runs,
-        })
+        Ok(Planned { sources, plan })
     }
 
     /// Reads `cells` (any order, duplicates allowed) as CSR rows in request order,
@@ -406,14 +306,14 @@ impl Dataset {
     /// chunks for the next request.
     pub(crate) fn read_csr_with<V: DecodedCount>(
         &self,
-        cells: Cells<'_>,
+        cells: &CellRuns,
         genes: Option<&GeneSelection>,
         cache: &ChunkCache,
     ) -> Result<CsrBatch<V>> {
         let mut csr = Csr::empty(0);
         let stats = self.read_csr_into(cells, genes, cache, &mut csr)?;
         Ok(CsrBatch {
-            cells: cells.to_vec(),
+            cells: cells.ids().collect(),
             csr,
             stats,
         })
@@ -423,7 +323,7 @@ impl Dataset {
     /// that reads tile after tile into one buffer allocates nothing once warm).
     pub(crate) fn read_csr_into<V: DecodedCount>(
         &self,
-        cells: Cells<'_>,
+        cells: &CellRuns,
         genes: Option<&GeneSelection>,
         cache: &ChunkCache,
         out: &mut Csr<V>,
@@ -448,7 +348,7 @@ impl Dataset {
         for (&t, out) in tiles.iter().zip(outs) {
             let cells = self.tile_cells(t)?;
             let (fill, s) =
-                self.prepare_csr(Cells::Range(cells.start, cells.end), genes, cache, out)?;
+                self.prepare_csr(&CellRuns::range(cells.start, cells.end), genes, cache, out)?;
             stats.add(s);
             fills.push(fill);
         }
@@ -461,39 +361,34 @@ impl Dataset {
     /// owning a disjoint slice of the output.
     fn prepare_csr<'o, V: DecodedCount>(
         &self,
-        cells: Cells<'_>,
+        cells: &CellRuns,
         genes: Option<&GeneSelection>,
         cache: &ChunkCache,
         out: &'o mut Csr<V>,
     ) -> Result<(Fill<'o, V>, ReadStats)> {
         let mut stats = ReadStats::default();
-        let Plan {
-            sources,
-            rows,
-            runs,
-        } = self.plan(cells, genes.is_none(), cache, &mut stats)?;
-        let keep = |g: i32| genes.map_or(Some(g), |s| s.column(g));
+        let Planned { sources, plan } = self.plan(cells, genes.is_none(), cache, &mut stats)?;
         out.n_cols = genes.map_or(u64::from(self.manifest().n_genes), |s| s.len() as u64);
         let indptr = &mut out.indptr;
         indptr.clear();
+        indptr.reserve(plan.n_rows() + 1);
         indptr.push(0i64);
         let mut total = 0i64;
-        for r in &rows {
-            let len = match sources.chunks.get(&(r.tile, r.chunk)) {
-                Some(c) if genes.is_some() => c
-                    .row(r.local)
-                    .0
-                    .iter()
-                    .filter(|&&g| keep(g).is_some())
-                    .count(),
-                Some(c) => c.row(r.local).0.len(),
-                None => {
-                    let ip = sources.view(r.tile).indptr(r.local, r.local + 1);
-                    (ip[1] - ip[0]) as usize
+        for s in &plan.segments {
+            match (sources.chunks.get(&(s.tile, s.chunk)), genes) {
+                (Some(c), Some(sel)) => {
+                    for cell in s.local.clone() {
+                        let kept = c.row(cell).0.iter().filter(|&&g| sel.column(g).is_some());
+                        total += kept.count() as i64;
+                        indptr.push(total);
+                    }
                 }
-            };
-            total += len as i64;
-            indptr.push(total);
+                _ => {
+                    let ip = sources.view(s.tile).indptr(s.local.start, s.local.end);
+                    indptr.extend(ip.iter().skip(1).map(|&p| total + (p - ip[0])));
+                    total += ip[ip.len() - 1] - ip[0];
+                }
+            }
         }
         let nnz = total as usize;
         // Every element is overwritten by its task; resizing only touches new ones.
@@ -502,41 +397,37 @@ impl Dataset {
         let (indptr, indices, values) = (&out.indptr, &mut out.indices, &mut out.values);
         let mut tasks: Vec<Task<'o, V>> = Vec::new();
         let (mut idx_rest, mut val_rest) = (&mut indices[..], &mut values[..]);
-        for (run, span) in runs {
-            // Long gather runs are split so every worker gets a share.
-            let mut pieces = Vec::new();
-            match run {
-                Run::Direct { .. } => pieces.push((run, span)),
-                Run::Gather => {
-                    let mut start = span.start;
-                    for r in span.clone() {
-                        if (indptr[r + 1] - indptr[start]) as usize >= GATHER_TASK_NNZ
-                            || r + 1 == span.end
-                        {
-                            pieces.push((Run::Gather, start..r + 1));
-                            start = r + 1;
-                        }
-                    }
+        let mut take = |s: &Segment, local: Range<usize>, direct: bool| {
+            let first = s.out_row + (local.start - s.local.start);
+            let len = (indptr[first + local.len()] - indptr[first]) as usize;
+            Task {
+                tile: s.tile,
+                chunk: s.chunk,
+                local,
+                direct,
+                indices: split_off(&mut idx_rest, len),
+                values: split_off(&mut val_rest, len),
+            }
+        };
+        for s in &plan.segments {
+            if s.direct {
+                tasks.push(take(s, s.local.clone(), true));
+                continue;
+            }
+            // Long copies are split so every worker gets a share.
+            let mut start = s.local.start;
+            for cell in s.local.clone() {
+                let row = s.out_row + (cell - s.local.start);
+                let base = s.out_row + (start - s.local.start);
+                if (indptr[row + 1] - indptr[base]) as usize >= GATHER_TASK_NNZ
+                    || cell + 1 == s.local.end
+                {
+                    tasks.push(take(s, start..cell + 1, false));
+                    start = cell + 1;
                 }
             }
-            for (run, rows) in pieces {
-                let len = (indptr[rows.end] - indptr[rows.start]) as usize;
-                tasks.push(Task {
-                    run,
-                    rows,
-                    indices: split_off(&mut idx_rest, len),
-                    values: split_off(&mut val_rest, len),
-                });
-            }
         }
-        Ok((
-            Fill {
-                sources,
-                rows,
-                tasks,
-            },
-            stats,
-        ))
+        Ok((Fill { sources, tasks }, stats))
     }
 
     /// Runs the tasks of every prepared read in one parallel pass on the pool.
@@ -545,33 +436,48 @@ impl Dataset {
         fills: Vec<Fill<'_, V>>,
         genes: Option<&GeneSelection>,
     ) -> Result<()> {
-        let keep = |g: i32| genes.map_or(Some(g), |s| s.column(g));
         let monotone = genes.is_none_or(GeneSelection::is_monotone);
         let mut contexts = Vec::with_capacity(fills.len());
         let mut tasks = Vec::new();
         for (i, fill) in fills.into_iter().enumerate() {
-            contexts.push((fill.sources, fill.rows));
+            contexts.push(fill.sources);
             tasks.extend(fill.tasks.into_iter().map(|t| (i, t)));
         }
         let run = |(i, task): (usize, Task<'_, V>)| -> Result<()> {
-            let (sources, rows) = &contexts[i];
-            match task.run {
-                Run::Direct { tile, chunk } => self
+            let sources = &contexts[i];
+            if task.direct {
+                return self
                     .engine()
                     .with_decoder(|d| {
-                        d.decode_chunk(&sources.view(tile), chunk, task.indices, task.values)
+                        d.decode_chunk(
+                            &sources.view(task.tile),
+                            task.chunk,
+                            task.indices,
+                            task.values,
+                        )
                     })
                     .map_err(|e| Error::InTile {
-                        tile,
+                        tile: task.tile,
                         source: Box::new(e),
-                    }),
-                Run::Gather => {
+                    });
+            }
+            let chunk = &sources.chunks[&(task.tile, task.chunk)];
+            match genes {
+                // The rows are adjacent in the chunk: one span of nonzeros.
+                None => {
+                    let (g, v) = chunk.rows(task.local);
+                    task.indices.copy_from_slice(g);
+                    for (out, &count) in task.values.iter_mut().zip(v) {
+                        *out = V::from_u32(count as u32);
+                    }
+                }
+                Some(sel) => {
                     let mut at = 0;
-                    for r in &rows[task.rows] {
-                        let (g, v) = sources.chunks[&(r.tile, r.chunk)].row(r.local);
+                    for cell in task.local {
+                        let (g, v) = chunk.row(cell);
                         let start = at;
                         for (&gene, &count) in g.iter().zip(v) {
-                            if let Some(col) = keep(gene) {
+                            if let Some(col) = sel.column(gene) {
                                 task.indices[at] = col;
                                 task.values[at] = V::from_u32(count as u32);
                                 at += 1;
@@ -581,16 +487,16 @@ impl Dataset {
                             sort_row(&mut task.indices[start..at], &mut task.values[start..at]);
                         }
                     }
-                    Ok(())
                 }
             }
+            Ok(())
         };
         // A small read (a few cells from decoded chunks) is copied on the
         // calling thread: handing it to the pool would cost more than the
         // copy, and concurrent readers then each use their own core.
         let small = tasks.iter().map(|(_, t)| t.indices.len()).sum::<usize>()
             <= 2 * GATHER_TASK_NNZ
-            && tasks.iter().all(|(_, t)| matches!(t.run, Run::Gather));
+            && tasks.iter().all(|(_, t)| !t.direct);
         if small {
             return tasks.into_iter().try_for_each(run);
         }
@@ -601,35 +507,47 @@ impl Dataset {
     /// Reads `cells` as dense `f32` rows (all genes, or `genes` in its order).
     pub(crate) fn read_dense_with(
         &self,
-        cells: Cells<'_>,
+        cells: &CellRuns,
         genes: Option<&GeneSelection>,
         cache: &ChunkCache,
     ) -> Result<DenseBatch> {
         let mut stats = ReadStats::default();
-        let Plan { sources, rows, .. } = self.plan(cells, false, cache, &mut stats)?;
+        let Planned { sources, plan } = self.plan(cells, false, cache, &mut stats)?;
         let n_cols = genes.map_or(self.manifest().n_genes as usize, GeneSelection::len);
-        let mut data = vec![0f32; rows.len() * n_cols];
+        let mut data = vec![0f32; plan.n_rows() * n_cols];
         if n_cols > 0 {
+            let mut rest = &mut data[..];
+            let parts: Vec<(&Segment, &mut [f32])> = plan
+                .segments
+                .iter()
+                .map(|s| (s, split_off(&mut rest, s.local.len() * n_cols)))
+                .collect();
             self.engine().install(|| {
-                data.par_chunks_mut(n_cols)
-                    .zip(rows.par_iter())
-                    .for_each(|(out, r)| {
-                        let (g, v) = sources.chunks[&(r.tile, r.chunk)].row(r.local);
+                parts.into_par_iter().for_each(|(s, rows)| {
+                    let chunk = &sources.chunks[&(s.tile, s.chunk)];
+                    for (cell, out) in s.local.clone().zip(rows.chunks_mut(n_cols)) {
+                        let (g, v) = chunk.row(cell);
                         for (&gene, &count) in g.iter().zip(v) {
-                            if let Some(col) = genes.map_or(Some(gene), |s| s.column(gene)) {
+                            if let Some(col) = genes.map_or(Some(gene), |sel| sel.column(gene)) {
                                 out[col as usize] = count as f32;
                             }
                         }
-                    })
+                    }
+                })
             });
         }
         Ok(DenseBatch {
-            cells: cells.to_vec(),
+            cells: cells.ids().collect(),
             n_cols,
             data,
             stats,
         })
     }
+}
+
+/// The error for a cell id past the dataset's end.
+fn outside(cell: u64, n_cells: u64) -> Error {
+    Error::Input(format!("cell {cell} is outside 0..{n_cells}"))
 }
 
 /// The first `len` elements of `rest`, leaving the others in `rest`.
