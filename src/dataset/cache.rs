@@ -12,7 +12,7 @@
 //! leave the map half-updated (no user code runs under the lock), so a
 //! poisoned lock is taken over rather than failing every later read.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::storage::AlignedBytes;
@@ -84,6 +84,9 @@ struct Lru {
     used: usize,
     clock: u64,
     entries: HashMap<Key, (Entry, usize, u64)>,
+    /// Every entry's key by its last use: the least recent comes first, so
+    /// eviction does not scan the entries.
+    order: BTreeMap<u64, Key>,
 }
 
 impl ChunkCache {
@@ -155,25 +158,28 @@ impl Lru {
     fn touch(&mut self, key: Key) -> Option<&Entry> {
         self.clock += 1;
         let clock = self.clock;
-        self.entries.get_mut(&key).map(|e| {
-            e.2 = clock;
-            &e.0
-        })
+        let e = self.entries.get_mut(&key)?;
+        self.order.remove(&e.2);
+        self.order.insert(clock, key);
+        e.2 = clock;
+        Some(&e.0)
     }
 
     fn insert(&mut self, key: Key, entry: Entry, bytes: usize, capacity: usize) -> Vec<Entry> {
         self.clock += 1;
         let mut evicted = Vec::new();
         if let Some(old) = self.entries.insert(key, (entry, bytes, self.clock)) {
+            self.order.remove(&old.2);
             self.used -= old.1;
             evicted.push(old.0);
         }
+        self.order.insert(self.clock, key);
         self.used += bytes;
         while self.used > capacity {
-            let Some((&victim, _)) = self.entries.iter().min_by_key(|(_, e)| e.2) else {
+            let Some((_, victim)) = self.order.pop_first() else {
                 break;
             };
-            let (entry, b, _) = self.entries.remove(&victim).expect("present");
+            let (entry, b, _) = self.entries.remove(&victim).expect("ordered entries exist");
             self.used -= b;
             evicted.push(entry);
         }
