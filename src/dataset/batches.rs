@@ -33,6 +33,7 @@ use crate::csr::Csr;
 use crate::dataset::cache::ChunkCache;
 use crate::dataset::plan::CellRuns;
 use crate::dataset::read::ReadStats;
+use crate::dataset::scatter::{build_window, Pending};
 use crate::dataset::select::GeneSelection;
 use crate::dataset::window::{BatchOut, WindowBudget, WindowRows};
 use crate::dataset::Dataset;
@@ -263,6 +264,11 @@ impl EpochOrder {
         self.window_starts.partition_point(|&s| s <= at) - 1
     }
 
+    /// The epoch positions of window `w`.
+    pub(crate) fn window_span(&self, w: usize) -> Range<u64> {
+        self.window_starts[w]..self.window_starts[w + 1]
+    }
+
     /// Every window's tiles, in epoch order.
     pub(crate) fn windows(&self) -> impl Iterator<Item = &[usize]> {
         self.tiles.chunks(self.window_tiles)
@@ -420,6 +426,9 @@ struct Producer {
     /// The decoded window batches are cut from, when windows fit the bound
     /// (else batches are gathered from chunks decoded through `cache`).
     window: Option<WindowRows>,
+    /// Batches built a window at a time, when windows fit the bound and the
+    /// batches are CSR rows of every gene (see [`crate::dataset::scatter`]).
+    built: Option<Pending>,
     obs: Option<LocalObs>,
 }
 
@@ -443,7 +452,9 @@ impl Producer {
         let index = self.first + pick * self.step;
         let positions = self.batches.get(index);
         let positions = positions.start as u64..positions.end as u64;
-        let (cells, rows, stats) = if self.window.is_some() {
+        let (cells, rows, stats) = if self.built.is_some() {
+            self.take_built(index, positions)?
+        } else if self.window.is_some() {
             self.cut_from_windows(positions)?
         } else {
             self.gather_from_chunks(positions)?
@@ -459,6 +470,74 @@ impl Producer {
             stats,
             labels,
         })
+    }
+
+    /// Batch `index` (at epoch `positions`), building the windows it spans
+    /// that are not built yet.
+    fn take_built(
+        &mut self,
+        index: usize,
+        positions: Range<u64>,
+    ) -> Result<(Vec<u64>, BatchRows, ReadStats)> {
+        let n_cols = u64::from(self.dataset.n_genes());
+        if positions.is_empty() {
+            return Ok((
+                Vec::new(),
+                BatchRows::Csr(Csr::empty(n_cols)),
+                ReadStats::default(),
+            ));
+        }
+        let mut stats = ReadStats::default();
+        let mut at = positions.start;
+        while at < positions.end {
+            let w = self.order.window_of(at);
+            if self.built.as_ref().is_some_and(|b| b.needs(w)) {
+                stats.add(self.build_window(w, index)?);
+            }
+            at = self.order.window_end(at);
+        }
+        self.fetch_ahead(positions.end);
+        let (cells, csr) = self
+            .built
+            .as_mut()
+            .and_then(|b| b.take(index))
+            .ok_or_else(|| Error::Panicked {
+                what: "the batch builder".into(),
+                message: format!("batch {index} was not built with its windows"),
+            })?;
+        Ok((cells, BatchRows::Csr(csr), stats))
+    }
+
+    /// Builds window `w`'s part of every batch of this iterator from batch
+    /// `from` on that draws cells from it.
+    fn build_window(&mut self, w: usize, from: usize) -> Result<ReadStats> {
+        let span = self.order.window_span(w);
+        let (dataset, cache) = (&self.dataset, &self.cache);
+        let mut stats = ReadStats::default();
+        let mut jobs = Vec::new();
+        let mut index = from;
+        while index < self.batches.len() {
+            let p = self.batches.get(index);
+            let p = p.start as u64..p.end as u64;
+            if p.start >= span.end {
+                break;
+            }
+            let (lo, hi) = (p.start.max(span.start), p.end.min(span.end));
+            if lo < hi {
+                let cells = self.order.cells(lo..hi, |tiles| {
+                    dataset.fetch_tiles(tiles, cache, &mut stats).map(drop)
+                })?;
+                let windows = self.order.window_of(p.end - 1) - self.order.window_of(p.start) + 1;
+                jobs.push((index, cells, windows));
+            }
+            index += self.step;
+        }
+        let (parts, built) = build_window(dataset, self.order.window(w), jobs, cache)?;
+        stats.add(built);
+        if let Some(b) = self.built.as_mut() {
+            b.add(w, parts);
+        }
+        Ok(stats)
     }
 
     /// The batch at epoch `positions`, copied out of decoded windows (a batch
@@ -632,6 +711,9 @@ impl Dataset {
             dataset: self.clone(),
             cache: ChunkCache::new(budget.map_or(config.cache_bytes, |b| b.tile_cache_bytes)),
             window: budget.map(|_| WindowRows::default()),
+            built: budget
+                .filter(|_| !config.dense && config.genes.is_none())
+                .map(|_| Pending::default()),
             config,
             order,
             batches,

@@ -12,6 +12,7 @@ pub mod ingest;
 mod plan;
 mod ranged;
 mod read;
+mod scatter;
 mod select;
 mod window;
 mod writer;

@@ -1,0 +1,178 @@
+//! Training batches built a window at a time, each output byte written once.
+//!
+//! Every batch of a block-shuffle window draws its rows from all of the
+//! window's chunks. So the window's batches are built together: their rows'
+//! lengths come from the tiles' indptr, so each batch is allocated at its
+//! exact size and cut into one slice per row; then each chunk is decoded once,
+//! by one worker, into a scratch buffer that stays in cache (a chunk of the
+//! default layout is ~16 cells), and its rows are copied straight into their
+//! slices. Nothing is decoded into a window-sized buffer and copied again.
+//!
+//! A batch that straddles two windows gets a part from each; the parts are
+//! joined when the second window is built. Only CSR batches of every gene
+//! are built this way: a window's worth of dense rows would be far larger
+//! than its decoded nonzeros, and a gene selection's row lengths are only
+//! known after decoding (those batches are cut from [`super::window`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use crate::csr::Csr;
+use crate::dataset::cache::ChunkCache;
+use crate::dataset::read::{split_off, ReadStats};
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::format::tile::TileView;
+
+/// One batch's rows from one window.
+pub(crate) struct Part {
+    /// The batch's cells that lie in the window, in batch order.
+    pub(crate) cells: Vec<u64>,
+    /// Their rows.
+    pub(crate) rows: Csr<f32>,
+}
+
+/// Batches built from the windows seen so far but not yet handed out.
+#[derive(Default)]
+pub(crate) struct Pending {
+    /// By batch index: the parts built, and how many windows the batch spans.
+    batches: BTreeMap<usize, (Vec<Part>, usize)>,
+    /// The last window built (windows are built in epoch order).
+    last_window: Option<usize>,
+}
+
+impl Pending {
+    /// Whether window `w` still has to be built.
+    pub(crate) fn needs(&self, w: usize) -> bool {
+        self.last_window.is_none_or(|last| w > last)
+    }
+
+    /// Records that window `w` was built into `parts` (batch index, part,
+    /// windows that batch spans).
+    pub(crate) fn add(&mut self, w: usize, parts: Vec<(usize, Part, usize)>) {
+        for (index, part, windows) in parts {
+            let entry = self
+                .batches
+                .entry(index)
+                .or_insert_with(|| (Vec::new(), windows));
+            entry.0.push(part);
+        }
+        self.last_window = Some(w);
+    }
+
+    /// Batch `index`, if all of its windows were built: its cells and rows.
+    pub(crate) fn take(&mut self, index: usize) -> Option<(Vec<u64>, Csr<f32>)> {
+        let (parts, windows) = self.batches.get(&index)?;
+        if parts.len() < *windows {
+            return None;
+        }
+        let (parts, _) = self.batches.remove(&index)?;
+        let mut parts = parts.into_iter();
+        let first = parts.next()?;
+        let (mut cells, mut rows) = (first.cells, first.rows);
+        for part in parts {
+            cells.extend_from_slice(&part.cells);
+            let base = rows.nnz() as i64;
+            rows.indptr
+                .extend(part.rows.indptr[1..].iter().map(|&p| base + p));
+            rows.indices.extend_from_slice(&part.rows.indices);
+            rows.values.extend_from_slice(&part.rows.values);
+        }
+        Some((cells, rows))
+    }
+}
+
+/// Where one row goes: its slices of a part's indices and values.
+type Dst<'o> = (&'o mut [i32], &'o mut [f32]);
+
+/// Builds the parts of `jobs` (batch index, its cells in this window, the
+/// windows it spans) from the window of `tiles`: every row written once,
+/// straight from its chunk decoded into a scratch buffer.
+pub(crate) fn build_window(
+    dataset: &Dataset,
+    tiles: &[usize],
+    jobs: Vec<(usize, Vec<u64>, usize)>,
+    cache: &ChunkCache,
+) -> Result<(Vec<(usize, Part, usize)>, ReadStats)> {
+    let mut stats = ReadStats::default();
+    let fetched = dataset.fetch_tiles(tiles, cache, &mut stats)?;
+    let view = |t: usize| {
+        TileView::revalidated(fetched[&t].bytes.as_bytes()).expect("fetched tiles were validated")
+    };
+    let ends: HashMap<usize, Vec<u64>> = tiles
+        .iter()
+        .map(|&t| (t, view(t).chunks().map(|c| c.cell_hi).collect()))
+        .collect();
+    let n_cols = dataset.n_genes() as usize;
+    // Each job's rows: where they come from, and the part sized to hold them.
+    let mut located = Vec::with_capacity(jobs.len());
+    let mut parts = Vec::with_capacity(jobs.len());
+    for (index, cells, windows) in jobs {
+        let rows: Vec<(usize, usize)> = cells
+            .iter()
+            .map(|&c| dataset.locate(c))
+            .collect::<Result<_>>()?;
+        let mut out = Csr::empty(n_cols as u64);
+        out.indptr.reserve(rows.len());
+        let mut total = 0i64;
+        for &(t, local) in &rows {
+            let ip = view(t).indptr(local, local + 1);
+            total += ip[1] - ip[0];
+            out.indptr.push(total);
+        }
+        // Zeroed allocations come from fresh pages: nothing writes them
+        // before the rows do.
+        out.indices = vec![0; total as usize];
+        out.values = vec![0.0; total as usize];
+        located.push(rows);
+        parts.push((index, Part { cells, rows: out }, windows));
+    }
+    // Every row's slice, filed under the chunk holding it.
+    let mut by_chunk: HashMap<(usize, usize), Vec<(usize, Dst<'_>)>> = HashMap::new();
+    for (rows, (_, part, _)) in located.iter().zip(parts.iter_mut()) {
+        let csr = &mut part.rows;
+        let (mut idx, mut val) = (&mut csr.indices[..], &mut csr.values[..]);
+        let mut dsts: Vec<Dst<'_>> = Vec::with_capacity(rows.len());
+        for w in csr.indptr.windows(2) {
+            let len = (w[1] - w[0]) as usize;
+            dsts.push((split_off(&mut idx, len), split_off(&mut val, len)));
+        }
+        for (&(t, local), dst) in rows.iter().zip(dsts) {
+            let chunk = ends[&t].partition_point(|&e| e <= local as u64);
+            by_chunk.entry((t, chunk)).or_default().push((local, dst));
+        }
+    }
+    stats.chunks_touched += by_chunk.len();
+    stats.chunks_decoded += by_chunk.len();
+    let work: Vec<((usize, usize), Vec<(usize, Dst<'_>)>)> = by_chunk.into_iter().collect();
+    dataset.engine().install(|| {
+        work.into_par_iter().try_for_each_init(
+            || (Vec::<i32>::new(), Vec::<f32>::new()),
+            |(indices, values), ((t, c), rows)| {
+                let v = view(t);
+                let e = v.chunk(c);
+                let n = e.nnz() as usize;
+                indices.resize(n, 0);
+                values.resize(n, 0.0);
+                dataset
+                    .engine()
+                    .with_decoder(|d| d.decode_chunk(&v, c, &mut indices[..n], &mut values[..n]))
+                    .map_err(|err| Error::InTile {
+                        tile: t,
+                        source: Box::new(err),
+                    })?;
+                for (local, (idx, val)) in rows {
+                    let ip = v.indptr(local, local + 1);
+                    let span: Range<usize> =
+                        (ip[0] as u64 - e.nnz_lo) as usize..(ip[1] as u64 - e.nnz_lo) as usize;
+                    idx.copy_from_slice(&indices[span.clone()]);
+                    val.copy_from_slice(&values[span]);
+                }
+                Ok::<(), Error>(())
+            },
+        )
+    })?;
+    Ok((parts, stats))
+}
