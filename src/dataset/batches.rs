@@ -33,7 +33,7 @@ use crate::csr::Csr;
 use crate::dataset::cache::ChunkCache;
 use crate::dataset::plan::CellRuns;
 use crate::dataset::read::ReadStats;
-use crate::dataset::scatter::{build_window, Pending};
+use crate::dataset::scatter::{build_window, Part, Pending};
 use crate::dataset::select::GeneSelection;
 use crate::dataset::window::{BatchOut, WindowBudget, WindowRows};
 use crate::dataset::Dataset;
@@ -527,15 +527,23 @@ impl Producer {
                 let cells = self.order.cells(lo..hi, |tiles| {
                     dataset.fetch_tiles(tiles, cache, &mut stats).map(drop)
                 })?;
-                let windows = self.order.window_of(p.end - 1) - self.order.window_of(p.start) + 1;
-                jobs.push((index, cells, windows));
+                jobs.push(Part {
+                    index,
+                    cells,
+                    windows: self.order.window_of(p.end - 1) - self.order.window_of(p.start) + 1,
+                    rows: Csr::empty(0),
+                });
             }
             index += self.step;
         }
-        let (parts, built) = build_window(dataset, self.order.window(w), jobs, cache)?;
-        stats.add(built);
+        stats.add(build_window(
+            dataset,
+            self.order.window(w),
+            &mut jobs,
+            cache,
+        )?);
         if let Some(b) = self.built.as_mut() {
-            b.add(w, parts);
+            b.add(w, jobs);
         }
         Ok(stats)
     }

@@ -28,9 +28,13 @@ use crate::format::tile::TileView;
 
 /// One batch's rows from one window.
 pub(crate) struct Part {
+    /// The batch's index.
+    pub(crate) index: usize,
     /// The batch's cells that lie in the window, in batch order.
     pub(crate) cells: Vec<u64>,
-    /// Their rows.
+    /// How many windows the batch spans (so how many parts it has).
+    pub(crate) windows: usize,
+    /// Their rows (filled by [`build_window`]).
     pub(crate) rows: Csr<f32>,
 }
 
@@ -49,14 +53,13 @@ impl Pending {
         self.last_window.is_none_or(|last| w > last)
     }
 
-    /// Records that window `w` was built into `parts` (batch index, part,
-    /// windows that batch spans).
-    pub(crate) fn add(&mut self, w: usize, parts: Vec<(usize, Part, usize)>) {
-        for (index, part, windows) in parts {
+    /// Records that window `w` was built into `parts`.
+    pub(crate) fn add(&mut self, w: usize, parts: Vec<Part>) {
+        for part in parts {
             let entry = self
                 .batches
-                .entry(index)
-                .or_insert_with(|| (Vec::new(), windows));
+                .entry(part.index)
+                .or_insert_with(|| (Vec::new(), part.windows));
             entry.0.push(part);
         }
         self.last_window = Some(w);
@@ -87,15 +90,18 @@ impl Pending {
 /// Where one row goes: its slices of a part's indices and values.
 type Dst<'o> = (&'o mut [i32], &'o mut [f32]);
 
-/// Builds the parts of `jobs` (batch index, its cells in this window, the
-/// windows it spans) from the window of `tiles`: every row written once,
-/// straight from its chunk decoded into a scratch buffer.
+/// The rows one chunk fills: each local cell and where it goes.
+type ChunkRows<'o> = Vec<(usize, Dst<'o>)>;
+
+/// Fills `parts` (each with its cells, which lie in the window of `tiles`,
+/// and empty rows) from that window: every row written once, straight from
+/// its chunk decoded into a scratch buffer.
 pub(crate) fn build_window(
     dataset: &Dataset,
     tiles: &[usize],
-    jobs: Vec<(usize, Vec<u64>, usize)>,
+    parts: &mut [Part],
     cache: &ChunkCache,
-) -> Result<(Vec<(usize, Part, usize)>, ReadStats)> {
+) -> Result<ReadStats> {
     let mut stats = ReadStats::default();
     let fetched = dataset.fetch_tiles(tiles, cache, &mut stats)?;
     let view = |t: usize| {
@@ -106,11 +112,11 @@ pub(crate) fn build_window(
         .map(|&t| (t, view(t).chunks().map(|c| c.cell_hi).collect()))
         .collect();
     let n_cols = dataset.n_genes() as usize;
-    // Each job's rows: where they come from, and the part sized to hold them.
-    let mut located = Vec::with_capacity(jobs.len());
-    let mut parts = Vec::with_capacity(jobs.len());
-    for (index, cells, windows) in jobs {
-        let rows: Vec<(usize, usize)> = cells
+    // Each part's rows: where they come from, and the part sized to hold them.
+    let mut located = Vec::with_capacity(parts.len());
+    for part in parts.iter_mut() {
+        let rows: Vec<(usize, usize)> = part
+            .cells
             .iter()
             .map(|&c| dataset.locate(c))
             .collect::<Result<_>>()?;
@@ -127,11 +133,11 @@ pub(crate) fn build_window(
         out.indices = vec![0; total as usize];
         out.values = vec![0.0; total as usize];
         located.push(rows);
-        parts.push((index, Part { cells, rows: out }, windows));
+        part.rows = out;
     }
     // Every row's slice, filed under the chunk holding it.
-    let mut by_chunk: HashMap<(usize, usize), Vec<(usize, Dst<'_>)>> = HashMap::new();
-    for (rows, (_, part, _)) in located.iter().zip(parts.iter_mut()) {
+    let mut by_chunk: HashMap<(usize, usize), ChunkRows<'_>> = HashMap::new();
+    for (rows, part) in located.iter().zip(parts.iter_mut()) {
         let csr = &mut part.rows;
         let (mut idx, mut val) = (&mut csr.indices[..], &mut csr.values[..]);
         let mut dsts: Vec<Dst<'_>> = Vec::with_capacity(rows.len());
@@ -146,7 +152,7 @@ pub(crate) fn build_window(
     }
     stats.chunks_touched += by_chunk.len();
     stats.chunks_decoded += by_chunk.len();
-    let work: Vec<((usize, usize), Vec<(usize, Dst<'_>)>)> = by_chunk.into_iter().collect();
+    let work: Vec<((usize, usize), ChunkRows<'_>)> = by_chunk.into_iter().collect();
     dataset.engine().install(|| {
         work.into_par_iter().try_for_each_init(
             || (Vec::<i32>::new(), Vec::<f32>::new()),
@@ -174,5 +180,5 @@ pub(crate) fn build_window(
             },
         )
     })?;
-    Ok((parts, stats))
+    Ok(stats)
 }
