@@ -245,6 +245,18 @@ fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
             epoch(&ds, config(0)),
             "dense {dense}, genes {genes:?}"
         );
+        // Batches built in the buffers of batches handed back are the same.
+        let mut iter = ds.batches(config(64 << 20)).unwrap();
+        let mut recycled = Vec::new();
+        while let Some(b) = iter.next() {
+            let b = b.unwrap();
+            recycled.push((b.cells.clone(), b.rows.clone()));
+            iter.recycle(b);
+        }
+        assert_eq!(
+            recycled, windowed,
+            "recycled: dense {dense}, genes {genes:?}"
+        );
         for (cells, rows) in windowed {
             let want = match &genes {
                 None if !dense => BatchRows::Csr(ds.read_cells::<f32>(&cells).unwrap().csr),

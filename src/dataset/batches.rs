@@ -33,7 +33,7 @@ use crate::csr::Csr;
 use crate::dataset::cache::ChunkCache;
 use crate::dataset::plan::CellRuns;
 use crate::dataset::read::ReadStats;
-use crate::dataset::scatter::{build_window, Part, Pending};
+use crate::dataset::scatter::{build_window, Part, Pending, Recycled};
 use crate::dataset::select::GeneSelection;
 use crate::dataset::window::{BatchOut, WindowBudget, WindowRows};
 use crate::dataset::Dataset;
@@ -370,6 +370,10 @@ pub struct BatchIter {
     next: usize,
     total: usize,
     source: Source,
+    /// Buffers handed back by [`BatchIter::recycle`], for the producer.
+    recycled: Recycled,
+    /// How many handed-back buffers are kept at most.
+    recycle_limit: usize,
 }
 
 enum Source {
@@ -429,6 +433,8 @@ struct Producer {
     /// Batches built a window at a time, when windows fit the bound and the
     /// batches are CSR rows of every gene (see [`crate::dataset::scatter`]).
     built: Option<Pending>,
+    /// Buffers of batches the caller is done with, to build parts in.
+    recycled: Recycled,
     obs: Option<LocalObs>,
 }
 
@@ -541,6 +547,7 @@ impl Producer {
             self.order.window(w),
             &mut jobs,
             cache,
+            &self.recycled,
         )?);
         if let Some(b) = self.built.as_mut() {
             b.add(w, jobs);
@@ -715,6 +722,19 @@ impl Dataset {
             Some(reader.localize(&config.obs_columns, config.obs_cache_dir.as_deref())?)
         };
         let budget = WindowBudget::new(self, order.windows(), config.cache_bytes);
+        // A window's batches plus those in flight: the most the producer
+        // can use at once.
+        let window_cells = order
+            .windows()
+            .map(|w| {
+                w.iter()
+                    .map(|&t| self.limits()[t + 1] - self.limits()[t])
+                    .sum::<u64>()
+            })
+            .max()
+            .unwrap_or(0);
+        let recycle_limit = (window_cells as usize).div_ceil(config.batch_size) + prefetch + 2;
+        let recycled = Recycled::default();
         let mut producer = Producer {
             dataset: self.clone(),
             cache: ChunkCache::new(budget.map_or(config.cache_bytes, |b| b.tile_cache_bytes)),
@@ -722,6 +742,7 @@ impl Dataset {
             built: budget
                 .filter(|_| !config.dense && config.genes.is_none())
                 .map(|_| Pending::default()),
+            recycled: recycled.clone(),
             config,
             order,
             batches,
@@ -755,6 +776,8 @@ impl Dataset {
             next: 0,
             total,
             source,
+            recycled,
+            recycle_limit,
         })
     }
 }
@@ -768,6 +791,17 @@ impl BatchIter {
     /// Whether the epoch has no batches for this rank.
     pub fn is_empty(&self) -> bool {
         self.total == 0
+    }
+
+    /// Hands back a batch the caller is done with, so that a later batch is
+    /// built in its buffers: a loop that recycles every batch allocates
+    /// nothing once warm, where faulting in a fresh batch's pages costs about
+    /// as much as decoding it. Optional; only CSR batches of every gene are
+    /// rebuilt in place (others are dropped here).
+    pub fn recycle(&self, batch: Batch) {
+        if let BatchRows::Csr(csr) = batch.rows {
+            self.recycled.give(csr, self.recycle_limit);
+        }
     }
 }
 

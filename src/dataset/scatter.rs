@@ -8,6 +8,11 @@
 //! default layout is ~16 cells), and its rows are copied straight into their
 //! slices. Nothing is decoded into a window-sized buffer and copied again.
 //!
+//! Fresh pages cost as much to fault in as the rows cost to decode, so a
+//! caller that is done with a batch can hand its buffers back
+//! ([`crate::dataset::BatchIter::recycle`]); parts are then built in them,
+//! and a warm loop allocates nothing.
+//!
 //! A batch that straddles two windows gets a part from each; the parts are
 //! joined when the second window is built. Only CSR batches of every gene
 //! are built this way: a window's worth of dense rows would be far larger
@@ -16,6 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rayon::prelude::*;
 
@@ -36,6 +42,44 @@ pub(crate) struct Part {
     pub(crate) windows: usize,
     /// Their rows (filled by [`build_window`]).
     pub(crate) rows: Csr<f32>,
+}
+
+/// Buffers of batches the caller handed back, shared by the iterator (which
+/// takes them back) and the producer (which builds parts in them).
+#[derive(Clone, Default)]
+pub(crate) struct Recycled(Arc<Mutex<Vec<Csr<f32>>>>);
+
+impl Recycled {
+    /// Keeps `csr`'s buffers for a later part, unless `limit` buffers are kept.
+    pub(crate) fn give(&self, csr: Csr<f32>, limit: usize) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() < limit {
+            kept.push(csr);
+        }
+    }
+
+    /// Buffers to build a part in: handed back ones when there are any.
+    fn take(&self) -> Csr<f32> {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.pop().unwrap_or_else(|| Csr::empty(0))
+    }
+}
+
+/// Makes `v` hold exactly `n` elements for the rows to overwrite. A buffer
+/// with room is reused without moving its contents; one without is replaced
+/// by a new one with an eighth more room, so that batches of a similar size
+/// (as a window's are) fit in it when it comes back.
+fn sized<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
+    if v.capacity() < n {
+        // Zeroed memory comes as fresh pages, faulted in by the workers as
+        // they write the rows rather than all at once here.
+        *v = vec![T::default(); n + n / 8];
+    }
+    if v.len() >= n {
+        v.truncate(n);
+    } else {
+        v.resize(n, T::default());
+    }
 }
 
 /// Batches built from the windows seen so far but not yet handed out.
@@ -95,12 +139,14 @@ type ChunkRows<'o> = Vec<(usize, Dst<'o>)>;
 
 /// Fills `parts` (each with its cells, which lie in the window of `tiles`,
 /// and empty rows) from that window: every row written once, straight from
-/// its chunk decoded into a scratch buffer.
+/// its chunk decoded into a scratch buffer, in `recycled` buffers when there
+/// are any.
 pub(crate) fn build_window(
     dataset: &Dataset,
     tiles: &[usize],
     parts: &mut [Part],
     cache: &ChunkCache,
+    recycled: &Recycled,
 ) -> Result<ReadStats> {
     let mut stats = ReadStats::default();
     let fetched = dataset.fetch_tiles(tiles, cache, &mut stats)?;
@@ -120,18 +166,19 @@ pub(crate) fn build_window(
             .iter()
             .map(|&c| dataset.locate(c))
             .collect::<Result<_>>()?;
-        let mut out = Csr::empty(n_cols as u64);
-        out.indptr.reserve(rows.len());
+        let mut out = recycled.take();
+        out.n_cols = n_cols as u64;
+        out.indptr.clear();
+        out.indptr.reserve(rows.len() + 1);
+        out.indptr.push(0);
         let mut total = 0i64;
         for &(t, local) in &rows {
             let ip = view(t).indptr(local, local + 1);
             total += ip[1] - ip[0];
             out.indptr.push(total);
         }
-        // Zeroed allocations come from fresh pages: nothing writes them
-        // before the rows do.
-        out.indices = vec![0; total as usize];
-        out.values = vec![0.0; total as usize];
+        sized(&mut out.indices, total as usize);
+        sized(&mut out.values, total as usize);
         located.push(rows);
         part.rows = out;
     }

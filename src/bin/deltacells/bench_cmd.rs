@@ -240,17 +240,20 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     reset_peak_rss();
     let t = Instant::now();
     let (mut cells, mut batches, mut decoded, mut touched) = (0usize, 0usize, 0usize, 0usize);
-    for b in ds.batches(config)? {
+    // As a training loop would: each batch's buffers go back once it is used.
+    let mut iter = ds.batches(config)?;
+    while let Some(b) = iter.next() {
         let b = b?;
         cells += b.cells.len();
         batches += 1;
         decoded += b.stats.chunks_decoded;
         touched += b.stats.chunks_touched;
+        iter.recycle(b);
     }
     let s = t.elapsed().as_secs_f64();
     writeln!(
         out,
-        "\ntraining batches ({} cells, block shuffle over {} tiles, prefetch 2, cache {} MiB, {max_threads} threads):",
+        "\ntraining batches ({} cells, block shuffle over {} tiles, prefetch 2, cache {} MiB, {max_threads} threads, batches recycled):",
         args.batch_size, args.window, args.cache_mb
     )
     .map_err(out_err)?;
