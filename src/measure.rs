@@ -222,8 +222,19 @@ pub fn concurrent_read_rate(
 
 /// Peak resident memory of this process in bytes (Linux `VmHWM`), if known.
 pub fn peak_rss() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// Resident memory of this process now, in bytes (Linux `VmRSS`), if known:
+/// the baseline a later [`peak_rss`] is compared with.
+pub fn resident() -> Option<u64> {
+    status_bytes("VmRSS:")
+}
+
+/// A `kB` field of `/proc/self/status`, in bytes.
+fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }

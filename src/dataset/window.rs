@@ -36,8 +36,8 @@ pub(crate) struct WindowBudget {
 impl WindowBudget {
     /// The budget for windows of `windows` (each a list of tiles) under a
     /// bound of `cache_bytes`: the largest window decoded (8 bytes per
-    /// nonzero and per cell), its compressed tiles in the cache, and the next
-    /// window's tiles being fetched ahead must all fit. `None` when they do
+    /// nonzero and per cell, plus an eighth of room), its compressed tiles in
+    /// the cache, and the next window's tiles being fetched ahead must all fit. `None` when they do
     /// not: batches are then assembled chunk by chunk through a cache that
     /// re-decodes what it had to evict.
     pub(crate) fn new<'w>(
@@ -58,6 +58,9 @@ impl WindowBudget {
             }));
             compressed = compressed.max(sum(&|t| m.tile_bytes[t]));
         }
+        // Batches built in fresh buffers get an eighth more room (see
+        // `scatter::sized`): counted here, so the bound holds either way.
+        let decoded = decoded.saturating_add(decoded / 8);
         let rest = (cache_bytes as u64).checked_sub(decoded)?;
         (rest >= 2 * compressed).then(|| WindowBudget {
             tile_cache_bytes: (rest - compressed) as usize,

@@ -10,8 +10,8 @@ use clap::Args;
 use deltacells::dataset::{BatchConfig, Shuffle, DEFAULT_CACHE_BYTES};
 use deltacells::format::tile::TileView;
 use deltacells::measure::{
-    concurrent_read_rate, format_rows, peak_rss, reset_peak_rss, scan_report, tile_decode_report,
-    ScanReport,
+    concurrent_read_rate, format_rows, peak_rss, reset_peak_rss, resident, scan_report,
+    tile_decode_report, ScanReport,
 };
 use deltacells::{Backend, Result};
 use serde_json::{json, Value};
@@ -238,6 +238,7 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
         ..BatchConfig::default()
     };
     reset_peak_rss();
+    let before = resident();
     let t = Instant::now();
     let (mut cells, mut batches, mut decoded, mut touched) = (0usize, 0usize, 0usize, 0usize);
     // As a training loop would: each batch's buffers go back once it is used.
@@ -260,13 +261,15 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     let batch_rss = peak_rss();
     writeln!(
         out,
-        "{batches} batches, {:.0} cells/s ({:.2} of the {max_threads}-thread full scan), {:.1} batches/s; per batch {:.1} chunks touched, {:.2} decoded; peak RSS {:.0} MiB",
+        "{batches} batches, {:.0} cells/s ({:.2} of the {max_threads}-thread full scan), {:.1} batches/s; per batch {:.1} chunks touched, {:.2} decoded; peak RSS {:.0} MiB, {:.0} MiB over the {:.0} MiB before the epoch",
         cells as f64 / s,
         cells as f64 / s / scan_rate,
         batches as f64 / s,
         touched as f64 / batches.max(1) as f64,
         decoded as f64 / batches.max(1) as f64,
-        batch_rss.map_or(f64::NAN, mib)
+        batch_rss.map_or(f64::NAN, mib),
+        batch_rss.zip(before).map_or(f64::NAN, |(p, b)| mib(p.saturating_sub(b))),
+        before.map_or(f64::NAN, mib)
     )
     .map_err(out_err)?;
     report.insert(
@@ -280,6 +283,7 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
             "vs_full_scan": cells as f64 / s / scan_rate,
             "chunks_decoded_per_batch": decoded as f64 / batches.max(1) as f64,
             "peak_rss_bytes": batch_rss,
+            "rss_before_bytes": before,
         }),
     );
 

@@ -124,7 +124,7 @@ fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> Strin
     let _ = writeln!(s, "| path | cells/s | note |\n|---|---|---|");
     let _ = writeln!(
         s,
-        "| training batches ({} cells, windows of {} tiles, {} threads) | {:.0} | {:.2} of the full scan at the same thread count; {:.2} chunks decoded per batch; peak RSS {:.0} MiB (bound {} MiB) |",
+        "| training batches ({} cells, windows of {} tiles, {} threads) | {:.0} | {:.2} of the full scan at the same thread count; {:.2} chunks decoded per batch; peak RSS {:.0} MiB, {:.0} MiB over the process before the epoch (bound {} MiB) |",
         bt["batch_size"],
         bt["window_tiles"],
         bt["threads"],
@@ -132,6 +132,7 @@ fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> Strin
         num(&bt["vs_full_scan"]),
         num(&bt["chunks_decoded_per_batch"]),
         num(&bt["peak_rss_bytes"]) / (1 << 20) as f64,
+        (num(&bt["peak_rss_bytes"]) - num(&bt["rss_before_bytes"])) / (1 << 20) as f64,
         bt["cache_bytes"].as_u64().unwrap_or(0) >> 20
     );
     for row in rows(&r["concurrent_readers"]) {
