@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use deltacells::dataset::{Batch, BatchIter, BatchRows};
+use deltacells::dataset::{Batch, BatchIter, BatchRows, Recycler};
 use numpy::{IntoPyArray, PyArrayMethods};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -12,6 +12,7 @@ use pyo3::types::PyTuple;
 use crate::arrays;
 use crate::columns;
 use crate::errors::OrRaise;
+use crate::pool;
 
 /// Iterator of batches as `(index, cells, rows, labels)`: `rows` is
 /// `("csr", indptr, indices, data, n_cols)` or `("dense", matrix)`, `labels` a
@@ -22,23 +23,34 @@ pub struct PyBatchIter {
     // Python calls `__next__` from one thread at a time anyway.
     inner: Mutex<BatchIter>,
     len: usize,
+    /// Where a batch's buffers go when Python lets go of its arrays: back to
+    /// the iterator, which builds later batches in them.
+    recycler: Recycler,
 }
 
 impl PyBatchIter {
     pub fn new(iter: BatchIter) -> PyBatchIter {
         PyBatchIter {
             len: iter.len(),
+            recycler: iter.recycler(),
             inner: Mutex::new(iter),
         }
     }
 }
 
-fn to_python(py: Python<'_>, batch: Batch) -> PyResult<Bound<'_, PyTuple>> {
+fn to_python<'py>(
+    py: Python<'py>,
+    batch: Batch,
+    recycler: &Recycler,
+) -> PyResult<Bound<'py, PyTuple>> {
     let n = batch.cells.len();
     let rows = match batch.rows {
         BatchRows::Csr(csr) => {
-            let (indptr, indices, data, n_cols) = arrays::csr(py, csr);
-            ("csr", indptr, indices, data, n_cols)
+            let (r1, r2, r3) = (recycler.clone(), recycler.clone(), recycler.clone());
+            let indptr = pool::lend(py, csr.indptr, move |b| r1.give_indptr(b))?;
+            let indices = pool::lend(py, csr.indices, move |b| r2.give_indices(b))?;
+            let data = pool::lend(py, csr.values, move |b| r3.give_values(b))?;
+            ("csr", indptr, indices, data, csr.n_cols)
                 .into_pyobject(py)?
                 .into_any()
         }
@@ -76,7 +88,7 @@ impl PyBatchIter {
         });
         match next.map_err(PyRuntimeError::new_err)? {
             None => Ok(None),
-            Some(batch) => to_python(py, batch.or_raise(py)?).map(Some),
+            Some(batch) => to_python(py, batch.or_raise(py)?, &self.recycler).map(Some),
         }
     }
 

@@ -11,6 +11,8 @@
 //!
 //! The pool holds at most [`KEEP`] idle buffers per element type, so what it
 //! keeps is bounded by a few reads' worth of output beyond those in flight.
+//! Training batches are lent the same way, their buffers going back to the
+//! batch iterator's own recycler (`deltacells::dataset::Recycler`).
 
 use std::sync::{Arc, Mutex};
 
@@ -109,12 +111,20 @@ impl Buffers {
         csr: Csr<V>,
     ) -> PyResult<crate::arrays::CsrArrays<'py, V>> {
         Ok((
-            lend(py, csr.indptr, &self.i64s)?,
-            lend(py, csr.indices, &self.i32s)?,
-            lend(py, csr.values, V::pool(self))?,
+            lend(py, csr.indptr, giving_to(&self.i64s))?,
+            lend(py, csr.indices, giving_to(&self.i32s))?,
+            lend(py, csr.values, giving_to(V::pool(self)))?,
             csr.n_cols,
         ))
     }
+}
+
+/// Gives a buffer back to `pool`.
+fn giving_to<T: Send + Sync + 'static>(
+    pool: &Arc<Pool<T>>,
+) -> impl Fn(Vec<T>) + Send + Sync + 'static {
+    let pool = pool.clone();
+    move |buf| pool.give(buf)
 }
 
 /// A buffer on loan to numpy: the base object of the array over it.
@@ -124,24 +134,24 @@ pub struct Lease {
     _buf: Box<dyn Send + Sync>,
 }
 
-/// Gives the buffer back to its pool when dropped.
-struct Returning<T> {
+/// Gives the buffer back (to a pool, or to a batch iterator) when dropped.
+struct Returning<T, F: Fn(Vec<T>)> {
     buf: Vec<T>,
-    pool: Arc<Pool<T>>,
+    back: F,
 }
 
-impl<T> Drop for Returning<T> {
+impl<T, F: Fn(Vec<T>)> Drop for Returning<T, F> {
     fn drop(&mut self) {
-        self.pool.give(std::mem::take(&mut self.buf));
+        (self.back)(std::mem::take(&mut self.buf));
     }
 }
 
-/// A numpy array over `buf`, owned by a [`Lease`] that gives `buf` back to
-/// `pool` when numpy lets go of it.
-fn lend<'py, T: Pooled>(
+/// A numpy array over `buf`, owned by a [`Lease`] that hands `buf` to `back`
+/// when numpy lets go of it.
+pub fn lend<'py, T: Element + Send + Sync + 'static>(
     py: Python<'py>,
     buf: Vec<T>,
-    pool: &Arc<Pool<T>>,
+    back: impl Fn(Vec<T>) + Send + Sync + 'static,
 ) -> PyResult<Bound<'py, PyArray1<T>>> {
     let (ptr, len) = (buf.as_ptr(), buf.len());
     // Moving the Vec into the box moves its header, not its heap buffer, so
@@ -149,10 +159,7 @@ fn lend<'py, T: Pooled>(
     let lease = Bound::new(
         py,
         Lease {
-            _buf: Box::new(Returning {
-                buf,
-                pool: pool.clone(),
-            }),
+            _buf: Box::new(Returning { buf, back }),
         },
     )?;
     // SAFETY: `ptr` points at `len` initialised elements of the buffer the

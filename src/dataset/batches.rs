@@ -33,7 +33,7 @@ use crate::csr::Csr;
 use crate::dataset::cache::ChunkCache;
 use crate::dataset::plan::CellRuns;
 use crate::dataset::read::ReadStats;
-use crate::dataset::scatter::{build_window, Part, Pending, Recycled};
+use crate::dataset::scatter::{build_window, Part, Pending, Recycler};
 use crate::dataset::select::GeneSelection;
 use crate::dataset::window::{BatchOut, WindowBudget, WindowRows};
 use crate::dataset::Dataset;
@@ -371,9 +371,7 @@ pub struct BatchIter {
     total: usize,
     source: Source,
     /// Buffers handed back by [`BatchIter::recycle`], for the producer.
-    recycled: Recycled,
-    /// How many handed-back buffers are kept at most.
-    recycle_limit: usize,
+    recycled: Recycler,
 }
 
 enum Source {
@@ -434,7 +432,7 @@ struct Producer {
     /// batches are CSR rows of every gene (see [`crate::dataset::scatter`]).
     built: Option<Pending>,
     /// Buffers of batches the caller is done with, to build parts in.
-    recycled: Recycled,
+    recycled: Recycler,
     obs: Option<LocalObs>,
 }
 
@@ -734,7 +732,7 @@ impl Dataset {
             .max()
             .unwrap_or(0);
         let recycle_limit = (window_cells as usize).div_ceil(config.batch_size) + prefetch + 2;
-        let recycled = Recycled::default();
+        let recycled = Recycler::new(recycle_limit);
         let mut producer = Producer {
             dataset: self.clone(),
             cache: ChunkCache::new(budget.map_or(config.cache_bytes, |b| b.tile_cache_bytes)),
@@ -777,7 +775,6 @@ impl Dataset {
             total,
             source,
             recycled,
-            recycle_limit,
         })
     }
 }
@@ -800,8 +797,14 @@ impl BatchIter {
     /// rebuilt in place (others are dropped here).
     pub fn recycle(&self, batch: Batch) {
         if let BatchRows::Csr(csr) = batch.rows {
-            self.recycled.give(csr, self.recycle_limit);
+            self.recycled.give(csr);
         }
+    }
+
+    /// A handle giving buffers back to this iterator from anywhere (another
+    /// thread, or the owner of arrays lent out over a batch's buffers).
+    pub fn recycler(&self) -> Recycler {
+        self.recycled.clone()
     }
 }
 

@@ -23,6 +23,7 @@ use std::sync::Arc;
 pub use crate::storage::{AlignedBytes, LocalStore, MemoryStore, Store};
 pub use batches::{Batch, BatchConfig, BatchIter, BatchRows, Shuffle};
 pub use read::{CsrBatch, DenseBatch, ReadStats};
+pub use scatter::Recycler;
 pub use select::GeneSelection;
 pub use writer::{DatasetWriter, WriterConfig, DEFAULT_TILE_SIZE};
 

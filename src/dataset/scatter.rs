@@ -44,24 +44,79 @@ pub(crate) struct Part {
     pub(crate) rows: Csr<f32>,
 }
 
-/// Buffers of batches the caller handed back, shared by the iterator (which
-/// takes them back) and the producer (which builds parts in them).
-#[derive(Clone, Default)]
-pub(crate) struct Recycled(Arc<Mutex<Vec<Csr<f32>>>>);
+/// Hands the buffers of batches the caller is done with back to their batch
+/// iterator, which builds later batches in them (see
+/// [`crate::dataset::BatchIter::recycle`]). Buffers come back one by one, so
+/// a caller whose arrays die at different times (numpy arrays over a
+/// batch's buffers, say) can give each back as it goes. Cheap to clone; may
+/// outlive the iterator (what it then gets back is dropped with it).
+#[derive(Clone, Debug)]
+pub struct Recycler(Arc<Spare>);
 
-impl Recycled {
-    /// Keeps `csr`'s buffers for a later part, unless `limit` buffers are kept.
-    pub(crate) fn give(&self, csr: Csr<f32>, limit: usize) {
-        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if kept.len() < limit {
-            kept.push(csr);
-        }
+/// The kept buffers, by kind, and how many of each are kept at most.
+#[derive(Debug)]
+struct Spare {
+    indptr: Mutex<Vec<Vec<i64>>>,
+    indices: Mutex<Vec<Vec<i32>>>,
+    values: Mutex<Vec<Vec<f32>>>,
+    limit: usize,
+}
+
+/// Keeps `buf` in `kept` unless `limit` are kept already.
+fn keep<T>(kept: &Mutex<Vec<Vec<T>>>, buf: Vec<T>, limit: usize) {
+    let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+    if kept.len() < limit {
+        kept.push(buf);
+    }
+}
+
+/// A kept buffer, or a new empty one.
+fn reuse<T>(kept: &Mutex<Vec<Vec<T>>>) -> Vec<T> {
+    let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+    kept.pop().unwrap_or_default()
+}
+
+impl Recycler {
+    /// A recycler keeping at most `limit` buffers of each kind.
+    pub(crate) fn new(limit: usize) -> Recycler {
+        Recycler(Arc::new(Spare {
+            indptr: Mutex::default(),
+            indices: Mutex::default(),
+            values: Mutex::default(),
+            limit,
+        }))
     }
 
-    /// Buffers to build a part in: handed back ones when there are any.
+    /// Gives back every buffer of `csr`.
+    pub fn give(&self, csr: Csr<f32>) {
+        self.give_indptr(csr.indptr);
+        self.give_indices(csr.indices);
+        self.give_values(csr.values);
+    }
+
+    /// Gives back a batch's `indptr` buffer.
+    pub fn give_indptr(&self, buf: Vec<i64>) {
+        keep(&self.0.indptr, buf, self.0.limit);
+    }
+
+    /// Gives back a batch's `indices` buffer.
+    pub fn give_indices(&self, buf: Vec<i32>) {
+        keep(&self.0.indices, buf, self.0.limit);
+    }
+
+    /// Gives back a batch's `values` buffer.
+    pub fn give_values(&self, buf: Vec<f32>) {
+        keep(&self.0.values, buf, self.0.limit);
+    }
+
+    /// Buffers to build a part in: given-back ones where there are any.
     fn take(&self) -> Csr<f32> {
-        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.pop().unwrap_or_else(|| Csr::empty(0))
+        Csr {
+            n_cols: 0,
+            indptr: reuse(&self.0.indptr),
+            indices: reuse(&self.0.indices),
+            values: reuse(&self.0.values),
+        }
     }
 }
 
@@ -146,7 +201,7 @@ pub(crate) fn build_window(
     tiles: &[usize],
     parts: &mut [Part],
     cache: &ChunkCache,
-    recycled: &Recycled,
+    recycled: &Recycler,
 ) -> Result<ReadStats> {
     let mut stats = ReadStats::default();
     let fetched = dataset.fetch_tiles(tiles, cache, &mut stats)?;
