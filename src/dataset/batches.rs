@@ -31,12 +31,12 @@ use rand_pcg::Pcg64Mcg;
 
 use crate::csr::Csr;
 use crate::dataset::cache::ChunkCache;
-use crate::dataset::plan::CellRuns;
 use crate::dataset::read::ReadStats;
 use crate::dataset::scatter::{build_window, Part, Pending, Recycler};
 use crate::dataset::select::GeneSelection;
 use crate::dataset::window::{BatchOut, WindowBudget, WindowRows};
 use crate::dataset::Dataset;
+use crate::engine::plan::CellRuns;
 use crate::error::{Error, Result};
 use crate::obs::{Labels, LocalObs};
 

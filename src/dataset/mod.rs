@@ -9,7 +9,6 @@
 mod batches;
 mod cache;
 pub mod ingest;
-mod plan;
 mod ranged;
 mod read;
 mod scatter;
@@ -37,8 +36,8 @@ use crate::kernels::DecodedCount;
 use crate::obs::{Labels, LocalObs, ObsReader, VarFrame};
 use crate::storage::{Fetcher, Location};
 
+use crate::engine::plan::CellRuns;
 use cache::{ChunkCache, TileBytes};
-use plan::CellRuns;
 
 /// Object key of the manifest (written last: a location without it is an
 /// incomplete dataset).

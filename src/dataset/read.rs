@@ -1,7 +1,7 @@
 //! Reading any cells: plan, fetch, then decode straight into the output.
 //!
 //! A request (cells in any order, duplicates allowed) is planned before any
-//! decompression ([`crate::dataset::plan`]): the tiles it needs come from the
+//! decompression ([`crate::engine::plan`]): the tiles it needs come from the
 //! manifest, then, once their heads are at hand, the segments of consecutive
 //! rows of one chunk and where each lands in the output. A segment that is a
 //! whole chunk in order (ranges, tiles, scans) is decoded by a worker
@@ -18,9 +18,9 @@ use rayon::prelude::*;
 
 use crate::csr::Csr;
 use crate::dataset::cache::{ChunkCache, DecodedChunk, TileBytes};
-use crate::dataset::plan::{pieces, CellRuns, Piece, ReadPlan, Segment};
 use crate::dataset::select::GeneSelection;
 use crate::dataset::Dataset;
+use crate::engine::plan::{pieces, CellRuns, Piece, ReadPlan, Segment};
 use crate::error::{Error, Result};
 use crate::format::manifest::Manifest;
 use crate::format::tile::TileView;
