@@ -1,4 +1,6 @@
-//! Training batches cut from a decoded window.
+//! Training batches cut from a decoded window: the path of gene selections
+//! and dense rows (CSR batches of every gene are built straight from the
+//! chunks, see [`super::scatter`]).
 //!
 //! Every batch of a block-shuffle window draws its cells from all of the
 //! window's chunks, so the window's tiles are decoded whole, once, straight
@@ -7,9 +9,10 @@
 //! faults once warm). A batch is then a copy of its rows out of those
 //! buffers, in parallel pieces on the pool.
 //!
-//! The decoded window is the iterator's cache: [`WindowBudget`] decides from
-//! the manifest whether the largest window fits the configured bound together
-//! with its compressed tiles, and how many bytes are left for the tile cache.
+//! A window's output is the iterator's cache, either way: [`WindowBudget`]
+//! decides from the manifest whether the largest window fits the configured
+//! bound together with its compressed tiles, and how many bytes are left for
+//! the tile cache.
 
 use std::ops::Range;
 
