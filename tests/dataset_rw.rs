@@ -120,6 +120,15 @@ fn read_cells_matches_a_naive_full_decode() {
         ),
         (1, 1, 1)
     );
+    // The tiles do not fit a cache of 0 bytes: a few cells fetch only the
+    // tile's head and their chunk's frames, not the whole tile.
+    let (t, _) = fresh.locate(300).unwrap();
+    assert!(
+        one.stats.bytes_fetched < fresh.manifest().tile_bytes[t] / 2,
+        "{} of {} bytes",
+        one.stats.bytes_fetched,
+        fresh.manifest().tile_bytes[t]
+    );
     assert!(matches!(ds.read_cells::<i32>(&[700]), Err(Error::Input(_))));
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -98,6 +98,11 @@ impl ChunkCache {
         }
     }
 
+    /// The bound, in bytes.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     fn lock(&self) -> MutexGuard<'_, Lru> {
         self.lru.lock().unwrap_or_else(PoisonError::into_inner)
     }

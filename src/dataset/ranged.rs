@@ -1,7 +1,8 @@
-//! Random access over stores where a request is expensive (object storage):
-//! a read that needs a few cells of a tile fetches only the tile's head
-//! (header, chunk table, indptr) and then, in one coalesced call, the frames
-//! of the chunks holding those cells, instead of the whole tile.
+//! Random access over stores where a request is expensive (object storage),
+//! or over datasets larger than the cache: a read that needs a few cells of
+//! a tile fetches only the tile's head (header, chunk table, indptr) and then,
+//! in one coalesced call, the frames of the chunks holding those cells,
+//! instead of the whole tile.
 //!
 //! The tile is assembled at its offsets in a zeroed buffer of its full
 //! length and checked by [`TileView::parse_partial`] (every rule but the
@@ -12,18 +13,23 @@ use rayon::prelude::*;
 
 use crate::dataset::cache::TileBytes;
 use crate::dataset::Dataset;
-use crate::error::{Error, Result};
+use crate::error::{DatasetRule, Error, Result};
 use crate::format::manifest::Manifest;
 use crate::format::tile::{Header, TileView, CHUNK_ENTRY_LEN, HEADER_LEN};
 use crate::storage::{coalesce, AlignedBytes, COALESCE_GAP};
 
 impl Dataset {
     /// Whether reading `n_cells` cells of tile `t` should fetch byte ranges:
-    /// only on a store where requests are expensive, and only when the read
-    /// needs few of the tile's cells (a scan fetches whole tiles).
-    pub(crate) fn wants_ranges(&self, t: usize, n_cells: usize) -> bool {
-        self.store().is_remote()
-            && (n_cells as u64).saturating_mul(4) < self.manifest().tile_cells[t]
+    /// only when the read needs few of the tile's cells (a scan fetches whole
+    /// tiles), and only where whole tiles would not pay off: on a store where
+    /// requests are expensive, or when the dataset's tiles do not fit in a
+    /// cache of `cache_bytes` (random reads would then fetch and check a whole
+    /// tile, only for it to be evicted before the next read of it).
+    pub(crate) fn wants_ranges(&self, t: usize, n_cells: usize, cache_bytes: usize) -> bool {
+        let m = self.manifest();
+        let tiles_fit = m.tile_bytes.iter().sum::<u64>() <= cache_bytes as u64;
+        (self.store().is_remote() || !tiles_fit)
+            && (n_cells as u64).saturating_mul(4) < m.tile_cells[t]
     }
 
     /// Fetches, concurrently on the I/O stage, the parts of each tile of
@@ -45,6 +51,26 @@ impl Dataset {
         let key = Manifest::tile_key(t);
         let m = self.manifest();
         let size = m.tile_bytes[t];
+        // Where a request is cheap, meet the real object's size before
+        // anything is sized by the manifest's claim (a whole fetch checks it
+        // on the bytes it got).
+        if !self.store().is_remote() {
+            let actual = self
+                .store()
+                .size(&key)?
+                .ok_or_else(|| DatasetRule::TileMissing {
+                    tile: t,
+                    key: key.clone(),
+                })?;
+            if actual != size {
+                return Err(DatasetRule::TileBytes {
+                    tile: t,
+                    manifest: size,
+                    actual,
+                }
+                .into());
+            }
+        }
         // The head's length is in the header; guess it from the manifest so
         // that one request usually suffices.
         let guess = (HEADER_LEN as u64)
@@ -63,7 +89,8 @@ impl Dataset {
         let len = usize::try_from(size).map_err(|_| {
             Error::Input(format!("tile {t} of {size} bytes does not fit in memory"))
         })?;
-        let mut bytes = AlignedBytes::zeroed(len);
+        let mut bytes = AlignedBytes::sparse(len)
+            .map_err(|e| Error::io(format!("a buffer for the {size} bytes of tile {t}"), e))?;
         bytes.as_mut_bytes()[..head.len()].copy_from_slice(head.as_bytes());
         let frames: Vec<std::ops::Range<u64>> = {
             let view = self.check_view(t, bytes.as_bytes(), false)?;

@@ -164,9 +164,10 @@ impl Dataset {
         for p in wanted {
             *needed.entry(p.tile).or_default() += p.local.len();
         }
-        let (ranged, whole): (Vec<usize>, Vec<usize>) = missing
-            .into_iter()
-            .partition(|t| self.wants_ranges(*t, needed.get(t).copied().unwrap_or(usize::MAX)));
+        let (ranged, whole): (Vec<usize>, Vec<usize>) = missing.into_iter().partition(|t| {
+            let cells = needed.get(t).copied().unwrap_or(usize::MAX);
+            self.wants_ranges(*t, cells, cache.capacity())
+        });
         // Only tiles of which few cells are read are fetched by ranges, so
         // listing those cells one by one stays small.
         let ranged: Vec<(usize, Vec<usize>)> = ranged

@@ -3,19 +3,53 @@
 //! place whichever store the tile came from.
 
 /// Bytes in an 8-byte-aligned buffer.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Default)]
 pub struct AlignedBytes {
-    words: Vec<u64>,
+    memory: Memory,
     len: usize,
 }
+
+/// Where the bytes live.
+enum Memory {
+    /// A heap allocation of words.
+    Heap(Vec<u64>),
+    /// Anonymous pages of their own, zero until written: a large buffer of
+    /// which only parts are filled (a tile fetched by byte ranges) costs only
+    /// the pages written, where a zeroed heap allocation that reuses freed
+    /// memory would be cleared in full first.
+    Pages(memmap2::MmapMut),
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Memory::Heap(Vec::new())
+    }
+}
+
+/// Buffers from this size on are worth pages of their own when sparse.
+const PAGES_FROM: usize = 1 << 20;
 
 impl AlignedBytes {
     /// A zeroed buffer of `len` bytes.
     pub fn zeroed(len: usize) -> AlignedBytes {
         AlignedBytes {
-            words: vec![0; len.div_ceil(8)],
+            memory: Memory::Heap(vec![0; len.div_ceil(8)]),
             len,
         }
+    }
+
+    /// A zeroed buffer of `len` bytes of which only small parts will be
+    /// written (a tile fetched by byte ranges): large ones get pages of their
+    /// own, so the parts never written cost nothing. An error, never an
+    /// abort, when the system will not map that much.
+    pub fn sparse(len: usize) -> std::io::Result<AlignedBytes> {
+        if len < PAGES_FROM {
+            return Ok(AlignedBytes::zeroed(len));
+        }
+        Ok(AlignedBytes {
+            memory: Memory::Pages(memmap2::MmapMut::map_anon(len)?),
+            len,
+        })
     }
 
     /// A copy of `bytes`.
@@ -27,12 +61,18 @@ impl AlignedBytes {
 
     /// The bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice::<u64, u8>(&self.words)[..self.len]
+        match &self.memory {
+            Memory::Heap(words) => &bytemuck::cast_slice::<u64, u8>(words)[..self.len],
+            Memory::Pages(pages) => &pages[..self.len],
+        }
     }
 
     /// The bytes, mutably.
     pub fn as_mut_bytes(&mut self) -> &mut [u8] {
-        &mut bytemuck::cast_slice_mut::<u64, u8>(&mut self.words)[..self.len]
+        match &mut self.memory {
+            Memory::Heap(words) => &mut bytemuck::cast_slice_mut::<u64, u8>(words)[..self.len],
+            Memory::Pages(pages) => &mut pages[..self.len],
+        }
     }
 
     /// Length in bytes.
@@ -43,6 +83,28 @@ impl AlignedBytes {
     /// Whether the buffer is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+impl Clone for AlignedBytes {
+    fn clone(&self) -> Self {
+        AlignedBytes::copy_from(self.as_bytes())
+    }
+}
+
+impl PartialEq for AlignedBytes {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for AlignedBytes {}
+
+impl std::fmt::Debug for AlignedBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlignedBytes")
+            .field("len", &self.len)
+            .finish()
     }
 }
 
@@ -58,5 +120,19 @@ mod tests {
             assert_eq!(b.as_bytes(), &src[..]);
             assert_eq!(b.as_bytes().as_ptr() as usize % 8, 0);
         }
+    }
+
+    #[test]
+    fn sparse_buffers_start_zeroed_and_compare_and_clone_by_content() {
+        let small = AlignedBytes::sparse(100).unwrap();
+        assert!(matches!(small.memory, Memory::Heap(_)) && small.as_bytes() == [0; 100]);
+        let mut b = AlignedBytes::sparse(PAGES_FROM + 5).unwrap();
+        assert!(matches!(b.memory, Memory::Pages(_)));
+        assert!(b.as_bytes().iter().all(|&x| x == 0));
+        b.as_mut_bytes()[PAGES_FROM + 4] = 7;
+        let c = b.clone();
+        assert_eq!(c, b);
+        assert_eq!(c.as_bytes()[PAGES_FROM + 4], 7);
+        assert_ne!(AlignedBytes::zeroed(PAGES_FROM + 5), b);
     }
 }
