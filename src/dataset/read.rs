@@ -416,16 +416,10 @@ impl Dataset {
                 continue;
             }
             // Long copies are split so every worker gets a share.
-            let mut start = s.local.start;
-            for cell in s.local.clone() {
-                let row = s.out_row + (cell - s.local.start);
-                let base = s.out_row + (start - s.local.start);
-                if (indptr[row + 1] - indptr[base]) as usize >= GATHER_TASK_NNZ
-                    || cell + 1 == s.local.end
-                {
-                    tasks.push(take(s, start..cell + 1, false));
-                    start = cell + 1;
-                }
+            let rows = &indptr[s.out_row..=s.out_row + s.local.len()];
+            for piece in pieces_of(rows, GATHER_TASK_NNZ) {
+                let local = s.local.start + piece.start..s.local.start + piece.end;
+                tasks.push(take(s, local, false));
             }
         }
         Ok((Fill { sources, tasks }, stats))
@@ -558,6 +552,22 @@ pub(crate) fn split_off<'o, T>(rest: &mut &'o mut [T], len: usize) -> &'o mut [T
     head
 }
 
+/// Cuts rows (given by their `indptr`, starting anywhere) into consecutive
+/// pieces of about `target` nonzeros: parallel tasks big enough to amortise
+/// scheduling, small enough to spread over every worker.
+pub(crate) fn pieces_of(indptr: &[i64], target: usize) -> Vec<Range<usize>> {
+    let n = indptr.len() - 1;
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for r in 0..n {
+        if (indptr[r + 1] - indptr[start]) as usize >= target || r + 1 == n {
+            pieces.push(start..r + 1);
+            start = r + 1;
+        }
+    }
+    pieces
+}
+
 /// Sorts one row's entries by column (after a non-monotone gene selection).
 fn sort_row<V: Copy>(indices: &mut [i32], values: &mut [V]) {
     let mut pairs: Vec<(i32, V)> = indices
@@ -569,5 +579,20 @@ fn sort_row<V: Copy>(indices: &mut [i32], values: &mut [V]) {
     for ((i, v), (pi, pv)) in indices.iter_mut().zip(values.iter_mut()).zip(pairs) {
         *i = pi;
         *v = pv;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cover_every_row_once_in_order() {
+        let big = 100;
+        let indptr = [0, 10, big, big + 1, 3 * big, 3 * big, 3 * big + 5];
+        let pieces = pieces_of(&indptr, big as usize);
+        assert_eq!(pieces, [0..2, 2..4, 4..6]);
+        assert!(pieces_of(&[7], 1).is_empty());
+        assert_eq!(pieces_of(&[7, 8], 100), vec![0..1]);
     }
 }

@@ -14,13 +14,11 @@
 //! bound together with its compressed tiles, and how many bytes are left for
 //! the tile cache.
 
-use std::ops::Range;
-
 use rayon::prelude::*;
 
 use crate::csr::Csr;
 use crate::dataset::cache::ChunkCache;
-use crate::dataset::read::{split_off, ReadStats};
+use crate::dataset::read::{pieces_of, split_off, ReadStats};
 use crate::dataset::select::GeneSelection;
 use crate::dataset::Dataset;
 use crate::error::Result;
@@ -164,7 +162,7 @@ impl WindowRows {
                 let mut pieces = Vec::new();
                 let (mut idx_rest, mut val_rest) =
                     (&mut csr.indices[start..], &mut csr.values[start..]);
-                for rows_range in pieces_of(indptr) {
+                for rows_range in pieces_of(indptr, PIECE_NNZ) {
                     let len = (indptr[rows_range.end] - indptr[rows_range.start]) as usize;
                     pieces.push((
                         &rows[rows_range],
@@ -208,35 +206,5 @@ impl WindowRows {
             }
         }
         Ok(())
-    }
-}
-
-/// Cuts rows (given by their `indptr`, starting anywhere) into consecutive
-/// pieces of about [`PIECE_NNZ`] nonzeros.
-fn pieces_of(indptr: &[i64]) -> Vec<Range<usize>> {
-    let n = indptr.len() - 1;
-    let mut pieces = Vec::new();
-    let mut start = 0;
-    for r in 0..n {
-        if (indptr[r + 1] - indptr[start]) as usize >= PIECE_NNZ || r + 1 == n {
-            pieces.push(start..r + 1);
-            start = r + 1;
-        }
-    }
-    pieces
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pieces_cover_every_row_once_in_order() {
-        let big = PIECE_NNZ as i64;
-        let indptr = [0, 10, big, big + 1, 3 * big, 3 * big, 3 * big + 5];
-        let pieces = pieces_of(&indptr);
-        assert_eq!(pieces, [0..2, 2..4, 4..6]);
-        assert!(pieces_of(&[7]).is_empty());
-        assert_eq!(pieces_of(&[7, 8]), vec![0..1]);
     }
 }
