@@ -206,29 +206,41 @@ impl Dataset {
         Ok(out)
     }
 
-    /// Decodes whole chunks into shared buffers (on the pool).
+    /// Decodes whole chunks into shared buffers (on the pool), reusing
+    /// `buffers` (stale chunks) before allocating; each with its unit.
     fn decode_chunks(
         &self,
         sources: &Sources,
         units: &[(usize, usize)],
-    ) -> Result<Vec<Arc<DecodedChunk>>> {
+        mut buffers: Vec<DecodedChunk>,
+    ) -> Result<Vec<((usize, usize), Arc<DecodedChunk>)>> {
+        // The largest chunks get the largest buffers, so that few grow (a
+        // grown buffer is fresh memory again).
+        let nnz = |&(t, c): &(usize, usize)| sources.view(t).chunk(c).nnz();
+        let mut by_size: Vec<(usize, usize)> = units.to_vec();
+        by_size.sort_unstable_by_key(nnz);
+        buffers.sort_unstable_by_key(|b| b.indices.capacity().min(b.values.capacity()));
+        let work: Vec<((usize, usize), DecodedChunk)> = by_size
+            .into_iter()
+            .rev()
+            .map(|u| (u, buffers.pop().unwrap_or_default()))
+            .collect();
         self.engine().install(|| {
-            units
-                .par_iter()
-                .map(|&(t, c)| {
+            work.into_par_iter()
+                .map(|((t, c), mut chunk)| {
                     let view = sources.view(t);
                     let e = view.chunk(c);
                     let n = e.nnz() as usize;
-                    let mut chunk = DecodedChunk {
-                        cell_lo: e.cell_lo as usize,
-                        indptr: view
-                            .indptr(e.cell_lo as usize, e.cell_hi as usize)
+                    chunk.cell_lo = e.cell_lo as usize;
+                    chunk.indptr.clear();
+                    chunk.indptr.extend(
+                        view.indptr(e.cell_lo as usize, e.cell_hi as usize)
                             .iter()
-                            .map(|&p| (p as u64 - e.nnz_lo) as usize)
-                            .collect(),
-                        indices: vec![0; n],
-                        values: vec![0; n],
-                    };
+                            .map(|&p| (p as u64 - e.nnz_lo) as usize),
+                    );
+                    // Shrinking writes nothing; the decode overwrites all `n`.
+                    chunk.indices.resize(n, 0);
+                    chunk.values.resize(n, 0);
                     self.engine()
                         .with_decoder(|d| {
                             d.decode_chunk(&view, c, &mut chunk.indices, &mut chunk.values)
@@ -237,7 +249,7 @@ impl Dataset {
                             tile: t,
                             source: Box::new(e),
                         })?;
-                    Ok(Arc::new(chunk))
+                    Ok(((t, c), Arc::new(chunk)))
                 })
                 .collect()
         })
@@ -295,9 +307,18 @@ impl Dataset {
             }
         }
         stats.chunks_decoded += missing.len();
-        for (unit, chunk) in missing.iter().zip(self.decode_chunks(&sources, &missing)?) {
+        let room = missing
+            .iter()
+            .map(|&(t, c)| {
+                let e = sources.view(t).chunk(c);
+                DecodedChunk::bytes_for(e.nnz() as usize, (e.cell_hi - e.cell_lo) as usize)
+            })
+            .sum();
+        let buffers = cache.make_room(room);
+        let decoded = self.decode_chunks(&sources, &missing, buffers)?;
+        for (unit, chunk) in decoded {
             cache.put_chunk(unit.0, unit.1, chunk.clone());
-            sources.chunks.insert(*unit, chunk);
+            sources.chunks.insert(unit, chunk);
         }
         Ok(Planned { sources, plan })
     }
