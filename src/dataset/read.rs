@@ -93,10 +93,13 @@ struct Task<'o, V> {
 /// small enough to spread a batch over every worker.
 const GATHER_TASK_NNZ: usize = 1 << 15;
 
+/// A chunk of a tile: `(tile, chunk)`.
+type Unit = (usize, usize);
+
 /// What a plan has fetched and decoded, shared read-only by the fill tasks.
 struct Sources {
     tiles: HashMap<usize, Arc<TileBytes>>,
-    chunks: HashMap<(usize, usize), Arc<DecodedChunk>>,
+    chunks: HashMap<Unit, Arc<DecodedChunk>>,
 }
 
 impl Sources {
@@ -211,16 +214,16 @@ impl Dataset {
     fn decode_chunks(
         &self,
         sources: &Sources,
-        units: &[(usize, usize)],
+        units: &[Unit],
         mut buffers: Vec<DecodedChunk>,
-    ) -> Result<Vec<((usize, usize), Arc<DecodedChunk>)>> {
+    ) -> Result<Vec<(Unit, Arc<DecodedChunk>)>> {
         // The largest chunks get the largest buffers, so that few grow (a
         // grown buffer is fresh memory again).
-        let nnz = |&(t, c): &(usize, usize)| sources.view(t).chunk(c).nnz();
-        let mut by_size: Vec<(usize, usize)> = units.to_vec();
+        let nnz = |&(t, c): &Unit| sources.view(t).chunk(c).nnz();
+        let mut by_size: Vec<Unit> = units.to_vec();
         by_size.sort_unstable_by_key(nnz);
         buffers.sort_unstable_by_key(|b| b.indices.capacity().min(b.values.capacity()));
-        let work: Vec<((usize, usize), DecodedChunk)> = by_size
+        let work: Vec<(Unit, DecodedChunk)> = by_size
             .into_iter()
             .rev()
             .map(|u| (u, buffers.pop().unwrap_or_default()))
