@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use deltacells::dataset::ingest::{convert, ConvertOptions, Input};
 use deltacells::dataset::{
-    BatchConfig, BatchRows, Dataset, DatasetWriter, GeneSelection, OpenOptions, Shuffle,
+    BatchConfig, BatchRows, Dataset, DatasetWriter, GeneSelection, OpenOptions, Recycler, Shuffle,
     WriterConfig,
 };
 use deltacells::engine::EngineConfig;
@@ -224,6 +224,22 @@ fn epoch(ds: &Arc<Dataset>, config: BatchConfig) -> Vec<(Vec<u64>, BatchRows)> {
         .unwrap()
 }
 
+/// An epoch whose batches go back to the iterator as soon as they are copied,
+/// and the iterator's recycler, holding the buffers of the last ones.
+fn recycling_epoch(
+    ds: &Arc<Dataset>,
+    config: BatchConfig,
+) -> (Vec<(Vec<u64>, BatchRows)>, Recycler) {
+    let mut iter = ds.batches(config).unwrap();
+    let mut batches = Vec::new();
+    while let Some(b) = iter.next() {
+        let b = b.unwrap();
+        batches.push((b.cells.clone(), b.rows.clone()));
+        iter.recycle(b);
+    }
+    (batches, iter.recycler())
+}
+
 #[test]
 fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
     // A bound of 0 cannot hold a decoded window, so those batches take the
@@ -254,17 +270,21 @@ fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
             epoch(&ds, config(0)),
             "dense {dense}, genes {genes:?}"
         );
-        // Batches built in the buffers of batches handed back are the same.
-        let mut iter = ds.batches(config(64 << 20)).unwrap();
-        let mut recycled = Vec::new();
-        while let Some(b) = iter.next() {
-            let b = b.unwrap();
-            recycled.push((b.cells.clone(), b.rows.clone()));
-            iter.recycle(b);
-        }
+        // Batches built in the buffers of batches handed back are the same,
+        // and so are those of an iterator starting in the last one's buffers.
+        let (recycled, spares) = recycling_epoch(&ds, config(64 << 20));
         assert_eq!(
             recycled, windowed,
             "recycled: dense {dense}, genes {genes:?}"
+        );
+        let next_epoch = BatchConfig {
+            recycler: Some(spares),
+            ..config(64 << 20)
+        };
+        assert_eq!(
+            recycling_epoch(&ds, next_epoch).0,
+            windowed,
+            "in the last epoch's buffers: dense {dense}, genes {genes:?}"
         );
         for (cells, rows) in windowed {
             let want = match &genes {

@@ -7,10 +7,10 @@
 //! (and never drops the inherited handle there, whose teardown would talk to
 //! the missing threads).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use deltacells::dataset::{
-    BatchConfig, Dataset, GeneSelection, OpenOptions, Shuffle, DEFAULT_CACHE_BYTES,
+    BatchConfig, Dataset, GeneSelection, OpenOptions, Recycler, Shuffle, DEFAULT_CACHE_BYTES,
 };
 use deltacells::engine::EngineConfig;
 use deltacells::kernels::DecodedCount;
@@ -33,6 +33,9 @@ pub struct PyDataset {
     pid: u32,
     /// Output buffers of range and tile reads, recycled (see [`crate::pool`]).
     buffers: Buffers,
+    /// The last batch iterator's recycler: the next epoch starts in the
+    /// buffers its batches gave back (see `BatchConfig::recycler`).
+    batch_buffers: Mutex<Option<Recycler>>,
 }
 
 /// `(name, kind, categories)` of an obs column.
@@ -117,6 +120,12 @@ impl PyDataset {
         Ok(&self.inner)
     }
 
+    fn last_batch_buffers(&self) -> std::sync::MutexGuard<'_, Option<Recycler>> {
+        self.batch_buffers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn selection(
         &self,
         py: Python<'_>,
@@ -180,6 +189,7 @@ impl PyDataset {
             inner: Arc::new(ds),
             pid: std::process::id(),
             buffers: Buffers::default(),
+            batch_buffers: Mutex::default(),
         })
     }
 
@@ -377,6 +387,7 @@ impl PyDataset {
             dense,
             obs_columns,
             obs_cache_dir,
+            recycler: self.last_batch_buffers().clone(),
         };
         let iter = py
             .detach(move || match count {
@@ -387,6 +398,7 @@ impl PyDataset {
                 None => ds.batches_strided(config, first, step),
             })
             .or_raise(py)?;
+        *self.last_batch_buffers() = Some(iter.recycler());
         Ok(PyBatchIter::new(iter))
     }
 }

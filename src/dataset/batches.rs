@@ -83,6 +83,11 @@ pub struct BatchConfig {
     pub obs_columns: Vec<String>,
     /// Cache directory for localized obs (default: see [`crate::obs::cache_root`]).
     pub obs_cache_dir: Option<PathBuf>,
+    /// Buffers to build batches in: the previous epoch's
+    /// [`BatchIter::recycler`], so that an epoch starts in the buffers the
+    /// last one gave back instead of faulting in fresh pages for its first
+    /// windows (default: a recycler of this iterator's own).
+    pub recycler: Option<Recycler>,
 }
 
 impl Default for BatchConfig {
@@ -101,6 +106,7 @@ impl Default for BatchConfig {
             dense: false,
             obs_columns: Vec::new(),
             obs_cache_dir: None,
+            recycler: None,
         }
     }
 }
@@ -732,7 +738,10 @@ impl Dataset {
             .max()
             .unwrap_or(0);
         let recycle_limit = (window_cells as usize).div_ceil(config.batch_size) + prefetch + 2;
-        let recycled = Recycler::new(recycle_limit);
+        let recycled = match &config.recycler {
+            Some(r) => r.clone(),
+            None => Recycler::new(recycle_limit),
+        };
         let mut producer = Producer {
             dataset: self.clone(),
             cache: ChunkCache::new(budget.map_or(config.cache_bytes, |b| b.tile_cache_bytes)),
