@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use deltacells::kernels::reference::tile as scalar;
-use deltacells::kernels::{CellBounds, KernelTable, TileKernels};
+use deltacells::kernels::{CellBounds, KernelTable, Planes, TileKernels};
 
 /// Genes in the synthetic data (as in a typical human atlas).
 const N_GENES: u32 = 36_601;
@@ -126,18 +126,23 @@ fn kernels(c: &mut Criterion) {
         let chunk = Chunk::new(nnz);
         let mut f32s = vec![0f32; nnz];
         bench_kernel(c, "counts_f32", size, nnz, &mut |t| {
-            t.counts_f32(&chunk.count_planes, &mut f32s)
+            t.counts_f32(Planes::split(&chunk.count_planes), &mut f32s)
                 .expect("valid counts")
         });
         drop(f32s);
         let mut i32s = vec![0i32; nnz];
         bench_kernel(c, "counts_i32", size, nnz, &mut |t| {
-            t.counts_i32(&chunk.count_planes, &mut i32s)
+            t.counts_i32(Planes::split(&chunk.count_planes), &mut i32s)
                 .expect("valid counts")
         });
         bench_kernel(c, "gaps_to_indices", size, nnz, &mut |t| {
-            t.gaps_to_indices(&chunk.gap_planes, chunk.cells(), N_GENES, &mut i32s)
-                .expect("valid gaps")
+            t.gaps_to_indices(
+                Planes::split(&chunk.gap_planes),
+                chunk.cells(),
+                N_GENES,
+                &mut i32s,
+            )
+            .expect("valid gaps")
         });
         drop(i32s);
         let mut u16s = vec![0u16; nnz];

@@ -8,7 +8,7 @@
 //! exceptions at the first and last nonzero of a cell and of the chunk.
 
 use deltacells::kernels::reference::tile as scalar;
-use deltacells::kernels::{Backend, CellBounds, Fault, KernelTable, TileKernels};
+use deltacells::kernels::{Backend, CellBounds, Fault, KernelTable, Planes, TileKernels};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
@@ -176,13 +176,17 @@ fn check_gaps_to_indices(
     let n = chunk.n();
     let planes = planes_of(&chunk.gaps);
     let mut expected = vec![0i32; n];
-    let want =
-        TileKernels::scalar().gaps_to_indices(&planes, chunk.cells(), n_genes, &mut expected);
+    let want = TileKernels::scalar().gaps_to_indices(
+        Planes::split(&planes),
+        chunk.cells(),
+        n_genes,
+        &mut expected,
+    );
     let input = shifted(&planes, offsets.0);
     for t in vector_tables() {
         let mut out = vec![-1i32; offsets.1 + n];
         let got = t.gaps_to_indices(
-            &input[offsets.0..],
+            Planes::split(&input[offsets.0..]),
             chunk.cells(),
             n_genes,
             &mut out[offsets.1..],
@@ -244,15 +248,15 @@ proptest! {
         let planes = counts_planes(&values, &zero_at);
         let n = values.len();
         let mut want_i = vec![0i32; n];
-        let want = TileKernels::scalar().counts_i32(&planes, &mut want_i);
+        let want = TileKernels::scalar().counts_i32(Planes::split(&planes), &mut want_i);
         let mut want_f = vec![0f32; n];
-        prop_assert_eq!(TileKernels::scalar().counts_f32(&planes, &mut want_f), want);
+        prop_assert_eq!(TileKernels::scalar().counts_f32(Planes::split(&planes), &mut want_f), want);
         let input = shifted(&planes, off.0);
         for t in vector_tables() {
             let mut out_i = vec![-1i32; off.1 + n];
-            prop_assert_eq!(t.counts_i32(&input[off.0..], &mut out_i[off.1..]), want, "{} i32", t.isa());
+            prop_assert_eq!(t.counts_i32(Planes::split(&input[off.0..]), &mut out_i[off.1..]), want, "{} i32", t.isa());
             let mut out_f = vec![-1f32; off.1 + n];
-            prop_assert_eq!(t.counts_f32(&input[off.0..], &mut out_f[off.1..]), want, "{} f32", t.isa());
+            prop_assert_eq!(t.counts_f32(Planes::split(&input[off.0..]), &mut out_f[off.1..]), want, "{} f32", t.isa());
             if want.is_ok() {
                 prop_assert_eq!(&out_i[off.1..], &want_i[..], "{} i32", t.isa());
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -307,7 +311,7 @@ proptest! {
         }
         let planes = planes_of(&gaps);
         let mut base = vec![0i32; n];
-        TileKernels::scalar().gaps_to_indices(&planes, chunk.cells(), u32::MAX, &mut base).ok();
+        TileKernels::scalar().gaps_to_indices(Planes::split(&planes), chunk.cells(), u32::MAX, &mut base).ok();
         // The reference's `+=` wants indices below 2^31 throughout, as in a tile.
         let top = spans.iter().map(|&(_, e)| base[e - 1] as u64).max().unwrap_or(0)
             + payloads.iter().map(|&p| u64::from(p)).sum::<u64>();
@@ -318,11 +322,11 @@ proptest! {
             _ => u64::from(random % (1 << 31)),
         }.min(1 << 31) as u32;
         let mut expected = base.clone();
-        let want = TileKernels::scalar().gap_exceptions(&planes, chunk.cells(), n_genes, &positions, &payloads, &mut expected);
+        let want = TileKernels::scalar().gap_exceptions(Planes::split(&planes), chunk.cells(), n_genes, &positions, &payloads, &mut expected);
         let input = shifted(&planes, off.0);
         for t in vector_tables() {
             let mut out = shifted(&base, off.1);
-            let got = t.gap_exceptions(&input[off.0..], chunk.cells(), n_genes, &positions, &payloads, &mut out[off.1..]);
+            let got = t.gap_exceptions(Planes::split(&input[off.0..]), chunk.cells(), n_genes, &positions, &payloads, &mut out[off.1..]);
             prop_assert_eq!(got, want, "{}", t.isa());
             if want.is_ok() {
                 prop_assert_eq!(&out[off.1..], &expected[..], "{}", t.isa());
@@ -355,8 +359,8 @@ proptest! {
         let payloads: Vec<u32> = (0..positions.len() as u32).map(|k| payload - k).collect();
         let mut base_i = vec![0i32; n];
         let mut base_f = vec![0f32; n];
-        TileKernels::scalar().counts_i32(&planes, &mut base_i).unwrap();
-        TileKernels::scalar().counts_f32(&planes, &mut base_f).unwrap();
+        TileKernels::scalar().counts_i32(Planes::split(&planes), &mut base_i).unwrap();
+        TileKernels::scalar().counts_f32(Planes::split(&planes), &mut base_f).unwrap();
         // What the rule says, independently of the function: the first
         // position whose stored value is not the marker is the fault, and
         // otherwise every payload lands at its position.
@@ -366,8 +370,8 @@ proptest! {
             None => Ok(()),
         };
         let (mut got_i, mut got_f) = (base_i.clone(), base_f.clone());
-        prop_assert_eq!(scalar::apply_value_exceptions(&planes, &positions, &payloads, &mut got_i), want);
-        prop_assert_eq!(scalar::apply_value_exceptions(&planes, &positions, &payloads, &mut got_f), want);
+        prop_assert_eq!(scalar::apply_value_exceptions(Planes::split(&planes), &positions, &payloads, &mut got_i), want);
+        prop_assert_eq!(scalar::apply_value_exceptions(Planes::split(&planes), &positions, &payloads, &mut got_f), want);
         if want.is_ok() {
             for (&p, &v) in positions.iter().zip(&payloads) {
                 base_i[p as usize] = v as i32;
@@ -496,7 +500,12 @@ fn indices_reaching_n_genes_fault_identically() {
     check_gaps_to_indices(&chunk, top, (1, 2)).unwrap();
     let mut out = vec![0; chunk.n()];
     for t in vector_tables() {
-        let got = t.gaps_to_indices(&planes_of(&chunk.gaps), chunk.cells(), top, &mut out);
+        let got = t.gaps_to_indices(
+            Planes::split(&planes_of(&chunk.gaps)),
+            chunk.cells(),
+            top,
+            &mut out,
+        );
         assert_eq!(
             got,
             Err(Fault::GeneIndex {

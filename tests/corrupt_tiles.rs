@@ -20,12 +20,23 @@ fn decode_all(bytes: &[u8], backend: Backend) -> Result<Csr<i32>, Error> {
     ChunkDecoder::with_backend(backend)?.decode_tile_to_csr(&view)
 }
 
-/// The rule a tile breaks, checked to be the same on every backend.
+/// The rule a tile breaks, checked to be the same on every backend, and the
+/// same error (rule and place) whether the tile is decoded chunk by chunk or
+/// row by row.
 fn rule_of(bytes: &[u8]) -> TileRule {
     let mut rules = common::tile_backends()
         .into_iter()
         .map(|b| match decode_all(bytes, b) {
-            Err(Error::Tile { rule, .. }) => rule,
+            Err(Error::Tile { rule, at }) => {
+                match common::decode_rows_with(bytes, b, |_| true) {
+                    Err(Error::Tile {
+                        rule: by_rows,
+                        at: at_rows,
+                    }) => assert_eq!((&by_rows, at_rows), (&rule, at), "by rows, {b}"),
+                    other => panic!("by rows, {b}: {other:?}"),
+                }
+                rule
+            }
             Err(e) => panic!("not a tile error: {e}"),
             Ok(_) => panic!("corrupt tile accepted by {b}"),
         });
@@ -97,6 +108,7 @@ fn sample_tile_is_valid() {
     let (t, csr) = sample_tile();
     for b in common::tile_backends() {
         assert_eq!(decode_all(&t, b).unwrap(), csr);
+        assert_eq!(common::decode_rows_with(&t, b, |_| true).unwrap(), csr);
     }
     let view = TileView::parse(&t).unwrap();
     assert!(view.chunks().any(|c| c.vexc.len > 0) && view.chunks().any(|c| c.gexc.len > 0));

@@ -8,7 +8,7 @@ mod common;
 use common::{decode_with, expected_csr, read_aligned, testdata};
 use deltacells::format::tile::TileView;
 use deltacells::format::tile_writer::TileEncoder;
-use deltacells::Backend;
+use deltacells::{Backend, Csr};
 
 fn index() -> Vec<serde_json::Value> {
     let path = testdata().join("deltacells/tiles/index.json");
@@ -47,6 +47,23 @@ fn golden_tiles_decode_exactly_on_every_backend() {
             let got = decode_with(bytes.bytes(), backend)
                 .unwrap_or_else(|err| panic!("{name} ({backend}): {err}"));
             assert_eq!(got, expected, "{name} decoded with {backend}");
+            let by_rows = common::decode_rows_with(bytes.bytes(), backend, |_| true)
+                .unwrap_or_else(|err| panic!("{name} ({backend}), by rows: {err}"));
+            assert_eq!(by_rows, expected, "{name} decoded by rows with {backend}");
+            let odd = common::decode_rows_with(bytes.bytes(), backend, |c| c % 2 == 1)
+                .unwrap_or_else(|err| panic!("{name} ({backend}), odd rows: {err}"));
+            let row = |csr: &Csr<i32>, c: usize| {
+                let r = csr.indptr[c] as usize..csr.indptr[c + 1] as usize;
+                (csr.indices[r.clone()].to_vec(), csr.values[r].to_vec())
+            };
+            for c in 0..view.n_cells() {
+                let (got, want) = (row(&odd, c), row(&expected, c));
+                if c % 2 == 1 {
+                    assert_eq!(got, want, "{name} ({backend}): odd row {c}");
+                } else {
+                    assert!(got.0.is_empty(), "{name}: row {c} was not asked for");
+                }
+            }
         }
     }
 }

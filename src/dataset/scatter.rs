@@ -4,9 +4,10 @@
 //! window's chunks. So the window's batches are built together: their rows'
 //! lengths come from the tiles' indptr, so each batch is allocated at its
 //! exact size and cut into one slice per row; then each chunk is decoded once,
-//! by one worker, into a scratch buffer that stays in cache (a chunk of the
-//! default layout is ~16 cells), and its rows are copied straight into their
-//! slices. Nothing is decoded into a window-sized buffer and copied again.
+//! by one worker, its frames decompressed once and the kernels run on each
+//! row's part of the planes, writing the row straight into its slice
+//! ([`crate::engine::ChunkDecoder::decode_rows`]). No row passes through a
+//! chunk- or window-sized buffer.
 //!
 //! Fresh pages cost as much to fault in as the rows cost to decode, so a
 //! caller that is done with a batch can hand its buffers back
@@ -20,7 +21,6 @@
 //! known after decoding (those batches are cut from [`super::window`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rayon::prelude::*;
@@ -29,6 +29,7 @@ use crate::csr::Csr;
 use crate::dataset::cache::ChunkCache;
 use crate::dataset::read::{split_off, ReadStats};
 use crate::dataset::Dataset;
+use crate::engine::RowOut;
 use crate::error::{Error, Result};
 use crate::format::tile::TileView;
 
@@ -190,12 +191,11 @@ impl Pending {
 type Dst<'o> = (&'o mut [i32], &'o mut [f32]);
 
 /// The rows one chunk fills: each local cell and where it goes.
-type ChunkRows<'o> = Vec<(usize, Dst<'o>)>;
+type ChunkRows<'o> = Vec<RowOut<'o, f32>>;
 
 /// Fills `parts` (each with its cells, which lie in the window of `tiles`,
-/// and empty rows) from that window: every row written once, straight from
-/// its chunk decoded into a scratch buffer, in `recycled` buffers when there
-/// are any.
+/// and empty rows) from that window: every row decoded straight into its
+/// place, in `recycled` buffers when there are any.
 pub(crate) fn build_window(
     dataset: &Dataset,
     tiles: &[usize],
@@ -256,31 +256,15 @@ pub(crate) fn build_window(
     stats.chunks_decoded += by_chunk.len();
     let work: Vec<((usize, usize), ChunkRows<'_>)> = by_chunk.into_iter().collect();
     dataset.engine().install(|| {
-        work.into_par_iter().try_for_each_init(
-            || (Vec::<i32>::new(), Vec::<f32>::new()),
-            |(indices, values), ((t, c), rows)| {
-                let v = view(t);
-                let e = v.chunk(c);
-                let n = e.nnz() as usize;
-                indices.resize(n, 0);
-                values.resize(n, 0.0);
-                dataset
-                    .engine()
-                    .with_decoder(|d| d.decode_chunk(&v, c, &mut indices[..n], &mut values[..n]))
-                    .map_err(|err| Error::InTile {
-                        tile: t,
-                        source: Box::new(err),
-                    })?;
-                for (local, (idx, val)) in rows {
-                    let ip = v.indptr(local, local + 1);
-                    let span: Range<usize> =
-                        (ip[0] as u64 - e.nnz_lo) as usize..(ip[1] as u64 - e.nnz_lo) as usize;
-                    idx.copy_from_slice(&indices[span.clone()]);
-                    val.copy_from_slice(&values[span]);
-                }
-                Ok::<(), Error>(())
-            },
-        )
+        work.into_par_iter().try_for_each(|((t, c), mut rows)| {
+            dataset
+                .engine()
+                .with_decoder(|d| d.decode_rows(&view(t), c, &mut rows))
+                .map_err(|err| Error::InTile {
+                    tile: t,
+                    source: Box::new(err),
+                })
+        })
     })?;
     Ok(stats)
 }

@@ -17,7 +17,7 @@ use crate::format::exceptions::ExceptionList;
 use crate::format::tile::{ChunkEntry, TileView};
 use crate::format::zstd::{Decompressor, FrameError};
 use crate::kernels::reference::tile::apply_value_exceptions;
-use crate::kernels::{Backend, CellBounds, DecodedCount, Fault, KernelTable, TileKernels};
+use crate::kernels::{Backend, CellBounds, DecodedCount, Fault, KernelTable, Planes, TileKernels};
 
 /// Decodes chunks of tiles. Owns a zstd context and the scratch planes; keep one
 /// per thread and reuse it.
@@ -28,6 +28,8 @@ pub struct ChunkDecoder {
     planes: Vec<u8>,
     vexc: Vec<u32>,
     gexc: Vec<u32>,
+    /// Exception positions of one span, relative to it.
+    shifted: Vec<u32>,
 }
 
 fn frame_rule(stream: StreamKind, e: FrameError) -> TileRule {
@@ -66,6 +68,48 @@ fn fault_error(f: Fault, chunk: usize, stream: StreamKind, n_genes: u32) -> Erro
     Error::tile(rule, Location::position(chunk, position))
 }
 
+/// One row for [`ChunkDecoder::decode_rows`]: a cell of the tile (local
+/// index), and the slices its genes and its counts are written to.
+pub type RowOut<'o, V> = (usize, (&'o mut [i32], &'o mut [V]));
+
+/// Consecutive cells of a chunk, from nonzero `start` on, and where they
+/// are decoded to.
+struct Span<'b, 'o, V> {
+    start: usize,
+    /// The cells, relative to `start`.
+    cells: CellBounds<'b>,
+    indices: &'o mut [i32],
+    values: &'o mut [V],
+}
+
+impl<V> Span<'_, '_, V> {
+    /// This span's part of a stream's planes.
+    fn planes<'p>(&self, all: Planes<'p>) -> Planes<'p> {
+        all.range(self.start..self.start + self.indices.len())
+    }
+
+    /// The exceptions of `list` inside this span, positions made relative
+    /// to it (in `shifted`).
+    fn exceptions<'l>(
+        &self,
+        list: &ExceptionList<'l>,
+        shifted: &'l mut Vec<u32>,
+    ) -> (&'l [u32], &'l [u32]) {
+        let end = self.start + self.indices.len();
+        let first = list
+            .positions
+            .partition_point(|&p| (p as usize) < self.start);
+        let last = list.positions.partition_point(|&p| (p as usize) < end);
+        shifted.clear();
+        shifted.extend(
+            list.positions[first..last]
+                .iter()
+                .map(|&p| p - self.start as u32),
+        );
+        (shifted, &list.payloads[first..last])
+    }
+}
+
 /// Where a frame decompresses to.
 enum Scratch<'s> {
     /// A stream's byte planes.
@@ -102,6 +146,7 @@ impl ChunkDecoder {
             planes: Vec::new(),
             vexc: Vec::new(),
             gexc: Vec::new(),
+            shifted: Vec::new(),
         })
     }
 
@@ -207,6 +252,82 @@ impl ChunkDecoder {
                 got: values.len(),
             });
         }
+        let indptr = tile.indptr(c.cell_lo as usize, c.cell_hi as usize);
+        let cells = CellBounds::new(&indptr, n).expect("TileView validated the chunk's indptr");
+        self.decode_spans(
+            tile,
+            chunk,
+            &mut [Span {
+                start: 0,
+                cells,
+                indices,
+                values,
+            }],
+        )
+    }
+
+    /// Decodes some rows of chunk `chunk` of `tile` straight into their own
+    /// buffers: each row is a cell of the tile (local index) with slices of
+    /// exactly its length, in any order. The chunk's frames are decompressed
+    /// once, and each row's genes and counts are written once, where they
+    /// belong (a training batch builds its rows this way, with no whole-chunk
+    /// buffer in between).
+    ///
+    /// Checks and errors are those of [`ChunkDecoder::decode_chunk`], in its
+    /// order: given every row of the chunk, it reports the same error.
+    pub fn decode_rows<V: DecodedCount>(
+        &mut self,
+        tile: &TileView<'_>,
+        chunk: usize,
+        rows: &mut [RowOut<'_, V>],
+    ) -> Result<()> {
+        let c = tile.chunk(chunk);
+        let (lo, hi) = (c.cell_lo as usize, c.cell_hi as usize);
+        rows.sort_unstable_by_key(|r| r.0);
+        if let Some(&(cell, _)) = rows.iter().find(|r| r.0 < lo || r.0 >= hi) {
+            return Err(Error::Input(format!(
+                "cell {cell} is not in chunk {chunk} (cells {lo}..{hi})"
+            )));
+        }
+        let indptr = tile.indptr(lo, hi);
+        let bounds: Vec<[i64; 2]> = rows
+            .iter()
+            .map(|r| [0, indptr[r.0 + 1 - lo] - indptr[r.0 - lo]])
+            .collect();
+        let mut spans = Vec::with_capacity(rows.len());
+        for ((cell, (indices, values)), b) in rows.iter_mut().zip(&bounds) {
+            let len = b[1] as usize;
+            for (what, got) in [("indices", indices.len()), ("values", values.len())] {
+                if got != len {
+                    return Err(Error::OutputLength {
+                        what,
+                        expected: len,
+                        got,
+                    });
+                }
+            }
+            spans.push(Span {
+                start: (indptr[*cell - lo] - indptr[0]) as usize,
+                cells: CellBounds::new(b, len).expect("one cell spans its length"),
+                indices,
+                values,
+            });
+        }
+        self.decode_spans(tile, chunk, &mut spans)
+    }
+
+    /// The decode of [`ChunkDecoder::decode_chunk`] and
+    /// [`ChunkDecoder::decode_rows`]: every frame once, each kernel over
+    /// every span in turn (so a fault is found in chunk order whatever the
+    /// spans), exceptions applied to the spans holding them.
+    fn decode_spans<V: DecodedCount>(
+        &mut self,
+        tile: &TileView<'_>,
+        chunk: usize,
+        spans: &mut [Span<'_, '_, V>],
+    ) -> Result<()> {
+        let c = tile.chunk(chunk);
+        let n = c.nnz() as usize;
         self.decompress(tile, chunk, &c, StreamKind::Vexc)?;
         self.decompress(tile, chunk, &c, StreamKind::Gexc)?;
         let n_genes = tile.n_genes();
@@ -220,30 +341,47 @@ impl ChunkDecoder {
         let gexc = ExceptionList::parse(&self.gexc, n as u64, StreamKind::Gexc, n_genes)
             .map_err(|r| Error::tile(r, at(StreamKind::Gexc)))?;
         let k = self.kernels;
+        let fail = |stream| {
+            move |f: Fault, start: usize| fault_error(f.moved(start), chunk, stream, n_genes)
+        };
         let vals = Scratch::Planes(&mut self.planes);
         Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Vals, vals)?;
-        V::counts(k, &self.planes, values)
-            .map_err(|f| fault_error(f, chunk, StreamKind::Vals, n_genes))?;
-        if !vexc.is_empty() {
-            apply_value_exceptions(&self.planes, vexc.positions, vexc.payloads, values)
-                .map_err(|f| fault_error(f, chunk, StreamKind::Vexc, n_genes))?;
+        let planes = Planes::split(&self.planes);
+        for s in spans.iter_mut() {
+            V::counts(k, s.planes(planes), s.values)
+                .map_err(|f| fail(StreamKind::Vals)(f, s.start))?;
         }
-        let indptr = tile.indptr(c.cell_lo as usize, c.cell_hi as usize);
-        let cells = CellBounds::new(&indptr, n).expect("TileView validated the chunk's indptr");
+        if !vexc.is_empty() {
+            for s in spans.iter_mut() {
+                let (positions, payloads) = s.exceptions(&vexc, &mut self.shifted);
+                if !positions.is_empty() {
+                    apply_value_exceptions(s.planes(planes), positions, payloads, s.values)
+                        .map_err(|f| fail(StreamKind::Vexc)(f, s.start))?;
+                }
+            }
+        }
         let gaps = Scratch::Planes(&mut self.planes);
         Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Gaps, gaps)?;
-        k.gaps_to_indices(&self.planes, cells, n_genes, indices)
-            .map_err(|f| fault_error(f, chunk, StreamKind::Gaps, n_genes))?;
+        let planes = Planes::split(&self.planes);
+        for s in spans.iter_mut() {
+            k.gaps_to_indices(s.planes(planes), s.cells, n_genes, s.indices)
+                .map_err(|f| fail(StreamKind::Gaps)(f, s.start))?;
+        }
         if !gexc.is_empty() {
-            k.gap_exceptions(
-                &self.planes,
-                cells,
-                n_genes,
-                gexc.positions,
-                gexc.payloads,
-                indices,
-            )
-            .map_err(|f| fault_error(f, chunk, StreamKind::Gexc, n_genes))?;
+            for s in spans.iter_mut() {
+                let (positions, payloads) = s.exceptions(&gexc, &mut self.shifted);
+                if !positions.is_empty() {
+                    k.gap_exceptions(
+                        s.planes(planes),
+                        s.cells,
+                        n_genes,
+                        positions,
+                        payloads,
+                        s.indices,
+                    )
+                    .map_err(|f| fail(StreamKind::Gexc)(f, s.start))?;
+                }
+            }
         }
         Ok(())
     }

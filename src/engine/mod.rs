@@ -7,5 +7,5 @@ mod decoder;
 pub(crate) mod plan;
 mod pool;
 
-pub use decoder::ChunkDecoder;
+pub use decoder::{ChunkDecoder, RowOut};
 pub use pool::{Engine, EngineConfig};

@@ -54,7 +54,7 @@ pub mod tile;
 mod vector;
 
 pub use dispatch::{Isa, KernelTable};
-pub use tile::{CellBounds, Count, DecodedCount, Fault, TileKernels};
+pub use tile::{CellBounds, Count, DecodedCount, Fault, Planes, TileKernels};
 
 /// An instruction-set backend for the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

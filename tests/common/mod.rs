@@ -6,9 +6,10 @@
 pub mod runner;
 use std::path::PathBuf;
 
+use deltacells::engine::{ChunkDecoder, RowOut};
 use deltacells::format::npy::read_csr_npz;
 use deltacells::format::tile::TileView;
-use deltacells::{engine::ChunkDecoder, Backend, Csr};
+use deltacells::{Backend, Csr};
 
 /// `../shared/testdata` relative to the crate root (where CI lays it too).
 pub fn testdata() -> PathBuf {
@@ -56,6 +57,52 @@ impl AlignedBytes {
 pub fn decode_with(bytes: &[u8], backend: Backend) -> deltacells::Result<Csr<i32>> {
     let view = TileView::parse(bytes)?;
     ChunkDecoder::with_backend(backend)?.decode_tile_to_csr(&view)
+}
+
+/// Parses and decodes a tile row by row with `backend`
+/// ([`ChunkDecoder::decode_rows`]): each chunk's rows in reverse order, or
+/// only the rows `keep` accepts (a tile cell index); the rows left out stay
+/// empty.
+pub fn decode_rows_with(
+    bytes: &[u8],
+    backend: Backend,
+    keep: impl Fn(usize) -> bool,
+) -> deltacells::Result<Csr<i32>> {
+    let view = TileView::parse(bytes)?;
+    let mut dec = ChunkDecoder::with_backend(backend)?;
+    let all = view.indptr_all();
+    let mut csr = Csr {
+        n_cols: u64::from(view.n_genes()),
+        indptr: vec![0],
+        indices: Vec::new(),
+        values: Vec::new(),
+    };
+    let mut rows: Vec<(Vec<i32>, Vec<i32>)> = (0..view.n_cells())
+        .map(|c| {
+            let len = if keep(c) {
+                (all[c + 1] - all[c]) as usize
+            } else {
+                0
+            };
+            (vec![-1; len], vec![-1; len])
+        })
+        .collect();
+    for (i, c) in view.chunks().enumerate() {
+        let mut wanted: Vec<RowOut<'_, i32>> = rows[c.cell_lo as usize..c.cell_hi as usize]
+            .iter_mut()
+            .enumerate()
+            .map(|(k, (idx, val))| (c.cell_lo as usize + k, (&mut idx[..], &mut val[..])))
+            .filter(|r| keep(r.0))
+            .rev()
+            .collect();
+        dec.decode_rows(&view, i, &mut wanted)?;
+    }
+    for (idx, val) in rows {
+        csr.indices.extend(idx);
+        csr.values.extend(val);
+        csr.indptr.push(csr.indices.len() as i64);
+    }
+    Ok(csr)
 }
 
 /// Every backend this CPU runs (each has tile kernels).

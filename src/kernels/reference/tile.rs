@@ -11,15 +11,16 @@
 //! Byte planes: `n` values are stored as `2n` bytes, all low bytes then all high
 //! bytes, so the almost-always-zero high bytes compress to nearly nothing.
 
-use crate::kernels::tile::{CellBounds, Count, Fault};
+use crate::kernels::tile::{CellBounds, Count, Fault, Planes};
 
 /// Low and high plane of `planes`, each `n` bytes.
 ///
 /// Panics if `planes.len() != 2 * n`.
 #[inline]
 fn split(planes: &[u8], n: usize) -> (&[u8], &[u8]) {
-    assert_eq!(planes.len(), 2 * n, "byte planes must hold 2n bytes");
-    planes.split_at(n)
+    let p = Planes::split(planes);
+    p.expect_len(n);
+    (p.lo(), p.hi())
 }
 
 /// Planes -> `u16` values.
@@ -39,8 +40,9 @@ pub fn recombine_u32(planes: &[u8], out: &mut [u32]) {
 }
 
 /// Planes -> counts, refusing a stored 0 (zeros are never stored).
-pub fn counts<V: Count>(planes: &[u8], out: &mut [V]) -> Result<(), Fault> {
-    let (lo, hi) = split(planes, out.len());
+pub fn counts<V: Count>(planes: Planes<'_>, out: &mut [V]) -> Result<(), Fault> {
+    planes.expect_len(out.len());
+    let (lo, hi) = (planes.lo(), planes.hi());
     for (j, ((o, &l), &h)) in out.iter_mut().zip(lo).zip(hi).enumerate() {
         let v = u16::from_le_bytes([l, h]);
         if v == 0 {
@@ -58,12 +60,13 @@ pub fn counts<V: Count>(planes: &[u8], out: &mut [V]) -> Result<(), Fault> {
 /// `n_genes` (it is the largest, so that bounds them all). Sums run in 64 bits,
 /// so no input can wrap. Indices written before a fault are unspecified.
 pub fn gaps_to_indices(
-    planes: &[u8],
+    planes: Planes<'_>,
     cells: CellBounds<'_>,
     n_genes: u32,
     out: &mut [i32],
 ) -> Result<(), Fault> {
-    let (lo, hi) = split(planes, out.len());
+    planes.expect_len(out.len());
+    let (lo, hi) = (planes.lo(), planes.hi());
     for (start, end) in cells.iter() {
         let mut acc: u64 = 0;
         for j in start..end {
@@ -84,12 +87,11 @@ pub fn gaps_to_indices(
     Ok(())
 }
 
-/// `Ok` if the stored `u16` at `position` of `planes` (2n bytes) is the
-/// 65535 exception marker.
+/// `Ok` if the stored `u16` at `position` of `planes` is the 65535
+/// exception marker.
 #[inline]
-fn marked(planes: &[u8], position: usize) -> Result<(), Fault> {
-    let n = planes.len() / 2;
-    match u16::from_le_bytes([planes[position], planes[n + position]]) {
+fn marked(planes: Planes<'_>, position: usize) -> Result<(), Fault> {
+    match planes.get(position) {
         u16::MAX => Ok(()),
         stored => Err(Fault::Unmarked {
             position: position as u64,
@@ -104,7 +106,7 @@ fn marked(planes: &[u8], position: usize) -> Result<(), Fault> {
 /// is in range (the format layer checks both). The stored value at each
 /// position must be the 65535 marker.
 pub fn apply_value_exceptions<V: Count>(
-    planes: &[u8],
+    planes: Planes<'_>,
     positions: &[u32],
     payloads: &[u32],
     out: &mut [V],
@@ -124,7 +126,7 @@ pub fn apply_value_exceptions<V: Count>(
 /// each must be the 65535 marker. `out` holds the output of
 /// [`gaps_to_indices`], so every index is below `n_genes` on entry.
 pub fn apply_gap_exceptions(
-    planes: &[u8],
+    planes: Planes<'_>,
     cells: CellBounds<'_>,
     n_genes: u32,
     positions: &[u32],
@@ -150,7 +152,7 @@ pub fn apply_gap_exceptions(
 /// of a payload to the rest of a cell supplied by the caller: the vector
 /// backends pass their vectorised add and share everything else.
 pub(crate) fn gap_exceptions_with(
-    planes: &[u8],
+    planes: Planes<'_>,
     cells: CellBounds<'_>,
     n_genes: u32,
     positions: &[u32],

@@ -31,6 +31,71 @@ use super::reference::tile as scalar;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod simd;
 
+/// A stream's byte planes: the low and the high byte of each of `n` values.
+///
+/// A decompressed frame holds them back to back ([`Planes::split`]); a
+/// [`range`](Planes::range) of them is the values of some consecutive cells,
+/// which the kernels can decode straight into those rows' own place (a
+/// training batch's buffers, say) instead of through a whole-chunk buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct Planes<'a> {
+    lo: &'a [u8],
+    hi: &'a [u8],
+}
+
+impl<'a> Planes<'a> {
+    /// The planes of `2n` bytes: all low bytes, then all high bytes.
+    ///
+    /// Panics if the length is odd.
+    pub fn split(bytes: &'a [u8]) -> Planes<'a> {
+        assert!(
+            bytes.len().is_multiple_of(2),
+            "byte planes must hold 2n bytes"
+        );
+        let (lo, hi) = bytes.split_at(bytes.len() / 2);
+        Planes { lo, hi }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.lo.len()
+    }
+
+    /// Whether there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.lo.is_empty()
+    }
+
+    /// The planes of values `range` (panics if it is out of bounds).
+    pub fn range(&self, range: std::ops::Range<usize>) -> Planes<'a> {
+        Planes {
+            lo: &self.lo[range.clone()],
+            hi: &self.hi[range],
+        }
+    }
+
+    /// The low bytes.
+    pub fn lo(&self) -> &'a [u8] {
+        self.lo
+    }
+
+    /// The high bytes.
+    pub fn hi(&self) -> &'a [u8] {
+        self.hi
+    }
+
+    /// Value `j` (panics if out of bounds).
+    pub fn get(&self, j: usize) -> u16 {
+        u16::from_le_bytes([self.lo[j], self.hi[j]])
+    }
+
+    /// Panics, with the message every kernel gives, unless there are `n`
+    /// values.
+    pub(crate) fn expect_len(&self, n: usize) {
+        assert_eq!(self.len(), n, "byte planes must hold 2n bytes");
+    }
+}
+
 /// The cells of one chunk as offsets into its nonzeros: cell `c` holds
 /// `bounds[c] - bounds[0] .. bounds[c + 1] - bounds[0]`.
 ///
@@ -112,9 +177,34 @@ pub enum Fault {
     },
 }
 
-type CountsFn<V> = fn(&[u8], &mut [V]) -> Result<(), Fault>;
-type GapsFn = fn(&[u8], CellBounds<'_>, u32, &mut [i32]) -> Result<(), Fault>;
-type GapExcFn = fn(&[u8], CellBounds<'_>, u32, &[u32], &[u32], &mut [i32]) -> Result<(), Fault>;
+impl Fault {
+    /// The same fault `by` nonzeros further on: a fault found in a span of
+    /// a chunk, placed in the chunk.
+    pub fn moved(self, by: usize) -> Fault {
+        let by = by as u64;
+        match self {
+            Fault::ZeroCount { position } => Fault::ZeroCount {
+                position: position + by,
+            },
+            Fault::ZeroGap { position } => Fault::ZeroGap {
+                position: position + by,
+            },
+            Fault::GeneIndex { position, index } => Fault::GeneIndex {
+                position: position + by,
+                index,
+            },
+            Fault::Unmarked { position, stored } => Fault::Unmarked {
+                position: position + by,
+                stored,
+            },
+        }
+    }
+}
+
+type CountsFn<V> = fn(Planes<'_>, &mut [V]) -> Result<(), Fault>;
+type GapsFn = fn(Planes<'_>, CellBounds<'_>, u32, &mut [i32]) -> Result<(), Fault>;
+type GapExcFn =
+    fn(Planes<'_>, CellBounds<'_>, u32, &[u32], &[u32], &mut [i32]) -> Result<(), Fault>;
 type IndicesToGapsFn = fn(&[i32], CellBounds<'_>, &mut [u16], &mut Vec<(u32, u32)>);
 
 /// The tile kernels of one [`Isa`]; reach one through
@@ -142,12 +232,12 @@ impl TileKernels {
     }
 
     /// Planes -> `i32` counts, refusing a stored 0.
-    pub fn counts_i32(&self, planes: &[u8], out: &mut [i32]) -> Result<(), Fault> {
+    pub fn counts_i32(&self, planes: Planes<'_>, out: &mut [i32]) -> Result<(), Fault> {
         (self.counts_i32)(planes, out)
     }
 
     /// Planes -> `f32` counts, refusing a stored 0.
-    pub fn counts_f32(&self, planes: &[u8], out: &mut [f32]) -> Result<(), Fault> {
+    pub fn counts_f32(&self, planes: Planes<'_>, out: &mut [f32]) -> Result<(), Fault> {
         (self.counts_f32)(planes, out)
     }
 
@@ -155,7 +245,7 @@ impl TileKernels {
     /// zero-gap and range checks (see [`scalar::gaps_to_indices`]).
     pub fn gaps_to_indices(
         &self,
-        planes: &[u8],
+        planes: Planes<'_>,
         cells: CellBounds<'_>,
         n_genes: u32,
         out: &mut [i32],
@@ -166,7 +256,7 @@ impl TileKernels {
     /// `gexc` application (see [`scalar::apply_gap_exceptions`]).
     pub fn gap_exceptions(
         &self,
-        planes: &[u8],
+        planes: Planes<'_>,
         cells: CellBounds<'_>,
         n_genes: u32,
         positions: &[u32],
@@ -211,13 +301,13 @@ macro_rules! tile_table {
     ($name:ident, $level:ident, $features:literal, $token:ty) => {
         static $name: TileKernels = {
             kernel_entry!($features, $token, fn recombine_u16(planes: &[u8], out: &mut [u16]) = simd::recombine_u16);
-            kernel_entry!($features, $token, fn counts_i32(planes: &[u8], out: &mut [i32]) -> Result<(), Fault> = simd::counts);
-            kernel_entry!($features, $token, fn counts_f32(planes: &[u8], out: &mut [f32]) -> Result<(), Fault> = simd::counts);
+            kernel_entry!($features, $token, fn counts_i32(planes: Planes<'_>, out: &mut [i32]) -> Result<(), Fault> = simd::counts);
+            kernel_entry!($features, $token, fn counts_f32(planes: Planes<'_>, out: &mut [f32]) -> Result<(), Fault> = simd::counts);
             kernel_entry!($features, $token, fn gaps_to_indices(
-                planes: &[u8], cells: CellBounds<'_>, n_genes: u32, out: &mut [i32]
+                planes: Planes<'_>, cells: CellBounds<'_>, n_genes: u32, out: &mut [i32]
             ) -> Result<(), Fault> = simd::gaps_to_indices);
             kernel_entry!($features, $token, fn gap_exceptions(
-                planes: &[u8], cells: CellBounds<'_>, n_genes: u32, positions: &[u32], payloads: &[u32],
+                planes: Planes<'_>, cells: CellBounds<'_>, n_genes: u32, positions: &[u32], payloads: &[u32],
                 out: &mut [i32]
             ) -> Result<(), Fault> = simd::gap_exceptions);
             kernel_entry!($features, $token, fn split_planes(values: &[u16], out: &mut [u8]) = simd::split_planes);
@@ -271,17 +361,17 @@ impl Count for u32 {
 /// A decoded count type, with its count kernel picked from a table.
 pub trait DecodedCount: Count {
     /// Planes -> counts of this type, refusing a stored 0.
-    fn counts(k: &TileKernels, planes: &[u8], out: &mut [Self]) -> Result<(), Fault>;
+    fn counts(k: &TileKernels, planes: Planes<'_>, out: &mut [Self]) -> Result<(), Fault>;
 }
 
 impl DecodedCount for i32 {
-    fn counts(k: &TileKernels, planes: &[u8], out: &mut [i32]) -> Result<(), Fault> {
+    fn counts(k: &TileKernels, planes: Planes<'_>, out: &mut [i32]) -> Result<(), Fault> {
         k.counts_i32(planes, out)
     }
 }
 
 impl DecodedCount for f32 {
-    fn counts(k: &TileKernels, planes: &[u8], out: &mut [f32]) -> Result<(), Fault> {
+    fn counts(k: &TileKernels, planes: Planes<'_>, out: &mut [f32]) -> Result<(), Fault> {
         k.counts_f32(planes, out)
     }
 }

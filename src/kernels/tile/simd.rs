@@ -11,7 +11,7 @@
 use crate::kernels::reference::tile as scalar;
 use crate::kernels::vector::Vector;
 
-use super::{CellBounds, Count, Fault};
+use super::{CellBounds, Count, Fault, Planes};
 
 /// Above this `n_genes`, the wrapping `u32` prefix sum could hide a range fault.
 ///
@@ -47,14 +47,13 @@ impl CountBits for f32 {
     }
 }
 
-/// Splits `planes` (`2n` bytes) into pointers to its low and high plane.
+/// Pointers to the low and high plane of `planes` (`n` values each).
 ///
-/// Panics, with the reference's message, if `planes.len() != 2 * n`.
+/// Panics, with the reference's message, unless `planes` holds `n` values.
 #[inline(always)]
-fn plane_ptrs(planes: &[u8], n: usize) -> (*const u8, *const u8) {
-    assert_eq!(planes.len(), 2 * n, "byte planes must hold 2n bytes");
-    let (lo, hi) = planes.split_at(n);
-    (lo.as_ptr(), hi.as_ptr())
+fn plane_ptrs(planes: Planes<'_>, n: usize) -> (*const u8, *const u8) {
+    planes.expect_len(n);
+    (planes.lo().as_ptr(), planes.hi().as_ptr())
 }
 
 /// The start of every step of an element-wise kernel over `0..n` (`n >=
@@ -125,7 +124,7 @@ pub(crate) fn recombine_u16<S: Vector>(s: S, planes: &[u8], out: &mut [u16]) {
     if n < S::PLANE_BYTES {
         return scalar::recombine_u16(planes, out);
     }
-    let (lo, hi) = plane_ptrs(planes, n);
+    let (lo, hi) = plane_ptrs(Planes::split(planes), n);
     let dst = out.as_mut_ptr();
     for at in Steps::new::<S, u16>(n, S::PLANE_BYTES, dst) {
         // SAFETY: `at + PLANE_BYTES <= n`: in bounds of both planes (`n`
@@ -158,7 +157,7 @@ pub(crate) fn split_planes<S: Vector>(s: S, values: &[u16], out: &mut [u8]) {
 #[inline(always)]
 pub(crate) fn counts<S: Vector, V: CountBits>(
     s: S,
-    planes: &[u8],
+    planes: Planes<'_>,
     out: &mut [V],
 ) -> Result<(), Fault> {
     let n = out.len();
@@ -277,7 +276,7 @@ unsafe fn scan_cell<S: Vector, const EVERY_INDEX: bool>(
 #[inline(always)]
 pub(crate) fn gaps_to_indices<S: Vector>(
     s: S,
-    planes: &[u8],
+    planes: Planes<'_>,
     cells: CellBounds<'_>,
     n_genes: u32,
     out: &mut [i32],
@@ -341,7 +340,7 @@ fn add_to_all<S: Vector>(s: S, xs: &mut [i32], payload: u32) {
 #[inline(always)]
 pub(crate) fn gap_exceptions<S: Vector>(
     s: S,
-    planes: &[u8],
+    planes: Planes<'_>,
     cells: CellBounds<'_>,
     n_genes: u32,
     positions: &[u32],
