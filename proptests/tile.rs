@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use deltacells::engine::ChunkDecoder;
+use deltacells::engine::{ChunkDecoder, RowOut};
 use deltacells::format::tile::TileView;
 use deltacells::format::tile_writer::TileEncoder;
 use deltacells::{Backend, Csr};
@@ -97,6 +97,33 @@ proptest! {
             let f: Csr<f32> = dec.decode_tile_to_csr(&view).unwrap();
             prop_assert!(f.values.iter().zip(&csr.values).all(|(&a, &b)| a == b as f32));
             prop_assert_eq!(&f.indices, &csr.indices);
+        }
+    }
+
+    #[test]
+    fn any_rows_decode_to_their_rows(
+        csr in block(),
+        chunks in 1..12usize,
+        mask in proptest::collection::vec(any::<bool>(), 1..40),
+    ) {
+        // Rows decoded straight into their own slices, any subset in any
+        // order (exceptions and empty cells included), are the block's rows.
+        let tile = TileEncoder::new().with_chunks(chunks).with_level(1).encode(csr.as_ref()).unwrap();
+        let view = TileView::parse(&tile).unwrap();
+        let wanted = |cell: usize| mask[cell % mask.len()];
+        let span = |cell: usize| csr.indptr[cell] as usize..csr.indptr[cell + 1] as usize;
+        for backend in Backend::available() {
+            let mut dec = ChunkDecoder::with_backend(backend).unwrap();
+            for (i, c) in view.chunks().enumerate() {
+                let cells: Vec<usize> = (c.cell_lo as usize..c.cell_hi as usize).filter(|&x| wanted(x)).rev().collect();
+                let mut bufs: Vec<(Vec<i32>, Vec<f32>)> = cells.iter().map(|&x| (vec![0; span(x).len()], vec![0.0; span(x).len()])).collect();
+                let mut rows: Vec<RowOut<'_, f32>> = cells.iter().zip(bufs.iter_mut()).map(|(&x, (a, b))| (x, (&mut a[..], &mut b[..]))).collect();
+                dec.decode_rows(&view, i, &mut rows).unwrap();
+                for (&x, (idx, val)) in cells.iter().zip(&bufs) {
+                    prop_assert_eq!(&idx[..], &csr.indices[span(x)]);
+                    prop_assert!(val.iter().zip(&csr.values[span(x)]).all(|(&a, &b)| a == b as f32));
+                }
+            }
         }
     }
 
