@@ -117,6 +117,17 @@ def test_batches_built_in_handed_back_buffers_never_overwrite_live_ones(small):
         gc.collect()
     assert seen == want
     check_rows(kept, dense)
+    # The next epoch starts in the buffers this one gave back, and leaves
+    # the batches still held alone.
+    ds.set_epoch(1)
+    later = []
+    for i, b in enumerate(ds):
+        later.append(b)
+        if i % 3 == 0:
+            later.pop()
+        gc.collect()
+    check_rows(kept, dense)
+    check_rows(later, dense)
 
 
 @pytest.mark.parametrize("world", [2, 3])
