@@ -14,6 +14,9 @@ use deltacells::measure::{format_rows, tile_decode_report};
 use deltacells::synth::{Synth, SynthConfig};
 use deltacells::Backend;
 
+#[path = "common/plots.rs"]
+mod plots;
+
 fn realistic_tile() -> Vec<u8> {
     let block = Synth::new(SynthConfig::default()).block(0, 4096);
     TileEncoder::new()
@@ -87,7 +90,7 @@ fn bench(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(3));
+    config = plots::plots(Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(3)));
     targets = bench
 }
 criterion_main!(benches);

@@ -12,6 +12,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use deltacells::kernels::reference::tile as scalar;
 use deltacells::kernels::{CellBounds, KernelTable, Planes, TileKernels};
 
+#[path = "common/plots.rs"]
+mod plots;
+
 /// Genes in the synthetic data (as in a typical human atlas).
 const N_GENES: u32 = 36_601;
 
@@ -163,10 +166,12 @@ fn kernels(c: &mut Criterion) {
 }
 
 fn config() -> Criterion {
-    Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
+    plots::plots(
+        Criterion::default()
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2)),
+    )
 }
 
 criterion_group! {

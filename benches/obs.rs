@@ -14,6 +14,9 @@ use deltacells::dataset::{BatchConfig, Dataset, DatasetWriter, Shuffle, WriterCo
 use deltacells::obs::{ObsColumn, ObsConfig};
 use deltacells::synth::{Synth, SynthConfig};
 
+#[path = "common/plots.rs"]
+mod plots;
+
 const CELLS: usize = 8192;
 const COLUMNS: [&str; 3] = ["cell_type", "batch", "n_counts"];
 
@@ -104,5 +107,9 @@ fn bench(c: &mut Criterion) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-criterion_group!(benches, bench);
+criterion_group! {
+    name = benches;
+    config = plots::plots(Criterion::default());
+    targets = bench
+}
 criterion_main!(benches);

@@ -13,6 +13,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use deltacells::format::ts2diff::{Decoder, Encoder};
 use deltacells::Backend;
 
+#[path = "common/plots.rs"]
+mod plots;
+
 const N: usize = 1_000_000;
 
 /// A random walk in hundredths (steps of -1.00..=+1.00), from a fixed seed.
@@ -33,10 +36,12 @@ fn walk() -> Vec<i64> {
 }
 
 fn config() -> Criterion {
-    Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
+    plots::plots(
+        Criterion::default()
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2)),
+    )
 }
 
 fn decode(c: &mut Criterion) {

@@ -19,6 +19,9 @@ use deltacells::kernels::integrate::{Affine, IntegrateKernels, Scale};
 use deltacells::kernels::KernelTable;
 use deltacells::Backend;
 
+#[path = "common/plots.rs"]
+mod plots;
+
 const N: usize = 1_000_000;
 
 /// A small deterministic generator (xorshift), so runs are comparable.
@@ -231,10 +234,12 @@ fn bench(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    config = plots::plots(
+        Criterion::default()
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2)),
+    );
     targets = bench
 }
 criterion_main!(benches);

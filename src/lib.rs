@@ -27,6 +27,8 @@ compile_error!(
     "deltacells reads little-endian tiles in place and supports little-endian hosts only"
 );
 
+#[cfg(feature = "charts")]
+pub mod chart_font;
 pub mod csr;
 pub mod dataset;
 pub mod engine;

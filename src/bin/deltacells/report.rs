@@ -177,73 +177,11 @@ mod charts {
     use std::path::{Path, PathBuf};
 
     use plotters::prelude::*;
-    use plotters::style::FontStyle;
     use serde_json::Value;
 
     use super::{num, rows};
 
     type Drawn = std::result::Result<PathBuf, String>;
-
-    /// A TrueType font for the charts' text: `DELTACELLS_FONT`, else a sans
-    /// font from the usual system font directories.
-    fn font() -> Option<&'static [u8]> {
-        if let Some(path) = std::env::var_os("DELTACELLS_FONT") {
-            return std::fs::read(path)
-                .ok()
-                .map(|b| &*Box::leak(b.into_boxed_slice()));
-        }
-        let mut dirs: Vec<PathBuf> = [
-            "/usr/share/fonts",
-            "/usr/local/share/fonts",
-            "/Library/Fonts",
-            "/System/Library/Fonts",
-        ]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
-        if let Some(home) = std::env::var_os("HOME") {
-            dirs.push(Path::new(&home).join(".fonts"));
-            dirs.push(Path::new(&home).join(".local/share/fonts"));
-        }
-        let mut found = Vec::new();
-        for dir in dirs {
-            collect_ttf(&dir, 4, &mut found);
-        }
-        let preferred = [
-            "DejaVuSans.ttf",
-            "LiberationSans-Regular.ttf",
-            "Arial.ttf",
-            "Helvetica.ttf",
-        ];
-        let pick = preferred
-            .iter()
-            .find_map(|name| {
-                found
-                    .iter()
-                    .find(|p| p.file_name().is_some_and(|n| n == *name))
-            })
-            .or_else(|| found.first())?;
-        std::fs::read(pick)
-            .ok()
-            .map(|b| &*Box::leak(b.into_boxed_slice()))
-    }
-
-    fn collect_ttf(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() && depth > 0 {
-                collect_ttf(&path, depth - 1, out);
-            } else if path
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("ttf"))
-            {
-                out.push(path);
-            }
-        }
-    }
 
     /// One series of a grouped bar chart: its name, one value per group, its colour.
     struct Series<'a> {
@@ -344,13 +282,8 @@ mod charts {
 
     /// The charts: decode per backend, full scan per thread count, reads by path.
     pub fn draw(dir: &Path, r: &Value) -> Vec<Drawn> {
-        let Some(font) = font() else {
-            return vec![Err(
-                "no TrueType font found; set DELTACELLS_FONT to a .ttf file".into(),
-            )];
-        };
-        if plotters::style::register_font("sans-serif", FontStyle::Normal, font).is_err() {
-            return vec![Err("the TrueType font found could not be read".into())];
+        if let Err(e) = deltacells::chart_font::register() {
+            return vec![Err(e)];
         }
         let mut drawn = Vec::new();
 
