@@ -110,6 +110,19 @@ impl<V> Span<'_, '_, V> {
     }
 }
 
+/// `Ok` if the caller's `what` buffer holds the `expected` elements.
+fn output_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(Error::OutputLength {
+            what,
+            expected,
+            got,
+        })
+    }
+}
+
 /// Where a frame decompresses to.
 enum Scratch<'s> {
     /// A stream's byte planes.
@@ -238,20 +251,8 @@ impl ChunkDecoder {
     ) -> Result<()> {
         let c = tile.chunk(chunk);
         let n = c.nnz() as usize;
-        if indices.len() != n {
-            return Err(Error::OutputLength {
-                what: "indices",
-                expected: n,
-                got: indices.len(),
-            });
-        }
-        if values.len() != n {
-            return Err(Error::OutputLength {
-                what: "values",
-                expected: n,
-                got: values.len(),
-            });
-        }
+        output_len("indices", n, indices.len())?;
+        output_len("values", n, values.len())?;
         let indptr = tile.indptr(c.cell_lo as usize, c.cell_hi as usize);
         let cells = CellBounds::new(&indptr, n).expect("TileView validated the chunk's indptr");
         self.decode_spans(
@@ -297,15 +298,8 @@ impl ChunkDecoder {
         let mut spans = Vec::with_capacity(rows.len());
         for ((cell, (indices, values)), b) in rows.iter_mut().zip(&bounds) {
             let len = b[1] as usize;
-            for (what, got) in [("indices", indices.len()), ("values", values.len())] {
-                if got != len {
-                    return Err(Error::OutputLength {
-                        what,
-                        expected: len,
-                        got,
-                    });
-                }
-            }
+            output_len("indices", len, indices.len())?;
+            output_len("values", len, values.len())?;
             spans.push(Span {
                 start: (indptr[*cell - lo] - indptr[0]) as usize,
                 cells: CellBounds::new(b, len).expect("one cell spans its length"),
@@ -396,27 +390,9 @@ impl ChunkDecoder {
         values: &mut [V],
     ) -> Result<()> {
         let (cells, nnz) = (tile.n_cells(), tile.nnz());
-        if indptr.len() != cells + 1 {
-            return Err(Error::OutputLength {
-                what: "indptr",
-                expected: cells + 1,
-                got: indptr.len(),
-            });
-        }
-        if indices.len() != nnz {
-            return Err(Error::OutputLength {
-                what: "indices",
-                expected: nnz,
-                got: indices.len(),
-            });
-        }
-        if values.len() != nnz {
-            return Err(Error::OutputLength {
-                what: "values",
-                expected: nnz,
-                got: values.len(),
-            });
-        }
+        output_len("indptr", cells + 1, indptr.len())?;
+        output_len("indices", nnz, indices.len())?;
+        output_len("values", nnz, values.len())?;
         indptr.copy_from_slice(&tile.indptr_all());
         for (i, c) in tile.chunks().enumerate() {
             let r = c.nnz_lo as usize..c.nnz_hi as usize;
