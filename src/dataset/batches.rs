@@ -726,22 +726,20 @@ impl Dataset {
             Some(reader.localize(&config.obs_columns, config.obs_cache_dir.as_deref())?)
         };
         let budget = WindowBudget::new(self, order.windows(), config.cache_bytes);
-        // A window's batches plus those in flight: the most the producer
-        // can use at once.
-        let window_cells = order
-            .windows()
-            .map(|w| {
-                w.iter()
-                    .map(|&t| self.limits()[t + 1] - self.limits()[t])
-                    .sum::<u64>()
-            })
-            .max()
-            .unwrap_or(0);
-        let recycle_limit = (window_cells as usize).div_ceil(config.batch_size) + prefetch + 2;
-        let recycled = match &config.recycler {
-            Some(r) => r.clone(),
-            None => Recycler::new(recycle_limit),
-        };
+        let recycled = config.recycler.clone().unwrap_or_else(|| {
+            // A window's batches plus those in flight: the most the producer
+            // can use at once.
+            let window_cells = order
+                .windows()
+                .map(|w| {
+                    w.iter()
+                        .map(|&t| self.limits()[t + 1] - self.limits()[t])
+                        .sum::<u64>()
+                })
+                .max()
+                .unwrap_or(0);
+            Recycler::new((window_cells as usize).div_ceil(config.batch_size) + prefetch + 2)
+        });
         let mut producer = Producer {
             dataset: self.clone(),
             cache: ChunkCache::new(budget.map_or(config.cache_bytes, |b| b.tile_cache_bytes)),
