@@ -221,7 +221,7 @@ impl Dataset {
         // grown buffer is fresh memory again).
         let nnz = |&(t, c): &Unit| sources.view(t).chunk(c).nnz();
         let mut by_size: Vec<Unit> = units.to_vec();
-        by_size.sort_unstable_by_key(nnz);
+        by_size.sort_by_cached_key(nnz);
         buffers.sort_unstable_by_key(|b| b.indices.capacity().min(b.values.capacity()));
         let work: Vec<(Unit, DecodedChunk)> = by_size
             .into_iter()

@@ -335,22 +335,22 @@ impl ChunkDecoder {
         let gexc = ExceptionList::parse(&self.gexc, n as u64, StreamKind::Gexc, n_genes)
             .map_err(|r| Error::tile(r, at(StreamKind::Gexc)))?;
         let k = self.kernels;
-        let fail = |stream| {
-            move |f: Fault, start: usize| fault_error(f.moved(start), chunk, stream, n_genes)
-        };
+        // A fault found in a span, placed in the chunk.
+        let fail =
+            |stream, f: Fault, start: usize| fault_error(f.moved(start), chunk, stream, n_genes);
         let vals = Scratch::Planes(&mut self.planes);
         Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Vals, vals)?;
         let planes = Planes::split(&self.planes);
         for s in spans.iter_mut() {
             V::counts(k, s.planes(planes), s.values)
-                .map_err(|f| fail(StreamKind::Vals)(f, s.start))?;
+                .map_err(|f| fail(StreamKind::Vals, f, s.start))?;
         }
         if !vexc.is_empty() {
             for s in spans.iter_mut() {
                 let (positions, payloads) = s.exceptions(&vexc, &mut self.shifted);
                 if !positions.is_empty() {
                     apply_value_exceptions(s.planes(planes), positions, payloads, s.values)
-                        .map_err(|f| fail(StreamKind::Vexc)(f, s.start))?;
+                        .map_err(|f| fail(StreamKind::Vexc, f, s.start))?;
                 }
             }
         }
@@ -359,7 +359,7 @@ impl ChunkDecoder {
         let planes = Planes::split(&self.planes);
         for s in spans.iter_mut() {
             k.gaps_to_indices(s.planes(planes), s.cells, n_genes, s.indices)
-                .map_err(|f| fail(StreamKind::Gaps)(f, s.start))?;
+                .map_err(|f| fail(StreamKind::Gaps, f, s.start))?;
         }
         if !gexc.is_empty() {
             for s in spans.iter_mut() {
@@ -373,7 +373,7 @@ impl ChunkDecoder {
                         payloads,
                         s.indices,
                     )
-                    .map_err(|f| fail(StreamKind::Gexc)(f, s.start))?;
+                    .map_err(|f| fail(StreamKind::Gexc, f, s.start))?;
                 }
             }
         }
