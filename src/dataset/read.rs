@@ -280,10 +280,7 @@ impl Dataset {
             tiles: self.fetch_tiles_for(&tiles, &pieces, cache, stats)?,
             chunks: HashMap::new(),
         };
-        let ends: HashMap<usize, Vec<u64>> = tiles
-            .iter()
-            .map(|&t| (t, sources.view(t).chunks().map(|c| c.cell_hi).collect()))
-            .collect();
+        let ends = chunk_ends(&sources.tiles);
         let plan = ReadPlan::new(
             &pieces,
             |t| &ends[&t],
@@ -567,6 +564,18 @@ impl Dataset {
 /// The error for a cell id past the dataset's end.
 fn outside(cell: u64, n_cells: u64) -> Error {
     Error::Input(format!("cell {cell} is outside 0..{n_cells}"))
+}
+
+/// Each tile's chunk ends (every chunk's `cell_hi`, in order): the chunk
+/// holding a local cell is where it falls among them.
+pub(crate) fn chunk_ends(tiles: &HashMap<usize, Arc<TileBytes>>) -> HashMap<usize, Vec<u64>> {
+    tiles
+        .iter()
+        .map(|(&t, b)| {
+            let view = TileView::revalidated(b.bytes.as_bytes()).expect("tiles were validated");
+            (t, view.chunks().map(|c| c.cell_hi).collect())
+        })
+        .collect()
 }
 
 /// The first `len` elements of `rest`, leaving the others in `rest`.

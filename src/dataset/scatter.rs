@@ -27,7 +27,7 @@ use rayon::prelude::*;
 
 use crate::csr::Csr;
 use crate::dataset::cache::ChunkCache;
-use crate::dataset::read::{split_off, ReadStats};
+use crate::dataset::read::{chunk_ends, split_off, ReadStats};
 use crate::dataset::Dataset;
 use crate::engine::RowOut;
 use crate::error::{Error, Result};
@@ -208,10 +208,7 @@ pub(crate) fn build_window(
     let view = |t: usize| {
         TileView::revalidated(fetched[&t].bytes.as_bytes()).expect("fetched tiles were validated")
     };
-    let ends: HashMap<usize, Vec<u64>> = tiles
-        .iter()
-        .map(|&t| (t, view(t).chunks().map(|c| c.cell_hi).collect()))
-        .collect();
+    let ends = chunk_ends(&fetched);
     let n_cols = dataset.n_genes() as usize;
     // Each part's rows: where they come from, and the part sized to hold them.
     let mut located = Vec::with_capacity(parts.len());
