@@ -55,39 +55,72 @@ fn read_every_column(shard: &[u8]) -> (ObsReader, Vec<String>) {
     (reader, errors)
 }
 
+/// The errors of `errors` that come from a panic (there must be none).
+fn panics(errors: &[String]) -> Vec<&String> {
+    errors.iter().filter(|e| e.contains("panicked")).collect()
+}
+
 #[test]
 fn a_page_header_listing_endless_fields_past_the_end_is_refused_at_once() {
     // A data page header whose unknown field declares a huge list of byte
-    // strings: the parquet decoder skipped it one empty read at a time
-    // (46 s for this 19 KB shard) before reads past the fetched bytes became
-    // an error.
+    // strings: the parquet decoder skipped it one empty read at a time (46 s
+    // for this 19 KB shard). Every page header is now walked first, and a
+    // list declaring more elements than bytes remain is refused at its header.
     let (reader, errors) = read_every_column(&fixture("obs_shard_endless_skip.bin"));
     assert!(
-        errors
-            .iter()
-            .any(|e| e.contains("read past the end of the fetched bytes")),
+        errors.iter().any(|e| e.contains("elements declared")),
         "{errors:#?}"
     );
-    assert!(
-        !errors.iter().any(|e| e.contains("panicked")),
-        "{errors:#?}"
-    );
+    assert!(panics(&errors).is_empty(), "{errors:#?}");
     // `verify` decodes the whole shard through the same reader; it stops at
     // the first damaged column of the first row group.
     assert!(reader.verify().is_err());
 }
 
 #[test]
-fn a_panic_of_the_parquet_decoder_becomes_an_obs_error() {
-    // A data page that uses a dictionary its column chunk never defined: the
-    // parquet crate panics ("Decoder for dict should have been set"), which
-    // the guard around every decode turns into the obs rule's error.
+fn a_footer_listing_billions_of_booleans_is_refused_at_once() {
+    // Footer metadata of 109 bytes from fuzzing the footer decoder: lists of
+    // two billion booleans each, which the parquet crate skips without
+    // reading a byte per element. It spent 24 s on this footer, and a longer
+    // one of the same shape would hold `Dataset::open` for hours.
+    let dir = testdata().join("deltacells/datasets/small_obs");
+    let good = std::fs::read(dir.join(shard_key(0))).unwrap();
+    let meta_len = u32::from_le_bytes(good[good.len() - 8..good.len() - 4].try_into().unwrap());
+    let mut shard = good[..good.len() - 8 - meta_len as usize].to_vec();
+    let footer = fixture("footer_endless_bools.bin");
+    shard.extend_from_slice(&footer);
+    shard.extend_from_slice(&(footer.len() as u32).to_le_bytes());
+    shard.extend_from_slice(b"PAR1");
+    let (store, manifest) = with_shard(&shard);
+    let reader = ObsReader::open(Arc::new(store), &manifest).unwrap();
+    let tiles = manifest.obs.as_ref().unwrap().tiles_per_file as usize;
+    let column = &reader.schema().columns[0].name;
+    let e = reader
+        .read_column(column, 0..tiles)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("footer metadata: thrift:") && e.contains("elements declared"),
+        "{e}"
+    );
+    let e = reader.verify().unwrap_err().to_string();
+    assert!(e.contains("elements declared"), "{e}");
+}
+
+#[test]
+fn a_shard_that_made_the_parquet_decoder_panic_gives_obs_errors() {
+    // Data pages that use a dictionary their column chunk never defined: the
+    // parquet crate panicked ("Decoder for dict should have been set"),
+    // which the guard around every decode turned into an obs error. Its page
+    // headers are damaged too, so the page walk now refuses it first.
     let (reader, errors) = read_every_column(&fixture("obs_shard_dictionary_panic.bin"));
+    assert!(!errors.is_empty());
     assert!(
         errors
             .iter()
-            .any(|e| e.contains("the decoder failed on corrupt data")),
+            .all(|e| e.starts_with("invalid dataset: obs:")),
         "{errors:#?}"
     );
+    assert!(panics(&errors).is_empty(), "{errors:#?}");
     assert!(reader.verify().is_err());
 }

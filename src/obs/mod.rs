@@ -29,6 +29,7 @@ mod labels;
 mod reader;
 pub mod schema;
 mod shards;
+mod thrift_walk;
 mod var;
 
 pub use crate::storage::node_cache::{cache_root, CACHE_ENV};

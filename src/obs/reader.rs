@@ -25,6 +25,7 @@ use parquet::file::reader::{ChunkReader, Length};
 use super::labels::check_codes;
 use super::schema::{ColumnSchema, Kind, ObsSchema};
 use super::shards::{fingerprint, sha256_hex, shard_key, SCHEMA_KEY};
+use super::thrift_walk::{check_footer, check_pages};
 use crate::error::{DatasetRule, Error, Result};
 use crate::format::manifest::{Manifest, ObsManifest};
 use crate::storage::{AlignedBytes, Store};
@@ -154,6 +155,7 @@ pub(crate) fn read_footer(
         ));
     }
     let meta = read(len - 8 - meta_len..len - 8).map_err(|e| e.to_string())?;
+    check_footer(&meta)?;
     guarded(|| {
         ParquetMetaDataReader::decode_metadata(&meta).map_err(|e| format!("footer metadata: {e}"))
     })
@@ -183,6 +185,26 @@ pub(crate) fn check_chunk_ranges(meta: &ParquetMetaData, len: u64) -> Result<(),
     Ok(())
 }
 
+/// Checks the page headers of the column chunks of row group `rg` (one
+/// column, or all) before the parquet crate decodes them: see
+/// [`check_pages`]. The chunks' ranges were checked with the footer.
+pub(crate) fn check_row_group_pages<R: ChunkReader>(
+    input: &R,
+    meta: &ParquetMetaData,
+    rg: usize,
+    column: Option<usize>,
+) -> Result<(), String> {
+    let group = meta.row_group(rg);
+    let columns = column.map_or(0..group.num_columns(), |c| c..c + 1);
+    for c in columns {
+        let (start, len) = group.column(c).byte_range();
+        let len = usize::try_from(len).map_err(|e| e.to_string())?;
+        let bytes = input.get_bytes(start, len).map_err(|e| e.to_string())?;
+        check_pages(&bytes).map_err(|e| format!("column {c}: {e}"))?;
+    }
+    Ok(())
+}
+
 /// Decodes row group `rg` (optionally one column) into one record batch of `rows` rows.
 pub(crate) fn decode_row_group<R: ChunkReader + 'static>(
     input: R,
@@ -191,6 +213,7 @@ pub(crate) fn decode_row_group<R: ChunkReader + 'static>(
     rows: usize,
     column: Option<usize>,
 ) -> Result<RecordBatch, String> {
+    check_row_group_pages(&input, meta.metadata(), rg, column)?;
     guarded(|| {
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(input, meta.clone())
             .with_row_groups(vec![rg])
@@ -544,5 +567,21 @@ pub(crate) fn check_column(column: &ColumnSchema, array: &dyn Array) -> Result<(
     match (&column.kind, &column.categories) {
         (Kind::Category, Some(categories)) => check_codes(array, categories.len()),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::guarded;
+
+    #[test]
+    fn a_panic_inside_the_guard_becomes_an_error_and_results_pass_through() {
+        let panicked: Result<(), String> = guarded(|| panic!("a decoder's bug"));
+        assert_eq!(
+            panicked,
+            Err("the decoder failed on corrupt data".to_string())
+        );
+        assert_eq!(guarded(|| Ok(7)), Ok(7));
+        assert_eq!(guarded::<()>(|| Err("bad".into())), Err("bad".to_string()));
     }
 }

@@ -23,7 +23,9 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use serde_json::{json, Value};
 
-use super::reader::{check_chunk_ranges, guarded, read_footer, to_bytes, Fetched};
+use super::reader::{
+    check_chunk_ranges, check_row_group_pages, guarded, read_footer, to_bytes, Fetched,
+};
 use super::schema::ObsType;
 use crate::error::{DatasetRule, Error, Result};
 use crate::storage::Store;
@@ -286,8 +288,12 @@ pub(crate) fn read_var_table(store: &dyn Store, n_genes: u32) -> Result<VarFrame
     })
     .map_err(var_rule)?;
     let schema = meta.schema().clone();
+    let input = Fetched::whole(data);
+    for rg in 0..meta.metadata().num_row_groups() {
+        check_row_group_pages(&input, meta.metadata(), rg, None).map_err(var_rule)?;
+    }
     let table = guarded(|| {
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(Fetched::whole(data), meta)
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(input, meta)
             .with_batch_size((n_genes as usize).max(1))
             .build()
             .map_err(|e| e.to_string())?;
