@@ -9,8 +9,6 @@
 //! whole-tile CRC); such a tile serves only the read it was fetched for and
 //! is never put in the tile cache, where a later read might want other chunks.
 
-use rayon::prelude::*;
-
 use crate::dataset::cache::TileBytes;
 use crate::dataset::Dataset;
 use crate::error::{DatasetRule, Error, Result};
@@ -39,12 +37,10 @@ impl Dataset {
         &self,
         wanted: &[(usize, Vec<usize>)],
     ) -> Result<Vec<(TileBytes, u64)>> {
-        self.fetcher().run(|| {
-            wanted
-                .par_iter()
-                .map(|(t, locals)| self.fetch_tile_ranges(*t, locals))
-                .collect()
-        })
+        self.fetcher()
+            .map_concurrent(wanted, |(t, locals)| self.fetch_tile_ranges(*t, locals))
+            .into_iter()
+            .collect()
     }
 
     fn fetch_tile_ranges(&self, t: usize, locals: &[usize]) -> Result<(TileBytes, u64)> {
