@@ -355,6 +355,23 @@ impl Dataset {
         Ok(stats)
     }
 
+    /// As [`Dataset::read_range_into`], but every tile is fetched and checked
+    /// afresh: the dataset's cache is neither read nor filled, as in a scan
+    /// of a dataset larger than the cache. The bench scans this way, so its
+    /// scan pays for fetching and CRCs as zstd-only and batches do.
+    pub(crate) fn read_range_uncached_into<V: DecodedCount>(
+        &self,
+        range: std::ops::Range<u64>,
+        out: &mut Csr<V>,
+    ) -> Result<ReadStats> {
+        self.read_csr_into(
+            &CellRuns::range(range.start, range.end),
+            None,
+            &ChunkCache::new(0),
+            out,
+        )
+    }
+
     /// Reads every cell of each tile of `tiles` into the matching buffer of
     /// `outs`, decoding all their chunks in one parallel pass (so a few tiles
     /// of 8 chunks still spread over every worker of a wide pool).

@@ -124,10 +124,11 @@ fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> Strin
     let _ = writeln!(s, "| path | cells/s | note |\n|---|---|---|");
     let _ = writeln!(
         s,
-        "| training batches ({} cells, windows of {} tiles, {} threads), second epoch | {:.0} | {:.2} of the full scan at the same thread count (first epoch, in fresh buffers: {:.2}); {:.2} chunks decoded per batch; peak RSS {:.0} MiB, {:.0} MiB over the process before the epochs (bound {} MiB) |",
+        "| training batches ({} cells, windows of {} tiles, {} threads), best of {} later epochs | {:.0} | {:.2} of the full scan at the same thread count (first epoch, in fresh buffers: {:.2}); {:.2} chunks decoded per batch; peak RSS {:.0} MiB, {:.0} MiB over the process before the epochs (bound {} MiB) |",
         bt["batch_size"],
         bt["window_tiles"],
         bt["threads"],
+        bt["later_epochs"],
         num(&bt["cells_per_s"]),
         num(&bt["vs_full_scan"]),
         num(&bt["first_epoch_vs_full_scan"]),
