@@ -95,9 +95,15 @@ impl Walk<'_> {
         ))
     }
 
+    /// A zigzag varint (Thrift's signed integers).
+    fn zigzag(&mut self) -> Result<i64, String> {
+        let z = self.varint()?;
+        Ok((z >> 1) as i64 ^ -((z & 1) as i64))
+    }
+
     /// An element count, refused when the elements (`per` bytes each at
     /// least) cannot fit in what is left.
-    fn count(&mut self, n: u64, per: usize) -> Result<usize, String> {
+    fn count(&self, n: u64, per: usize) -> Result<usize, String> {
         usize::try_from(n)
             .ok()
             .filter(|&n| n.checked_mul(per).is_some_and(|b| b <= self.left()))
@@ -126,8 +132,7 @@ impl Walk<'_> {
             code::DOUBLE => self.skip(8),
             code::BINARY => {
                 let n = self.varint()?;
-                let n = self.count(n, 1)?;
-                self.skip(n)
+                self.skip(usize::try_from(n).unwrap_or(usize::MAX))
             }
             code::UUID => self.skip(16),
             code::LIST | code::SET => {
@@ -176,8 +181,7 @@ impl Walk<'_> {
             }
             let id = match header >> 4 {
                 0 => {
-                    let z = self.varint()?;
-                    let id = (z >> 1) as i64 ^ -((z & 1) as i64);
+                    let id = self.zigzag()?;
                     i16::try_from(id).map_err(|_| {
                         format!("thrift: field id {id} at byte {} is not an i16", self.at)
                     })?
@@ -186,8 +190,7 @@ impl Walk<'_> {
             };
             last = id;
             if want == Some(id) && ty == code::I32 {
-                let z = self.varint()?;
-                let v = (z >> 1) as i64 ^ -((z & 1) as i64);
+                let v = self.zigzag()?;
                 found = Some(i32::try_from(v).map_err(|_| {
                     format!("thrift: i32 field {id} holds {v} at byte {}", self.at)
                 })?);
