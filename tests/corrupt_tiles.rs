@@ -17,7 +17,7 @@ mod counting_alloc;
 
 fn decode_all(bytes: &[u8], backend: Backend) -> Result<Csr<i32>, Error> {
     let view = TileView::parse(bytes)?;
-    ChunkDecoder::with_backend(backend)?.decode_tile_to_csr(&view)
+    ChunkDecoder::for_backend(backend)?.decode_tile_to_csr(&view)
 }
 
 /// The rule a tile breaks, checked to be the same on every backend, and the

@@ -30,6 +30,7 @@ pub const DEFAULT_TILE_SIZE: usize = 4096;
 
 /// How to write a dataset.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct WriterConfig {
     /// Cells per tile (every tile but the last holds exactly this many).
     pub tile_size: usize,
@@ -356,3 +357,24 @@ impl DatasetWriter {
         Ok(manifest)
     }
 }
+
+crate::setters!(WriterConfig {
+    /// Sets [`WriterConfig::tile_size`].
+    with_tile_size: tile_size: usize,
+    /// Sets [`WriterConfig::n_chunks`].
+    with_n_chunks: n_chunks: usize,
+    /// Sets [`WriterConfig::level`].
+    with_level: level: i32,
+    /// Sets [`WriterConfig::gene_totals`].
+    with_gene_totals: gene_totals: Option<Vec<f64>>,
+    /// Sets [`WriterConfig::var_names`].
+    with_var_names: var_names: Option<Vec<String>>,
+    /// Sets [`WriterConfig::metadata`].
+    with_metadata: metadata: Map<String, Value>,
+    /// Sets [`WriterConfig::obs`].
+    with_obs: obs: Option<ObsConfig>,
+    /// Sets [`WriterConfig::var_table`].
+    with_var_table: var_table: Option<VarTable>,
+    /// Sets [`WriterConfig::parallel_tiles`].
+    with_parallel_tiles: parallel_tiles: usize,
+});

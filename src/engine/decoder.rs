@@ -148,11 +148,11 @@ fn sized<T: Copy + Default>(v: &mut Vec<T>, len: usize) -> &mut [T] {
 impl ChunkDecoder {
     /// A decoder using the process-wide kernel backend ([`Backend::active`]).
     pub fn new() -> Result<ChunkDecoder> {
-        ChunkDecoder::with_backend(Backend::active()?)
+        ChunkDecoder::for_backend(Backend::active()?)
     }
 
     /// A decoder using `backend` (an error if this CPU cannot run it).
-    pub fn with_backend(backend: Backend) -> Result<ChunkDecoder> {
+    pub fn for_backend(backend: Backend) -> Result<ChunkDecoder> {
         Ok(ChunkDecoder {
             kernels: TileKernels::for_backend(backend)?,
             zstd: Decompressor::new(),

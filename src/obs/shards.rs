@@ -27,6 +27,7 @@ const SHARD_ZSTD_LEVEL: i32 = 3;
 
 /// The obs part of a [`crate::dataset::WriterConfig`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ObsConfig {
     /// The columns, in schema order; each holds one value per cell.
     pub columns: Vec<ObsColumn>,
@@ -213,3 +214,10 @@ mod tests {
         );
     }
 }
+
+crate::setters!(ObsConfig {
+    /// Sets [`ObsConfig::tiles_per_file`].
+    with_tiles_per_file: tiles_per_file: usize,
+    /// Sets [`ObsConfig::max_categories`].
+    with_max_categories: max_categories: usize,
+});

@@ -37,6 +37,7 @@ const PART_SIZE: usize = 16 << 20;
 
 /// Timeouts, retries and concurrency of an object store.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct IoConfig {
     /// Longest time one operation may take, retries included.
     pub timeout: Duration,
@@ -509,3 +510,18 @@ mod tests {
         );
     }
 }
+
+crate::setters!(IoConfig {
+    /// Sets [`IoConfig::timeout`].
+    with_timeout: timeout: Duration,
+    /// Sets [`IoConfig::attempts`].
+    with_attempts: attempts: u32,
+    /// Sets [`IoConfig::backoff`].
+    with_backoff: backoff: Duration,
+    /// Sets [`IoConfig::max_backoff`].
+    with_max_backoff: max_backoff: Duration,
+    /// Sets [`IoConfig::requests_in_flight`].
+    with_requests_in_flight: requests_in_flight: usize,
+    /// Sets [`IoConfig::added_latency`].
+    with_added_latency: added_latency: Duration,
+});

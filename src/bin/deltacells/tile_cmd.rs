@@ -176,7 +176,7 @@ fn verify(args: &VerifyArgs, backend: Backend) -> Result<()> {
     let words = read_tile(&args.file)?;
     let view = TileView::parse(tile_bytes(&words))?;
     check_genes(&view, args.genes)?;
-    let mut dec = ChunkDecoder::with_backend(backend)?;
+    let mut dec = ChunkDecoder::for_backend(backend)?;
     let mut out = Out::stdout();
     if args.verbose {
         writeln!(out, "kernel backend: {}", dec.backend()).map_err(out_err)?;
@@ -214,7 +214,7 @@ fn cat(path: &Path, genes: Option<u32>, backend: Backend) -> Result<()> {
     let words = read_tile(path)?;
     let view = TileView::parse(tile_bytes(&words))?;
     check_genes(&view, genes)?;
-    let csr = ChunkDecoder::with_backend(backend)?.decode_tile_to_csr::<i32>(&view)?;
+    let csr = ChunkDecoder::for_backend(backend)?.decode_tile_to_csr::<i32>(&view)?;
     let mut out = Out::stdout();
     for (cell, w) in csr.indptr.windows(2).enumerate() {
         let r = w[0] as usize..w[1] as usize;
