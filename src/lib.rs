@@ -41,7 +41,8 @@ pub mod storage;
 pub mod synth;
 
 pub use csr::{Csr, CsrRef};
-pub use error::{Error, Location, Result, TileRule};
+pub use error::{Error, Result};
+pub use format::tile::{TilePosition, TileRule};
 pub use kernels::Backend;
 
 /// Build information recorded by `build.rs`.

@@ -28,8 +28,8 @@ pub use writer::{DatasetWriter, WriterConfig, DEFAULT_TILE_SIZE};
 
 use crate::csr::Csr;
 use crate::engine::{ChunkDecoder, Engine, EngineConfig};
-use crate::error::{DatasetRule, Error, Result};
-use crate::format::manifest::Manifest;
+use crate::error::{Error, Result};
+use crate::format::manifest::{DatasetRule, Manifest};
 use crate::format::npy::{Array, Dtype};
 use crate::format::tile::TileView;
 use crate::kernels::DecodedCount;
@@ -286,7 +286,7 @@ impl Dataset {
         };
         let view = parsed.map_err(|e| Error::InTile {
             tile: t,
-            source: Box::new(e),
+            source: Box::new(e.into()),
         })?;
         let m = &self.manifest;
         let problem = if view.n_cells() as u64 != m.tile_cells[t] {

@@ -280,7 +280,7 @@ impl DatasetWriter {
                 || TileEncoder::new().with_chunks(chunks).with_level(level),
                 |enc, block| enc.encode(block.as_ref()),
             )
-            .collect::<Result<_>>()?;
+            .collect::<Result<_, _>>()?;
         for (block, bytes) in self.full.drain(..).zip(encoded) {
             let t = self.tile_cells.len();
             self.store.put(&Manifest::tile_key(t), &bytes)?;

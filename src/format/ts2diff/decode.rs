@@ -2,7 +2,6 @@
 
 use crate::kernels::block::{BlockKernels, Divisor};
 use crate::kernels::{Backend, KernelTable};
-use crate::Result;
 
 use super::error::Ts2diffError;
 use super::wire::{self, Block, Form, Header};
@@ -50,7 +49,7 @@ impl Decoder {
     }
 
     /// Forces a kernel backend (an unavailable one makes decoding fail with
-    /// [`crate::Error::BackendUnavailable`]).
+    /// [`Ts2diffError::Backend`]).
     pub fn backend(mut self, backend: Backend) -> Decoder {
         self.backend = Some(backend);
         self
@@ -67,23 +66,27 @@ impl Decoder {
         self
     }
 
-    fn kernels(&self) -> Result<&'static BlockKernels> {
-        match self.backend {
-            Some(b) => BlockKernels::for_backend(b),
-            None => BlockKernels::active(),
-        }
+    fn kernels(&self) -> Result<&'static BlockKernels, Ts2diffError> {
+        Ok(match self.backend {
+            Some(b) => BlockKernels::for_backend(b)?,
+            None => BlockKernels::active()?,
+        })
     }
 
     /// Decodes `page` into the front of `out` and returns how many values it
     /// holds. Fails with [`Ts2diffError::TooManyValues`] if `out` is too
     /// short; on any error the contents of `out` are unspecified.
-    pub fn decode_into<T: PageFloat>(&self, page: &[u8], out: &mut [T]) -> Result<usize> {
+    pub fn decode_into<T: PageFloat>(
+        &self,
+        page: &[u8],
+        out: &mut [T],
+    ) -> Result<usize, Ts2diffError> {
         decode_page(self.kernels()?, page, out)
     }
 
     /// Decodes `page` into a new vector, after checking its headers and its
     /// value count against [`Decoder::max_values`].
-    pub fn decode<T: PageFloat>(&self, page: &[u8]) -> Result<Vec<T>> {
+    pub fn decode<T: PageFloat>(&self, page: &[u8]) -> Result<Vec<T>, Ts2diffError> {
         let kernels = self.kernels()?;
         let info = wire::inspect(page, T::TYPE)?;
         let cap = self.max_values.unwrap_or_else(|| {
@@ -103,7 +106,11 @@ impl Decoder {
     }
 }
 
-fn decode_page<T: PageFloat>(k: &BlockKernels, page: &[u8], out: &mut [T]) -> Result<usize> {
+fn decode_page<T: PageFloat>(
+    k: &BlockKernels,
+    page: &[u8],
+    out: &mut [T],
+) -> Result<usize, Ts2diffError> {
     let Some(h) = wire::header(page)? else {
         return Ok(0);
     };
@@ -181,7 +188,7 @@ fn decode_block<T: PageFloat>(
     first: usize,
     out: &mut [T],
     scratch: &mut [T::Bits; CHUNK + 1],
-) -> Result<()> {
+) -> Result<(), Ts2diffError> {
     let width = b.width as usize;
     let mut prev = b.first;
     let mut td = 0usize;

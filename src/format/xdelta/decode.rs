@@ -3,7 +3,6 @@
 
 use super::number::{self, Literal};
 use super::{error_at, syntax, Parameter, XdeltaError};
-use crate::error::Result;
 use crate::kernels::integrate::{self, Affine, IntegrateKernels, Overflow, Scale};
 use crate::kernels::{Backend, KernelTable};
 
@@ -606,7 +605,7 @@ impl Decoded {
 }
 
 /// Decodes with the default [`Decoder`].
-pub fn decode(input: impl AsRef<[u8]>) -> Result<Decoded> {
+pub fn decode(input: impl AsRef<[u8]>) -> Result<Decoded, XdeltaError> {
     Decoder::new().decode(input)
 }
 
@@ -652,12 +651,12 @@ impl Decoder {
     }
 
     /// Parses only the header.
-    pub fn header(&self, input: impl AsRef<[u8]>) -> Result<Header> {
+    pub fn header(&self, input: impl AsRef<[u8]>) -> Result<Header, XdeltaError> {
         Ok(parse_header(input.as_ref())?.header)
     }
 
     /// Decodes `input` into new buffers.
-    pub fn decode(&self, input: impl AsRef<[u8]>) -> Result<Decoded> {
+    pub fn decode(&self, input: impl AsRef<[u8]>) -> Result<Decoded, XdeltaError> {
         let mut values = Vec::new();
         let mut validity = Vec::new();
         let summary = self.decode_into(input, &mut values, &mut validity)?;
@@ -678,7 +677,7 @@ impl Decoder {
         input: impl AsRef<[u8]>,
         values: &mut Vec<f64>,
         validity: &mut Vec<u8>,
-    ) -> Result<Summary> {
+    ) -> Result<Summary, XdeltaError> {
         let bytes = input.as_ref();
         let backend = match self.backend {
             Some(b) => b,
@@ -723,7 +722,7 @@ impl Decoder {
                 };
                 walk(bytes, &params, &mut locate)?;
                 let (offset, index) = locate.found.unwrap_or((bytes.len(), index));
-                return Err(XdeltaError::Overflow { offset, index }.into());
+                return Err(XdeltaError::Overflow { offset, index });
             }
         } else {
             match header.delta {

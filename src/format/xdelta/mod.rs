@@ -91,6 +91,8 @@ mod number;
 
 use std::fmt;
 
+use crate::kernels::BackendError;
+
 pub use decode::{decode, Blank, Decoded, Decoder, Delta, Header, Summary, Version};
 pub use encode::{encode, Encoder, MAX_PRECISION};
 
@@ -242,6 +244,9 @@ pub enum XdeltaError {
         /// The precision given, in decimal digits.
         precision: u32,
     },
+    /// The kernel backend the decoder was asked to use cannot run here.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
 }
 
 impl XdeltaError {
@@ -258,7 +263,9 @@ impl XdeltaError {
             | XdeltaError::BlankFirst { offset }
             | XdeltaError::TooManyValues { offset, .. }
             | XdeltaError::Overflow { offset, .. } => Some(offset),
-            XdeltaError::NotFinite { .. } | XdeltaError::Precision { .. } => None,
+            XdeltaError::NotFinite { .. }
+            | XdeltaError::Precision { .. }
+            | XdeltaError::Backend(_) => None,
         }
     }
 }
