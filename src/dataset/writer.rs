@@ -234,8 +234,7 @@ impl DatasetWriter {
                 let v = block.values[j];
                 let count = v.to_count().ok_or_else(|| {
                     Error::Input(format!(
-                        "cell {cell}: value {} is not a count in 1..=2^31-1",
-                        v.describe()
+                        "cell {cell}: value {v} is not a count in 1..=2^31-1"
                     ))
                 })?;
                 let out = self.rank.as_ref().map_or(g, |rank| rank[g as usize]);

@@ -17,7 +17,9 @@ use crate::format::exceptions::ExceptionList;
 use crate::format::tile::{ChunkEntry, StreamKind, TileError, TilePosition, TileRule, TileView};
 use crate::format::zstd::Decompressor;
 use crate::kernels::reference::tile::apply_value_exceptions;
-use crate::kernels::{Backend, CellBounds, DecodedCount, Fault, KernelTable, Planes, TileKernels};
+use crate::kernels::{
+    Backend, CellBounds, DecodedCount, Exceptions, Fault, KernelTable, Planes, TileKernels,
+};
 
 /// Decodes chunks of tiles. Owns a zstd context and the scratch planes; keep one
 /// per thread and reuse it.
@@ -52,13 +54,14 @@ impl<V> Span<'_, '_, V> {
         all.range(self.start..self.start + self.indices.len())
     }
 
-    /// The exceptions of `list` inside this span, positions made relative
-    /// to it (in `shifted`).
+    /// The exceptions of `list` inside this span, on this span's part of
+    /// `all`, positions made relative to it (in `shifted`).
     fn exceptions<'l>(
         &self,
         list: &ExceptionList<'l>,
+        all: Planes<'l>,
         shifted: &'l mut Vec<u32>,
-    ) -> (&'l [u32], &'l [u32]) {
+    ) -> Exceptions<'l> {
         let end = self.start + self.indices.len();
         let first = list
             .positions
@@ -70,7 +73,7 @@ impl<V> Span<'_, '_, V> {
                 .iter()
                 .map(|&p| p - self.start as u32),
         );
-        (shifted, &list.payloads[first..last])
+        Exceptions::new(self.planes(all), shifted, &list.payloads[first..last])
     }
 }
 
@@ -304,9 +307,9 @@ impl ChunkDecoder {
         }
         if !vexc.is_empty() {
             for s in spans.iter_mut() {
-                let (positions, payloads) = s.exceptions(&vexc, &mut self.shifted);
-                if !positions.is_empty() {
-                    apply_value_exceptions(s.planes(planes), positions, payloads, s.values)
+                let exceptions = s.exceptions(&vexc, planes, &mut self.shifted);
+                if !exceptions.is_empty() {
+                    apply_value_exceptions(exceptions, s.values)
                         .map_err(|f| fail(StreamKind::Vexc, f, s.start))?;
                 }
             }
@@ -320,17 +323,10 @@ impl ChunkDecoder {
         }
         if !gexc.is_empty() {
             for s in spans.iter_mut() {
-                let (positions, payloads) = s.exceptions(&gexc, &mut self.shifted);
-                if !positions.is_empty() {
-                    k.gap_exceptions(
-                        s.planes(planes),
-                        s.cells,
-                        n_genes,
-                        positions,
-                        payloads,
-                        s.indices,
-                    )
-                    .map_err(|f| fail(StreamKind::Gexc, f, s.start))?;
+                let exceptions = s.exceptions(&gexc, planes, &mut self.shifted);
+                if !exceptions.is_empty() {
+                    k.gap_exceptions(exceptions, s.cells, n_genes, s.indices)
+                        .map_err(|f| fail(StreamKind::Gexc, f, s.start))?;
                 }
             }
         }

@@ -32,11 +32,10 @@ pub const DEFAULT_LEVEL: i32 = 19;
 
 /// A value the writer accepts as a count: an integer in `1 ..= 2^31 - 1`
 /// (floats must hold such an integer exactly, as AnnData matrices often do).
-pub trait CountSource: Copy {
+/// Its `Display` is how an error message shows a value refused.
+pub trait CountSource: Copy + std::fmt::Display {
     /// The count, or `None` if the value is not an integer in `1 ..= 2^31 - 1`.
     fn to_count(self) -> Option<u32>;
-    /// The value for error messages.
-    fn describe(self) -> String;
 }
 
 macro_rules! int_count_source {
@@ -44,9 +43,6 @@ macro_rules! int_count_source {
         impl CountSource for $t {
             fn to_count(self) -> Option<u32> {
                 u32::try_from(self).ok().filter(|&c| (1..=i32::MAX as u32).contains(&c))
-            }
-            fn describe(self) -> String {
-                self.to_string()
             }
         }
     )*};
@@ -58,9 +54,6 @@ macro_rules! float_count_source {
         impl CountSource for $t {
             fn to_count(self) -> Option<u32> {
                 (self.fract() == 0.0 && self >= 1.0 && self <= i32::MAX as $t).then(|| self as u32)
-            }
-            fn describe(self) -> String {
-                self.to_string()
             }
         }
     )*};
@@ -142,10 +135,7 @@ impl TileEncoder {
     /// `max(1024, nnz / 200)` exceptions of either kind.
     pub fn encode<V: CountSource>(&mut self, csr: CsrRef<'_, V>) -> Result<Vec<u8>, EncodeError> {
         let counts = validate(&csr)?;
-        let k = match self.backend {
-            Some(b) => TileKernels::for_backend(b)?,
-            None => TileKernels::active()?,
-        };
+        let k = TileKernels::chosen(self.backend)?;
         let n_genes = csr.n_cols as u32;
         let chunks = self.plan_chunks(csr.indptr);
         let streams = chunks
@@ -322,8 +312,7 @@ fn validate<V: CountSource>(csr: &CsrRef<'_, V>) -> Result<Vec<u32>, EncodeError
             v.to_count().ok_or_else(|| {
                 let cell = csr.indptr.partition_point(|&p| p <= j as i64) - 1;
                 EncodeError::Input(format!(
-                    "cell {cell}: value {} is not a count in 1..=2^31-1",
-                    v.describe()
+                    "cell {cell}: value {v} is not a count in 1..=2^31-1"
                 ))
             })
         })

@@ -165,6 +165,16 @@ pub trait KernelTable: Sync + Sized + 'static {
         Self::for_backend(Backend::active()?)
     }
 
+    /// The table of `backend` when a caller forces one, else
+    /// [`KernelTable::active`]: how every codec with a backend setting picks
+    /// its kernels.
+    fn chosen(backend: Option<Backend>) -> Result<&'static Self, BackendError> {
+        match backend {
+            Some(b) => Self::for_backend(b),
+            None => Self::active(),
+        }
+    }
+
     /// Every table this CPU runs ([`Isa::available`]), scalar first.
     fn available() -> Vec<&'static Self> {
         Isa::available().into_iter().map(Self::for_isa).collect()

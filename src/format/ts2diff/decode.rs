@@ -28,7 +28,9 @@ const CHUNK: usize = 256;
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Decoder {
+    /// The backend forced by [`Decoder::backend`], if any.
     backend: Option<Backend>,
+    /// The cap of [`Decoder::max_values`]; by default it grows with the page.
     max_values: Option<usize>,
 }
 
@@ -67,10 +69,7 @@ impl Decoder {
     }
 
     fn kernels(&self) -> Result<&'static BlockKernels, Ts2diffError> {
-        Ok(match self.backend {
-            Some(b) => BlockKernels::for_backend(b)?,
-            None => BlockKernels::active()?,
-        })
+        Ok(BlockKernels::chosen(self.backend)?)
     }
 
     /// Decodes `page` into the front of `out` and returns how many values it

@@ -24,7 +24,7 @@
 
 use std::fmt::Write as _;
 
-use super::decode::Delta;
+use super::header::Delta;
 use super::number::{int_len, Decimal};
 use super::XdeltaError;
 

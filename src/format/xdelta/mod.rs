@@ -87,14 +87,17 @@
 
 mod decode;
 mod encode;
+mod header;
 mod number;
+mod values;
 
 use std::fmt;
 
 use crate::kernels::BackendError;
 
-pub use decode::{decode, Blank, Decoded, Decoder, Delta, Header, Summary, Version};
+pub use decode::{decode, Decoded, Decoder, Summary};
 pub use encode::{encode, Encoder, MAX_PRECISION};
+pub use header::{Blank, Delta, Header, Version};
 
 /// Which kind of parameter a [`XdeltaError::RepeatedParameter`] repeats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
