@@ -24,8 +24,8 @@
 
 use std::fmt::Write as _;
 
+use super::decimal::{int_len, Decimal};
 use super::header::Delta;
-use super::number::{int_len, Decimal};
 use super::XdeltaError;
 
 /// The largest precision [`Encoder::precision`] accepts (`10^22` is the

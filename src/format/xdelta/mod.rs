@@ -85,6 +85,7 @@
 //! problem and what was expected there. Whitespace anywhere is
 //! [`XdeltaError::Whitespace`].
 
+mod decimal;
 mod decode;
 mod encode;
 mod header;
