@@ -24,7 +24,7 @@ const CHUNK: usize = 256;
 /// let mut out = [0f32; 8];
 /// let n = Decoder::new().backend(Backend::Scalar).decode_into(&page, &mut out)?;
 /// assert_eq!(&out[..n], &[1.5, 2.25, 3.0]);
-/// # Ok::<(), deltacells::Error>(())
+/// # Ok::<(), deltacells::format::ts2diff::Ts2diffError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Decoder {
@@ -118,8 +118,7 @@ fn decode_page<T: PageFloat>(
             return Err(Ts2diffError::TooManyValues {
                 offset: at,
                 limit: out.len(),
-            }
-            .into());
+            });
         }
     }
     let divisor = Divisor::new(max_point_value(h.mpn));
@@ -136,16 +135,14 @@ fn decode_page<T: PageFloat>(
                     offset: b.offset,
                     declared,
                     found,
-                }
-                .into());
+                });
             }
         }
         if m > out.len() - done {
             return Err(Ts2diffError::TooManyValues {
                 offset: b.offset,
                 limit: out.len(),
-            }
-            .into());
+            });
         }
         // The slice runs to the page end so the kernels may load past the block.
         decode_block(
@@ -167,8 +164,7 @@ fn decode_page<T: PageFloat>(
                 offset: page.len(),
                 declared,
                 found: done as u64,
-            }
-            .into());
+            });
         }
     }
     Ok(done)

@@ -43,7 +43,7 @@
 //! assert_eq!(back[..3], values[..3]);
 //! assert!(back[3].is_nan());
 //! assert_eq!(back[4], 1e300);
-//! # Ok::<(), deltacells::Error>(())
+//! # Ok::<(), deltacells::format::ts2diff::Ts2diffError>(())
 //! ```
 
 use std::fmt;
