@@ -296,7 +296,7 @@ impl ChunkDecoder {
         let k = self.kernels;
         // A fault found in a span, placed in the chunk.
         let fail = |stream, f: Fault, start: usize| {
-            Error::from(TileError::fault(f.moved(start), chunk, stream, n_genes))
+            TileError::fault(f.moved(start), chunk, stream, n_genes)
         };
         let vals = Scratch::Planes(&mut self.planes);
         Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Vals, vals)?;
