@@ -5,8 +5,9 @@
 //! bytes compress to nearly nothing): the stored counts and the gene *gaps*.
 //! Decoding recombines the planes and, for the gaps, takes a per-cell prefix
 //! sum: a cell's first gap is its first gene index, each later one the step to
-//! the next. Exceptions patch what 16 bits cannot hold: `vexc` replaces a
-//! count, `gexc` adds to an index and every later one of its cell.
+//! the next. Exceptions ([`Exceptions`]) patch what 16 bits cannot hold:
+//! `vexc` replaces a count, `gexc` adds to an index and every later one of its
+//! cell.
 //!
 //! The strict reader's checks ride along in the same pass: no stored count of
 //! 0, no gap of 0 but a cell's first, every cell's last index below
