@@ -47,7 +47,8 @@ pub use dataset::{
     OpenOptions, Read, ReadStats, Shuffle, WriterConfig,
 };
 pub use engine::{CellSelection, Dense, GeneSelection, Sink, SinkPart};
-pub use error::{Error, Location, Result, TileRule};
+pub use error::{Error, Result};
+pub use format::tile::{TilePosition, TileRule};
 pub use kernels::Backend;
 
 /// Opens the dataset at `location` with default options: a directory, or a

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use common::{expected_csr, testdata};
 use deltacells::dataset::{Dataset, GeneSelection};
-use deltacells::error::DatasetRule;
+use deltacells::format::manifest::DatasetRule;
 use deltacells::format::npy::{open_npz, read_npz_member};
 use deltacells::{Csr, Error};
 
@@ -157,13 +157,8 @@ fn corpus_dataset_cases_are_judged_as_listed() {
                     }
                     ("tile_bytes_mismatch", Error::Dataset(DatasetRule::TileBytes { .. })) => true,
                     ("tile_corrupt", Error::InTile { source, .. }) => {
-                        matches!(
-                            **source,
-                            Error::Tile {
-                                rule: deltacells::TileRule::Crc { .. },
-                                ..
-                            }
-                        )
+                        matches!(source.tile_rule(), Some(deltacells::TileRule::Crc { .. }))
+                            && matches!(**source, Error::Tile(_))
                     }
                     (
                         "gene_order_missing" | "gene_order_not_permutation",

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use deltacells::dataset::{
     BatchConfig, Dataset, GeneSelection, MemoryStore, OpenOptions, Shuffle, Store,
 };
-use deltacells::error::DatasetRule;
+use deltacells::format::manifest::DatasetRule;
 use deltacells::format::manifest::Manifest;
 use deltacells::format::tile::TileView;
 use deltacells::Error;

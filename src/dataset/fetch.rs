@@ -12,8 +12,8 @@ use crate::dataset::read::ReadStats;
 use crate::dataset::Dataset;
 use crate::engine::decoded::in_tile;
 use crate::engine::plan::Piece;
-use crate::error::{DatasetRule, Result};
-use crate::format::manifest::Manifest;
+use crate::error::Result;
+use crate::format::manifest::{DatasetRule, Manifest};
 use crate::format::tile::TileView;
 use crate::storage::AlignedBytes;
 

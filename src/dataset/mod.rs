@@ -28,8 +28,8 @@ pub use writer::{DatasetWriter, WriterConfig, DEFAULT_TILE_SIZE};
 
 use crate::engine::decoded::in_tile;
 use crate::engine::{ChunkDecoder, Engine, EngineConfig};
-use crate::error::{DatasetRule, Error, Result};
-use crate::format::manifest::Manifest;
+use crate::error::{Error, Result};
+use crate::format::manifest::{DatasetRule, Manifest};
 use crate::format::npy::{Array, Dtype};
 use crate::format::tile::TileView;
 use crate::obs::{ObsReader, VarFrame};

@@ -235,8 +235,7 @@ impl DatasetWriter {
                 let v = block.values[j];
                 let count = v.to_count().ok_or_else(|| {
                     Error::Input(format!(
-                        "cell {cell}: value {} is not a count in 1..=2^31-1",
-                        v.describe()
+                        "cell {cell}: value {v} is not a count in 1..=2^31-1"
                     ))
                 })?;
                 let out = self.rank.as_ref().map_or(g, |rank| rank[g as usize]);
@@ -281,7 +280,7 @@ impl DatasetWriter {
                 || TileEncoder::new().with_chunks(chunks).with_level(level),
                 |enc, block| enc.encode(block.as_ref()),
             )
-            .collect::<Result<_>>()?;
+            .collect::<Result<_, _>>()?;
         for (block, bytes) in self.full.drain(..).zip(encoded) {
             let t = self.tile_cells.len();
             self.store.put(&Manifest::tile_key(t), &bytes)?;

@@ -49,10 +49,10 @@ impl DecodedChunk {
 }
 
 /// Tags an error of tile `tile` with its index in the dataset.
-pub(crate) fn in_tile(tile: usize) -> impl FnOnce(Error) -> Error {
+pub(crate) fn in_tile<E: Into<Error>>(tile: usize) -> impl FnOnce(E) -> Error {
     move |e| Error::InTile {
         tile,
-        source: Box::new(e),
+        source: Box::new(e.into()),
     }
 }
 

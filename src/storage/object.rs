@@ -335,16 +335,20 @@ impl ObjectStore {
     }
 }
 
+/// `None` for an object that does not exist; any other error as it is.
+fn found<T>(r: Result<T>) -> Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 impl Store for ObjectStore {
     fn size(&self, key: &str) -> Result<Option<u64>> {
         let path = self.path(key)?;
-        match self.run("HEAD", key, || self.inner.head(&path)) {
-            Ok(meta) => Ok(Some(meta.size)),
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
+        let head = self.run("HEAD", key, || self.inner.head(&path));
+        Ok(found(head)?.map(|meta| meta.size))
     }
 
     fn get(&self, key: &str) -> Result<Option<AlignedBytes>> {
@@ -352,13 +356,7 @@ impl Store for ObjectStore {
         let got = self.run("GET", key, || async {
             self.inner.get(&path).await?.bytes().await
         });
-        match got {
-            Ok(bytes) => Ok(Some(AlignedBytes::copy_from(&bytes))),
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
+        Ok(found(got)?.map(|bytes| AlignedBytes::copy_from(&bytes)))
     }
 
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<AlignedBytes> {

@@ -197,7 +197,7 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     let views = held
         .iter()
         .map(|b| TileView::parse(b.as_bytes()))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     writeln!(
         out,
         "\nsingle-thread tile decode by backend ({} tiles, f32 values, best of 5):",

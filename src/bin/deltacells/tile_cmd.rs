@@ -5,10 +5,9 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use deltacells::engine::ChunkDecoder;
-use deltacells::error::{Location, StreamKind, TileRule};
-use deltacells::format::tile::{TileView, CHUNK_ENTRY_LEN, HEADER_LEN};
+use deltacells::format::tile::{StreamKind, TileRule, TileView, CHUNK_ENTRY_LEN, HEADER_LEN};
 use deltacells::format::zstd::frame_content_size;
-use deltacells::{Backend, Error, Result};
+use deltacells::{Backend, Error, Result, TilePosition};
 
 use crate::output::{out_err, Out};
 
@@ -73,7 +72,7 @@ fn check_genes(view: &TileView<'_>, genes: Option<u32>) -> Result<()> {
                 tile: view.n_genes(),
                 expected,
             },
-            Location::offset(32),
+            TilePosition::offset(32),
         )),
         _ => Ok(()),
     }
@@ -90,7 +89,7 @@ fn exception_count(view: &TileView<'_>, chunk: usize, kind: StreamKind) -> Resul
                 stream: kind,
                 reason: format!("{err:?}"),
             },
-            Location::chunk(chunk),
+            TilePosition::chunk(chunk),
         )
     })?;
     Ok(size / 8)
