@@ -18,6 +18,7 @@ pub mod tile;
 pub mod tile_writer;
 pub mod ts2diff;
 pub mod xdelta;
-pub mod zstd;
+pub(crate) mod zstd;
 
 pub use encode_error::EncodeError;
+pub use zstd::{frame_content_size, version as zstd_version, FrameError, MAX_EXPANSION};

@@ -24,7 +24,7 @@ mod fetch;
 mod local;
 pub(crate) mod location;
 mod memory;
-pub mod node_cache;
+pub(crate) mod node_cache;
 #[cfg(feature = "object-store")]
 pub mod object;
 

@@ -130,16 +130,15 @@ fn planes(values: &[u16]) -> Vec<u8> {
 /// Assembles a tile from raw parts: any frame contents, valid framing, valid CRC.
 pub fn assemble_tile(n_genes: u32, indptr: &[i64], chunks: &[RawChunk]) -> Vec<u8> {
     use deltacells::format::tile::{ChunkEntry, Extent, Header, CHUNK_ENTRY_LEN, HEADER_LEN};
-    let mut z = deltacells::format::zstd::Compressor::new();
     let indptr_off = HEADER_LEN + CHUNK_ENTRY_LEN * chunks.len();
     let mut out = vec![0u8; indptr_off];
     for p in indptr {
         out.extend_from_slice(&p.to_le_bytes());
     }
-    let mut put = |out: &mut Vec<u8>, bytes: &[u8]| {
+    let put = |out: &mut Vec<u8>, bytes: &[u8]| {
         out.resize(out.len().next_multiple_of(8), 0);
         let offset = out.len() as u64;
-        z.compress_into(bytes, 3, out).unwrap();
+        out.extend_from_slice(&zstd::bulk::compress(bytes, 3).unwrap());
         Extent {
             offset,
             len: out.len() as u64 - offset,

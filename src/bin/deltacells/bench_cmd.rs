@@ -164,7 +164,7 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
             "deltacells": deltacells::build_info::VERSION,
             "revision": deltacells::build_info::GIT_REVISION,
             "rustc": deltacells::build_info::RUSTC_VERSION,
-            "zstd": deltacells::format::zstd::version(),
+            "zstd": deltacells::format::zstd_version(),
             "kernel": probe.engine().backend().to_string(),
         }),
     );
@@ -176,7 +176,7 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
         m.n_genes,
         m.n_tiles(),
         mib(m.tile_bytes.iter().sum()),
-        deltacells::format::zstd::version(),
+        deltacells::format::zstd_version(),
         probe.engine().backend()
     )
     .map_err(out_err)?;

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use deltacells::engine::ChunkDecoder;
+use deltacells::format::frame_content_size;
 use deltacells::format::tile::{StreamKind, TileRule, TileView, CHUNK_ENTRY_LEN, HEADER_LEN};
-use deltacells::format::zstd::frame_content_size;
 use deltacells::{Backend, Error, Result, TilePosition};
 
 use crate::output::{out_err, Out};

@@ -208,7 +208,7 @@ pub enum TileRule {
         expected: u64,
     },
     /// A frame is too small to decompress to the size it must have: no zstd
-    /// frame expands more than [`MAX_EXPANSION`](crate::format::zstd::MAX_EXPANSION)
+    /// frame expands more than [`MAX_EXPANSION`](crate::format::MAX_EXPANSION)
     /// times, so the header lies. Refused before anything is allocated for it.
     #[error("{stream} frame of {compressed} bytes cannot hold {declared} bytes")]
     FrameRatio {
