@@ -25,8 +25,8 @@ import numpy as np
 import deltacells
 
 
-def rate(n_cells, seconds):
-    return f"{n_cells / seconds:12.0f} cells/s ({seconds:.2f} s)"
+def rate(cells, seconds):
+    return f"{cells / seconds:12.0f} cells/s ({seconds:.2f} s)"
 
 
 def best(reps, f):
@@ -61,8 +61,8 @@ def main():
         return memory(args)
 
     ds1 = deltacells.open(args.dir, threads=1)
-    n = ds1.n_cells
-    print(f"dataset: {n} cells x {ds1.n_genes} genes, {ds1.n_tiles} tiles")
+    n = ds1.n_obs
+    print(f"dataset: {n} cells x {ds1.n_vars} genes, {ds1.n_tiles} tiles")
     print("python full scan, 1 engine thread:  ", rate(n, best(args.reps, lambda: scan(ds1))))
     dsn = deltacells.open(args.dir)
     print(f"python full scan, {dsn.engine['threads']} engine threads: ",

@@ -194,12 +194,12 @@ impl PyDataset {
     }
 
     #[getter]
-    fn n_cells(&self, py: Python<'_>) -> PyResult<u64> {
+    fn n_obs(&self, py: Python<'_>) -> PyResult<u64> {
         Ok(self.get(py)?.n_cells())
     }
 
     #[getter]
-    fn n_genes(&self, py: Python<'_>) -> PyResult<u32> {
+    fn n_vars(&self, py: Python<'_>) -> PyResult<u32> {
         Ok(self.get(py)?.n_genes())
     }
 
@@ -208,7 +208,14 @@ impl PyDataset {
         Ok(self.get(py)?.n_tiles())
     }
 
-    /// First cell of each tile, then `n_cells`.
+    /// The manifest's free-form `metadata` object, as JSON text.
+    #[getter]
+    fn metadata(&self, py: Python<'_>) -> PyResult<String> {
+        let metadata = self.get(py)?.manifest().metadata.clone();
+        Ok(serde_json::Value::Object(metadata).to_string())
+    }
+
+    /// First cell of each tile, then `n_obs`.
     #[getter]
     fn limits<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<i64>>> {
         Ok(arrays::cells(py, self.get(py)?.limits().to_vec()))
@@ -331,12 +338,14 @@ impl PyDataset {
         Ok((r.tiles, r.cells, r.nonzeros, r.bytes))
     }
 
-    /// The batches `first, first + step, ...` of one rank's epoch (see
-    /// `Dataset::batches_strided`), at most `count` of them. `shuffle` is `"none"`, `"block"` or
-    /// `"random"` (one window over every tile: a uniform permutation).
+    /// One rank's batches of one epoch: all of them, or the `count` batches
+    /// from position `first` (how a data-loader worker takes its span).
+    /// `shuffle` is `"none"`, `"block"` or `"random"` (one window over every
+    /// tile: a uniform permutation).
     #[pyo3(signature = (*, batch_size, seed, epoch, shuffle, window_tiles, rank, world_size,
                         drop_last, prefetch, cache_bytes, genes=None, dense=false,
-                        obs_columns=Vec::new(), obs_cache_dir=None, first=0, step=1, count=None))]
+                        obs_columns=Vec::new(), obs_cache_dir=None, first=0, count=None,
+                        dtype="float32"))]
     #[allow(clippy::too_many_arguments)]
     fn batches(
         &self,
@@ -356,9 +365,15 @@ impl PyDataset {
         obs_columns: Vec<String>,
         obs_cache_dir: Option<std::path::PathBuf>,
         first: usize,
-        step: usize,
         count: Option<usize>,
+        dtype: &str,
     ) -> PyResult<PyBatchIter> {
+        if let Dtype::I32 = Dtype::parse(dtype)? {
+            return Err(to_py(
+                py,
+                Error::Input("batches are float32 in this build".into()),
+            ));
+        }
         let shuffle = match shuffle {
             "none" => Shuffle::None,
             "block" => Shuffle::Block { window_tiles },
@@ -391,11 +406,8 @@ impl PyDataset {
         };
         let iter = py
             .detach(move || match count {
-                Some(count) if step == 1 => ds.batches_range(config, first..first + count),
-                Some(_) => Err(Error::Input(
-                    "count is only for contiguous batches (step 1)".into(),
-                )),
-                None => ds.batches_strided(config, first, step),
+                Some(count) => ds.batches_range(config, first..first.saturating_add(count)),
+                None => ds.batches_strided(config, first, 1),
             })
             .or_raise(py)?;
         *self.last_batch_buffers() = Some(iter.recycler());
