@@ -400,11 +400,11 @@ class Dataset:
         `obs_names`, `var` the genes' rows of `var`. Its obs dtypes are ones
         `write_h5ad` stores. Needs anndata (`pip install "deltacells[anndata]"`).
         """
+        check_format(format, _ANNDATA_FORMATS)
         try:
             import anndata
         except ImportError as e:
             raise ImportError('to_anndata needs anndata: pip install "deltacells[anndata]"') from e
-        check_format(format, _ANNDATA_FORMATS)
         X = self.read(slice(None) if cells is None else cells, genes, format=format, dtype=dtype)
         obs = self.read_obs(obs_columns, cells)
         g = self._genes(genes)
