@@ -6,7 +6,7 @@
     X = ds.read([7, 3, 9], genes=["CD3E", "MS4A1"], dtype="int32", format="csr_array")
     obs = ds.read_obs(["cell_type"], cells=range(100))  # pandas.DataFrame
     adata = ds.to_anndata(cells=range(1000))            # anndata.AnnData, in memory
-    for index, cells, X, obs in ds.batches(batch_size=256, seed=1): ...
+    for position, cells, X, obs in ds.batches(batch_size=256, seed=1): ...
     deltacells.write(adata, "out_dc")    # scipy, dense or AnnData in
 
 `deltacells.torch.CellDataset` is the PyTorch loader.

@@ -15,9 +15,9 @@ if TYPE_CHECKING:
 
 
 class Batch(NamedTuple):
-    """One batch: unpack it as `index, cells, X, obs`."""
+    """One batch: unpack it as `position, cells, X, obs`."""
 
-    index: int
+    position: int
     """Position of the batch in the rank's epoch."""
     cells: np.ndarray
     """Global cell id (int64) of each row of `X`."""
@@ -34,7 +34,7 @@ class Batches:
     Nothing is decoded until it is iterated; each iteration runs the epoch
     again from the start of this span. `len()` is the number of batches;
     `batches[i:j]` is the span of batches `i..j` (positions in the rank's
-    epoch, which `Batch.index` keeps), and `batches[i]` decodes batch `i`.
+    epoch, which `Batch.position` keeps), and `batches[i]` decodes batch `i`.
     """
 
     def __init__(self, dataset: "Dataset", options: dict, format: str,
@@ -77,12 +77,12 @@ class Batches:
     def __iter__(self) -> Iterator[Batch]:
         start, stop = self._bounds()
         it = self._dataset._h.batches(**self._options, first=start, count=stop - start)
-        for index, cells, rows, labels in it:
+        for position, cells, rows, labels in it:
             if rows[0] == "dense":
                 X = rows[1]
             else:
                 X = convert(rows[1:], self._format)
-            yield Batch(index, cells, X, {name: pandas_column(col) for name, col in labels})
+            yield Batch(position, cells, X, {name: pandas_column(col) for name, col in labels})
 
     def __repr__(self) -> str:
         o = self._options

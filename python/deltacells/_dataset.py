@@ -48,7 +48,7 @@ class Dataset:
     def __init__(self, location: "str | os.PathLike[str]", *, threads: Optional[int] = None,
                  pin: bool = False, cache_bytes: Optional[int] = None):
         self._location = os.fspath(location)
-        self._options = {"threads": threads, "pin": pin, "cache_bytes": cache_bytes}
+        self._options: dict = {"threads": threads, "pin": pin, "cache_bytes": cache_bytes}
         self._handle: Any = None
         self._pid: Optional[int] = None
         self._loaded: dict = {}
@@ -223,7 +223,7 @@ class Dataset:
 
     # -- selections ------------------------------------------------------------
 
-    def _cells(self, cells: Any) -> "tuple[Optional[tuple], Optional[np.ndarray]]":
+    def _cells(self, cells: Any) -> "tuple[Any, Optional[np.ndarray]]":
         """A request as `(range, None)` or `(None, ids)`."""
         n = self.n_obs
         if isinstance(cells, slice):
@@ -254,7 +254,7 @@ class Dataset:
     def _cell_ids(self, cells: Any) -> np.ndarray:
         """A selection of cells as int64 ids."""
         span, ids = self._cells(cells)
-        if span is not None:
+        if ids is None:
             return np.arange(span[0], span[1], dtype=np.int64)
         return ids
 
@@ -350,7 +350,7 @@ class Dataset:
                 dtype: Any = np.float32, drop_last: bool = False, rank: int = 0,
                 world_size: int = 1, prefetch: int = 2, cache_bytes: int = 512 << 20,
                 obs_cache_dir: "str | os.PathLike[str] | None" = None) -> Batches:
-        """One rank's training batches of one epoch, as `Batch(index, cells,
+        """One rank's training batches of one epoch, as `Batch(position, cells,
         X, obs)`, decoded ahead on the engine while the caller works (no torch
         needed; `deltacells.torch.CellDataset` takes the same settings).
 

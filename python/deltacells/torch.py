@@ -83,10 +83,14 @@ class CellDataset(torch.utils.data.IterableDataset):
             raise InputError(f"output must be one of {_OUTPUTS}, not {output!r}")
         if batch_size < 1:
             raise InputError("batch_size must be at least 1")
-        if (rank is None) != (world_size is None):
+        if rank is None and world_size is None:
+            self._world: Optional["tuple[int, int]"] = None
+        elif rank is None or world_size is None:
             raise InputError("give both rank and world_size, or neither")
-        if world_size is not None and not 0 <= rank < world_size:
+        elif not 0 <= rank < world_size:
             raise InputError(f"rank {rank} is outside 0..{world_size}")
+        else:
+            self._world = (int(rank), int(world_size))
         if isinstance(dataset, Dataset):
             self.location = dataset.location
             self._given: Optional[Dataset] = dataset
@@ -107,7 +111,6 @@ class CellDataset(torch.utils.data.IterableDataset):
         self.threads = threads
         self.cache_bytes = int(cache_bytes)
         self.obs_cache_dir = None if obs_cache_dir is None else os.fspath(obs_cache_dir)
-        self._world = None if rank is None else (int(rank), int(world_size))
         self.epoch = 0
         self._start = 0  # delivered position this epoch's next pass resumes at
         self._start_workers: Optional[int] = None  # loader workers of the pass that position counts

@@ -23,9 +23,9 @@ def test_an_epoch_covers_every_cell_once_in_rows_equal_to_reads(small):
     batches = ds.batches(batch_size=64, seed=3)
     got = list(batches)
     assert len(got) == len(batches) == 16
-    assert [b.index for b in got] == list(range(16))
+    assert [b.position for b in got] == list(range(16))
     assert sorted(c for b in got for c in b.cells) == list(range(1000))
-    for index, cells, rows, obs in got:
+    for position, cells, rows, obs in got:
         assert isinstance(rows, sp.csr_matrix) and rows.dtype == np.float32
         assert rows.shape == (len(cells), ds.n_vars) and obs == {}
         np.testing.assert_array_equal(rows.toarray(), dense[cells])
@@ -67,11 +67,11 @@ def test_spans_of_an_epoch_are_its_batches_from_there(small):
     full = cells_of(batches)
     n = len(full)
     part = batches[3:7]
-    assert len(part) == 4 and [b.index for b in part] == [3, 4, 5, 6]
+    assert len(part) == 4 and [b.position for b in part] == [3, 4, 5, 6]
     assert cells_of(part) == full[3:7]
     assert cells_of(part[1:]) == full[4:7]
     assert cells_of(batches[n - 2:]) == full[-2:] and len(batches[n:]) == 0
-    assert batches[-1].cells.tolist() == full[-1] and batches[5].index == 5
+    assert batches[-1].cells.tolist() == full[-1] and batches[5].position == 5
     with pytest.raises(IndexError):
         batches[n]
     with pytest.raises(deltacells.InputError, match="step"):
