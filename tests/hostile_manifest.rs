@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use deltacells::dataset::{
     BatchConfig, Dataset, GeneSelection, MemoryStore, OpenOptions, Shuffle, Store,
 };
-use deltacells::error::DatasetRule;
+use deltacells::format::manifest::DatasetRule;
 use deltacells::format::manifest::Manifest;
 use deltacells::format::tile::TileView;
 use deltacells::Error;
@@ -126,26 +126,25 @@ fn reads_and_batches_fetch_the_tile_before_sizing_anything_by_the_claim() {
     };
     tile_error(
         "read_range",
-        measure("read_range", || {
-            ds.read_range::<f32>(0..CLAIMED, None).map(drop)
-        }),
+        measure("read_range", || ds.read(0..CLAIMED).csr::<f32>().map(drop)),
     );
     tile_error(
         "read_tile",
-        measure("read_tile", || ds.read_tile::<i32>(0, None).map(drop)),
+        measure("read_tile", || {
+            ds.read(ds.tile_cells(0)?).csr::<i32>().map(drop)
+        }),
     );
     let mut out = deltacells::Csr::empty(0);
     tile_error(
         "read_range_into",
         measure("read_range_into", || {
-            ds.read_range_into::<f32>(0..CLAIMED, None, &mut out)
-                .map(drop)
+            ds.read(0..CLAIMED).csr_into::<f32>(&mut out).map(drop)
         }),
     );
     tile_error(
         "read_cells",
         measure("read_cells", || {
-            ds.read_cells::<f32>(&[CLAIMED - 1]).map(drop)
+            ds.read([CLAIMED - 1]).csr::<f32>().map(drop)
         }),
     );
     let genes = GeneSelection::new(ds.n_genes(), &[0, 1]).unwrap();
@@ -157,13 +156,13 @@ fn reads_and_batches_fetch_the_tile_before_sizing_anything_by_the_claim() {
         let what = format!("batches {shuffle:?} prefetch {prefetch}");
         let first = measure(&what, || {
             let mut batches = ds
-                .batches(BatchConfig {
-                    batch_size: 1,
-                    shuffle,
-                    prefetch,
-                    genes: Some(genes.clone()),
-                    ..BatchConfig::default()
-                })
+                .batches(
+                    BatchConfig::default()
+                        .with_batch_size(1)
+                        .with_shuffle(shuffle)
+                        .with_prefetch(prefetch)
+                        .with_genes(Some(genes.clone())),
+                )
                 .expect("batches are planned without reading");
             assert_eq!(batches.len() as u64, CLAIMED);
             batches.next().expect("a first batch").map(drop)

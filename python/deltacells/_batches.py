@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, NamedTuple, Optional, Uni
 
 import numpy as np
 
+from . import _deltacells
 from ._formats import convert
 from ._tables import pandas_column
 from .errors import InputError
@@ -45,18 +46,39 @@ class Batches:
         self._start = start
         self._stop = stop
 
-    def _epoch_len(self) -> int:
-        options = dict(self._options, prefetch=0, obs_columns=[])
-        return len(self._dataset._h.batches(**options))
+    def _share(self) -> Any:
+        """The core's account of the rank's batches (`_deltacells.RankShare`)."""
+        o = self._options
+        return _deltacells.RankShare(self._dataset.n_obs, o["batch_size"], o["rank"],
+                                     o["world_size"], o["drop_last"])
 
     def _bounds(self) -> "tuple[int, int]":
         if self._stop is None:
-            self._stop = max(self._start, self._epoch_len())
+            self._stop = max(self._start, len(self._share()))
         return self._start, self._stop
 
+    @property
+    def span(self) -> range:
+        """The positions, in the rank's epoch, of the batches this yields."""
+        return range(*self._bounds())
+
+    def for_worker(self, worker: int, workers: int, delivered: int = 0) -> "Batches":
+        """The batches data-loader worker `worker` of `workers` yields from
+        this rank's epoch, for a loader that takes one batch from each worker
+        in turn and has delivered `delivered` of them already (0: a fresh
+        epoch). The rank's batches are cut into `workers` contiguous spans,
+        longer ones first, so that each worker decodes only its own windows;
+        the loader's turns then give the rank's batches in the same order
+        wherever it resumed."""
+        if self._start != 0 or self._stop not in (None, len(self._share())):
+            raise InputError("for_worker splits a rank's whole epoch, not a span of it")
+        if not 0 <= worker < workers:
+            raise InputError(f"worker {worker} is outside 0..{workers}")
+        first, stop = self._share().worker_resume(worker, workers, delivered)
+        return Batches(self._dataset, self._options, self._format, first, stop)
+
     def __len__(self) -> int:
-        start, stop = self._bounds()
-        return stop - start
+        return len(self.span)
 
     def __getitem__(self, key: Union[int, slice]) -> Union["Batches", Batch]:
         n = len(self)

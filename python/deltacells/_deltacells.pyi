@@ -12,7 +12,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple, Union, final
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Dataset", "BatchIter", "Writer", "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS",
+__all__ = ["Dataset", "BatchIter", "RankShare", "Writer", "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS",
            "DEFAULT_LEVEL", "kernel_backend"]
 
 __version__: str
@@ -72,6 +72,13 @@ class BatchIter:
     def __iter__(self) -> Iterator[_BatchTuple]: ...
     def __next__(self) -> _BatchTuple: ...
     def __len__(self) -> int: ...
+
+@final
+class RankShare:
+    def __new__(cls, n_obs: int, batch_size: int, rank: int, world_size: int,
+                drop_last: bool) -> "RankShare": ...
+    def __len__(self) -> int: ...
+    def worker_resume(self, worker: int, workers: int, delivered: int) -> Tuple[int, int]: ...
 
 _ObsSpec = Tuple[str, str, object, Optional[npt.NDArray[np.bool_]], Optional[List[str]]]
 _VarSpec = Tuple[str, List[str], List[Tuple[str, bool, List[str]]]]

@@ -224,8 +224,7 @@ class CellDataset(torch.utils.data.IterableDataset):
             raise InputError(f"the epoch resumes a state taken with {self._start_workers} "
                              f"loader workers; iterate with as many (this has {workers})")
         batches = self._batches(self._open(workers), self.prefetch, self.obs_columns)
-        first, count = _worker_span(len(batches), workers, self._start + worker)
-        for delivered, batch in enumerate(batches[first:first + count]):
+        for delivered, batch in enumerate(batches.for_worker(worker, workers, self._start)):
             X = batch.X
             out = {"X": torch.from_numpy(X) if isinstance(X, np.ndarray) else X,
                    "cells": torch.from_numpy(batch.cells)}
@@ -234,23 +233,6 @@ class CellDataset(torch.utils.data.IterableDataset):
             if info is None:
                 self._position = self._start + delivered + 1
             yield out
-
-
-def _worker_span(total: int, workers: int, position: int) -> "tuple[int, int]":
-    """The batches (first, count) a loader worker yields when the loader's
-    next delivery from it is at delivered position `position`.
-
-    The rank's `total` batches are split into `workers` contiguous spans, the
-    longer ones first, and the loader takes one batch from each worker in
-    turn, so delivered position `p` is batch `p // workers` of span
-    `p % workers`; a worker's positions `p, p + workers, ...` are consecutive
-    batches of one span. Resuming at any position keeps that order.
-    """
-    span = position % workers
-    base, extra = divmod(total, workers)
-    first = span * base + min(span, extra) + position // workers
-    count = max(0, -(-(total - position) // workers)) if position < total else 0
-    return first, count
 
 
 def _label(values: Any) -> Any:

@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use deltacells::dataset::{
-    BatchConfig, Dataset, GeneSelection, OpenOptions, Recycler, Shuffle, DEFAULT_CACHE_BYTES,
+    BatchConfig, Dataset, GeneSelection, OpenOptions, Pick, Recycler, Shuffle, DEFAULT_CACHE_BYTES,
 };
 use deltacells::engine::EngineConfig;
 use deltacells::kernels::DecodedCount;
@@ -90,7 +90,7 @@ fn read<'py, V: DecodedCount + Pooled>(
     let range = match rows {
         Rows::Cells(cells) => {
             let batch = py
-                .detach(|| ds.read_cells_genes::<V>(&cells, genes.as_ref()))
+                .detach(|| ds.read(&cells).genes(genes.as_ref()).csr::<V>())
                 .or_raise(py)?;
             return arrays::csr(py, batch.csr).into_pyobject(py);
         }
@@ -99,7 +99,7 @@ fn read<'py, V: DecodedCount + Pooled>(
     };
     // Ranges and tiles (the scans) read into recycled buffers.
     let mut csr = buffers.csr::<V>();
-    py.detach(|| ds.read_range_into(range, genes.as_ref(), &mut csr))
+    py.detach(|| ds.read(range).genes(genes.as_ref()).csr_into(&mut csr))
         .or_raise(py)?;
     buffers.arrays(py, csr)?.into_pyobject(py)
 }
@@ -170,18 +170,13 @@ impl PyDataset {
         pin: bool,
         cache_bytes: Option<usize>,
     ) -> PyResult<PyDataset> {
-        let mut engine = EngineConfig {
-            pin,
-            ..EngineConfig::default()
-        };
+        let mut engine = EngineConfig::default().with_pin(pin);
         if let Some(t) = threads {
             engine.threads = t;
         }
-        let options = OpenOptions {
-            engine,
-            cache_bytes: cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
-            ..OpenOptions::default()
-        };
+        let options = OpenOptions::default()
+            .with_engine(engine)
+            .with_cache_bytes(cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES));
         let ds = py
             .detach(|| Dataset::open_with(&location, options))
             .or_raise(py)?;
@@ -338,10 +333,11 @@ impl PyDataset {
         Ok((r.tiles, r.cells, r.nonzeros, r.bytes))
     }
 
-    /// One rank's batches of one epoch: all of them, or the `count` batches
-    /// from position `first` (how a data-loader worker takes its span).
-    /// `shuffle` is `"none"`, `"block"` or `"random"` (one window over every
-    /// tile: a uniform permutation).
+    /// One rank's batches of one epoch, with `dtype` counts (`"float32"` or
+    /// `"int32"`): all of them from position `first`, or the `count` batches
+    /// from there (how a data-loader worker takes its span). `shuffle` is
+    /// what [`Shuffle`] parses (`"none"`, `"block"`, `"random"`); a block
+    /// shuffle's windows hold `window_tiles` tiles.
     #[pyo3(signature = (*, batch_size, seed, epoch, shuffle, window_tiles, rank, world_size,
                         drop_last, prefetch, cache_bytes, genes=None, dense=false,
                         obs_columns=Vec::new(), obs_cache_dir=None, first=0, count=None,
@@ -368,50 +364,40 @@ impl PyDataset {
         count: Option<usize>,
         dtype: &str,
     ) -> PyResult<PyBatchIter> {
-        if let Dtype::I32 = Dtype::parse(dtype)? {
-            return Err(to_py(
-                py,
-                Error::Input("batches are float32 in this build".into()),
-            ));
-        }
-        let shuffle = match shuffle {
-            "none" => Shuffle::None,
-            "block" => Shuffle::Block { window_tiles },
-            "random" => Shuffle::Block {
-                window_tiles: self.get(py)?.n_tiles().max(1),
-            },
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "shuffle must be \"block\", \"none\" or \"random\", not {other:?}"
-                )))
-            }
+        let dtype = Dtype::parse(dtype)?;
+        let shuffle = match shuffle.parse::<Shuffle>() {
+            Ok(Shuffle::Block { .. }) => Shuffle::Block { window_tiles },
+            Ok(other) => other,
+            Err(e) => return Err(PyValueError::new_err(e.to_string())),
         };
         let genes = self.selection(py, genes)?;
         let ds = self.get(py)?.clone();
-        let config = BatchConfig {
-            batch_size,
-            seed,
-            epoch,
-            shuffle,
-            rank,
-            world_size,
-            drop_last,
-            prefetch,
-            cache_bytes,
-            genes,
-            dense,
-            obs_columns,
-            obs_cache_dir,
-            recycler: self.last_batch_buffers().clone(),
-        };
+        let config = BatchConfig::default()
+            .with_batch_size(batch_size)
+            .with_seed(seed)
+            .with_epoch(epoch)
+            .with_shuffle(shuffle)
+            .with_rank(rank, world_size)
+            .with_drop_last(drop_last)
+            .with_prefetch(prefetch)
+            .with_cache_bytes(cache_bytes)
+            .with_genes(genes)
+            .with_dense(dense)
+            .with_obs_columns(obs_columns)
+            .with_obs_cache_dir(obs_cache_dir)
+            .with_recycler(self.last_batch_buffers().clone())
+            .with_pick(match count {
+                Some(count) => Pick::Range(first..first.saturating_add(count)),
+                None => Pick::Strided { first, step: 1 },
+            });
         let iter = py
-            .detach(move || match count {
-                Some(count) => ds.batches_range(config, first..first.saturating_add(count)),
-                None => ds.batches_strided(config, first, 1),
+            .detach(move || match dtype {
+                Dtype::F32 => ds.batches_of::<f32>(config).map(PyBatchIter::from),
+                Dtype::I32 => ds.batches_of::<i32>(config).map(PyBatchIter::from),
             })
             .or_raise(py)?;
         *self.last_batch_buffers() = Some(iter.recycler());
-        Ok(PyBatchIter::new(iter))
+        Ok(iter)
     }
 }
 

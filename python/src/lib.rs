@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyDataset>()?;
     m.add_class::<batches::PyBatchIter>()?;
+    m.add_class::<batches::PyRankShare>()?;
     m.add_class::<writer::PyWriter>()?;
     m.add("__version__", deltacells::build_info::VERSION)?;
     m.add("DEFAULT_TILE_SIZE", deltacells::dataset::DEFAULT_TILE_SIZE)?;

@@ -28,6 +28,24 @@ def counts(n_obs, n_vars, density=0.05, seed=0, dtype=np.float32):
     return m
 
 
+def loader_order(batches, workers):
+    """A rank's batches as a loader with `workers` workers delivers them:
+    split into contiguous spans (longer spans first), one batch from each
+    span in turn."""
+    base, extra = divmod(len(batches), workers)
+    spans, at = [], 0
+    for w in range(workers):
+        n = base + (w < extra)
+        spans.append(list(batches[at:at + n]))
+        at += n
+    out = []
+    while any(spans):
+        for span in spans:
+            if span:
+                out.append(span.pop(0))
+    return out
+
+
 @pytest.fixture(scope="session")
 def small(tmp_path_factory):
     """A written dataset of 1,000 cells x 300 genes with obs and var, and its source."""

@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 import deltacells
+from conftest import loader_order
 
 
 def cells_of(batches):
@@ -40,13 +41,16 @@ def test_an_epoch_covers_every_cell_once_in_rows_equal_to_reads(small):
 
 
 @pytest.mark.parametrize("fmt", ["csr_matrix", "csr_array", "arrays", "numpy"])
-def test_every_format_holds_the_same_rows(small, fmt):
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_every_format_and_dtype_holds_the_same_rows(small, fmt, dtype):
     path, _, _, _ = small
     ds = deltacells.open(path)
     genes = [ds.var_names[j] for j in (7, 2, 250)]
     for cols in (None, genes):
-        want = ds.read(slice(None), genes=cols, format="numpy")
-        for b in ds.batches(batch_size=100, seed=1, genes=cols, format=fmt):
+        want = ds.read(slice(None), genes=cols, format="numpy", dtype=dtype)
+        # Counts past uint16 come back exactly.
+        assert cols is not None or want.max() == 70_000
+        for b in ds.batches(batch_size=100, seed=1, genes=cols, format=fmt, dtype=dtype):
             if fmt == "arrays":
                 assert isinstance(b.X, deltacells.CsrArrays)
                 rows = sp.csr_matrix((b.X.data, b.X.indices, b.X.indptr), shape=b.X.shape)
@@ -57,7 +61,7 @@ def test_every_format_holds_the_same_rows(small, fmt):
             else:
                 assert type(b.X) is {"csr_matrix": sp.csr_matrix, "csr_array": sp.csr_array}[fmt]
                 rows = b.X.toarray()
-            assert rows.dtype == np.float32
+            assert rows.dtype == np.dtype(dtype)
             np.testing.assert_array_equal(rows, want[b.cells])
 
 
@@ -76,6 +80,28 @@ def test_spans_of_an_epoch_are_its_batches_from_there(small):
         batches[n]
     with pytest.raises(deltacells.InputError, match="step"):
         batches[::2]
+
+
+def test_worker_spans_are_contiguous_and_resume_anywhere_in_loader_order(small):
+    ds = deltacells.open(small[0])
+    for batch_size in sorted({-(-1000 // t) for t in range(1, 41)}):
+        batches = ds.batches(batch_size=batch_size)
+        total = len(batches)
+        for workers in range(1, 6):
+            order = loader_order(list(range(total)), workers)
+            for position in range(total + 1):
+                # Each worker yields one contiguous run of the rank's batches,
+                # and the loader's turns give the rest of the order exactly.
+                runs = [list(batches.for_worker(w, workers, position).span)
+                        for w in range(workers)]
+                got = []
+                while any(runs):
+                    for run in runs:
+                        if run:
+                            got.append(run.pop(0))
+                assert got == order[position:], (total, workers, position)
+    with pytest.raises(deltacells.InputError, match="whole epoch"):
+        batches[1:].for_worker(0, 2)
 
 
 @pytest.mark.parametrize("world", [2, 3])

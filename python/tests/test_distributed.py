@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
+from conftest import loader_order  # noqa: E402
 from deltacells.torch import CellDataset  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -77,23 +78,6 @@ def check_epochs(path, results, n_obs, **kwargs):
             assert batches == single_process(path, epoch, rank, len(results), **kwargs)
         assert every == [c for b in single_process(path, epoch, **kwargs) for c in b]
     assert results[0]["epochs"][0] != results[0]["epochs"][1]
-
-
-def loader_order(batches, workers):
-    """A rank's batches as a loader with `workers` workers delivers them (see
-    test_torch.py)."""
-    base, extra = divmod(len(batches), workers)
-    spans, at = [], 0
-    for w in range(workers):
-        n = base + (w < extra)
-        spans.append(list(batches[at:at + n]))
-        at += n
-    out = []
-    while any(spans):
-        for span in spans:
-            if span:
-                out.append(span.pop(0))
-    return out
 
 
 @pytest.mark.parametrize("workers", [0, 2])

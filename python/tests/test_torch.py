@@ -10,46 +10,12 @@ from torch.utils.data import DataLoader  # noqa: E402
 
 import deltacells  # noqa: E402
 from deltacells.errors import InputError  # noqa: E402
-from deltacells.torch import CellDataset, _worker_span  # noqa: E402
+from conftest import loader_order  # noqa: E402
+from deltacells.torch import CellDataset  # noqa: E402
 
 
 def cells_of(batches):
     return [b["cells"].tolist() for b in batches]
-
-
-def loader_order(batches, workers):
-    """The rank's batches as a loader with `workers` workers delivers them:
-    split into contiguous spans (longer spans first), one batch from each
-    span in turn."""
-    base, extra = divmod(len(batches), workers)
-    spans, at = [], 0
-    for w in range(workers):
-        n = base + (w < extra)
-        spans.append(list(batches[at:at + n]))
-        at += n
-    out = []
-    while any(spans):
-        for span in spans:
-            if span:
-                out.append(span.pop(0))
-    return out
-
-
-def test_worker_spans_are_contiguous_and_resume_anywhere_in_loader_order():
-    for total in range(0, 40):
-        for workers in range(1, 6):
-            order = loader_order(list(range(total)), workers)
-            for position in range(total + 1):
-                spans = [_worker_span(total, workers, position + w) for w in range(workers)]
-                # Each worker yields one contiguous run of the rank's batches,
-                # and the loader's turns give the rest of the order exactly.
-                runs = [list(range(first, first + count)) for first, count in spans]
-                got = []
-                while any(runs):
-                    for run in runs:
-                        if run:
-                            got.append(run.pop(0))
-                assert got == order[position:], (total, workers, position)
 
 
 def source_rows(small):
@@ -239,17 +205,19 @@ def test_an_open_dataset_serves_like_its_location(small, context):
     check_rows(got, dense)
 
 
-def test_batches_are_those_of_dataset_batches_with_the_same_settings(small):
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_batches_are_those_of_dataset_batches_with_the_same_settings(small, dtype):
     path, _, obs, _ = small
     src = deltacells.open(path)
     settings = dict(batch_size=90, seed=4, shuffle="random", drop_last=True,
-                    obs_columns=["cell_type", "score"])
+                    obs_columns=["cell_type", "score"], dtype=dtype)
     plain = list(src.batches(**settings))
     ds = CellDataset(path, **settings)
     ds.set_epoch(0)
     got = list(ds)
     assert [b["cells"].tolist() for b in got] == [b.cells.tolist() for b in plain]
     for t, b in zip(got, plain):
+        assert t["X"].dtype == getattr(torch, dtype)
         np.testing.assert_array_equal(t["X"].to_dense().numpy(), b.X.toarray())
         np.testing.assert_array_equal(t["cell_type"].numpy(), b.obs["cell_type"].codes)
         np.testing.assert_array_equal(t["score"].numpy(), b.obs["score"])
