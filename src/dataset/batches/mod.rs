@@ -2,9 +2,9 @@
 //!
 //! The pieces, one module each:
 //!
-//! * [`order`]: the epoch's cell order ([`EpochOrder`], by [`Shuffle`]) and
-//!   each rank's and loader worker's share of it ([`RankShare`]), pure values
-//!   of the manifest and `(seed, epoch)`;
+//! * [`order`]: the epoch's cell order ([`EpochOrder`], by [`Shuffle`]), a
+//!   pure value of the manifest and `(seed, epoch)`;
+//! * [`share`]: each rank's and loader worker's share of it ([`RankShare`]);
 //! * [`producer`]: how a batch's rows are made, an explicit [`Strategy`]
 //!   chosen once per iterator from the order and the memory bound;
 //! * [`prefetch`]: the thread producing batches ahead of the caller;
@@ -22,14 +22,16 @@ mod prefetch;
 mod producer;
 mod recycler;
 mod scatter;
+mod share;
 mod window;
 
 use std::ops::Range;
 use std::path::PathBuf;
 
-pub use order::{EpochOrder, RankShare, Shuffle, DEFAULT_WINDOW_TILES};
+pub use order::{EpochOrder, Shuffle, DEFAULT_WINDOW_TILES};
 pub use producer::BatchRowsPart;
 pub use recycler::Recycler;
+pub use share::RankShare;
 
 use crate::csr::Csr;
 use crate::dataset::read::ReadStats;

@@ -4,9 +4,10 @@
 use std::ops::Range;
 
 use crate::csr::Csr;
-use crate::dataset::batches::order::{EpochOrder, RankShare};
+use crate::dataset::batches::order::EpochOrder;
 use crate::dataset::batches::recycler::Recycler;
 use crate::dataset::batches::scatter::{Part, Pending};
+use crate::dataset::batches::share::RankShare;
 use crate::dataset::batches::window::{WindowBudget, WindowChunks};
 use crate::dataset::batches::{Batch, BatchConfig, BatchRows};
 use crate::dataset::cache::ChunkCache;
