@@ -6,7 +6,8 @@ DATASET_DIR: e.g. written by `deltacells demo --cells 50000 --out DIR`. Prints
 cells/s for: a full scan through Python (`iter_tiles`, scipy CSR) with 1
 engine thread and with every core; the same matrix as an uncompressed h5ad
 read in row blocks through anndata's backed mode (written next to the dataset
-unless --h5ad names one); uniformly random batches read both ways; the Rust batch iterator without Python; a DataLoader
+unless --h5ad names one); uniformly random batches read both ways;
+`Dataset.batches` as plain CSR arrays (the engine's batches, no torch); a DataLoader
 over CellDataset with N workers and in-process; what handing batches of
 that size from N worker processes costs alone (a dataset yielding ready
 batches); and peak resident memory of an epoch
@@ -25,8 +26,8 @@ import numpy as np
 import deltacells
 
 
-def rate(n_cells, seconds):
-    return f"{n_cells / seconds:12.0f} cells/s ({seconds:.2f} s)"
+def rate(cells, seconds):
+    return f"{cells / seconds:12.0f} cells/s ({seconds:.2f} s)"
 
 
 def best(reps, f):
@@ -61,8 +62,8 @@ def main():
         return memory(args)
 
     ds1 = deltacells.open(args.dir, threads=1)
-    n = ds1.n_cells
-    print(f"dataset: {n} cells x {ds1.n_genes} genes, {ds1.n_tiles} tiles")
+    n = ds1.n_obs
+    print(f"dataset: {n} cells x {ds1.n_vars} genes, {ds1.n_tiles} tiles")
     print("python full scan, 1 engine thread:  ", rate(n, best(args.reps, lambda: scan(ds1))))
     dsn = deltacells.open(args.dir)
     print(f"python full scan, {dsn.engine['threads']} engine threads: ",
@@ -116,13 +117,12 @@ def main():
 
     from deltacells.torch import CellDataset
 
-    def rust_batches():
-        for _ in dsn._h.batches(batch_size=args.batch_size, seed=0, epoch=0, shuffle="block",
-                                window_tiles=4, rank=0, world_size=1, drop_last=False,
-                                prefetch=2, cache_bytes=args.cache_mb << 20):
+    def raw_batches():
+        for _ in dsn.batches(batch_size=args.batch_size, cache_bytes=args.cache_mb << 20,
+                             format="arrays"):
             pass
 
-    print("rust batch iterator (no python work):", rate(n, best(args.reps, rust_batches)))
+    print("Dataset.batches, CSR arrays (no torch):", rate(n, best(args.reps, raw_batches)))
     cd = CellDataset(args.dir, batch_size=args.batch_size, seed=0, cache_bytes=args.cache_mb << 20)
 
     def loader():

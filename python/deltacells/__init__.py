@@ -1,24 +1,32 @@
 """deltacells: huge single-cell count matrices, decoded fast, from Python.
 
     import deltacells
-    ds = deltacells.open("pbmc_dc")
-    X = ds[0:4096]                       # scipy.sparse.csr_matrix, float32
-    X = ds.read([7, 3, 9], genes=["CD3E", "MS4A1"], dtype="int32")
-    obs = ds.obs(["cell_type"])          # pandas.DataFrame
+    ds = deltacells.open("pbmc_dc")      # n_obs, n_vars, obs_names, var_names, obs, var
+    X = ds[0:4096]                       # scipy.sparse.csr_matrix, float32; columns follow var_names
+    X = ds.read([7, 3, 9], genes=["CD3E", "MS4A1"], dtype="int32", format="csr_array")
+    obs = ds.read_obs(["cell_type"], cells=range(100))  # pandas.DataFrame
+    adata = ds.to_anndata(cells=range(1000))            # anndata.AnnData, in memory
+    for position, cells, X, obs in ds.batches(batch_size=256, seed=1): ...
     deltacells.write(adata, "out_dc")    # scipy, dense or AnnData in
 
 `deltacells.torch.CellDataset` is the PyTorch loader.
 """
 
+import os as _os
+from typing import Optional as _Optional
+
 from . import _deltacells
+from ._batches import Batch, Batches
 from ._dataset import Dataset
+from ._formats import FORMATS, CsrArrays
 from ._write import write
 from .errors import DeltacellsError, FormatError, InputError, StorageError
 
-__version__ = _deltacells.__version__
+__version__: str = _deltacells.__version__
 
 
-def open(location, *, threads=None, pin=False, cache_bytes=None) -> Dataset:  # noqa: A001
+def open(location: "str | _os.PathLike[str]", *, threads: _Optional[int] = None,  # noqa: A001
+         pin: bool = False, cache_bytes: _Optional[int] = None) -> Dataset:
     """Opens the dataset at `location` (a directory, or any location the
     engine accepts), checking its manifest and side files.
 
@@ -29,5 +37,5 @@ def open(location, *, threads=None, pin=False, cache_bytes=None) -> Dataset:  # 
     return Dataset(location, threads=threads, pin=pin, cache_bytes=cache_bytes)
 
 
-__all__ = ["open", "write", "Dataset", "DeltacellsError", "FormatError", "InputError",
-           "StorageError", "__version__"]
+__all__ = ["open", "write", "Dataset", "Batch", "Batches", "CsrArrays", "FORMATS",
+           "DeltacellsError", "FormatError", "InputError", "StorageError", "__version__"]

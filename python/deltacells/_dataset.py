@@ -1,14 +1,20 @@
-"""The `Dataset` class: reads of any cells and genes, obs and var tables."""
+"""The `Dataset` class: reads of any cells and genes, obs and var tables,
+batches, and `to_anndata`."""
 
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _deltacells
+from ._batches import Batches
+from ._formats import FORMATS, check_format, convert, dtype_name
+from ._tables import (index_column, index_name, pandas_column, range_names, string_index,
+                      var_frame)
 from .errors import InputError
 
 # Handles inherited through fork. A child never uses them (their decode
@@ -16,27 +22,22 @@ from .errors import InputError
 # pool down talks to those threads. They are kept here for the child's life.
 _INHERITED: list = []
 
-_FORMATS = ("scipy", "numpy", "torch")
+#: The epoch orders of `Dataset.batches` and `CellDataset`.
+SHUFFLES = ("block", "none", "random")
 
-
-def _dtype_name(dtype) -> str:
-    """"float32" or "int32" from a name, a numpy dtype or a torch dtype."""
-    if isinstance(dtype, str):
-        name = dtype
-    elif type(dtype).__module__ == "torch":  # torch.float32, torch.int32
-        name = str(dtype).replace("torch.", "")
-    else:
-        try:
-            name = np.dtype(dtype).name
-        except TypeError:
-            name = repr(dtype)
-    if name not in ("float32", "int32"):
-        raise InputError(f"dtype must be float32 or int32, not {dtype!r}")
-    return name
+#: The formats `to_anndata` can put in `X`.
+_ANNDATA_FORMATS = ("csr_matrix", "csr_array", "numpy")
 
 
 class Dataset:
-    """An open deltacells dataset.
+    """An open deltacells dataset, named as scverse names an AnnData's parts.
+
+    Rows are cells (`n_obs`, `obs_names`, `obs`) and columns genes (`n_vars`,
+    `var_names`, `var`). The columns of every read follow `var_names`: the
+    stored order, genes sorted by decreasing total count when the dataset was
+    written with `sort_genes` (the default). Column `j` is column
+    `gene_order[j]` of the source; `genes=np.argsort(ds.gene_order)` reads
+    the columns back in the source's order.
 
     Reads release the GIL while the engine fetches and decodes, and hand the
     decoded buffers to numpy without copying them. The object pickles as its
@@ -44,19 +45,19 @@ class Dataset:
     start method; each process opens its own engine on first use.
     """
 
-    def __init__(self, location, *, threads: Optional[int] = None, pin: bool = False,
-                 cache_bytes: Optional[int] = None):
+    def __init__(self, location: "str | os.PathLike[str]", *, threads: Optional[int] = None,
+                 pin: bool = False, cache_bytes: Optional[int] = None):
         self._location = os.fspath(location)
-        self._options = {"threads": threads, "pin": pin, "cache_bytes": cache_bytes}
-        self._handle = None
-        self._pid = None
-        self._gene_index = None
+        self._options: dict = {"threads": threads, "pin": pin, "cache_bytes": cache_bytes}
+        self._handle: Any = None
+        self._pid: Optional[int] = None
+        self._loaded: dict = {}
         self._h  # open now: a bad location fails here, not at the first read
 
     # -- process-aware handle -------------------------------------------------
 
     @property
-    def _h(self):
+    def _h(self) -> Any:
         if self._handle is not None and self._pid != os.getpid():
             _INHERITED.append(self._handle)
             self._handle = None
@@ -65,74 +66,166 @@ class Dataset:
             self._pid = os.getpid()
         return self._handle
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict:
         return {"location": self._location, "options": self._options}
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict) -> None:
         self._location = state["location"]
         self._options = state["options"]
         self._handle = None
         self._pid = None
-        self._gene_index = None
+        self._loaded = {}
+
+    def _once(self, key: str, load: Any) -> Any:
+        """`load()`, computed on first use and kept."""
+        if key not in self._loaded:
+            self._loaded[key] = load()
+        return self._loaded[key]
 
     def __repr__(self) -> str:
-        return f"deltacells.Dataset({self._location!r}, n_cells={self.n_cells}, n_genes={self.n_genes})"
+        return f"deltacells.Dataset({self._location!r}, n_obs={self.n_obs}, n_vars={self.n_vars})"
 
-    # -- shape and side tables ------------------------------------------------
+    # -- shape -------------------------------------------------------------------
 
     @property
     def location(self) -> str:
+        """Where the dataset is, as it was opened."""
         return self._location
 
     @property
-    def n_cells(self) -> int:
-        return self._h.n_cells
+    def n_obs(self) -> int:
+        """Number of cells (rows)."""
+        return self._h.n_obs
 
     @property
-    def n_genes(self) -> int:
-        return self._h.n_genes
+    def n_vars(self) -> int:
+        """Number of genes (columns)."""
+        return self._h.n_vars
 
     @property
-    def shape(self) -> tuple:
-        return (self.n_cells, self.n_genes)
+    def shape(self) -> Tuple[int, int]:
+        """`(n_obs, n_vars)`."""
+        return (self.n_obs, self.n_vars)
 
     def __len__(self) -> int:
-        return self.n_cells
+        return self.n_obs
 
     @property
     def n_tiles(self) -> int:
+        """Number of tiles (blocks of consecutive cells stored together)."""
         return self._h.n_tiles
 
     @property
     def tile_limits(self) -> np.ndarray:
-        """First cell of every tile, then `n_cells`."""
+        """First cell of every tile, then `n_obs`."""
         return self._h.limits
 
     @property
-    def var_names(self) -> Optional[list]:
-        """Gene names in column order (`var_names.txt`), or None."""
-        return self._h.var_names
-
-    @property
-    def gene_order(self) -> Optional[np.ndarray]:
-        """Column `j` was column `gene_order[j]` of the source, or None when unsorted."""
-        return self._h.gene_order
-
-    @property
-    def obs_columns(self) -> list:
-        """Names of the obs columns."""
-        return [name for name, _, _ in self._h.obs_schema]
+    def metadata(self) -> dict:
+        """The manifest's free-form metadata."""
+        return self._once("metadata", lambda: json.loads(self._h.metadata))
 
     @property
     def engine(self) -> dict:
+        """The decode pool: `threads`, `pinned` and the `kernel_backend` in use."""
         threads, pinned, backend = self._h.engine
         return {"threads": threads, "pinned": pinned, "kernel_backend": backend}
 
+    # -- names and side tables ---------------------------------------------------
+
+    @property
+    def var_names(self) -> Any:
+        """Gene names in column order, a `pandas.Index` of strings
+        (`var_names.txt`; "0", "1", ... when the dataset has none)."""
+        def load() -> Any:
+            names = self._h.var_names
+            if names is None:
+                return range_names(np.arange(self.n_vars))
+            return string_index(names)
+
+        return self._once("var_names", load)
+
+    @property
+    def gene_order(self) -> Optional[np.ndarray]:
+        """Column `j` was column `gene_order[j]` of the source, or None when
+        the columns are in the source's order. `np.argsort(gene_order)` lists
+        the columns in source order: pass it as `genes=` to read them so."""
+        return self._h.gene_order
+
+    @property
+    def var(self) -> Any:
+        """The gene table (`var.parquet`) as a pandas DataFrame indexed by
+        `var_names`, in column order; an empty frame when the dataset has
+        none. Loaded on first access and kept."""
+        return self._once("var", lambda: var_frame(self._h.var_table(), self.var_names))
+
+    @property
+    def _index_column(self) -> Optional[str]:
+        """The obs column that holds the cell ids, if any (see `obs_names`)."""
+        return self._once("index_column", lambda: index_column(self.metadata, self._h.obs_schema))
+
+    @property
+    def obs_names(self) -> Any:
+        """Cell ids, a `pandas.Index` of strings: the obs index the dataset
+        was written with, stored as an obs column (`deltacells.write` names
+        that column in the manifest's metadata as `obs_index`; `deltacells
+        convert` stores an h5ad's obs index as `cell_id`), else "0", "1", ...
+        as anndata names cells. Loaded on first access and kept."""
+        return self._once("obs_names", lambda: self._names(None))
+
+    def _names(self, ids: Optional[np.ndarray]) -> Any:
+        """The obs names of cells `ids` (every cell when None)."""
+        if "obs_names" in self._loaded and ids is not None:
+            return self._loaded["obs_names"][ids]
+        column = self._index_column
+        if column is None:
+            return range_names(np.arange(self.n_obs) if ids is None else ids)
+        values = pandas_column(self._h.obs_column(column, ids))
+        return string_index(values, index_name(column))
+
+    @property
+    def obs_columns(self) -> list:
+        """Names of the obs columns, as in `obs` (the column holding the cell
+        ids is `obs_names`)."""
+        index = self._index_column
+        return [name for name, _, _ in self._h.obs_schema if name != index]
+
+    def categories(self, column: str) -> Optional[list]:
+        """The vocabulary of obs column `column` when it is categorical (None
+        otherwise), without reading the column."""
+        for name, _, cats in self._h.obs_schema:
+            if name == column:
+                return cats
+        raise InputError(f"no obs column {column!r}")
+
+    @property
+    def obs(self) -> Any:
+        """Every obs column as a pandas DataFrame indexed by `obs_names`,
+        loaded on first access and kept (`read_obs` reads some columns of
+        some cells). The dtypes are ones anndata can write: categories as
+        `pandas.Categorical`, missing numbers as NaN (pandas' nullable
+        integer and boolean arrays where integers or booleans miss values),
+        strings as objects."""
+        return self._once("obs", lambda: self.read_obs())
+
+    def read_obs(self, columns: "str | Sequence[str] | None" = None, cells: Any = None) -> Any:
+        """Obs `columns` (default: every column of `obs`; the column holding
+        the cell ids may be asked for by name too) for `cells` (default: every
+        cell; any selection `read` takes, order kept) as a pandas DataFrame
+        indexed by the cells' `obs_names`, with the dtypes of `obs`."""
+        import pandas as pd
+
+        names = self.obs_columns if columns is None else (
+            [columns] if isinstance(columns, str) else list(columns))
+        ids = None if cells is None else self._cell_ids(cells)
+        data = {name: pandas_column(self._h.obs_column(name, ids)) for name in names}
+        return pd.DataFrame(data, index=self._names(ids))
+
     # -- selections ------------------------------------------------------------
 
-    def _cells(self, cells) -> "tuple[Optional[tuple], Optional[np.ndarray]]":
+    def _cells(self, cells: Any) -> "tuple[Any, Optional[np.ndarray]]":
         """A request as `(range, None)` or `(None, ids)`."""
-        n = self.n_cells
+        n = self.n_obs
         if isinstance(cells, slice):
             start, stop, step = cells.indices(n)
             if step == 1:
@@ -158,17 +251,24 @@ class Dataset:
             raise InputError("cells must be an int, a slice, a range or a 1-D array of ints")
         return None, np.ascontiguousarray(a, dtype=np.int64)
 
-    def _genes(self, genes) -> Optional[np.ndarray]:
+    def _cell_ids(self, cells: Any) -> np.ndarray:
+        """A selection of cells as int64 ids."""
+        span, ids = self._cells(cells)
+        if ids is None:
+            return np.arange(span[0], span[1], dtype=np.int64)
+        return ids
+
+    def _genes(self, genes: Any) -> Optional[np.ndarray]:
         """Gene selection as column indices, from indices or names."""
         if genes is None:
             return None
         if isinstance(genes, slice):
-            return np.arange(self.n_genes, dtype=np.int64)[genes]
+            return np.arange(self.n_vars, dtype=np.int64)[genes]
         if isinstance(genes, (str, int, np.integer)):
             genes = [genes]
         items = list(genes)
         if items and all(isinstance(g, str) for g in items):
-            index = self._name_index()
+            index = self._once("gene_index", self._name_index)
             out = []
             for g in items:
                 i = index.get(g)
@@ -184,58 +284,56 @@ class Dataset:
         return a.astype(np.int64).reshape(-1)
 
     def _name_index(self) -> dict:
-        if self._gene_index is None:
-            names = self.var_names
-            if names is None:
-                raise InputError("the dataset has no var_names: select genes by index")
-            index: dict = {}
-            for i, name in enumerate(names):
-                index[name] = -1 if name in index else i
-            self._gene_index = index
-        return self._gene_index
+        """Column of each gene name; -1 for a name that appears twice."""
+        index: dict = {}
+        for i, name in enumerate(self.var_names):
+            index[name] = -1 if name in index else i
+        return index
 
     # -- reads -------------------------------------------------------------------
 
-    def read(self, cells=slice(None), genes=None, format: str = "scipy", dtype=np.float32):
+    def read(self, cells: Any = slice(None), genes: Any = None, format: str = "csr_matrix",
+             dtype: Any = np.float32) -> Any:
         """Rows of `cells` (ids in any order, duplicates allowed, a slice, a
         range or a boolean mask; order kept), keeping only `genes` (indices or
-        names, in the order given) when given.
+        names, in the order given) when given. Columns follow `var_names`.
 
-        `format`: "scipy" (a `scipy.sparse.csr_matrix` over the decoded
-        buffers), "torch" (a `torch.sparse_csr_tensor`, values not copied) or
-        "numpy" (a dense array). `dtype`: float32 or int32 (exact counts).
+        `format`: "csr_matrix" (`scipy.sparse.csr_matrix` over the decoded
+        buffers), "csr_array" (`scipy.sparse.csr_array`, the same buffers),
+        "torch" (a `torch.sparse_csr_tensor`, values not copied), "arrays"
+        (`CsrArrays`: the CSR's numpy arrays) or "numpy" (a dense array).
+        `dtype`: float32 or int32 (exact counts).
         """
-        if format not in _FORMATS:
-            raise InputError(f"format must be one of {_FORMATS}, not {format!r}")
+        check_format(format)
         span, ids = self._cells(cells)
         g = self._genes(genes)
-        dt = _dtype_name(dtype)
+        dt = dtype_name(dtype)
         if span is not None:
             parts = self._h.read_range(span[0], span[1], g, dt)
         else:
             parts = self._h.read_cells(ids, g, dt)
-        return _convert(parts, format)
+        return convert(parts, format)
 
-    def __getitem__(self, key):
-        """`ds[cells]` or `ds[cells, genes]`, as scipy CSR float32."""
+    def __getitem__(self, key: Any) -> Any:
+        """`ds[cells]` or `ds[cells, genes]`, as a scipy `csr_matrix`, float32."""
         if isinstance(key, tuple):
             if len(key) != 2:
                 raise InputError("index with ds[cells] or ds[cells, genes]")
             return self.read(key[0], key[1])
         return self.read(key)
 
-    def iter_tiles(self, genes=None, format: str = "scipy", dtype=np.float32,
-                   prefetch: int = 1) -> Iterator:
-        """Every tile's rows in order; the next `prefetch` tiles decode on the
-        engine while the caller works on the current one."""
-        if format not in _FORMATS:
-            raise InputError(f"format must be one of {_FORMATS}, not {format!r}")
+    def iter_tiles(self, genes: Any = None, format: str = "csr_matrix", dtype: Any = np.float32,
+                   prefetch: int = 1) -> Iterator[Any]:
+        """Every tile's rows in order (formats as in `read`); the next
+        `prefetch` tiles decode on the engine while the caller works on the
+        current one."""
+        check_format(format)
         g = self._genes(genes)
-        dt = _dtype_name(dtype)
+        dt = dtype_name(dtype)
         h = self._h
         if prefetch <= 0:
             for t in range(h.n_tiles):
-                yield _convert(h.read_tile(t, g, dt), format)
+                yield convert(h.read_tile(t, g, dt), format)
             return
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltacells-tiles") as pool:
             pending = [pool.submit(h.read_tile, t, g, dt)
@@ -244,42 +342,74 @@ class Dataset:
                 parts = pending.pop(0).result()
                 if t + prefetch < h.n_tiles:
                     pending.append(pool.submit(h.read_tile, t + prefetch, g, dt))
-                yield _convert(parts, format)
+                yield convert(parts, format)
 
-    def obs(self, columns=None, cells=None):
-        """Obs columns for `cells` (default: every cell) as a pandas DataFrame
-        indexed by cell id; categories come back as `pandas.Categorical`."""
-        import pandas as pd
+    def batches(self, batch_size: int = 256, *, shuffle: str = "block", seed: int = 0,
+                epoch: int = 0, window_tiles: int = 4, genes: Any = None,
+                obs_columns: "str | Sequence[str]" = (), format: str = "csr_matrix",
+                dtype: Any = np.float32, drop_last: bool = False, rank: int = 0,
+                world_size: int = 1, prefetch: int = 2, cache_bytes: int = 512 << 20,
+                obs_cache_dir: "str | os.PathLike[str] | None" = None) -> Batches:
+        """One rank's training batches of one epoch, as `Batch(position, cells,
+        X, obs)`, decoded ahead on the engine while the caller works (no torch
+        needed; `deltacells.torch.CellDataset` takes the same settings).
 
-        names = self.obs_columns if columns is None else (
-            [columns] if isinstance(columns, str) else list(columns))
-        if cells is None:
-            ids = None
-            index = pd.RangeIndex(self.n_cells)
-        else:
-            span, ids = self._cells(cells)
-            if span is not None:
-                ids = np.arange(span[0], span[1], dtype=np.int64)
-            index = pd.Index(ids, name=None)
-        data = {name: _pandas_column(self._h.obs_column(name, ids)) for name in names}
-        return pd.DataFrame(data, index=index)
+        * `batch_size`: cells per batch; every rank gets the same number of
+          batches; `drop_last` drops the cells that do not fill a batch on
+          every rank, otherwise every cell comes exactly once per epoch.
+        * `shuffle`: "block" (shuffle tiles, then cells within windows of
+          `window_tiles` tiles: each chunk decodes about once per epoch),
+          "random" (a uniform permutation) or "none". The order depends on
+          `(seed, epoch)` alone.
+        * `genes`: a subset of genes (indices or names), in the order given;
+          columns otherwise follow `var_names`.
+        * `obs_columns`: obs columns returned with every batch in `Batch.obs`.
+        * `format`, `dtype`: as in `read` ("numpy" gives dense rows).
+        * `rank`, `world_size`: the epoch's cells are cut into `world_size`
+          contiguous shares, one per rank.
+        * `prefetch`: batches decoded ahead; `cache_bytes`: bound of the
+          decoded tiles and chunks the iterator keeps; `obs_cache_dir`: where
+          obs columns are localized (see the format's obs cache).
+        """
+        check_format(format)
+        if shuffle not in SHUFFLES:
+            raise InputError(f"shuffle must be one of {SHUFFLES}, not {shuffle!r}")
+        if batch_size < 1:
+            raise InputError("batch_size must be at least 1")
+        if not 0 <= rank < world_size:
+            raise InputError(f"rank {rank} is outside 0..{world_size}")
+        options = {
+            "batch_size": int(batch_size), "seed": int(seed), "epoch": int(epoch),
+            "shuffle": shuffle, "window_tiles": int(window_tiles), "rank": int(rank),
+            "world_size": int(world_size), "drop_last": bool(drop_last),
+            "prefetch": int(prefetch), "cache_bytes": int(cache_bytes),
+            "genes": self._genes(genes), "dense": format == "numpy",
+            "obs_columns": [obs_columns] if isinstance(obs_columns, str) else list(obs_columns),
+            "obs_cache_dir": None if obs_cache_dir is None else os.fspath(obs_cache_dir),
+            "dtype": dtype_name(dtype),
+        }
+        return Batches(self, options, format)
 
-    def var(self):
-        """The gene table (`var.parquet`) as a DataFrame in column order; when
-        the dataset has none, an empty frame indexed by `var_names`."""
-        import pandas as pd
-
-        table = self._h.var_table()
-        if table is None:
-            names = self.var_names
-            return pd.DataFrame(index=pd.Index(names) if names is not None else pd.RangeIndex(self.n_genes))
-        index_columns, columns = table
-        df = pd.DataFrame({name: _pandas_column(col) for name, col in columns})
-        if index_columns:
-            df = df.set_index(index_columns)
-            if df.index.name == "__index_level_0__":
-                df.index.name = None
-        return df
+    def to_anndata(self, cells: Any = None, genes: Any = None,
+                   obs_columns: "str | Sequence[str] | None" = None, *,
+                   dtype: Any = np.float32, format: str = "csr_matrix") -> Any:
+        """`cells` (default: all) and `genes` (default: all, in `var_names`
+        order) as an in-memory `anndata.AnnData`: `X` as `read` gives it
+        (`format` "csr_matrix", "csr_array" or "numpy"; `dtype` float32 or
+        int32), `obs` the cells' `obs_columns` (default: all) indexed by their
+        `obs_names`, `var` the genes' rows of `var`. Its obs dtypes are ones
+        `write_h5ad` stores. Needs anndata (`pip install "deltacells[anndata]"`).
+        """
+        check_format(format, _ANNDATA_FORMATS)
+        try:
+            import anndata
+        except ImportError as e:
+            raise ImportError('to_anndata needs anndata: pip install "deltacells[anndata]"') from e
+        X = self.read(slice(None) if cells is None else cells, genes, format=format, dtype=dtype)
+        obs = self.read_obs(obs_columns, cells)
+        g = self._genes(genes)
+        var = self.var.copy() if g is None else self.var.iloc[g]
+        return anndata.AnnData(X=X, obs=obs, var=var)
 
     def verify(self) -> dict:
         """Checks every tile (structure, CRC, full decode), the obs shards and
@@ -288,54 +418,4 @@ class Dataset:
         return {"tiles": tiles, "cells": cells, "nonzeros": nonzeros, "bytes": size}
 
 
-def _convert(parts, format: str):
-    indptr, indices, data, n_cols = parts
-    n_rows = len(indptr) - 1
-    if format == "scipy":
-        import scipy.sparse as sp
-
-        return sp.csr_matrix((data, indices, indptr), shape=(n_rows, n_cols), copy=False)
-    if format == "torch":
-        return _torch_csr(indptr, indices, data, n_cols)
-    out = np.zeros((n_rows, n_cols), dtype=data.dtype)
-    rows = np.repeat(np.arange(n_rows), np.diff(indptr))
-    out[rows, indices] = data
-    return out
-
-
-def _torch_csr(indptr, indices, data, n_cols):
-    """A `torch.sparse_csr_tensor` over the decoded arrays. torch wants row
-    and column indices of one dtype: the row pointers (one per row) become
-    int32 unless the nonzeros exceed int32's range."""
-    import torch
-
-    if len(indices) < 2**31:
-        crow = torch.from_numpy(indptr.astype(np.int32))
-        col = torch.from_numpy(indices)
-    else:
-        crow = torch.from_numpy(indptr)
-        col = torch.from_numpy(indices.astype(np.int64))
-    # The engine checked the structure while decoding; torch need not.
-    return torch.sparse_csr_tensor(crow, col, torch.from_numpy(data),
-                                   size=(len(indptr) - 1, int(n_cols)), check_invariants=False)
-
-
-def _pandas_column(col):
-    """A column from the engine (`kind, values, mask, categories`) as pandas values."""
-    import pandas as pd
-
-    kind, values, mask, categories = col
-    if kind == "category":
-        return pd.Categorical.from_codes(values, categories=categories)
-    if kind == "string":
-        return np.array(values, dtype=object)
-    if mask is None:
-        return values
-    if kind == "bool":
-        return pd.arrays.BooleanArray(values, mask)
-    if np.issubdtype(values.dtype, np.integer):
-        return pd.arrays.IntegerArray(values, mask)
-    return pd.arrays.FloatingArray(values, mask)
-
-
-__all__: Sequence[str] = ["Dataset"]
+__all__: Sequence[str] = ["Dataset", "FORMATS"]

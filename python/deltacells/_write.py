@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from typing import Iterator, Optional
@@ -9,6 +10,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from . import _deltacells
+from ._tables import OBS_INDEX_KEY, UNNAMED_INDEX
 from .errors import InputError
 
 _MAX_COUNT = 2**31 - 1
@@ -36,11 +38,12 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     `gene_order` records the order, and `var`/`var_names` follow it).
     `obs`: a DataFrame with one row per cell (categorical, string, numeric,
     boolean and nullable columns; a non-default index is kept as a string
-    column). `var`: a DataFrame with one row per gene; its index gives
-    `var_names`. Returns `{"cells", "tiles", "path"}`.
+    column, which the manifest's metadata names as `obs_index`, so that it
+    comes back as `obs_names`). `var`: a DataFrame with one row per gene; its
+    index gives `var_names`. Returns `{"cells", "tiles", "path"}`.
     """
     matrix, obs, var = _source(X, obs, var, layer, raw)
-    n_cells, n_genes = (int(d) for d in matrix.shape)
+    n_obs, n_vars = (int(d) for d in matrix.shape)
     tile_size = tile_size or _deltacells.DEFAULT_TILE_SIZE
     block_rows = block_rows or tile_size
     if block_rows < 1:
@@ -48,15 +51,15 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     out_dir = os.path.abspath(os.fspath(out_dir))
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise InputError(f"{out_dir} exists and is not an empty directory")
-    obs_specs = _obs_specs(obs, n_cells) if obs is not None else []
-    var_spec, var_names = _var_spec(var, n_genes) if var is not None else (None, None)
+    obs_specs, obs_index = _obs_specs(obs, n_obs) if obs is not None else ([], None)
+    var_spec, var_names = _var_spec(var, n_vars) if var is not None else (None, None)
 
     totals = None
     if sort_genes:
-        totals = np.zeros(n_genes, dtype=np.float64)
+        totals = np.zeros(n_vars, dtype=np.float64)
         for start, block in _blocks(matrix, block_rows):
             _check(block, start)
-            totals += np.bincount(block.indices, weights=block.data, minlength=n_genes)
+            totals += np.bincount(block.indices, weights=block.data, minlength=n_vars)
 
     parent, name = os.path.split(out_dir)
     os.makedirs(parent, exist_ok=True)
@@ -65,15 +68,16 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     writer = None
     try:
         writer = _deltacells.Writer(
-            tmp, n_genes, tile_size=tile_size,
+            tmp, n_vars, tile_size=tile_size,
             n_chunks=n_chunks or _deltacells.DEFAULT_CHUNKS,
             level=_deltacells.DEFAULT_LEVEL if level is None else level,
             gene_totals=None if totals is None else totals.tolist(),
-            var_names=var_names, obs=obs_specs, var=var_spec)
+            var_names=var_names, obs=obs_specs, var=var_spec,
+            metadata=None if obs_index is None else json.dumps({OBS_INDEX_KEY: obs_index}))
         for start, block in _blocks(matrix, block_rows):
             if not sort_genes:
                 _check(block, start)
-            writer.push(n_genes, block.indptr.astype(np.int64, copy=False),
+            writer.push(n_vars, block.indptr.astype(np.int64, copy=False),
                         block.indices.astype(np.int32, copy=False), block.data)
         cells, tiles = writer.finish()
         if os.path.isdir(out_dir):
@@ -157,20 +161,23 @@ def _check(block, start: int) -> None:
             f"(counts are integers in 0..={_MAX_COUNT})")
 
 
-def _obs_specs(obs, n_cells: int) -> list:
-    """Obs columns as the engine's writer takes them."""
+def _obs_specs(obs, n_obs: int) -> tuple:
+    """Obs columns as the engine's writer takes them, and the name of the
+    column that holds the obs index (None when it is not stored)."""
     import pandas as pd
 
-    if len(obs) != n_cells:
-        raise InputError(f"obs has {len(obs)} rows for {n_cells} cells")
+    if len(obs) != n_obs:
+        raise InputError(f"obs has {len(obs)} rows for {n_obs} cells")
     specs = []
+    index = None
     if not isinstance(obs.index, pd.RangeIndex) or obs.index.name is not None:
-        name = obs.index.name or "obs_names"
+        name = str(obs.index.name or UNNAMED_INDEX)
         if name not in obs.columns:
             specs.append((name, "string", [str(v) for v in obs.index], None, None))
+            index = name
     for name in obs.columns:
         specs.append(_obs_spec(str(name), obs[name]))
-    return specs
+    return specs, index
 
 
 def _obs_spec(name: str, s) -> tuple:
@@ -200,12 +207,12 @@ def _obs_spec(name: str, s) -> tuple:
                      "(categorical, string, numeric or boolean)")
 
 
-def _var_spec(var, n_genes: int):
+def _var_spec(var, n_vars: int):
     """The gene table as the writer takes it, and var_names (the index)."""
     import pandas as pd
 
-    if len(var) != n_genes:
-        raise InputError(f"var has {len(var)} rows for {n_genes} genes")
+    if len(var) != n_vars:
+        raise InputError(f"var has {len(var)} rows for {n_vars} genes")
     index = [str(v) for v in var.index]
     columns = []
     for name in var.columns:

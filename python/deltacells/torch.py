@@ -24,59 +24,80 @@ The engine is opened lazily in each process: nothing of it is pickled
 from __future__ import annotations
 
 import os
-from typing import Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
 import torch.utils.data
 
-from ._dataset import _INHERITED, Dataset, _torch_csr
+from ._batches import Batches
+from ._dataset import _INHERITED, SHUFFLES, Dataset
+from ._formats import dtype_name
 from .errors import InputError
 
-_SHUFFLES = ("block", "none", "random")
 _OUTPUTS = ("csr", "dense")
 
 
 class CellDataset(torch.utils.data.IterableDataset):
     """Batches of cells as dicts `{"X": ..., "cells": int64 ids, <obs column>: ...}`.
 
+    * `dataset`: a location, or a `deltacells.Dataset` already open (used as
+      it is in the process that opened it; DataLoader workers and other
+      processes open its location themselves).
     * `batch_size`: cells per batch; every rank yields the same number of
       batches; `drop_last` drops the cells that do not fill a batch on every
       rank, otherwise every cell comes exactly once per epoch.
     * `shuffle`: "block" (shuffle tiles, then cells within windows of
       `window_tiles` tiles: each chunk decodes about once per epoch), "random"
       (a uniform permutation; random access) or "none".
-    * `genes`: a subset of genes (indices or names), in the order given.
+    * `genes`: a subset of genes (indices or names), in the order given;
+      otherwise the columns follow the dataset's `var_names`.
     * `obs_columns`: obs columns returned with every batch: category codes as
       int64 (`-1` missing; `categories(name)` gives the vocabulary), numbers
       and booleans as tensors (missing numbers as NaN), strings as lists.
-    * `output`: "csr" (`torch.sparse_csr_tensor`, float32, values not copied)
-      or "dense" (float32 rows).
-    * `rank`/`world_size`: default from `torch.distributed` when initialised.
+    * `output`: "csr" (`torch.sparse_csr_tensor`, values not copied) or
+      "dense" rows; `dtype`: float32 or int32 (exact counts).
+    * `rank`/`world_size`: default from `torch.distributed` when initialised
+      (as under `torchrun` or a Lightning `Trainer`), read when iterating.
     * `prefetch`: batches decoded ahead by the engine, per worker.
     * `threads`: engine decode threads per process (default: the cores
       divided among the DataLoader workers; all of them with `num_workers=0`).
+
+    `Dataset.batches` gives the same batches without torch. Call
+    `set_epoch(epoch)` before each epoch (in a Lightning module, from
+    `on_train_epoch_start`): the order of an epoch depends on `(seed, epoch)`.
     """
 
-    def __init__(self, path, batch_size: int = 256, shuffle: str = "block",
-                 window_tiles: int = 4, seed: int = 0, genes=None,
-                 obs_columns: Sequence[str] = (), output: str = "csr",
-                 drop_last: bool = False, prefetch: int = 2,
-                 rank: Optional[int] = None, world_size: Optional[int] = None,
-                 threads: Optional[int] = None, cache_bytes: int = 512 << 20,
-                 obs_cache_dir=None):
+    def __init__(self, dataset: "Union[str, os.PathLike[str], Dataset]", batch_size: int = 256,
+                 shuffle: str = "block", window_tiles: int = 4, seed: int = 0,
+                 genes: Any = None, obs_columns: "Union[str, Sequence[str]]" = (),
+                 output: str = "csr", dtype: Any = "float32", drop_last: bool = False,
+                 prefetch: int = 2, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, threads: Optional[int] = None,
+                 cache_bytes: int = 512 << 20,
+                 obs_cache_dir: "Union[str, os.PathLike[str], None]" = None):
         super().__init__()
-        if shuffle not in _SHUFFLES:
-            raise InputError(f"shuffle must be one of {_SHUFFLES}, not {shuffle!r}")
+        if shuffle not in SHUFFLES:
+            raise InputError(f"shuffle must be one of {SHUFFLES}, not {shuffle!r}")
         if output not in _OUTPUTS:
             raise InputError(f"output must be one of {_OUTPUTS}, not {output!r}")
         if batch_size < 1:
             raise InputError("batch_size must be at least 1")
-        if (rank is None) != (world_size is None):
+        if rank is None and world_size is None:
+            self._world: Optional["tuple[int, int]"] = None
+        elif rank is None or world_size is None:
             raise InputError("give both rank and world_size, or neither")
-        if world_size is not None and not 0 <= rank < world_size:
+        elif not 0 <= rank < world_size:
             raise InputError(f"rank {rank} is outside 0..{world_size}")
-        self.path = os.fspath(path)
+        else:
+            self._world = (int(rank), int(world_size))
+        if isinstance(dataset, Dataset):
+            self.location = dataset.location
+            self._given: Optional[Dataset] = dataset
+        else:
+            self.location = os.fspath(dataset)
+            self._given = None
+        self._given_pid = os.getpid()
         self.batch_size = int(batch_size)
         self.shuffle = shuffle
         self.window_tiles = int(window_tiles)
@@ -84,15 +105,15 @@ class CellDataset(torch.utils.data.IterableDataset):
         self.genes = None if genes is None else list(genes) if not isinstance(genes, str) else [genes]
         self.obs_columns = [obs_columns] if isinstance(obs_columns, str) else list(obs_columns)
         self.output = output
+        self.dtype = dtype_name(dtype)
         self.drop_last = bool(drop_last)
         self.prefetch = int(prefetch)
         self.threads = threads
         self.cache_bytes = int(cache_bytes)
         self.obs_cache_dir = None if obs_cache_dir is None else os.fspath(obs_cache_dir)
-        self._world = None if rank is None else (int(rank), int(world_size))
         self.epoch = 0
         self._start = 0  # delivered position this epoch's next pass resumes at
-        self._start_workers = None  # loader workers of the pass that position counts
+        self._start_workers: Optional[int] = None  # loader workers of the pass that position counts
         self._position = 0  # next batch, as seen by in-process iteration
         self._dataset: Optional[Dataset] = None
         self._dataset_pid: Optional[int] = None
@@ -103,17 +124,21 @@ class CellDataset(torch.utils.data.IterableDataset):
         # A dataset inherited through fork reopens itself, but sized for the
         # parent: open one for this process, its threads shared among workers.
         if self._dataset is None or self._dataset_pid != os.getpid():
-            threads = self.threads or max(1, (os.cpu_count() or 1) // max(1, workers))
             if self._dataset is not None:
                 _INHERITED.append(self._dataset)
-            self._dataset = Dataset(self.path, threads=threads, pin=False)
+            if self._given is not None and self._given_pid == os.getpid():
+                self._dataset = self._given
+            else:
+                threads = self.threads or max(1, (os.cpu_count() or 1) // max(1, workers))
+                self._dataset = Dataset(self.location, threads=threads, pin=False)
             self._dataset_pid = os.getpid()
         return self._dataset
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_dataset"] = None  # each process opens its own
         state["_dataset_pid"] = None
+        state["_given"] = None
         # Spawned workers have no process group: resolve the rank here.
         state["_world"] = self.rank_world()
         return state
@@ -132,18 +157,16 @@ class CellDataset(torch.utils.data.IterableDataset):
 
     def __len__(self) -> int:
         """Batches per rank per epoch (the same on every rank)."""
-        return len(self._batches(self._open(1), first=0, step=1, prefetch=0, obs_columns=[]))
+        return len(self._batches(self._open(1), prefetch=0, obs_columns=[]))
 
-    def _batches(self, ds: Dataset, first: int, step: int, prefetch: int, obs_columns,
-                 count: Optional[int] = None):
+    def _batches(self, ds: Dataset, prefetch: int, obs_columns: Sequence[str]) -> Batches:
         rank, world = self.rank_world()
-        return ds._h.batches(
-            batch_size=self.batch_size, seed=self.seed, epoch=self.epoch,
-            shuffle=self.shuffle, window_tiles=self.window_tiles, rank=rank,
-            world_size=world, drop_last=self.drop_last, prefetch=prefetch,
-            cache_bytes=self.cache_bytes, genes=ds._genes(self.genes),
-            dense=self.output == "dense", obs_columns=obs_columns,
-            obs_cache_dir=self.obs_cache_dir, first=first, step=step, count=count)
+        return ds.batches(
+            self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=self.epoch,
+            window_tiles=self.window_tiles, genes=self.genes, obs_columns=obs_columns,
+            format="numpy" if self.output == "dense" else "torch", dtype=self.dtype,
+            drop_last=self.drop_last, rank=rank, world_size=world, prefetch=prefetch,
+            cache_bytes=self.cache_bytes, obs_cache_dir=self.obs_cache_dir)
 
     # -- epochs and resuming -----------------------------------------------------
 
@@ -189,11 +212,8 @@ class CellDataset(torch.utils.data.IterableDataset):
         self._position = self._start
 
     def categories(self, column: str) -> Optional[list]:
-        """The vocabulary of a category obs column."""
-        for name, kind, cats in self._open(1)._h.obs_schema:
-            if name == column:
-                return cats
-        raise InputError(f"no obs column {column!r}")
+        """The vocabulary of a category obs column (see `Dataset.categories`)."""
+        return self._open(1).categories(column)
 
     # -- iteration ----------------------------------------------------------------
 
@@ -203,53 +223,33 @@ class CellDataset(torch.utils.data.IterableDataset):
         if self._start_workers not in (None, workers):
             raise InputError(f"the epoch resumes a state taken with {self._start_workers} "
                              f"loader workers; iterate with as many (this has {workers})")
-        ds = self._open(workers)
-        total = len(self._batches(ds, first=0, step=1, prefetch=0, obs_columns=[]))
-        first, count = _worker_span(total, workers, self._start + worker)
-        batches = self._batches(ds, first=first, step=1, count=count,
-                                prefetch=self.prefetch, obs_columns=self.obs_columns)
-        for delivered, (index, cells, rows, labels) in enumerate(batches):
-            out = {"X": _rows(rows), "cells": torch.from_numpy(cells)}
-            for name, column in labels:
-                out[name] = _label(column)
+        batches = self._batches(self._open(workers), self.prefetch, self.obs_columns)
+        for delivered, batch in enumerate(batches.for_worker(worker, workers, self._start)):
+            X = batch.X
+            out = {"X": torch.from_numpy(X) if isinstance(X, np.ndarray) else X,
+                   "cells": torch.from_numpy(batch.cells)}
+            for name, values in batch.obs.items():
+                out[name] = _label(values)
             if info is None:
                 self._position = self._start + delivered + 1
             yield out
 
 
-def _worker_span(total: int, workers: int, position: int) -> "tuple[int, int]":
-    """The batches (first, count) a loader worker yields when the loader's
-    next delivery from it is at delivered position `position`.
+def _label(values: Any) -> Any:
+    """An obs column of a batch (pandas-ready values, see `Batch.obs`) as a
+    tensor: category codes as int64, missing numbers as NaN; strings as a list."""
+    import pandas as pd
 
-    The rank's `total` batches are split into `workers` contiguous spans, the
-    longer ones first, and the loader takes one batch from each worker in
-    turn, so delivered position `p` is batch `p // workers` of span
-    `p % workers`; a worker's positions `p, p + workers, ...` are consecutive
-    batches of one span. Resuming at any position keeps that order.
-    """
-    span = position % workers
-    base, extra = divmod(total, workers)
-    first = span * base + min(span, extra) + position // workers
-    count = max(0, -(-(total - position) // workers)) if position < total else 0
-    return first, count
-
-
-def _rows(rows):
-    if rows[0] == "dense":
-        return torch.from_numpy(rows[1])
-    _, indptr, indices, data, n_cols = rows
-    return _torch_csr(indptr, indices, data, n_cols)
-
-
-def _label(column):
-    kind, values, mask, _ = column
-    if kind == "string":
-        return values
-    if kind == "category":
-        return torch.from_numpy(values.astype(np.int64))
-    if mask is not None and kind == "numeric":
-        values = values.astype(np.float64 if values.itemsize > 4 else np.float32)
-        values[mask] = np.nan
+    if isinstance(values, pd.Categorical):
+        return torch.from_numpy(values.codes.astype(np.int64))
+    if isinstance(values, pd.arrays.BooleanArray):
+        return torch.from_numpy(values.to_numpy(dtype=bool, na_value=False))
+    if isinstance(values, pd.arrays.IntegerArray):
+        wide = values.dtype.numpy_dtype.itemsize > 4
+        return torch.from_numpy(values.to_numpy(dtype=np.float64 if wide else np.float32,
+                                                na_value=np.nan))
+    if values.dtype == object:
+        return list(values)
     return torch.from_numpy(values)
 
 

@@ -189,12 +189,12 @@ impl PyDataset {
     }
 
     #[getter]
-    fn n_cells(&self, py: Python<'_>) -> PyResult<u64> {
+    fn n_obs(&self, py: Python<'_>) -> PyResult<u64> {
         Ok(self.get(py)?.n_cells())
     }
 
     #[getter]
-    fn n_genes(&self, py: Python<'_>) -> PyResult<u32> {
+    fn n_vars(&self, py: Python<'_>) -> PyResult<u32> {
         Ok(self.get(py)?.n_genes())
     }
 
@@ -203,7 +203,14 @@ impl PyDataset {
         Ok(self.get(py)?.n_tiles())
     }
 
-    /// First cell of each tile, then `n_cells`.
+    /// The manifest's free-form `metadata` object, as JSON text.
+    #[getter]
+    fn metadata(&self, py: Python<'_>) -> PyResult<String> {
+        let metadata = self.get(py)?.manifest().metadata.clone();
+        Ok(serde_json::Value::Object(metadata).to_string())
+    }
+
+    /// First cell of each tile, then `n_obs`.
     #[getter]
     fn limits<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<i64>>> {
         Ok(arrays::cells(py, self.get(py)?.limits().to_vec()))
@@ -326,12 +333,15 @@ impl PyDataset {
         Ok((r.tiles, r.cells, r.nonzeros, r.bytes))
     }
 
-    /// The batches `first, first + step, ...` of one rank's epoch (see
-    /// `Dataset::batches_strided`), at most `count` of them. `shuffle` is `"none"`, `"block"` or
-    /// `"random"` (one window over every tile: a uniform permutation).
+    /// One rank's batches of one epoch, with `dtype` counts (`"float32"` or
+    /// `"int32"`): all of them from position `first`, or the `count` batches
+    /// from there (how a data-loader worker takes its span). `shuffle` is
+    /// what [`Shuffle`] parses (`"none"`, `"block"`, `"random"`); a block
+    /// shuffle's windows hold `window_tiles` tiles.
     #[pyo3(signature = (*, batch_size, seed, epoch, shuffle, window_tiles, rank, world_size,
                         drop_last, prefetch, cache_bytes, genes=None, dense=false,
-                        obs_columns=Vec::new(), obs_cache_dir=None, first=0, step=1, count=None))]
+                        obs_columns=Vec::new(), obs_cache_dir=None, first=0, count=None,
+                        dtype="float32"))]
     #[allow(clippy::too_many_arguments)]
     fn batches(
         &self,
@@ -351,9 +361,10 @@ impl PyDataset {
         obs_columns: Vec<String>,
         obs_cache_dir: Option<std::path::PathBuf>,
         first: usize,
-        step: usize,
         count: Option<usize>,
+        dtype: &str,
     ) -> PyResult<PyBatchIter> {
+        let dtype = Dtype::parse(dtype)?;
         let shuffle = match shuffle.parse::<Shuffle>() {
             Ok(Shuffle::Block { .. }) => Shuffle::Block { window_tiles },
             Ok(other) => other,
@@ -374,20 +385,19 @@ impl PyDataset {
             .with_dense(dense)
             .with_obs_columns(obs_columns)
             .with_obs_cache_dir(obs_cache_dir)
-            .with_recycler(self.last_batch_buffers().clone());
+            .with_recycler(self.last_batch_buffers().clone())
+            .with_pick(match count {
+                Some(count) => Pick::Range(first..first.saturating_add(count)),
+                None => Pick::Strided { first, step: 1 },
+            });
         let iter = py
-            .detach(move || match count {
-                Some(count) if step == 1 => {
-                    ds.batches(config.with_pick(Pick::Range(first..first + count)))
-                }
-                Some(_) => Err(Error::Input(
-                    "count is only for contiguous batches (step 1)".into(),
-                )),
-                None => ds.batches(config.with_pick(Pick::Strided { first, step })),
+            .detach(move || match dtype {
+                Dtype::F32 => ds.batches_of::<f32>(config).map(PyBatchIter::from),
+                Dtype::I32 => ds.batches_of::<i32>(config).map(PyBatchIter::from),
             })
             .or_raise(py)?;
         *self.last_batch_buffers() = Some(iter.recycler());
-        Ok(PyBatchIter::new(iter))
+        Ok(iter)
     }
 }
 

@@ -4,9 +4,10 @@
 //! calls these classes; they keep to plain types and numpy arrays.
 //!
 //! Decoded buffers cross without copies: each `Vec` is handed to numpy, which
-//! owns it from then on (see [`arrays`]); range and tile reads fill recycled
-//! buffers that numpy borrows and gives back (see [`pool`]). Every call that fetches, decodes or
-//! encodes releases the GIL, so other Python threads run meanwhile.
+//! owns it from then on (see the `arrays` module); range and tile reads fill
+//! recycled buffers that numpy borrows and gives back (see the `pool`
+//! module). Every call that fetches, decodes or encodes releases the GIL, so
+//! other Python threads run meanwhile.
 
 mod arrays;
 mod batches;
@@ -22,6 +23,7 @@ use pyo3::prelude::*;
 fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyDataset>()?;
     m.add_class::<batches::PyBatchIter>()?;
+    m.add_class::<batches::PyRankShare>()?;
     m.add_class::<writer::PyWriter>()?;
     m.add("__version__", deltacells::build_info::VERSION)?;
     m.add("DEFAULT_TILE_SIZE", deltacells::dataset::DEFAULT_TILE_SIZE)?;

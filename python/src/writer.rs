@@ -137,6 +137,12 @@ fn var_table(spec: VarSpec) -> deltacells::Result<VarTable> {
     )
 }
 
+/// The manifest's free-form metadata from JSON text (an object).
+fn manifest_metadata(text: &str) -> PyResult<serde_json::Map<String, serde_json::Value>> {
+    serde_json::from_str(text)
+        .map_err(|e| PyValueError::new_err(format!("metadata is not a JSON object: {e}")))
+}
+
 fn push<V: deltacells::format::tile_writer::CountSource + Element>(
     py: Python<'_>,
     writer: &mut DatasetWriter,
@@ -174,15 +180,16 @@ impl PyWriter {
 
 #[pymethods]
 impl PyWriter {
-    /// Starts a dataset of `n_genes` genes in `out_dir`.
+    /// Starts a dataset of `n_vars` genes in `out_dir`; `metadata` (JSON
+    /// text of an object) becomes the manifest's free-form metadata.
     #[new]
-    #[pyo3(signature = (out_dir, n_genes, *, tile_size, n_chunks, level, gene_totals=None,
-                        var_names=None, obs=Vec::new(), var=None))]
+    #[pyo3(signature = (out_dir, n_vars, *, tile_size, n_chunks, level, gene_totals=None,
+                        var_names=None, obs=Vec::new(), var=None, metadata=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         out_dir: PathBuf,
-        n_genes: u32,
+        n_vars: u32,
         tile_size: usize,
         n_chunks: usize,
         level: i32,
@@ -190,6 +197,7 @@ impl PyWriter {
         var_names: Option<Vec<String>>,
         obs: Vec<ObsSpec<'_>>,
         var: Option<VarSpec>,
+        metadata: Option<&str>,
     ) -> PyResult<PyWriter> {
         let obs = obs
             .into_iter()
@@ -202,8 +210,14 @@ impl PyWriter {
             .with_gene_totals(gene_totals)
             .with_var_names(var_names)
             .with_obs((!obs.is_empty()).then(|| ObsConfig::new(obs)))
-            .with_var_table(var.map(var_table).transpose().or_raise(py)?);
-        let writer = DatasetWriter::create(out_dir, n_genes, config).or_raise(py)?;
+            .with_var_table(var.map(var_table).transpose().or_raise(py)?)
+            .with_metadata(
+                metadata
+                    .map(manifest_metadata)
+                    .transpose()?
+                    .unwrap_or_default(),
+            );
+        let writer = DatasetWriter::create(out_dir, n_vars, config).or_raise(py)?;
         Ok(PyWriter {
             inner: Mutex::new(Some(writer)),
         })

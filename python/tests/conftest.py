@@ -18,14 +18,32 @@ def golden_index():
     return json.loads((GOLDEN / "index.json").read_text())
 
 
-def counts(n_cells, n_genes, density=0.05, seed=0, dtype=np.float32):
+def counts(n_obs, n_vars, density=0.05, seed=0, dtype=np.float32):
     """A random count matrix with a few large values (above 65535)."""
     rng = np.random.default_rng(seed)
-    m = sp.random(n_cells, n_genes, density=density, format="csr", random_state=rng,
+    m = sp.random(n_obs, n_vars, density=density, format="csr", random_state=rng,
                   data_rvs=lambda k: rng.geometric(0.3, size=k)).astype(dtype)
     if m.nnz:
         m.data[rng.integers(0, m.nnz, size=max(1, m.nnz // 1000))] = 70_000
     return m
+
+
+def loader_order(batches, workers):
+    """A rank's batches as a loader with `workers` workers delivers them:
+    split into contiguous spans (longer spans first), one batch from each
+    span in turn."""
+    base, extra = divmod(len(batches), workers)
+    spans, at = [], 0
+    for w in range(workers):
+        n = base + (w < extra)
+        spans.append(list(batches[at:at + n]))
+        at += n
+    out = []
+    while any(spans):
+        for span in spans:
+            if span:
+                out.append(span.pop(0))
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,6 @@
 """The PyTorch loader: real DataLoaders with workers (fork and spawn),
-simulated and real DDP worlds, epochs, determinism, resuming."""
-
-import json
-import socket
+simulated DDP worlds, epochs, determinism, resuming, an open Dataset as the
+source. (Real distributed runs are in test_distributed.py.)"""
 
 import numpy as np
 import pytest
@@ -12,46 +10,12 @@ from torch.utils.data import DataLoader  # noqa: E402
 
 import deltacells  # noqa: E402
 from deltacells.errors import InputError  # noqa: E402
-from deltacells.torch import CellDataset, _worker_span  # noqa: E402
+from conftest import loader_order  # noqa: E402
+from deltacells.torch import CellDataset  # noqa: E402
 
 
 def cells_of(batches):
     return [b["cells"].tolist() for b in batches]
-
-
-def loader_order(batches, workers):
-    """The rank's batches as a loader with `workers` workers delivers them:
-    split into contiguous spans (longer spans first), one batch from each
-    span in turn."""
-    base, extra = divmod(len(batches), workers)
-    spans, at = [], 0
-    for w in range(workers):
-        n = base + (w < extra)
-        spans.append(list(batches[at:at + n]))
-        at += n
-    out = []
-    while any(spans):
-        for span in spans:
-            if span:
-                out.append(span.pop(0))
-    return out
-
-
-def test_worker_spans_are_contiguous_and_resume_anywhere_in_loader_order():
-    for total in range(0, 40):
-        for workers in range(1, 6):
-            order = loader_order(list(range(total)), workers)
-            for position in range(total + 1):
-                spans = [_worker_span(total, workers, position + w) for w in range(workers)]
-                # Each worker yields one contiguous run of the rank's batches,
-                # and the loader's turns give the rest of the order exactly.
-                runs = [list(range(first, first + count)) for first, count in spans]
-                got = []
-                while any(runs):
-                    for run in runs:
-                        if run:
-                            got.append(run.pop(0))
-                assert got == order[position:], (total, workers, position)
 
 
 def source_rows(small):
@@ -220,21 +184,40 @@ def test_dense_output_gene_subset_and_obs_labels(small):
         np.testing.assert_array_equal(b["passed"].numpy(), obs["passed"].to_numpy()[cells])
 
 
-def test_real_two_process_gloo_run(small, tmp_path):
-    import torch.multiprocessing as mp
+@pytest.mark.parametrize("context", [None, "fork", "spawn"])
+def test_an_open_dataset_serves_like_its_location(small, context):
+    path = small[0]
+    dense, _ = source_rows(small)
+    opened = deltacells.open(path, threads=1)
+    want = cells_of(list(CellDataset(path, batch_size=64, seed=7)))
+    ds = CellDataset(opened, batch_size=64, seed=7)
+    assert ds.location == opened.location
+    if context is None:
+        got = list(ds)
+        # In the process that opened it, the open dataset itself serves.
+        assert ds._open(1) is opened
+        assert cells_of(got) == want
+    else:
+        # Workers open the location themselves.
+        got = list(DataLoader(ds, batch_size=None, num_workers=2,
+                              multiprocessing_context=context))
+        assert cells_of(got) == loader_order(want, 2)
+    check_rows(got, dense)
 
-    import ddp_worker
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(ddp_worker.run, args=(2, str(small[0]), port, str(tmp_path)), nprocs=2, join=True)
-    result = json.loads((tmp_path / "result.json").read_text())
-    per_rank = result["batches"]
-    assert len(per_rank[0]) == len(per_rank[1]) == result["max_count"]
-    every = [c for batches in per_rank for b in batches for c in b]
-    assert sorted(every) == list(range(1000))
-    want = [loader_order(cells_of(list(CellDataset(small[0], batch_size=48, seed=11, rank=r,
-                                                   world_size=2))), 2)
-            for r in range(2)]
-    assert per_rank == want
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_batches_are_those_of_dataset_batches_with_the_same_settings(small, dtype):
+    path, _, obs, _ = small
+    src = deltacells.open(path)
+    settings = dict(batch_size=90, seed=4, shuffle="random", drop_last=True,
+                    obs_columns=["cell_type", "score"], dtype=dtype)
+    plain = list(src.batches(**settings))
+    ds = CellDataset(path, **settings)
+    ds.set_epoch(0)
+    got = list(ds)
+    assert [b["cells"].tolist() for b in got] == [b.cells.tolist() for b in plain]
+    for t, b in zip(got, plain):
+        assert t["X"].dtype == getattr(torch, dtype)
+        np.testing.assert_array_equal(t["X"].to_dense().numpy(), b.X.toarray())
+        np.testing.assert_array_equal(t["cell_type"].numpy(), b.obs["cell_type"].codes)
+        np.testing.assert_array_equal(t["score"].numpy(), b.obs["score"])

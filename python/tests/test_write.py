@@ -56,9 +56,11 @@ def test_obs_and_var_round_trip(tmp_path):
     out = tmp_path / "ds"
     deltacells.write(X, out, obs=obs, var=var, tile_size=64, level=1)
     ds = deltacells.open(out)
-    back = ds.obs()
-    assert ds.obs_columns == ["barcode"] + list(obs.columns)
-    assert list(back["barcode"]) == list(obs.index)
+    back = ds.obs
+    assert ds.obs_columns == list(obs.columns) == list(back.columns)
+    assert ds.metadata == {"obs_index": "barcode"}
+    assert back.index.equals(obs.index) and back.index.name == "barcode"
+    assert ds.obs_names.equals(obs.index)
     ct = back["cell_type"]
     assert list(ct.cat.categories) == ["c", "b", "a"]
     assert ct.isna().tolist() == obs["cell_type"].isna().tolist()
@@ -70,9 +72,9 @@ def test_obs_and_var_round_trip(tmp_path):
     assert back["ok"].tolist() == obs["ok"].tolist()
     assert back["maybe"].isna().tolist() == obs["maybe"].isna().tolist()
     # Var follows the dataset's column order.
-    v = ds.var()
+    v = ds.var
     order = ds.gene_order
-    assert list(v.index) == [var.index[g] for g in order] == ds.var_names
+    assert list(v.index) == [var.index[g] for g in order] == list(ds.var_names)
     assert v.index.name == "gene_ids"
     assert list(v["symbol"]) == [var["symbol"].iloc[g] for g in order]
     assert isinstance(v["type"].dtype, pd.CategoricalDtype)
@@ -101,7 +103,8 @@ def test_anndata_in_memory_round_trip(tmp_path, source):
     deltacells.write(adata, out, tile_size=100, level=1, **kwargs)
     ds, got = read_back(out, X)
     assert (got != X * factor).nnz == 0
-    assert ds.obs(["cell_type"])["cell_type"].tolist() == adata.obs["cell_type"].tolist()
+    assert ds.read_obs(["cell_type"])["cell_type"].tolist() == adata.obs["cell_type"].tolist()
+    assert ds.obs_names.equals(adata.obs_names) and ds.obs_names.name is None
     assert sorted(ds.var_names) == sorted(adata.var_names)
 
 
@@ -142,4 +145,4 @@ def test_existing_dataset_is_not_overwritten(tmp_path):
     deltacells.write(X, out, level=1)
     with pytest.raises(deltacells.InputError, match="not an empty directory"):
         deltacells.write(X, out, level=1)
-    assert deltacells.open(out).n_cells == 20
+    assert deltacells.open(out).n_obs == 20

@@ -1,0 +1,99 @@
+"""Obs and var columns from the engine as pandas values that anndata can store.
+
+A column crosses from the extension as `(kind, values, mask, categories)`
+(see `python/src/columns.rs`). Missing values take the form `write_h5ad`
+accepts: NaN in a plain float array, pandas' nullable integer and boolean
+arrays, `None` in an object array of strings, code -1 of a `Categorical`.
+pandas' nullable float arrays, which anndata cannot write, never appear.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+#: The obs column that `deltacells.write` stores an unnamed obs index in:
+#: it becomes an unnamed `obs_names` again.
+UNNAMED_INDEX = "obs_names"
+
+#: The obs column that `deltacells convert` stores an h5ad's obs index in.
+CONVERTED_INDEX = "cell_id"
+
+#: The manifest metadata key naming the obs column that holds the obs index.
+OBS_INDEX_KEY = "obs_index"
+
+
+def pandas_column(col: tuple) -> Any:
+    """An engine column as values for a pandas DataFrame column."""
+    import pandas as pd
+
+    kind, values, mask, categories = col
+    if kind == "category":
+        return pd.Categorical.from_codes(values, categories=categories)
+    if kind == "string":
+        return np.array(values, dtype=object)
+    if mask is None:
+        return values
+    if kind == "bool":
+        return pd.arrays.BooleanArray(values, mask)
+    if np.issubdtype(values.dtype, np.integer):
+        return pd.arrays.IntegerArray(values, mask)
+    values = values.copy()
+    values[mask] = np.nan
+    return values
+
+
+def index_column(metadata: dict, schema: list) -> Optional[str]:
+    """The obs column that holds the obs index (cell ids): the one the
+    manifest's metadata names under `obs_index` (what `deltacells.write`
+    records), else a string column `cell_id` (what `deltacells convert`
+    writes for an h5ad's obs index), else none."""
+    kinds = {name: kind for name, kind, _ in schema}
+    named = metadata.get(OBS_INDEX_KEY)
+    if isinstance(named, str) and kinds.get(named) in ("string", "category"):
+        return named
+    if kinds.get(CONVERTED_INDEX) == "string":
+        return CONVERTED_INDEX
+    return None
+
+
+def index_name(column: str) -> Optional[str]:
+    """The name the obs index takes when stored as obs column `column`."""
+    return None if column == UNNAMED_INDEX else column
+
+
+def string_index(values: Any, name: Optional[str] = None) -> Any:
+    """A `pandas.Index` of strings (what anndata requires of obs and var names)."""
+    import pandas as pd
+
+    strings = np.array(["" if pd.isna(v) else str(v) for v in np.asarray(values, dtype=object)],
+                       dtype=object)
+    return pd.Index(strings, dtype=object, name=name)
+
+
+def range_names(ids: np.ndarray) -> Any:
+    """Names "0", "1", ... for positions `ids`, as anndata names unnamed rows."""
+    import pandas as pd
+
+    return pd.Index(np.asarray(ids).astype(str).astype(object), dtype=object)
+
+
+def var_frame(table: Optional[tuple], var_names: Any) -> Any:
+    """`var.parquet` (`(index columns, [(name, column)])` from the engine) as
+    a DataFrame indexed by `var_names`; an empty frame when there is none."""
+    import pandas as pd
+
+    if table is None:
+        return pd.DataFrame(index=var_names)
+    index_columns, columns = table
+    df = pd.DataFrame({name: pandas_column(col) for name, col in columns if name not in
+                       index_columns})
+    name = index_columns[0] if len(index_columns) == 1 else None
+    if name in ("__index_level_0__", "_index"):
+        name = None  # pandas' and anndata's names for an unnamed index
+    df.index = var_names.rename(name)
+    return df
+
+
+__all__: list = []

@@ -1,0 +1,44 @@
+"""The type stubs: installed with the package, and naming exactly what the
+extension module defines, so they cannot drift from it unnoticed."""
+
+import ast
+import importlib.resources
+
+import deltacells
+from deltacells import _deltacells
+
+
+def stub():
+    text = (importlib.resources.files("deltacells") / "_deltacells.pyi").read_text()
+    return ast.parse(text)
+
+
+def public(names):
+    return {n for n in names if not n.startswith("_")}
+
+
+def test_the_package_is_marked_typed_and_ships_the_extension_stub():
+    files = importlib.resources.files("deltacells")
+    assert (files / "py.typed").is_file()
+    assert (files / "_deltacells.pyi").is_file()
+
+
+def test_the_stub_names_every_class_member_and_constant_of_the_extension():
+    tree = stub()
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    constants = {node.target.id for node in tree.body if isinstance(node, ast.AnnAssign)}
+    runtime_classes = {name for name in dir(_deltacells)
+                       if isinstance(getattr(_deltacells, name), type)}
+    assert set(classes) == runtime_classes
+    assert constants == public(dir(_deltacells)) - runtime_classes | {"__version__"}
+    for name, node in classes.items():
+        declared = {d.name for d in node.body if isinstance(d, ast.FunctionDef)}
+        runtime = getattr(_deltacells, name)
+        assert public(declared) == public(dir(runtime)) - public(dir(object)), name
+        for dunder in declared - public(declared):
+            assert hasattr(runtime, dunder), (name, dunder)
+
+
+def test_the_package_exports_what_its_all_lists():
+    for name in deltacells.__all__:
+        assert hasattr(deltacells, name), name
