@@ -17,7 +17,7 @@
 //!   own (never on the decode workers).
 //! * [`open`]: a location (a path or a URL such as `s3://bucket/prefix`) to a store.
 //! * [`Fetcher`]: the bounded I/O stage that fetches objects ahead of decode.
-//! * [`node_cache`]: the per-node cache directory (lock files, atomic files, mmap).
+//! * `node_cache`: the per-node cache directory (lock files, atomic files, mmap).
 
 mod bytes;
 mod fetch;

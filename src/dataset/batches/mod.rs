@@ -205,7 +205,7 @@ enum Source<V: DecodedCount + bytemuck::Pod> {
 }
 
 impl Dataset {
-    /// One rank's batches of one epoch (see [`order`] for the order), with
+    /// One rank's batches of one epoch (see [`EpochOrder`] for the order), with
     /// `f32` counts; `config.pick` says which of them.
     pub fn batches(&self, config: BatchConfig) -> Result<BatchIter<f32>> {
         self.batches_of(config)
