@@ -3,7 +3,8 @@
 //! way: decode against zstd-only decompression of the same frames, as a ratio
 //! measured in one run (absolute times move on shared machines; ratios less).
 //!
-//! It is public so that a user can measure their own data on their own
+//! It is public (with the cargo feature `measure`, which the command-line
+//! tool turns on) so that a user can measure their own data on their own
 //! machine the same way, for instance to choose a thread count or a kernel
 //! backend, or to see whether a store keeps the decoders busy:
 //! [`scan_report`] reads a whole dataset through its engine,

@@ -359,6 +359,7 @@ impl Dataset {
     /// afresh: the dataset's cache is neither read nor filled, as in a scan
     /// of a dataset larger than the cache. The bench scans this way, so its
     /// scan pays for fetching and CRCs as zstd-only and batches do.
+    #[cfg(feature = "measure")]
     pub(crate) fn read_range_uncached_into<V: DecodedCount>(
         &self,
         range: std::ops::Range<u64>,
