@@ -3,9 +3,11 @@
 //! once fetch each column once, and the cache directory comes from the
 //! argument, then the environment, in order.
 
-mod common;
+// The runner alone: obs_common brings the test data helpers.
 #[path = "../../tests/obs_common/mod.rs"]
 mod obs_common;
+#[path = "common/runner.rs"]
+mod runner;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,7 +22,7 @@ use serde_json::{Map, Value};
 const COLUMNS: &str = "cluster,barcode,note,score,is_doublet";
 
 fn cli() -> Command {
-    common::runner::deltacells()
+    runner::deltacells()
 }
 
 #[test]

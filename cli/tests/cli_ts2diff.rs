@@ -2,7 +2,9 @@
 //! reference's, decoding prints the reference's values, and bad input fails
 //! with the position named.
 
-mod common;
+// The runner alone: ts2diff_vectors brings the test data helpers.
+#[path = "common/runner.rs"]
+mod runner;
 #[path = "../../tests/ts2diff_vectors/mod.rs"]
 mod ts2diff_vectors;
 
@@ -12,7 +14,7 @@ use std::process::Stdio;
 use ts2diff_vectors::vectors;
 
 fn cli(args: &[&str], stdin: &[u8]) -> (bool, Vec<u8>, String) {
-    let mut child = common::runner::deltacells()
+    let mut child = runner::deltacells()
         .arg("ts2diff")
         .args(args)
         .stdin(Stdio::piped())
