@@ -43,13 +43,13 @@ fn bench(c: &mut Criterion) {
     let n = chunk.nnz() as usize;
     let mut g = c.benchmark_group("chunk");
     g.throughput(Throughput::Elements(n as u64));
-    let mut zstd = ChunkDecoder::with_backend(Backend::Scalar).unwrap();
+    let mut zstd = ChunkDecoder::for_backend(Backend::Scalar).unwrap();
     g.bench_function("zstd-only", |b| {
         b.iter(|| zstd.decompress_chunk(&view, 0).unwrap())
     });
     let (mut indices, mut values) = (vec![0i32; n], vec![0f32; n]);
     for backend in Backend::available() {
-        let mut dec = ChunkDecoder::with_backend(backend).unwrap();
+        let mut dec = ChunkDecoder::for_backend(backend).unwrap();
         g.bench_with_input(BenchmarkId::new("decode-f32", backend), &backend, |b, _| {
             b.iter(|| {
                 dec.decode_chunk(&view, 0, &mut indices, &mut values)
@@ -71,7 +71,7 @@ fn bench(c: &mut Criterion) {
     );
     let mut counts = vec![0i32; view.nnz()];
     for backend in Backend::available() {
-        let mut dec = ChunkDecoder::with_backend(backend).unwrap();
+        let mut dec = ChunkDecoder::for_backend(backend).unwrap();
         g.bench_with_input(BenchmarkId::new("decode-f32", backend), &backend, |b, _| {
             b.iter(|| {
                 dec.decode_tile(&view, &mut indptr, &mut indices, &mut values)

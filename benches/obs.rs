@@ -41,12 +41,10 @@ fn dataset(dir: &std::path::Path) -> Arc<Dataset> {
             (0..CELLS).map(|c| Some(format!("AAACCTG{c:09}-1"))),
         ),
     ];
-    let config = WriterConfig {
-        tile_size: 1024,
-        level: 3,
-        obs: Some(ObsConfig::new(columns)),
-        ..WriterConfig::default()
-    };
+    let config = WriterConfig::default()
+        .with_tile_size(1024)
+        .with_level(3)
+        .with_obs(Some(ObsConfig::new(columns)));
     let mut writer =
         DatasetWriter::create(dir, SynthConfig::default().n_genes, config).expect("writer");
     for first in (0..CELLS).step_by(1024) {
@@ -69,16 +67,13 @@ fn bench(c: &mut Criterion) {
     let dir = std::env::temp_dir().join(format!("deltacells-bench-obs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let ds = dataset(&dir.join("ds"));
-    let plain = BatchConfig {
-        batch_size: 256,
-        shuffle: Shuffle::Block { window_tiles: 2 },
-        ..BatchConfig::default()
-    };
-    let labelled = BatchConfig {
-        obs_columns: COLUMNS.iter().map(|s| s.to_string()).collect(),
-        obs_cache_dir: Some(dir.join("cache")),
-        ..plain.clone()
-    };
+    let plain = BatchConfig::default()
+        .with_batch_size(256)
+        .with_shuffle(Shuffle::Block { window_tiles: 2 });
+    let labelled = plain
+        .clone()
+        .with_obs_columns(COLUMNS.iter().map(|s| s.to_string()).collect())
+        .with_obs_cache_dir(Some(dir.join("cache")));
     // Warm the obs cache (the first epoch's one-time fetch).
     assert_eq!(epoch(&ds, &labelled), CELLS);
 

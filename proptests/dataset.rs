@@ -84,7 +84,7 @@ proptest! {
         let _ = std::fs::remove_dir_all(&dir);
         let g = n_genes as usize;
         let totals = sort.then(|| (0..g).map(|i| ((i * 7919) % g) as f64).collect());
-        let config = WriterConfig { tile_size, n_chunks: chunks, level: 1, gene_totals: totals, ..WriterConfig::default() };
+        let config = WriterConfig::default().with_tile_size(tile_size).with_n_chunks(chunks).with_level(1).with_gene_totals(totals);
         let mut w = DatasetWriter::create(&dir, n_genes, config).unwrap();
         let n = csr.n_rows();
         let (mut start, mut i) = (0, 0);
@@ -118,18 +118,18 @@ proptest! {
         let selection = GeneSelection::new(n_genes, &selected).unwrap();
         for ds in [&local, &memory] {
             ds.verify().unwrap();
-            let all = ds.read_range::<i32>(0..n as u64, None).unwrap().csr;
+            let all = ds.read(0..n as u64).csr::<i32>().unwrap().csr;
             for c in 0..n {
                 prop_assert_eq!(row_of(&all, c), expected_row(&csr, &to_output, c));
             }
             // Random cells, any order, repeats.
-            let got = ds.read_cells::<i32>(&cells).unwrap().csr;
+            let got = ds.read(&cells).csr::<i32>().unwrap().csr;
             for (r, &c) in cells.iter().enumerate() {
                 prop_assert_eq!(row_of(&got, r), expected_row(&csr, &to_output, c as usize));
             }
             // The same cells through the selection: kept columns renumbered
             // in selection order, rows sorted by their new column.
-            let got = ds.read_cells_genes::<i32>(&cells, Some(&selection)).unwrap().csr;
+            let got = ds.read(&cells).genes(&selection).csr::<i32>().unwrap().csr;
             prop_assert_eq!(got.n_cols, selected.len() as u64);
             for (r, &c) in cells.iter().enumerate() {
                 let mut want: Vec<(i32, i32)> = expected_row(&csr, &to_output, c as usize)
@@ -142,7 +142,7 @@ proptest! {
             // A sub-range through the selection, and dense rows.
             let (a, b) = (cells.first().copied().unwrap_or(0), cells.last().copied().unwrap_or(0));
             let range = a.min(b)..a.max(b) + 1;
-            let got = ds.read_range::<i32>(range.clone(), Some(&selection)).unwrap().csr;
+            let got = ds.read(range.clone()).genes(&selection).csr::<i32>().unwrap().csr;
             for (r, c) in range.clone().enumerate() {
                 let row: Vec<(i32, i32)> = expected_row(&csr, &to_output, c as usize)
                     .into_iter()
@@ -152,7 +152,7 @@ proptest! {
                 row.sort_unstable();
                 prop_assert_eq!(row_of(&got, r), row);
             }
-            let dense = ds.read_dense(&cells, Some(&selection)).unwrap();
+            let dense = ds.read(&cells).genes(&selection).dense::<f32>().unwrap();
             for (r, &c) in cells.iter().enumerate() {
                 let mut want = vec![0f32; selected.len()];
                 for (col, v) in expected_row(&csr, &to_output, c as usize) {
@@ -160,7 +160,7 @@ proptest! {
                         want[k as usize] = v as f32;
                     }
                 }
-                prop_assert_eq!(&dense.data[r * selected.len()..(r + 1) * selected.len()], &want[..]);
+                prop_assert_eq!(&dense.rows.data()[r * selected.len()..(r + 1) * selected.len()], &want[..]);
             }
         }
         std::fs::remove_dir_all(&dir).unwrap();

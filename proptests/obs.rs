@@ -100,7 +100,7 @@ proptest! {
             ObsColumn::from_arrow("num", Arc::new(Float64Array::from(c.numbers.clone()))).unwrap(),
             ObsColumn::bool("flag", c.flags.iter().copied()),
         ];
-        let config = ObsConfig { columns, tiles_per_file: c.tiles_per_file, max_categories: c.max_categories };
+        let config = ObsConfig::new(columns).with_tiles_per_file(c.tiles_per_file).with_max_categories(c.max_categories);
         let files = encode_obs(&config, &c.tile_cells).unwrap();
         prop_assert_eq!(files.shards.len(), c.tile_cells.len().div_ceil(c.tiles_per_file));
         let store = MemoryStore::new();
@@ -183,10 +183,7 @@ fn sample_files() -> (deltacells::obs::ObsFiles, Vec<u64>) {
         .unwrap(),
     ];
     let tile_cells = vec![7; 5];
-    let config = ObsConfig {
-        tiles_per_file: 2,
-        ..ObsConfig::new(columns)
-    };
+    let config = ObsConfig::new(columns).with_tiles_per_file(2);
     (encode_obs(&config, &tile_cells).unwrap(), tile_cells)
 }
 

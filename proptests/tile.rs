@@ -91,7 +91,7 @@ proptest! {
         let view = TileView::parse(&tile).unwrap();
         prop_assert_eq!(view.n_chunks(), chunks.min(csr.n_rows()));
         for backend in Backend::available() {
-            let mut dec = ChunkDecoder::with_backend(backend).unwrap();
+            let mut dec = ChunkDecoder::for_backend(backend).unwrap();
             let got: Csr<i32> = dec.decode_tile_to_csr(&view).unwrap();
             prop_assert_eq!(&got, &csr);
             let f: Csr<f32> = dec.decode_tile_to_csr(&view).unwrap();
@@ -113,7 +113,7 @@ proptest! {
         let wanted = |cell: usize| mask[cell % mask.len()];
         let span = |cell: usize| csr.indptr[cell] as usize..csr.indptr[cell + 1] as usize;
         for backend in Backend::available() {
-            let mut dec = ChunkDecoder::with_backend(backend).unwrap();
+            let mut dec = ChunkDecoder::for_backend(backend).unwrap();
             for (i, c) in view.chunks().enumerate() {
                 let cells: Vec<usize> = (c.cell_lo as usize..c.cell_hi as usize).filter(|&x| wanted(x)).rev().collect();
                 let mut bufs: Vec<(Vec<i32>, Vec<f32>)> = cells.iter().map(|&x| (vec![0; span(x).len()], vec![0.0; span(x).len()])).collect();

@@ -8,7 +8,9 @@
 //! exceptions at the first and last nonzero of a cell and of the chunk.
 
 use deltacells::kernels::reference::tile as scalar;
-use deltacells::kernels::{Backend, CellBounds, Fault, KernelTable, Planes, TileKernels};
+use deltacells::kernels::{
+    Backend, CellBounds, Exceptions, Fault, KernelTable, Planes, TileKernels,
+};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
@@ -322,11 +324,13 @@ proptest! {
             _ => u64::from(random % (1 << 31)),
         }.min(1 << 31) as u32;
         let mut expected = base.clone();
-        let want = TileKernels::scalar().gap_exceptions(Planes::split(&planes), chunk.cells(), n_genes, &positions, &payloads, &mut expected);
+        let exceptions = Exceptions::new(Planes::split(&planes), &positions, &payloads);
+        let want = TileKernels::scalar().gap_exceptions(exceptions, chunk.cells(), n_genes, &mut expected);
         let input = shifted(&planes, off.0);
         for t in vector_tables() {
             let mut out = shifted(&base, off.1);
-            let got = t.gap_exceptions(Planes::split(&input[off.0..]), chunk.cells(), n_genes, &positions, &payloads, &mut out[off.1..]);
+            let exceptions = Exceptions::new(Planes::split(&input[off.0..]), &positions, &payloads);
+            let got = t.gap_exceptions(exceptions, chunk.cells(), n_genes, &mut out[off.1..]);
             prop_assert_eq!(got, want, "{}", t.isa());
             if want.is_ok() {
                 prop_assert_eq!(&out[off.1..], &expected[..], "{}", t.isa());
@@ -370,8 +374,9 @@ proptest! {
             None => Ok(()),
         };
         let (mut got_i, mut got_f) = (base_i.clone(), base_f.clone());
-        prop_assert_eq!(scalar::apply_value_exceptions(Planes::split(&planes), &positions, &payloads, &mut got_i), want);
-        prop_assert_eq!(scalar::apply_value_exceptions(Planes::split(&planes), &positions, &payloads, &mut got_f), want);
+        let exceptions = Exceptions::new(Planes::split(&planes), &positions, &payloads);
+        prop_assert_eq!(scalar::apply_value_exceptions(exceptions, &mut got_i), want);
+        prop_assert_eq!(scalar::apply_value_exceptions(exceptions, &mut got_f), want);
         if want.is_ok() {
             for (&p, &v) in positions.iter().zip(&payloads) {
                 base_i[p as usize] = v as i32;

@@ -3,10 +3,12 @@
 //! reference returns (checked against an independent model of it), and the
 //! decoder never panics.
 
-use deltacells::format::ts2diff::{inspect, max_point_value, Decoder, Encoder, FloatType, Form};
+use deltacells::format::ts2diff::{
+    inspect, max_point_value, Decoder, Encoder, FloatType, Form, Ts2diffError,
+};
 use deltacells::kernels::block::{BlockKernels, Divisor};
 use deltacells::kernels::KernelTable;
-use deltacells::{Backend, Error};
+use deltacells::Backend;
 use proptest::prelude::*;
 
 use crate::config;
@@ -320,7 +322,7 @@ proptest! {
 /// Decodes on every backend and checks that they agree exactly (values or
 /// error). Panics inside are what the tests below look for.
 fn decode_everywhere(page: &[u8], ks: &[&BlockKernels]) -> Result<(), TestCaseError> {
-    let show = |r: Result<Vec<u64>, Error>| r.map_err(|e| e.to_string());
+    let show = |r: Result<Vec<u64>, Ts2diffError>| r.map_err(|e| e.to_string());
     let f32s = |b: Backend| {
         show(
             Decoder::new()

@@ -38,13 +38,33 @@ pub mod kernels;
 #[cfg(feature = "measure")]
 pub mod measure;
 pub mod obs;
+mod setters;
 pub mod storage;
 #[cfg(feature = "synth")]
 pub mod synth;
 
 pub use csr::{Csr, CsrRef};
-pub use error::{Error, Location, Result, TileRule};
+pub use dataset::{
+    Batch, BatchConfig, BatchIter, BatchRows, CsrBatch, Dataset, DatasetWriter, DenseBatch,
+    OpenOptions, Read, ReadStats, Shuffle, WriterConfig,
+};
+pub use engine::{CellSelection, Dense, GeneSelection, Sink, SinkPart};
+pub use error::{Error, Result};
+pub use format::tile::{TilePosition, TileRule};
 pub use kernels::Backend;
+
+/// Opens the dataset at `location` with default options: a directory, or a
+/// URL such as `s3://bucket/prefix` (see [`Dataset::open`]).
+///
+/// ```no_run
+/// let ds = deltacells::open("pbmc_dc")?;
+/// let rows = ds.read(0..256).csr::<f32>()?;
+/// println!("{} cells x {} genes, {} nonzeros read", ds.n_cells(), ds.n_genes(), rows.csr.nnz());
+/// # Ok::<(), deltacells::Error>(())
+/// ```
+pub fn open(location: impl AsRef<std::ffi::OsStr>) -> Result<Dataset> {
+    Dataset::open(location)
+}
 
 /// Build information recorded by `build.rs`.
 pub mod build_info {

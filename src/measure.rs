@@ -56,7 +56,7 @@ pub fn tile_decode_report(tiles: &[TileView<'_>], reps: usize) -> Result<Vec<Row
         vec![0i32; max_nnz],
         vec![0f32; max_nnz],
     );
-    let mut dec = ChunkDecoder::with_backend(Backend::Scalar)?;
+    let mut dec = ChunkDecoder::for_backend(Backend::Scalar)?;
     let zstd = best_of(reps, || {
         tiles
             .iter()
@@ -71,7 +71,7 @@ pub fn tile_decode_report(tiles: &[TileView<'_>], reps: usize) -> Result<Vec<Row
     };
     let mut rows = vec![row("zstd-only".into(), zstd)];
     for b in Backend::available() {
-        let mut dec = ChunkDecoder::with_backend(b)?;
+        let mut dec = ChunkDecoder::for_backend(b)?;
         let s = best_of(reps, || {
             tiles.iter().try_for_each(|t| {
                 let (n, c) = (t.nnz(), t.n_cells());
@@ -141,7 +141,9 @@ pub fn scan_report(ds: &crate::dataset::Dataset, group: usize, reps: usize) -> R
         for first in (0..n_tiles).step_by(group) {
             let last = (first + group).min(n_tiles);
             ds.prefetch(last..last + ahead);
-            ds.read_range_uncached_into(limits[first]..limits[last], &mut out)?;
+            ds.read(limits[first]..limits[last])
+                .uncached()
+                .csr_into(&mut out)?;
         }
         Ok(())
     })?;
@@ -193,7 +195,7 @@ pub fn concurrent_read_rate(
 ) -> Result<f64> {
     let span = cells.end.saturating_sub(cells.start).max(1);
     let all: Vec<u64> = cells.clone().collect();
-    ds.read_cells::<f32>(&all)?;
+    ds.read(&all).csr::<f32>()?;
     let t = Instant::now();
     std::thread::scope(|scope| {
         let threads: Vec<_> = (0..readers.max(1) as u64)
@@ -210,7 +212,7 @@ pub fn concurrent_read_rate(
                             state ^= state << 17;
                             cells.start + state % span
                         }));
-                        ds.read_cells::<f32>(&request)?;
+                        ds.read(&request).csr::<f32>()?;
                     }
                     Ok::<(), crate::Error>(())
                 })

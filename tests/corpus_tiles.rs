@@ -7,7 +7,7 @@
 mod common;
 
 use common::{decode_with, expected_csr, read_aligned, testdata};
-use deltacells::error::{StreamKind, TileRule};
+use deltacells::format::tile::{StreamKind, TileError, TileRule};
 use deltacells::Error;
 
 /// Whether `rule` is the right report for the named corpus case.
@@ -90,7 +90,7 @@ fn corpus_tile_cases_are_judged_as_listed() {
                 ("reject", Ok(_)) => {
                     panic!("{name}: accepted a tile that breaks: {}", case["rule"])
                 }
-                ("reject", Err(Error::Tile { rule, at })) => {
+                ("reject", Err(Error::Tile(TileError { rule, at }))) => {
                     assert!(
                         matches_case(name, &rule),
                         "{name}: wrong rule {rule} {at:?} for {}",

@@ -7,8 +7,7 @@ mod common;
 
 use common::{assemble_tile, fix_crc, RawChunk};
 use deltacells::engine::ChunkDecoder;
-use deltacells::error::{StreamKind, TileRule};
-use deltacells::format::tile::TileView;
+use deltacells::format::tile::{StreamKind, TileError, TileRule, TileView};
 use deltacells::format::tile_writer::TileEncoder;
 use deltacells::{Backend, Csr, Error};
 
@@ -17,7 +16,7 @@ mod counting_alloc;
 
 fn decode_all(bytes: &[u8], backend: Backend) -> Result<Csr<i32>, Error> {
     let view = TileView::parse(bytes)?;
-    ChunkDecoder::with_backend(backend)?.decode_tile_to_csr(&view)
+    ChunkDecoder::for_backend(backend)?.decode_tile_to_csr(&view)
 }
 
 /// The rule a tile breaks, checked to be the same on every backend, and the
@@ -27,12 +26,12 @@ fn rule_of(bytes: &[u8]) -> TileRule {
     let mut rules = common::tile_backends()
         .into_iter()
         .map(|b| match decode_all(bytes, b) {
-            Err(Error::Tile { rule, at }) => {
+            Err(Error::Tile(TileError { rule, at })) => {
                 match common::decode_rows_with(bytes, b, |_| true) {
-                    Err(Error::Tile {
+                    Err(Error::Tile(TileError {
                         rule: by_rows,
                         at: at_rows,
-                    }) => assert_eq!((&by_rows, at_rows), (&rule, at), "by rows, {b}"),
+                    })) => assert_eq!((&by_rows, at_rows), (&rule, at), "by rows, {b}"),
                     other => panic!("by rows, {b}: {other:?}"),
                 }
                 rule
@@ -578,7 +577,7 @@ fn random_bytes_and_mutations_never_panic() {
 /// The rule `TileView::parse` reports for `t`, and the most bytes it had allocated at once.
 fn parse_cost(t: &[u8]) -> (TileRule, usize) {
     let (err, peak) = counting_alloc::peak_of(|| TileView::parse(t).unwrap_err());
-    (err.tile_rule().cloned().expect("a tile error"), peak)
+    (err.rule, peak)
 }
 
 #[test]

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use deltacells::dataset::ingest::{convert, ConvertOptions, Input};
 use deltacells::dataset::{
-    BatchConfig, BatchRows, Dataset, DatasetWriter, GeneSelection, OpenOptions, Recycler, Shuffle,
-    WriterConfig,
+    BatchConfig, BatchRows, Dataset, DatasetWriter, GeneSelection, OpenOptions, Pick, Recycler,
+    Shuffle, WriterConfig,
 };
 use deltacells::engine::EngineConfig;
 use deltacells::synth::{Synth, SynthConfig};
@@ -28,12 +28,10 @@ fn small(name: &str, n: usize, tile_size: usize, chunks: usize) -> (std::path::P
     });
     let data = synth.block(0, n);
     let dir = tmpdir(name);
-    let config = WriterConfig {
-        tile_size,
-        n_chunks: chunks,
-        level: 1,
-        ..WriterConfig::default()
-    };
+    let config = WriterConfig::default()
+        .with_tile_size(tile_size)
+        .with_n_chunks(chunks)
+        .with_level(1);
     let mut w = DatasetWriter::create(&dir, 3000, config).unwrap();
     // Blocks of awkward sizes: the writer cuts tiles itself.
     let mut start = 0;
@@ -79,7 +77,7 @@ fn read_cells_matches_a_naive_full_decode() {
     let (dir, data) = small("read", 700, 128, 5);
     let ds = Dataset::open(&dir).unwrap();
     assert_eq!(ds.n_tiles(), 6);
-    assert_eq!(ds.read_range::<i32>(0..700, None).unwrap().csr, data);
+    assert_eq!(ds.read(0..700).csr::<i32>().unwrap().csr, data);
     let mut state = 12345u64;
     for round in 0..20 {
         let k = [1usize, 2, 17, 256, 900][round % 5];
@@ -91,10 +89,10 @@ fn read_cells_matches_a_naive_full_decode() {
                 (state >> 33) % 700
             })
             .collect();
-        let got = ds.read_cells::<i32>(&cells).unwrap();
+        let got = ds.read(&cells).csr::<i32>().unwrap();
         assert_eq!(got.csr, rows_of(&data, &cells));
         assert_eq!(got.cells, cells);
-        let f = ds.read_cells::<f32>(&cells).unwrap();
+        let f = ds.read(&cells).csr::<f32>().unwrap();
         assert!(f
             .csr
             .values
@@ -103,15 +101,8 @@ fn read_cells_matches_a_naive_full_decode() {
             .all(|(&a, &b)| a == b as f32));
     }
     // A few cells decode only the chunks that hold them.
-    let fresh = Dataset::open_with(
-        &dir,
-        OpenOptions {
-            cache_bytes: 0,
-            ..OpenOptions::default()
-        },
-    )
-    .unwrap();
-    let one = fresh.read_cells::<i32>(&[300]).unwrap();
+    let fresh = Dataset::open_with(&dir, OpenOptions::default().with_cache_bytes(0)).unwrap();
+    let one = fresh.read([300]).csr::<i32>().unwrap();
     assert_eq!(
         (
             one.stats.tiles_fetched,
@@ -129,7 +120,7 @@ fn read_cells_matches_a_naive_full_decode() {
         one.stats.bytes_fetched,
         fresh.manifest().tile_bytes[t]
     );
-    assert!(matches!(ds.read_cells::<i32>(&[700]), Err(Error::Input(_))));
+    assert!(matches!(ds.read([700]).csr::<i32>(), Err(Error::Input(_))));
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -139,14 +130,7 @@ fn concurrent_readers_of_one_dataset_get_what_one_reader_gets() {
     let (dir, data) = small("concurrent", 900, 100, 4);
     // A cache smaller than the dataset's decoded chunks: readers insert and
     // evict concurrently.
-    let ds = Dataset::open_with(
-        &dir,
-        OpenOptions {
-            cache_bytes: 200 << 10,
-            ..OpenOptions::default()
-        },
-    )
-    .unwrap();
+    let ds = Dataset::open_with(&dir, OpenOptions::default().with_cache_bytes(200 << 10)).unwrap();
     shared(&ds);
     let requests: Vec<Vec<u64>> = (0..8u64)
         .map(|r| (0..60).map(|i| (i * 131 + r * 977) % 900).collect())
@@ -158,7 +142,7 @@ fn concurrent_readers_of_one_dataset_get_what_one_reader_gets() {
                 let ds = &ds;
                 scope.spawn(move || {
                     (0..5)
-                        .map(|_| ds.read_cells::<i32>(cells).unwrap().csr)
+                        .map(|_| ds.read(cells).csr::<i32>().unwrap().csr)
                         .collect::<Vec<_>>()
                 })
             })
@@ -185,7 +169,7 @@ fn gene_selection_matches_slicing_the_full_result() {
     ] {
         let sel = GeneSelection::new(3000, &genes).unwrap();
         let cells: Vec<u64> = (0..300).step_by(7).chain([5, 5, 0]).collect();
-        let got = ds.read_cells_genes::<i32>(&cells, Some(&sel)).unwrap().csr;
+        let got = ds.read(&cells).genes(&sel).csr::<i32>().unwrap().csr;
         let full = rows_of(&data, &cells);
         let mut want = Csr::empty(genes.len() as u64);
         for w in full.indptr.windows(2) {
@@ -203,20 +187,26 @@ fn gene_selection_matches_slicing_the_full_result() {
             want.indptr.push(want.indices.len() as i64);
         }
         assert_eq!(got, want, "genes {genes:?}");
-        let dense = ds.read_dense(&cells, Some(&sel)).unwrap();
-        assert_eq!(dense.n_cols, genes.len());
+        let dense = ds.read(&cells).genes(&sel).dense::<f32>().unwrap();
+        assert_eq!(dense.rows.n_cols(), genes.len());
         for (r, w) in want.indptr.windows(2).enumerate() {
             let mut row = vec![0f32; genes.len()];
             for j in w[0] as usize..w[1] as usize {
                 row[want.indices[j] as usize] = want.values[j] as f32;
             }
-            assert_eq!(dense.data[r * genes.len()..(r + 1) * genes.len()], row[..]);
+            assert_eq!(
+                dense.rows.data()[r * genes.len()..(r + 1) * genes.len()],
+                row[..]
+            );
         }
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-fn epoch(ds: &Arc<Dataset>, config: BatchConfig) -> Vec<(Vec<u64>, BatchRows)> {
+/// An epoch's batches: each one's cells and rows.
+type Epoch = Vec<(Vec<u64>, BatchRows<f32>)>;
+
+fn epoch(ds: &Arc<Dataset>, config: BatchConfig) -> Epoch {
     ds.batches(config)
         .unwrap()
         .map(|b| b.map(|b| (b.cells, b.rows)))
@@ -226,10 +216,7 @@ fn epoch(ds: &Arc<Dataset>, config: BatchConfig) -> Vec<(Vec<u64>, BatchRows)> {
 
 /// An epoch whose batches go back to the iterator as soon as they are copied,
 /// and the iterator's recycler, holding the buffers of the last ones.
-fn recycling_epoch(
-    ds: &Arc<Dataset>,
-    config: BatchConfig,
-) -> (Vec<(Vec<u64>, BatchRows)>, Recycler) {
+fn recycling_epoch(ds: &Arc<Dataset>, config: BatchConfig) -> (Epoch, Recycler) {
     let mut iter = ds.batches(config).unwrap();
     let mut batches = Vec::new();
     while let Some(b) = iter.next() {
@@ -253,16 +240,15 @@ fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
         (false, Some(sel.clone())),
         (true, Some(sel)),
     ] {
-        let config = |cache_bytes| BatchConfig {
-            batch_size: 45,
-            seed: 3,
-            shuffle: Shuffle::Block { window_tiles: 2 },
-            world_size: 2,
-            rank: 1,
-            dense,
-            genes: genes.clone(),
-            cache_bytes,
-            ..BatchConfig::default()
+        let config = |cache_bytes| {
+            BatchConfig::default()
+                .with_batch_size(45)
+                .with_seed(3)
+                .with_shuffle(Shuffle::Block { window_tiles: 2 })
+                .with_dense(dense)
+                .with_genes(genes.clone())
+                .with_cache_bytes(cache_bytes)
+                .with_rank(1, 2)
         };
         let windowed = epoch(&ds, config(64 << 20));
         assert_eq!(
@@ -277,10 +263,7 @@ fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
             recycled, windowed,
             "recycled: dense {dense}, genes {genes:?}"
         );
-        let next_epoch = BatchConfig {
-            recycler: Some(spares),
-            ..config(64 << 20)
-        };
+        let next_epoch = config(64 << 20).with_recycler(Some(spares));
         assert_eq!(
             recycling_epoch(&ds, next_epoch).0,
             windowed,
@@ -288,19 +271,12 @@ fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
         );
         for (cells, rows) in windowed {
             let want = match &genes {
-                None if !dense => BatchRows::Csr(ds.read_cells::<f32>(&cells).unwrap().csr),
-                _ if !dense => BatchRows::Csr(
-                    ds.read_cells_genes::<f32>(&cells, genes.as_ref())
-                        .unwrap()
-                        .csr,
-                ),
-                _ => {
-                    let d = ds.read_dense(&cells, genes.as_ref()).unwrap();
-                    BatchRows::Dense {
-                        n_cols: d.n_cols,
-                        data: d.data,
-                    }
+                None if !dense => BatchRows::Csr(ds.read(&cells).csr::<f32>().unwrap().csr),
+                Some(g) if !dense => {
+                    BatchRows::Csr(ds.read(&cells).genes(g).csr::<f32>().unwrap().csr)
                 }
+                None => BatchRows::Dense(ds.read(&cells).dense::<f32>().unwrap().rows),
+                Some(g) => BatchRows::Dense(ds.read(&cells).genes(g).dense::<f32>().unwrap().rows),
             };
             assert_eq!(rows, want, "dense {dense}, genes {genes:?}");
         }
@@ -315,14 +291,11 @@ fn batches_cover_every_cell_once_across_ranks_and_are_deterministic() {
         Arc::new(
             Dataset::open_with(
                 &dir,
-                OpenOptions {
-                    engine: EngineConfig {
-                        threads,
-                        pin: false,
-                        backend: None,
-                    },
-                    ..OpenOptions::default()
-                },
+                OpenOptions::default().with_engine(
+                    EngineConfig::default()
+                        .with_threads(threads)
+                        .with_pin(false),
+                ),
             )
             .unwrap(),
         )
@@ -333,16 +306,15 @@ fn batches_cover_every_cell_once_across_ranks_and_are_deterministic() {
         (Shuffle::Block { window_tiles: 3 }, 3),
         (Shuffle::Block { window_tiles: 1 }, 4),
     ] {
-        let config = |rank, prefetch, cache_bytes| BatchConfig {
-            batch_size: 64,
-            seed: 9,
-            epoch: 2,
-            shuffle,
-            rank,
-            world_size: world,
-            prefetch,
-            cache_bytes,
-            ..BatchConfig::default()
+        let config = |rank, prefetch, cache_bytes| {
+            BatchConfig::default()
+                .with_batch_size(64)
+                .with_seed(9)
+                .with_epoch(2)
+                .with_shuffle(shuffle)
+                .with_prefetch(prefetch)
+                .with_cache_bytes(cache_bytes)
+                .with_rank(rank, world)
         };
         let mut seen = Vec::new();
         let mut counts = Vec::new();
@@ -382,60 +354,46 @@ fn batches_cover_every_cell_once_across_ranks_and_are_deterministic() {
     }
     let e0 = epoch(
         &ds1,
-        BatchConfig {
-            batch_size: 50,
-            epoch: 0,
-            ..BatchConfig::default()
-        },
+        BatchConfig::default().with_batch_size(50).with_epoch(0),
     );
     let e1 = epoch(
         &ds1,
-        BatchConfig {
-            batch_size: 50,
-            epoch: 1,
-            ..BatchConfig::default()
-        },
+        BatchConfig::default().with_batch_size(50).with_epoch(1),
     );
     assert_ne!(e0[0].0, e1[0].0, "different epochs, different orders");
     let dropped = epoch(
         &ds1,
-        BatchConfig {
-            batch_size: 300,
-            drop_last: true,
-            world_size: 2,
-            rank: 1,
-            ..BatchConfig::default()
-        },
+        BatchConfig::default()
+            .with_batch_size(300)
+            .with_drop_last(true)
+            .with_rank(1, 2),
     );
     assert_eq!(dropped.len(), 1);
     assert_eq!(dropped[0].0.len(), 300);
     let dense = epoch(
         &ds1,
-        BatchConfig {
-            batch_size: 10,
-            dense: true,
-            shuffle: Shuffle::None,
-            ..BatchConfig::default()
-        },
+        BatchConfig::default()
+            .with_batch_size(10)
+            .with_dense(true)
+            .with_shuffle(Shuffle::None),
     );
-    let BatchRows::Dense { n_cols, data: d } = &dense[0].1 else {
+    let BatchRows::Dense(d) = &dense[0].1 else {
         panic!("dense expected")
     };
-    assert_eq!((*n_cols, d.len()), (3000, 30_000));
+    assert_eq!((d.n_cols(), d.data().len()), (3000, 30_000));
 
     // Strided iterators (data-loader workers, resuming) interleave back into
     // the rank's sequence, keeping each batch's position.
-    let config = || BatchConfig {
-        batch_size: 37,
-        seed: 4,
-        world_size: 2,
-        rank: 1,
-        ..BatchConfig::default()
+    let config = || {
+        BatchConfig::default()
+            .with_batch_size(37)
+            .with_seed(4)
+            .with_rank(1, 2)
     };
     let whole: Vec<_> = ds1.batches(config()).unwrap().map(|b| b.unwrap()).collect();
     for (first, step) in [(0, 3), (1, 3), (2, 3), (5, 1), (4, 2)] {
         let part: Vec<_> = ds1
-            .batches_strided(config(), first, step)
+            .batches(config().with_pick(Pick::Strided { first, step }))
             .unwrap()
             .map(|b| b.unwrap())
             .collect();
@@ -445,11 +403,13 @@ fn batches_cover_every_cell_once_across_ranks_and_are_deterministic() {
             assert_eq!((got.index, &got.cells), (want.index, &want.cells));
         }
     }
-    assert!(ds1.batches_strided(config(), 0, 0).is_err());
+    assert!(ds1
+        .batches(config().with_pick(Pick::Strided { first: 0, step: 0 }))
+        .is_err());
     // Contiguous spans (how loader workers split a rank) are the same batches.
     for span in [0..3, 3..7, 7..whole.len() + 5, whole.len()..whole.len() + 1] {
         let part: Vec<_> = ds1
-            .batches_range(config(), span.clone())
+            .batches(config().with_pick(Pick::Range(span.clone())))
             .unwrap()
             .map(|b| b.unwrap())
             .collect();
@@ -513,7 +473,7 @@ fn converts_10x_folders_sorting_genes_by_total() {
         // Totals: A 5, B 5, C 1, D 70000 -> D, A, B, C.
         assert_eq!(ds.gene_order().unwrap(), &[3, 0, 1, 2]);
         assert_eq!(ds.var_names().unwrap(), &["D", "A", "B", "C"]);
-        let got = ds.read_range::<i32>(0..3, None).unwrap().csr;
+        let got = ds.read(0..3).csr::<i32>().unwrap().csr;
         let order = ds.gene_order().unwrap();
         for c in 0..3 {
             let want: Vec<(i32, i32)> = (source.indptr[c] as usize..source.indptr[c + 1] as usize)
@@ -599,14 +559,12 @@ fn converts_scipy_npz_and_refuses_bad_input() {
         z.finish().unwrap();
     }
     let out = dir.join("ds");
-    let options = ConvertOptions {
-        sort_genes: false,
-        ..ConvertOptions::default()
-    };
+    let options = ConvertOptions::default().with_sort_genes(false);
     convert(&Input::detect(&path).unwrap(), &out, options, &mut |_| {}).unwrap();
     let got = Dataset::open(&out)
         .unwrap()
-        .read_range::<i32>(0..3, None)
+        .read(0..3)
+        .csr::<i32>()
         .unwrap()
         .csr;
     assert_eq!(

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use deltacells::dataset::{
     BatchConfig, Dataset, GeneSelection, MemoryStore, OpenOptions, Shuffle, Store,
 };
-use deltacells::error::DatasetRule;
+use deltacells::format::manifest::DatasetRule;
 use deltacells::Error;
 
 /// Live heap bytes and their peak since the last [`measure`] began. A single
@@ -87,34 +87,32 @@ fn reads_and_batches_fetch_the_tile_before_sizing_anything_by_the_claim() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // tile_bytes lies too, so the manifest alone looks consistent: every read
     // must meet the real tile (wrong size) before allocating per cell.
-    let ds =
-        Arc::new(open(common::hostile(Some(1 << 40)).0).expect("the manifest alone is consistent"));
+    let ds = Arc::new(open(common::hostile(Some(1 << 40)).0).expect("the manifest alone is consistent"));
     let tile_error = |what: &str, r: deltacells::Result<()>| match r {
         Err(Error::Dataset(DatasetRule::TileBytes { tile: 0, .. })) => {}
         other => panic!("{what}: {other:?}"),
     };
     tile_error(
         "read_range",
-        measure("read_range", || {
-            ds.read_range::<f32>(0..common::CLAIMED, None).map(drop)
-        }),
+        measure("read_range", || ds.read(0..common::CLAIMED).csr::<f32>().map(drop)),
     );
     tile_error(
         "read_tile",
-        measure("read_tile", || ds.read_tile::<i32>(0, None).map(drop)),
+        measure("read_tile", || {
+            ds.read(ds.tile_cells(0)?).csr::<i32>().map(drop)
+        }),
     );
     let mut out = deltacells::Csr::empty(0);
     tile_error(
         "read_range_into",
         measure("read_range_into", || {
-            ds.read_range_into::<f32>(0..common::CLAIMED, None, &mut out)
-                .map(drop)
+            ds.read(0..common::CLAIMED).csr_into::<f32>(&mut out).map(drop)
         }),
     );
     tile_error(
         "read_cells",
         measure("read_cells", || {
-            ds.read_cells::<f32>(&[common::CLAIMED - 1]).map(drop)
+            ds.read([common::CLAIMED - 1]).csr::<f32>().map(drop)
         }),
     );
     let genes = GeneSelection::new(ds.n_genes(), &[0, 1]).unwrap();
@@ -126,13 +124,13 @@ fn reads_and_batches_fetch_the_tile_before_sizing_anything_by_the_claim() {
         let what = format!("batches {shuffle:?} prefetch {prefetch}");
         let first = measure(&what, || {
             let mut batches = ds
-                .batches(BatchConfig {
-                    batch_size: 1,
-                    shuffle,
-                    prefetch,
-                    genes: Some(genes.clone()),
-                    ..BatchConfig::default()
-                })
+                .batches(
+                    BatchConfig::default()
+                        .with_batch_size(1)
+                        .with_shuffle(shuffle)
+                        .with_prefetch(prefetch)
+                        .with_genes(Some(genes.clone())),
+                )
                 .expect("batches are planned without reading");
             assert_eq!(batches.len() as u64, common::CLAIMED);
             batches.next().expect("a first batch").map(drop)

@@ -130,7 +130,7 @@ fn sample(n_cells: usize, n_genes: usize) -> Csr<u32> {
 fn read_back(dir: &Path) -> Csr<u32> {
     let ds = Dataset::open(dir).unwrap();
     ds.verify().unwrap();
-    let got = ds.read_range::<i32>(0..ds.n_cells(), None).unwrap().csr;
+    let got = ds.read(0..ds.n_cells()).csr::<i32>().unwrap().csr;
     let order: Vec<i32> = match ds.gene_order() {
         Some(o) => o.to_vec(),
         None => (0..ds.n_genes() as i32).collect(),
@@ -151,11 +151,9 @@ fn read_back(dir: &Path) -> Csr<u32> {
 }
 
 fn small_blocks() -> ConvertOptions {
-    ConvertOptions {
-        block_nonzeros: 7,
-        run_nonzeros: 16,
-        ..ConvertOptions::default()
-    }
+    ConvertOptions::default()
+        .with_block_nonzeros(7)
+        .with_run_nonzeros(16)
 }
 
 #[test]
@@ -166,14 +164,9 @@ fn csr_and_csc_npz_convert_to_the_same_matrix_in_small_blocks() {
         let path = dir.join(format!("m-{csc}.npz"));
         write_sparse_npz(&path, &source, csc);
         let out = dir.join(format!("out-{csc}-{sort}"));
-        let options = ConvertOptions {
-            sort_genes: sort,
-            writer: deltacells::dataset::WriterConfig {
-                tile_size: 8,
-                ..Default::default()
-            },
-            ..small_blocks()
-        };
+        let options = small_blocks()
+            .with_sort_genes(sort)
+            .with_writer(deltacells::dataset::WriterConfig::default().with_tile_size(8));
         let m = convert(&Input::detect(&path).unwrap(), &out, options, &mut |_| {}).unwrap();
         assert_eq!((m.n_cells, m.n_genes), (60, 9));
         assert_eq!(read_back(&out), source, "csc {csc}, sort {sort}");
@@ -222,10 +215,7 @@ fn matrix_market_entries_in_any_order_are_transposed_out_of_core() {
     let out = dir.join("out");
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let options = ConvertOptions {
-        tmp_dir: Some(tmp.clone()),
-        ..small_blocks()
-    };
+    let options = small_blocks().with_tmp_dir(Some(tmp.clone()));
     let mut phases = Vec::new();
     convert(&Input::detect(&dir).unwrap(), &out, options, &mut |p| {
         phases.push(p.phase)
@@ -368,17 +358,10 @@ fn a_failed_conversion_leaves_no_manifest_and_can_be_rerun_into_the_same_directo
         ],
     );
     let out = dir.join("out");
-    let options = || ConvertOptions {
-        writer: deltacells::dataset::WriterConfig {
-            tile_size: 4,
-            ..Default::default()
-        },
-        ..small_blocks()
+    let options = || {
+        small_blocks().with_writer(deltacells::dataset::WriterConfig::default().with_tile_size(4))
     };
-    let keep = ConvertOptions {
-        sort_genes: false,
-        ..options()
-    };
+    let keep = options().with_sort_genes(false);
     let err = convert(&Input::detect(&path).unwrap(), &out, keep, &mut |_| {}).unwrap_err();
     let last_cell = source
         .indptr

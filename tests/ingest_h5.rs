@@ -62,20 +62,15 @@ fn run(input: &Path, out: &Path, options: ConvertOptions) -> deltacells::Result<
 
 /// Small blocks and runs so that every fixture takes several of each.
 fn options() -> ConvertOptions {
-    ConvertOptions {
-        block_nonzeros: 40,
-        run_nonzeros: 64,
-        writer: deltacells::dataset::WriterConfig {
-            tile_size: 16,
-            ..Default::default()
-        },
-        ..ConvertOptions::default()
-    }
+    ConvertOptions::default()
+        .with_block_nonzeros(40)
+        .with_run_nonzeros(64)
+        .with_writer(deltacells::dataset::WriterConfig::default().with_tile_size(16))
 }
 
 /// The dataset's counts as a dense cells x source genes matrix.
 fn dense(ds: &Dataset) -> Vec<Vec<i64>> {
-    let csr = ds.read_range::<i32>(0..ds.n_cells(), None).unwrap().csr;
+    let csr = ds.read(0..ds.n_cells()).csr::<i32>().unwrap().csr;
     let n = ds.n_genes() as usize;
     let order: Vec<usize> = match ds.gene_order() {
         Some(o) => o.iter().map(|&g| g as usize).collect(),
@@ -196,20 +191,14 @@ fn h5ad_layers_raw_and_named() {
         (Layer::Named("spliced".into()), "csr_f32_gzip.spliced"),
     ] {
         let out = out_dir(key);
-        let opts = ConvertOptions {
-            layer: layer.clone(),
-            ..options()
-        };
+        let opts = options().with_layer(layer.clone());
         run(&input, &out, opts).unwrap();
         check_h5ad(&out, key);
     }
     let err = run(
         &input,
         &out_dir("nolayer"),
-        ConvertOptions {
-            layer: Layer::Named("unspliced".into()),
-            ..options()
-        },
+        options().with_layer(Layer::Named("unspliced".into())),
     )
     .unwrap_err()
     .to_string();
@@ -222,10 +211,7 @@ fn h5ad_layers_raw_and_named() {
 #[test]
 fn obs_columns_are_selected_in_the_order_given() {
     let out = out_dir("select");
-    let opts = ConvertOptions {
-        obs_columns: Some(vec!["stage".into(), "cell_id".into()]),
-        ..options()
-    };
+    let opts = options().with_obs_columns(Some(vec!["stage".into(), "cell_id".into()]));
     run(&fixture("csc_i64.h5ad"), &out, opts).unwrap();
     let ds = Dataset::open(&out).unwrap();
     let names: Vec<&str> = ds
@@ -240,10 +226,7 @@ fn obs_columns_are_selected_in_the_order_given() {
     let err = run(
         &fixture("csc_i64.h5ad"),
         &out_dir("select-bad"),
-        ConvertOptions {
-            obs_columns: Some(vec!["nope".into()]),
-            ..options()
-        },
+        options().with_obs_columns(Some(vec!["nope".into()])),
     )
     .unwrap_err()
     .to_string();
@@ -292,10 +275,7 @@ fn cell_ranger_h5_with_a_feature_type_filter() {
     let ids: Vec<String> = serde_json::from_value(want["ids"].clone()).unwrap();
     for filter in [None, Some("Gene Expression"), Some("Antibody Capture")] {
         let out = out_dir(&format!("cr-{filter:?}"));
-        let opts = ConvertOptions {
-            feature_type: filter.map(str::to_string),
-            ..options()
-        };
+        let opts = options().with_feature_type(filter.map(str::to_string));
         run(&fixture("cellranger.h5"), &out, opts).unwrap();
         let ds = Dataset::open(&out).unwrap();
         ds.verify().unwrap();
@@ -317,10 +297,7 @@ fn cell_ranger_h5_with_a_feature_type_filter() {
     let err = run(
         &fixture("cellranger.h5"),
         &out_dir("cr-none"),
-        ConvertOptions {
-            feature_type: Some("CRISPR Guide Capture".into()),
-            ..options()
-        },
+        options().with_feature_type(Some("CRISPR Guide Capture".into())),
     )
     .unwrap_err()
     .to_string();

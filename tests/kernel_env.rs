@@ -4,6 +4,8 @@
 
 use deltacells::engine::ChunkDecoder;
 use deltacells::format::tile_writer::TileEncoder;
+use deltacells::format::EncodeError;
+use deltacells::kernels::BackendError;
 use deltacells::{CsrRef, Error};
 
 /// A backend of the other architecture: never available here.
@@ -22,15 +24,28 @@ fn a_forced_backend_the_cpu_lacks_stops_the_writer_and_the_reader() {
         indices: &[1, 7],
         values: &[3u32, 1],
     });
-    for (who, err) in [
-        ("writer", written.err()),
-        ("reader", ChunkDecoder::new().err()),
-    ] {
+    let writer = match written {
+        Err(EncodeError::Backend(e)) => Some(e),
+        other => panic!("writer: expected a backend error, got {other:?}"),
+    };
+    let reader = match ChunkDecoder::new() {
+        Err(Error::Backend(e)) => Some(e),
+        Err(e) => panic!("reader: expected a backend error, got {e:?}"),
+        Ok(_) => None,
+    };
+    for (who, err) in [("writer", writer), ("reader", reader)] {
         match err {
-            Some(Error::Config(msg)) => assert!(
-                msg.contains("DELTACELLS_KERNEL") && msg.contains(FOREIGN),
-                "{who}: {msg}"
-            ),
+            Some(e @ BackendError::Env { .. }) => {
+                let BackendError::Env { value, reason } = &e else {
+                    unreachable!()
+                };
+                assert_eq!(value, FOREIGN, "{who}");
+                assert!(
+                    matches!(**reason, BackendError::Unavailable(_)),
+                    "{who}: {reason:?}"
+                );
+                assert!(e.to_string().contains("DELTACELLS_KERNEL"), "{who}: {e}");
+            }
             other => panic!("{who}: expected a DELTACELLS_KERNEL error, got {other:?}"),
         }
     }

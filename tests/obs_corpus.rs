@@ -8,7 +8,7 @@ mod obs_common;
 use std::path::PathBuf;
 
 use deltacells::dataset::Dataset;
-use deltacells::error::DatasetRule;
+use deltacells::format::manifest::DatasetRule;
 use deltacells::Error;
 use obs_common::testdata;
 use serde_json::Value;

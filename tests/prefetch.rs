@@ -68,12 +68,10 @@ fn dataset(fault: Fault) -> (Arc<Dataset>, Arc<Faulty>) {
 }
 
 fn config(prefetch: usize) -> BatchConfig {
-    BatchConfig {
-        batch_size: 50,
-        shuffle: Shuffle::None,
-        prefetch,
-        ..BatchConfig::default()
-    }
+    BatchConfig::default()
+        .with_batch_size(50)
+        .with_shuffle(Shuffle::None)
+        .with_prefetch(prefetch)
 }
 
 /// Every item of one epoch.
@@ -131,12 +129,10 @@ fn dropping_the_iterator_early_stops_the_prefetch_thread() {
         ..SynthConfig::default()
     })
     .block(0, 200);
-    let config = WriterConfig {
-        tile_size: 10,
-        n_chunks: 2,
-        level: 1,
-        ..WriterConfig::default()
-    };
+    let config = WriterConfig::default()
+        .with_tile_size(10)
+        .with_n_chunks(2)
+        .with_level(1);
     let mut writer = DatasetWriter::create(&dir, 500, config).unwrap();
     writer.push(data.as_ref()).unwrap();
     writer.finish().unwrap();
@@ -149,12 +145,12 @@ fn dropping_the_iterator_early_stops_the_prefetch_thread() {
     let ds = Arc::new(Dataset::open_store(store.clone(), OpenOptions::default()).unwrap());
     let opened = store.reads.load(Ordering::SeqCst);
     let mut batches = ds
-        .batches(BatchConfig {
-            batch_size: 10,
-            shuffle: Shuffle::None,
-            prefetch: 1,
-            ..BatchConfig::default()
-        })
+        .batches(
+            BatchConfig::default()
+                .with_batch_size(10)
+                .with_shuffle(Shuffle::None)
+                .with_prefetch(1),
+        )
         .unwrap();
     assert_eq!(batches.len(), 20);
     batches.next().unwrap().unwrap();

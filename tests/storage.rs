@@ -52,17 +52,15 @@ fn finish_makes_every_object_durable_before_the_manifest_and_the_manifest_before
         inner: MemoryStore::new(),
         log: Mutex::new(vec![]),
     });
-    let config = WriterConfig {
-        tile_size: 16,
-        n_chunks: 2,
-        level: 1,
-        gene_totals: Some((0..40).map(f64::from).collect()),
-        obs: Some(ObsConfig::new(vec![ObsColumn::bool(
+    let config = WriterConfig::default()
+        .with_tile_size(16)
+        .with_n_chunks(2)
+        .with_level(1)
+        .with_gene_totals(Some((0..40).map(f64::from).collect()))
+        .with_obs(Some(ObsConfig::new(vec![ObsColumn::bool(
             "b",
             (0..50).map(|i| Some(i % 3 == 0)),
-        )])),
-        ..WriterConfig::default()
-    };
+        )])));
     let mut w = DatasetWriter::create_in(store.clone(), 40, config).unwrap();
     w.push(counts(50, 40).as_ref()).unwrap();
     w.finish().unwrap();
@@ -110,11 +108,11 @@ fn finish_makes_every_object_durable_before_the_manifest_and_the_manifest_before
 fn two_writers_never_share_a_directory() {
     let dir = Scratch::new("two-writers");
     let out = dir.path().join("ds");
-    let config = || WriterConfig {
-        tile_size: 8,
-        n_chunks: 1,
-        level: 1,
-        ..WriterConfig::default()
+    let config = || {
+        WriterConfig::default()
+            .with_tile_size(8)
+            .with_n_chunks(1)
+            .with_level(1)
     };
     let mut first = DatasetWriter::create(&out, 40, config()).unwrap();
     let second = DatasetWriter::create(&out, 40, config());
@@ -142,15 +140,7 @@ fn datasets_open_from_paths_file_urls_and_stores_alike() {
     let dir = Scratch::new("locations");
     let out = dir.path().join("ds");
     let url = format!("file://{}", out.display());
-    let mut w = DatasetWriter::create(
-        &url,
-        40,
-        WriterConfig {
-            tile_size: 7,
-            ..WriterConfig::default()
-        },
-    )
-    .unwrap();
+    let mut w = DatasetWriter::create(&url, 40, WriterConfig::default().with_tile_size(7)).unwrap();
     w.push(counts(30, 40).as_ref()).unwrap();
     w.finish().unwrap();
     let a = Dataset::open(&out).unwrap();
@@ -158,7 +148,7 @@ fn datasets_open_from_paths_file_urls_and_stores_alike() {
     let c = Dataset::open(out.to_str().unwrap()).unwrap();
     let memory = Arc::new(MemoryStore::from_dir(&out).unwrap());
     let d = Dataset::open_store(memory, OpenOptions::default()).unwrap();
-    let all = |ds: &Dataset| ds.read_range::<i32>(0..30, None).unwrap().csr;
+    let all = |ds: &Dataset| ds.read(0..30).csr::<i32>().unwrap().csr;
     assert_eq!(all(&a), all(&b));
     assert_eq!(all(&a), all(&c));
     assert_eq!(all(&a), all(&d));

@@ -4,14 +4,15 @@
 use deltacells::engine::ChunkDecoder;
 use deltacells::format::tile::TileView;
 use deltacells::format::tile_writer::TileEncoder;
-use deltacells::{Backend, Csr, CsrRef, Error};
+use deltacells::format::EncodeError;
+use deltacells::{Backend, Csr, CsrRef};
 
 fn encode<V: deltacells::format::tile_writer::CountSource>(
     n_cols: u64,
     indptr: &[i64],
     indices: &[i32],
     values: &[V],
-) -> Result<Vec<u8>, Error> {
+) -> Result<Vec<u8>, EncodeError> {
     TileEncoder::new().with_level(1).encode(CsrRef {
         n_cols,
         indptr,
@@ -20,9 +21,9 @@ fn encode<V: deltacells::format::tile_writer::CountSource>(
     })
 }
 
-fn input_error(r: Result<Vec<u8>, Error>) -> String {
+fn input_error(r: Result<Vec<u8>, EncodeError>) -> String {
     match r {
-        Err(Error::Input(msg)) => msg,
+        Err(EncodeError::Input(msg)) => msg,
         other => panic!("expected an input error, got {other:?}"),
     }
 }
@@ -56,7 +57,7 @@ fn exception_policy_limits_each_kind() {
     let indices = vec![0; cells as usize];
     let too_many = vec![70_000i32; cells as usize];
     match encode(10, &indptr, &indices, &too_many) {
-        Err(Error::Policy(msg)) => assert!(msg.contains("1025 value exceptions"), "{msg}"),
+        Err(EncodeError::Policy(msg)) => assert!(msg.contains("1025 value exceptions"), "{msg}"),
         other => panic!("expected a policy refusal, got {other:?}"),
     }
     let mut at_limit = too_many.clone();
@@ -65,7 +66,7 @@ fn exception_policy_limits_each_kind() {
     // Gap exceptions: genes above 65535 in 1025 cells.
     let far = vec![70_000; cells as usize];
     match encode(100_000, &indptr, &far, &vec![1i32; cells as usize]) {
-        Err(Error::Policy(msg)) => assert!(msg.contains("gap exceptions"), "{msg}"),
+        Err(EncodeError::Policy(msg)) => assert!(msg.contains("gap exceptions"), "{msg}"),
         other => panic!("expected a policy refusal, got {other:?}"),
     }
 }

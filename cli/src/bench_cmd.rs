@@ -197,7 +197,7 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     let views = held
         .iter()
         .map(|b| TileView::parse(b.as_bytes()))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     writeln!(
         out,
         "\nsingle-thread tile decode by backend ({} tiles, f32 values, best of 5):",
@@ -270,16 +270,16 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     }
 
     let ds = Arc::new(open(&args.dir, backend, Some(max_threads))?);
-    let config = |epoch, recycler| BatchConfig {
-        batch_size: args.batch_size,
-        shuffle: Shuffle::Block {
-            window_tiles: args.window,
-        },
-        cache_bytes: args.cache_mb << 20,
-        prefetch: 2,
-        epoch,
-        recycler,
-        ..BatchConfig::default()
+    let config = |epoch, recycler| {
+        BatchConfig::default()
+            .with_batch_size(args.batch_size)
+            .with_shuffle(Shuffle::Block {
+                window_tiles: args.window,
+            })
+            .with_cache_bytes(args.cache_mb << 20)
+            .with_prefetch(2)
+            .with_epoch(epoch)
+            .with_recycler(recycler)
     };
     reset_peak_rss();
     let before = resident();
@@ -405,7 +405,7 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
             let cells: Vec<u64> = (0..args.batch_size)
                 .map(|_| next(m.n_cells.max(1)))
                 .collect();
-            let b = ds.read_cells::<f32>(&cells)?;
+            let b = ds.read(&cells).csr::<f32>()?;
             decoded += b.stats.chunks_decoded;
             touched += b.stats.chunks_touched;
             fetched += b.stats.bytes_fetched;

@@ -15,20 +15,11 @@ use crate::output::{out_err, Out};
 
 /// Opens `dir` with the chosen kernel backend (and default threads).
 pub fn open(dir: &Path, backend: Backend, threads: Option<usize>) -> Result<Dataset> {
-    let mut engine = EngineConfig {
-        backend: Some(backend),
-        ..EngineConfig::default()
-    };
+    let mut engine = EngineConfig::default().with_backend(Some(backend));
     if let Some(t) = threads {
         engine.threads = t;
     }
-    Dataset::open_with(
-        dir,
-        OpenOptions {
-            engine,
-            ..OpenOptions::default()
-        },
-    )
+    Dataset::open_with(dir, OpenOptions::default().with_engine(engine))
 }
 
 #[derive(Args, Debug)]
@@ -212,7 +203,7 @@ fn for_each_piece(
                 .end
                 .min(ds.limits()[tile + 1])
                 .min(at + CAT_PIECE_CELLS);
-            f(at, &ds.read_range::<i32>(at..end, genes)?.csr)?;
+            f(at, &ds.read(at..end).genes(genes).csr::<i32>()?.csr)?;
             at = end;
         }
     }
@@ -353,20 +344,18 @@ pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
         bar.set_length(p.total);
         bar.set_position(p.done);
     };
-    let options = ConvertOptions {
-        writer: WriterConfig {
-            tile_size: args.tile_size,
-            n_chunks: args.chunks,
-            level: args.level,
-            ..WriterConfig::default()
-        },
-        sort_genes: !args.keep_gene_order,
-        layer: args.layer,
-        obs_columns: args.obs_columns,
-        feature_type: args.feature_type,
-        tmp_dir: args.tmp_dir,
-        ..ConvertOptions::default()
-    };
+    let options = ConvertOptions::default()
+        .with_writer(
+            WriterConfig::default()
+                .with_tile_size(args.tile_size)
+                .with_n_chunks(args.chunks)
+                .with_level(args.level),
+        )
+        .with_sort_genes(!args.keep_gene_order)
+        .with_layer(args.layer)
+        .with_obs_columns(args.obs_columns)
+        .with_feature_type(args.feature_type)
+        .with_tmp_dir(args.tmp_dir);
     let manifest = convert(&input, &args.out_dir, options, &mut on_progress)?;
     bar.finish_and_clear();
     let mut out = Out::stdout();

@@ -68,12 +68,10 @@ pub fn run(args: DemoArgs, backend: Backend) -> Result<()> {
     .map_err(out_err)?;
     out.flush().map_err(out_err)?;
     let t = Instant::now();
-    let config = WriterConfig {
-        tile_size: args.tile_size,
-        n_chunks: args.chunks,
-        level: args.level,
-        ..WriterConfig::default()
-    };
+    let config = WriterConfig::default()
+        .with_tile_size(args.tile_size)
+        .with_n_chunks(args.chunks)
+        .with_level(args.level);
     let group = config.parallel_tiles.max(1);
     let mut writer = DatasetWriter::create(&dir, args.genes, config)?;
     let starts: Vec<u64> = (0..args.cells).step_by(args.tile_size.max(1)).collect();
@@ -104,7 +102,7 @@ pub fn run(args: DemoArgs, backend: Backend) -> Result<()> {
     let report = ds.verify()?;
     // Sample cells must decode to exactly what the generator made.
     let sample: Vec<u64> = (0..16).map(|i| i * args.cells.max(1) / 16).collect();
-    let got = ds.read_cells::<i32>(&sample)?;
+    let got = ds.read(&sample).csr::<i32>()?;
     for (row, &c) in sample.iter().enumerate() {
         let want = synth.block(c, 1);
         let r = got.csr.indptr[row] as usize..got.csr.indptr[row + 1] as usize;

@@ -5,10 +5,9 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use deltacells::engine::ChunkDecoder;
-use deltacells::error::{Location, StreamKind, TileRule};
-use deltacells::format::tile::{TileView, CHUNK_ENTRY_LEN, HEADER_LEN};
+use deltacells::format::tile::{StreamKind, TileRule, TileView, CHUNK_ENTRY_LEN, HEADER_LEN};
 use deltacells::format::zstd::frame_content_size;
-use deltacells::{Backend, Error, Result};
+use deltacells::{Backend, Error, Result, TilePosition};
 
 use crate::output::{out_err, Out};
 
@@ -73,7 +72,7 @@ fn check_genes(view: &TileView<'_>, genes: Option<u32>) -> Result<()> {
                 tile: view.n_genes(),
                 expected,
             },
-            Location::offset(32),
+            TilePosition::offset(32),
         )),
         _ => Ok(()),
     }
@@ -90,7 +89,7 @@ fn exception_count(view: &TileView<'_>, chunk: usize, kind: StreamKind) -> Resul
                 stream: kind,
                 reason: format!("{err:?}"),
             },
-            Location::chunk(chunk),
+            TilePosition::chunk(chunk),
         )
     })?;
     Ok(size / 8)
@@ -176,7 +175,7 @@ fn verify(args: &VerifyArgs, backend: Backend) -> Result<()> {
     let words = read_tile(&args.file)?;
     let view = TileView::parse(tile_bytes(&words))?;
     check_genes(&view, args.genes)?;
-    let mut dec = ChunkDecoder::with_backend(backend)?;
+    let mut dec = ChunkDecoder::for_backend(backend)?;
     let mut out = Out::stdout();
     if args.verbose {
         writeln!(out, "kernel backend: {}", dec.backend()).map_err(out_err)?;
@@ -214,7 +213,7 @@ fn cat(path: &Path, genes: Option<u32>, backend: Backend) -> Result<()> {
     let words = read_tile(path)?;
     let view = TileView::parse(tile_bytes(&words))?;
     check_genes(&view, genes)?;
-    let csr = ChunkDecoder::with_backend(backend)?.decode_tile_to_csr::<i32>(&view)?;
+    let csr = ChunkDecoder::for_backend(backend)?.decode_tile_to_csr::<i32>(&view)?;
     let mut out = Out::stdout();
     for (cell, w) in csr.indptr.windows(2).enumerate() {
         let r = w[0] as usize..w[1] as usize;

@@ -154,7 +154,7 @@ fn open_and_verify_refuse_a_gene_order_that_is_not_int32() {
         assert!(
             matches!(
                 err,
-                deltacells::Error::Dataset(deltacells::error::DatasetRule::GeneOrder(ref m)) if m.contains("int32")
+                deltacells::Error::Dataset(deltacells::format::manifest::DatasetRule::GeneOrder(ref m)) if m.contains("int32")
             ),
             "{dtype:?}: {err}"
         );

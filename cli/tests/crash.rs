@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use deltacells::dataset::Dataset;
-use deltacells::error::DatasetRule;
+use deltacells::format::manifest::DatasetRule;
 use deltacells::synth::{Synth, SynthConfig};
 use deltacells::Error;
 

@@ -66,7 +66,7 @@ fn scratch_url(what: &str) -> String {
 }
 
 fn all_cells(ds: &Dataset) -> Csr<i32> {
-    ds.read_range::<i32>(0..ds.n_cells(), None).unwrap().csr
+    ds.read(0..ds.n_cells()).csr::<i32>().unwrap().csr
 }
 
 /// Every object of `a` equals the same object of `b`, and both hold the same keys.
@@ -105,8 +105,8 @@ fn golden_datasets_read_back_from_s3_as_from_the_directory() {
         assert_eq!(all_cells(&local), all_cells(&remote), "{name}");
         let cells: Vec<u64> = (0..local.n_cells()).rev().step_by(7).collect();
         assert_eq!(
-            local.read_cells::<f32>(&cells).unwrap().csr,
-            remote.read_cells::<f32>(&cells).unwrap().csr
+            local.read(&cells).csr::<f32>().unwrap().csr,
+            remote.read(&cells).csr::<f32>().unwrap().csr
         );
         assert_eq!(local.verify().unwrap(), remote.verify().unwrap(), "{name}");
         assert_eq!(local.var_table().unwrap(), remote.var_table().unwrap());
@@ -316,10 +316,7 @@ fn a_store_failing_every_third_request_still_yields_exactly_the_right_cells() {
             calls: AtomicUsize::new(0),
             failed: AtomicUsize::new(0),
         });
-        let config = IoConfig {
-            backoff: Duration::from_millis(1),
-            ..IoConfig::default()
-        };
+        let config = IoConfig::default().with_backoff(Duration::from_millis(1));
         let store = ObjectStore::new(
             flaky.clone(),
             &format!("golden/{name}"),
@@ -346,11 +343,9 @@ fn a_store_that_always_fails_gives_an_error_naming_the_object_and_operation() {
         calls: AtomicUsize::new(0),
         failed: AtomicUsize::new(0),
     });
-    let config = IoConfig {
-        attempts: 3,
-        backoff: Duration::from_millis(1),
-        ..IoConfig::default()
-    };
+    let config = IoConfig::default()
+        .with_attempts(3)
+        .with_backoff(Duration::from_millis(1));
     let store = ObjectStore::new(
         flaky.clone(),
         "golden/small_obs",
@@ -510,10 +505,7 @@ fn upload(dir: &Path, store: &dyn Store) {
 #[ignore = "needs an S3 server: run .ci/s3"]
 fn a_server_stopped_mid_scan_gives_a_clear_error_within_the_timeout() {
     let mut server = Server::start("faults");
-    let config = IoConfig {
-        timeout: Duration::from_secs(5),
-        ..IoConfig::default()
-    };
+    let config = IoConfig::default().with_timeout(Duration::from_secs(5));
     let store = server.store("faults", "ds", config);
     // The server is starting: wait until a put goes through.
     let started = Instant::now();
@@ -525,16 +517,10 @@ fn a_server_stopped_mid_scan_gives_a_clear_error_within_the_timeout() {
     }
     let name = "exceptions_70k";
     upload(&local_golden(name), &store);
-    let ds = Dataset::open_store(
-        Arc::new(store),
-        OpenOptions {
-            cache_bytes: 0,
-            ..OpenOptions::default()
-        },
-    )
-    .unwrap();
+    let ds =
+        Dataset::open_store(Arc::new(store), OpenOptions::default().with_cache_bytes(0)).unwrap();
     assert!(ds.n_tiles() >= 2);
-    ds.read_tile::<i32>(0, None).unwrap();
+    ds.read(ds.tile_cells(0).unwrap()).csr::<i32>().unwrap();
     server.child.kill().unwrap();
     server.child.wait().unwrap();
     // The rest of the scan must fail with an error naming what failed, not
@@ -543,8 +529,8 @@ fn a_server_stopped_mid_scan_gives_a_clear_error_within_the_timeout() {
     let ds = Arc::new(ds);
     let scanner = ds.clone();
     std::thread::spawn(move || {
-        let result =
-            (1..scanner.n_tiles()).try_for_each(|t| scanner.read_tile::<i32>(t, None).map(drop));
+        let result = (1..scanner.n_tiles())
+            .try_for_each(|t| scanner.read(scanner.tile_cells(t)?).csr::<i32>().map(drop));
         let _ = tx.send(result);
     });
     let result = rx
@@ -614,19 +600,13 @@ fn random_access_fetches_only_the_chunks_it_needs() {
         bytes: AtomicU64::new(0),
         requests: AtomicU64::new(0),
     });
-    let ds = Dataset::open_store(
-        counting.clone(),
-        OpenOptions {
-            cache_bytes: 0,
-            ..OpenOptions::default()
-        },
-    )
-    .unwrap();
+    let ds =
+        Dataset::open_store(counting.clone(), OpenOptions::default().with_cache_bytes(0)).unwrap();
     let local = Dataset::open(local_golden(name)).unwrap();
     let cells: Vec<u64> = vec![5, 140, 141, 299];
     counting.bytes.store(0, Ordering::SeqCst);
-    let got = ds.read_cells::<i32>(&cells).unwrap();
-    assert_eq!(got.csr, local.read_cells::<i32>(&cells).unwrap().csr);
+    let got = ds.read(&cells).csr::<i32>().unwrap();
+    assert_eq!(got.csr, local.read(&cells).csr::<i32>().unwrap().csr);
     let fetched = counting.bytes.load(Ordering::SeqCst);
     let needed = needed_bytes(&local, &cells);
     let whole: u64 = ds.manifest().tile_bytes.iter().sum();

@@ -23,14 +23,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let n = ds.n_cells();
-    let _ = ds.read_range::<i32>(0..n.min(40), None);
-    let _ = ds.read_cells::<f32>(&[n.saturating_sub(1), n / 2, n]);
+    let _ = ds.read(0..n.min(40)).csr::<i32>();
+    let _ = ds.read(&[n.saturating_sub(1), n / 2, n]).csr::<f32>();
     let ds = Arc::new(ds);
-    if let Ok(mut batches) = ds.batches(BatchConfig {
-        batch_size: 32,
-        prefetch: 0,
-        ..BatchConfig::default()
-    }) {
+    if let Ok(mut batches) = ds.batches(BatchConfig::default().with_batch_size(32).with_prefetch(0)) {
         let _ = batches.next();
     }
 });

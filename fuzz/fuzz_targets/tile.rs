@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
     let verdicts: Vec<String> = Backend::available()
         .into_iter()
         .map(|b| {
-            let mut dec = ChunkDecoder::with_backend(b).expect("available backend");
+            let mut dec = ChunkDecoder::for_backend(b).expect("available backend");
             match dec.decode_tile_to_csr::<i32>(&view) {
                 Ok(csr) => format!("{:?}", (csr.indptr, csr.indices, csr.values)),
                 Err(e) => e.to_string(),

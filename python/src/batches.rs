@@ -54,7 +54,8 @@ fn to_python<'py>(
                 .into_pyobject(py)?
                 .into_any()
         }
-        BatchRows::Dense { n_cols, data } => {
+        BatchRows::Dense(dense) => {
+            let (n_cols, data) = dense.into_parts();
             let matrix = data.into_pyarray(py).reshape([n, n_cols])?;
             ("dense", matrix).into_pyobject(py)?.into_any()
         }

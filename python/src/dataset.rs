@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use deltacells::dataset::{
-    BatchConfig, Dataset, GeneSelection, OpenOptions, Recycler, Shuffle, DEFAULT_CACHE_BYTES,
+    BatchConfig, Dataset, GeneSelection, OpenOptions, Pick, Recycler, Shuffle, DEFAULT_CACHE_BYTES,
 };
 use deltacells::engine::EngineConfig;
 use deltacells::kernels::DecodedCount;
@@ -90,7 +90,7 @@ fn read<'py, V: DecodedCount + Pooled>(
     let range = match rows {
         Rows::Cells(cells) => {
             let batch = py
-                .detach(|| ds.read_cells_genes::<V>(&cells, genes.as_ref()))
+                .detach(|| ds.read(&cells).genes(genes.as_ref()).csr::<V>())
                 .or_raise(py)?;
             return arrays::csr(py, batch.csr).into_pyobject(py);
         }
@@ -99,7 +99,7 @@ fn read<'py, V: DecodedCount + Pooled>(
     };
     // Ranges and tiles (the scans) read into recycled buffers.
     let mut csr = buffers.csr::<V>();
-    py.detach(|| ds.read_range_into(range, genes.as_ref(), &mut csr))
+    py.detach(|| ds.read(range).genes(genes.as_ref()).csr_into(&mut csr))
         .or_raise(py)?;
     buffers.arrays(py, csr)?.into_pyobject(py)
 }
@@ -170,18 +170,13 @@ impl PyDataset {
         pin: bool,
         cache_bytes: Option<usize>,
     ) -> PyResult<PyDataset> {
-        let mut engine = EngineConfig {
-            pin,
-            ..EngineConfig::default()
-        };
+        let mut engine = EngineConfig::default().with_pin(pin);
         if let Some(t) = threads {
             engine.threads = t;
         }
-        let options = OpenOptions {
-            engine,
-            cache_bytes: cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES),
-            ..OpenOptions::default()
-        };
+        let options = OpenOptions::default()
+            .with_engine(engine)
+            .with_cache_bytes(cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES));
         let ds = py
             .detach(|| Dataset::open_with(&location, options))
             .or_raise(py)?;
@@ -359,43 +354,36 @@ impl PyDataset {
         step: usize,
         count: Option<usize>,
     ) -> PyResult<PyBatchIter> {
-        let shuffle = match shuffle {
-            "none" => Shuffle::None,
-            "block" => Shuffle::Block { window_tiles },
-            "random" => Shuffle::Block {
-                window_tiles: self.get(py)?.n_tiles().max(1),
-            },
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "shuffle must be \"block\", \"none\" or \"random\", not {other:?}"
-                )))
-            }
+        let shuffle = match shuffle.parse::<Shuffle>() {
+            Ok(Shuffle::Block { .. }) => Shuffle::Block { window_tiles },
+            Ok(other) => other,
+            Err(e) => return Err(PyValueError::new_err(e.to_string())),
         };
         let genes = self.selection(py, genes)?;
         let ds = self.get(py)?.clone();
-        let config = BatchConfig {
-            batch_size,
-            seed,
-            epoch,
-            shuffle,
-            rank,
-            world_size,
-            drop_last,
-            prefetch,
-            cache_bytes,
-            genes,
-            dense,
-            obs_columns,
-            obs_cache_dir,
-            recycler: self.last_batch_buffers().clone(),
-        };
+        let config = BatchConfig::default()
+            .with_batch_size(batch_size)
+            .with_seed(seed)
+            .with_epoch(epoch)
+            .with_shuffle(shuffle)
+            .with_rank(rank, world_size)
+            .with_drop_last(drop_last)
+            .with_prefetch(prefetch)
+            .with_cache_bytes(cache_bytes)
+            .with_genes(genes)
+            .with_dense(dense)
+            .with_obs_columns(obs_columns)
+            .with_obs_cache_dir(obs_cache_dir)
+            .with_recycler(self.last_batch_buffers().clone());
         let iter = py
             .detach(move || match count {
-                Some(count) if step == 1 => ds.batches_range(config, first..first + count),
+                Some(count) if step == 1 => {
+                    ds.batches(config.with_pick(Pick::Range(first..first + count)))
+                }
                 Some(_) => Err(Error::Input(
                     "count is only for contiguous batches (step 1)".into(),
                 )),
-                None => ds.batches_strided(config, first, step),
+                None => ds.batches(config.with_pick(Pick::Strided { first, step })),
             })
             .or_raise(py)?;
         *self.last_batch_buffers() = Some(iter.recycler());

@@ -1,6 +1,10 @@
 //! Rust errors as Python exceptions of the `deltacells.errors` family, with
 //! the Rust error's message.
 
+use deltacells::format::npy::NpyError;
+use deltacells::format::ts2diff::Ts2diffError;
+use deltacells::format::xdelta::XdeltaError;
+use deltacells::format::EncodeError;
 use deltacells::Error;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -8,12 +12,19 @@ use pyo3::types::PyType;
 /// The class in `deltacells.errors` that an error becomes.
 fn class_name(e: &Error) -> &'static str {
     match e {
-        Error::Input(_) | Error::Policy(_) | Error::OutputLength { .. } => "InputError",
-        Error::Io { .. } => "StorageError",
+        Error::Input(_)
+        | Error::OutputLength { .. }
+        | Error::Encode(EncodeError::Input(_) | EncodeError::Policy(_))
+        | Error::Ts2diff(Ts2diffError::UnknownType(_))
+        | Error::Npy(NpyError::Array(_) | NpyError::Archive(_) | NpyError::File { .. }) => {
+            "InputError"
+        }
+        Error::Io { .. } | Error::Npy(NpyError::Io { .. }) => "StorageError",
         Error::Config(_)
-        | Error::BackendUnavailable(_)
-        | Error::UnknownBackend(_)
-        | Error::Compress(_) => "DeltacellsError",
+        | Error::Backend(_)
+        | Error::Encode(EncodeError::Compress(_) | EncodeError::Backend(_))
+        | Error::Ts2diff(Ts2diffError::Backend(_))
+        | Error::Xdelta(XdeltaError::Backend(_)) => "DeltacellsError",
         // Everything else is data that breaks the format: tiles, the manifest,
         // side files, obs shards, codec input.
         _ => "FormatError",

@@ -195,16 +195,14 @@ impl PyWriter {
             .into_iter()
             .map(obs_column)
             .collect::<PyResult<Vec<_>>>()?;
-        let config = WriterConfig {
-            tile_size,
-            n_chunks,
-            level,
-            gene_totals,
-            var_names,
-            obs: (!obs.is_empty()).then(|| ObsConfig::new(obs)),
-            var_table: var.map(var_table).transpose().or_raise(py)?,
-            ..WriterConfig::default()
-        };
+        let config = WriterConfig::default()
+            .with_tile_size(tile_size)
+            .with_n_chunks(n_chunks)
+            .with_level(level)
+            .with_gene_totals(gene_totals)
+            .with_var_names(var_names)
+            .with_obs((!obs.is_empty()).then(|| ObsConfig::new(obs)))
+            .with_var_table(var.map(var_table).transpose().or_raise(py)?);
         let writer = DatasetWriter::create(out_dir, n_genes, config).or_raise(py)?;
         Ok(PyWriter {
             inner: Mutex::new(Some(writer)),

@@ -22,6 +22,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use crate::engine::decoded::DecodedChunk;
 use crate::storage::AlignedBytes;
 
 /// A validated tile's bytes.
@@ -34,43 +35,6 @@ use crate::storage::AlignedBytes;
 pub(crate) struct TileBytes {
     /// The tile's bytes.
     pub bytes: AlignedBytes,
-}
-
-/// One chunk, decoded: rows `cell_lo .. cell_lo + n_cells` of its tile.
-#[derive(Debug, Default)]
-pub(crate) struct DecodedChunk {
-    /// First cell of the chunk, local to the tile.
-    pub cell_lo: usize,
-    /// Row offsets into `indices`/`values`, `n_cells + 1` entries from 0.
-    pub indptr: Vec<usize>,
-    /// Gene indices.
-    pub indices: Vec<i32>,
-    /// Exact counts.
-    pub values: Vec<i32>,
-}
-
-impl DecodedChunk {
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        8 * self.indptr.len() + 4 * self.indices.len() + 4 * self.values.len()
-    }
-
-    /// Bytes a chunk of `nnz` nonzeros in `cells` cells holds once decoded.
-    pub fn bytes_for(nnz: usize, cells: usize) -> usize {
-        8 * (cells + 1) + 8 * nnz
-    }
-
-    /// The genes and counts of local cell `cell` (which must lie in the chunk).
-    pub fn row(&self, cell: usize) -> (&[i32], &[i32]) {
-        self.rows(cell..cell + 1)
-    }
-
-    /// The genes and counts of local cells `cells` (which must lie in the
-    /// chunk), back to back: adjacent rows are one span of nonzeros.
-    pub fn rows(&self, cells: std::ops::Range<usize>) -> (&[i32], &[i32]) {
-        let span = self.indptr[cells.start - self.cell_lo]..self.indptr[cells.end - self.cell_lo];
-        (&self.indices[span.clone()], &self.values[span])
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -8,36 +8,34 @@
 
 mod batches;
 mod cache;
+mod fetch;
 pub mod ingest;
 mod ranged;
 mod read;
-mod scatter;
-mod select;
-mod window;
 mod writer;
 
 use std::ffi::OsStr;
 use std::sync::Arc;
 
+pub use crate::engine::{CellSelection, GeneSelection};
 pub use crate::storage::{AlignedBytes, LocalStore, MemoryStore, Store};
-pub use batches::{Batch, BatchConfig, BatchIter, BatchRows, Shuffle};
-pub use read::{CsrBatch, DenseBatch, ReadStats};
-pub use scatter::Recycler;
-pub use select::GeneSelection;
+pub use batches::{
+    Batch, BatchConfig, BatchIter, BatchRows, BatchRowsPart, EpochOrder, Pick, RankShare, Recycler,
+    Shuffle, DEFAULT_WINDOW_TILES,
+};
+pub use read::{CsrBatch, DenseBatch, Read, ReadStats};
 pub use writer::{DatasetWriter, WriterConfig, DEFAULT_TILE_SIZE};
 
-use crate::csr::Csr;
+use crate::engine::decoded::in_tile;
 use crate::engine::{ChunkDecoder, Engine, EngineConfig};
-use crate::error::{DatasetRule, Error, Result};
-use crate::format::manifest::Manifest;
+use crate::error::{Error, Result};
+use crate::format::manifest::{DatasetRule, Manifest};
 use crate::format::npy::{Array, Dtype};
 use crate::format::tile::TileView;
-use crate::kernels::DecodedCount;
-use crate::obs::{Labels, LocalObs, ObsReader, VarFrame};
+use crate::obs::{ObsReader, VarFrame};
 use crate::storage::{Fetcher, Location};
 
-use crate::engine::plan::CellRuns;
-use cache::{ChunkCache, TileBytes};
+use cache::ChunkCache;
 
 /// Object key of the manifest (written last: a location without it is an
 /// incomplete dataset).
@@ -52,6 +50,7 @@ pub const DEFAULT_FETCH_IN_FLIGHT: usize = 16;
 
 /// How to open a dataset.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct OpenOptions {
     /// The decode pool.
     pub engine: EngineConfig,
@@ -71,14 +70,21 @@ impl Default for OpenOptions {
     }
 }
 
-/// An open dataset.
+/// An open dataset: a cheap handle (clones share the manifest, the decode
+/// pool, the I/O stage and the cache), safe to use from many threads at once.
+#[derive(Clone)]
 pub struct Dataset {
+    shared: Arc<Shared>,
+}
+
+/// What every handle of an open dataset shares.
+struct Shared {
     store: Arc<dyn Store>,
     manifest: Manifest,
     limits: Vec<u64>,
     gene_order: Option<Vec<i32>>,
     var_names: Option<Vec<String>>,
-    engine: Arc<Engine>,
+    engine: Engine,
     /// The I/O stage: tiles are fetched on its threads, never on the engine's.
     fetcher: Fetcher,
     cache: ChunkCache,
@@ -159,72 +165,79 @@ impl Dataset {
         } else {
             None
         };
-        Ok(Dataset {
+        let shared = Shared {
             fetcher: Fetcher::new(store.clone(), options.fetch_in_flight)?,
             store,
             manifest,
             limits,
             gene_order,
             var_names,
-            engine: Arc::new(Engine::new(options.engine)?),
+            engine: Engine::new(options.engine)?,
             cache: ChunkCache::new(options.cache_bytes),
             obs,
+        };
+        Ok(Dataset {
+            shared: Arc::new(shared),
         })
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.shared
     }
 
     /// The manifest.
     pub fn manifest(&self) -> &Manifest {
-        &self.manifest
+        &self.shared.manifest
     }
 
     /// Number of cells.
     pub fn n_cells(&self) -> u64 {
-        self.manifest.n_cells
+        self.shared.manifest.n_cells
     }
 
     /// Number of genes (output columns).
     pub fn n_genes(&self) -> u32 {
-        self.manifest.n_genes
+        self.shared.manifest.n_genes
     }
 
     /// Number of tiles.
     pub fn n_tiles(&self) -> usize {
-        self.manifest.n_tiles()
+        self.shared.manifest.n_tiles()
     }
 
     /// First global cell of each tile, plus `n_cells` at the end.
     pub fn limits(&self) -> &[u64] {
-        &self.limits
+        &self.shared.limits
     }
 
     /// `gene_order.npy`: output column `j` was column `gene_order[j]` of the source.
     pub fn gene_order(&self) -> Option<&[i32]> {
-        self.gene_order.as_deref()
+        self.shared.gene_order.as_deref()
     }
 
     /// `var_names.txt`: gene names in output column order.
     pub fn var_names(&self) -> Option<&[String]> {
-        self.var_names.as_deref()
+        self.shared.var_names.as_deref()
     }
 
     /// The store the dataset is read from.
     pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+        &self.shared.store
     }
 
     /// The obs sidecar (per-cell metadata), when the dataset has one.
     pub fn obs(&self) -> Option<&ObsReader> {
-        self.obs.as_ref()
+        self.shared.obs.as_ref()
     }
 
     /// The decode pool.
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        &self.shared.engine
     }
 
     /// The I/O stage fetching this dataset's tiles.
     pub fn fetcher(&self) -> &Fetcher {
-        &self.fetcher
+        &self.shared.fetcher
     }
 
     /// Starts fetching `tiles` on the I/O stage, so that a read that needs
@@ -232,142 +245,8 @@ impl Dataset {
     /// comes next. A hint: tiles beyond the stage's bound are not fetched ahead.
     pub fn prefetch(&self, tiles: impl IntoIterator<Item = usize>) {
         for t in tiles.into_iter().filter(|&t| t < self.n_tiles()) {
-            self.fetcher.prefetch(&Manifest::tile_key(t));
+            self.shared.fetcher.prefetch(&Manifest::tile_key(t));
         }
-    }
-
-    /// Fetches `tiles` on the I/O stage (taking prefetched ones) and checks
-    /// them on the pool.
-    pub(crate) fn fetch_group(&self, tiles: std::ops::Range<usize>) -> Result<Vec<TileBytes>> {
-        use rayon::prelude::*;
-        let keys: Vec<String> = tiles.clone().map(Manifest::tile_key).collect();
-        let objects = self.fetcher.get_many(&keys);
-        self.engine.install(|| {
-            tiles
-                .into_par_iter()
-                .zip(objects)
-                .map(|(t, object)| self.check_tile(t, object?))
-                .collect()
-        })
-    }
-
-    /// Checks fetched tile `t`: size against the manifest, every structural
-    /// rule, and the header against the manifest's counts.
-    pub(crate) fn check_tile(&self, t: usize, bytes: Option<AlignedBytes>) -> Result<TileBytes> {
-        let bytes = bytes.ok_or_else(|| DatasetRule::TileMissing {
-            tile: t,
-            key: Manifest::tile_key(t),
-        })?;
-        self.check_view(t, bytes.as_bytes(), true)?;
-        Ok(TileBytes { bytes })
-    }
-
-    /// Checks the bytes of tile `t` (`whole`: every byte is there, CRC
-    /// included; else see [`TileView::parse_partial`]) against the manifest.
-    pub(crate) fn check_view<'b>(
-        &self,
-        t: usize,
-        bytes: &'b [u8],
-        whole: bool,
-    ) -> Result<TileView<'b>> {
-        let expected = self.manifest.tile_bytes[t];
-        if bytes.len() as u64 != expected {
-            return Err(DatasetRule::TileBytes {
-                tile: t,
-                manifest: expected,
-                actual: bytes.len() as u64,
-            }
-            .into());
-        }
-        let parsed = if whole {
-            TileView::parse(bytes)
-        } else {
-            TileView::parse_partial(bytes)
-        };
-        let view = parsed.map_err(|e| Error::InTile {
-            tile: t,
-            source: Box::new(e),
-        })?;
-        let m = &self.manifest;
-        let problem = if view.n_cells() as u64 != m.tile_cells[t] {
-            Some(format!(
-                "{} cells, manifest says {}",
-                view.n_cells(),
-                m.tile_cells[t]
-            ))
-        } else if view.nnz() as u64 != m.tile_nnz[t] {
-            Some(format!(
-                "{} nonzeros, manifest says {}",
-                view.nnz(),
-                m.tile_nnz[t]
-            ))
-        } else if view.n_genes() != m.n_genes {
-            Some(format!(
-                "{} genes, manifest says {}",
-                view.n_genes(),
-                m.n_genes
-            ))
-        } else {
-            None
-        };
-        match problem {
-            Some(problem) => Err(DatasetRule::TileHeader { tile: t, problem }.into()),
-            None => Ok(view),
-        }
-    }
-
-    /// Reads `cells` (any order, duplicates allowed; order kept) as CSR rows.
-    pub fn read_cells<V: DecodedCount>(&self, cells: &[u64]) -> Result<CsrBatch<V>> {
-        self.read_cells_genes(cells, None)
-    }
-
-    /// Reads `cells` keeping only the selected genes (renumbered `0..k`).
-    pub fn read_cells_genes<V: DecodedCount>(
-        &self,
-        cells: &[u64],
-        genes: Option<&GeneSelection>,
-    ) -> Result<CsrBatch<V>> {
-        self.check_selection(genes)?;
-        self.read_csr_with(&CellRuns::list(cells), genes, &self.cache)
-    }
-
-    /// Reads the cells `range` as CSR rows.
-    pub fn read_range<V: DecodedCount>(
-        &self,
-        range: std::ops::Range<u64>,
-        genes: Option<&GeneSelection>,
-    ) -> Result<CsrBatch<V>> {
-        if range.end > self.n_cells() || range.start > range.end {
-            return Err(Error::Input(format!(
-                "cell range {range:?} is outside 0..{}",
-                self.n_cells()
-            )));
-        }
-        self.check_selection(genes)?;
-        self.read_csr_with(&CellRuns::range(range.start, range.end), genes, &self.cache)
-    }
-
-    /// Reads the cells `range` into `out`, reusing its allocations: the way to
-    /// scan a dataset tile group after tile group without allocating per read.
-    pub fn read_range_into<V: DecodedCount>(
-        &self,
-        range: std::ops::Range<u64>,
-        genes: Option<&GeneSelection>,
-        out: &mut Csr<V>,
-    ) -> Result<ReadStats> {
-        if range.end > self.n_cells() || range.start > range.end {
-            return Err(Error::Input(format!(
-                "cell range {range:?} is outside 0..{}",
-                self.n_cells()
-            )));
-        }
-        self.check_selection(genes)?;
-        self.read_csr_into(
-            &CellRuns::range(range.start, range.end),
-            genes,
-            &self.cache,
-            out,
-        )
     }
 
     /// The cells of tile `t`.
@@ -378,33 +257,16 @@ impl Dataset {
                 self.n_tiles()
             )));
         }
-        Ok(self.limits[t]..self.limits[t + 1])
+        Ok(self.shared.limits[t]..self.shared.limits[t + 1])
     }
 
-    /// Reads every cell of tile `t`.
-    pub fn read_tile<V: DecodedCount>(
-        &self,
-        t: usize,
-        genes: Option<&GeneSelection>,
-    ) -> Result<CsrBatch<V>> {
-        self.read_range(self.tile_cells(t)?, genes)
-    }
-
-    /// Reads `cells` as dense `f32` rows.
-    pub fn read_dense(&self, cells: &[u64], genes: Option<&GeneSelection>) -> Result<DenseBatch> {
-        self.check_selection(genes)?;
-        self.read_dense_with(&CellRuns::list(cells), genes, &self.cache)
-    }
-
-    fn check_selection(&self, genes: Option<&GeneSelection>) -> Result<()> {
-        match genes {
-            Some(s) if s.n_genes() != self.n_genes() as usize => Err(Error::Input(format!(
-                "gene selection built for {} genes, the dataset has {}",
-                s.n_genes(),
-                self.n_genes()
-            ))),
-            _ => Ok(()),
+    /// Tile and local row of global cell `cell`.
+    pub fn locate(&self, cell: u64) -> Result<(usize, usize)> {
+        if cell >= self.n_cells() {
+            return Err(read::outside(cell, self.n_cells()));
         }
+        let tile = self.limits().partition_point(|&l| l <= cell) - 1;
+        Ok((tile, (cell - self.limits()[tile]) as usize))
     }
 
     /// Checks everything: every tile's size, structure, CRC and header against
@@ -413,24 +275,20 @@ impl Dataset {
     pub fn verify(&self) -> Result<VerifyReport> {
         use rayon::prelude::*;
         let n = self.n_tiles();
-        let group = self.fetcher.in_flight();
+        let group = self.shared.fetcher.in_flight();
         let mut per_tile: Vec<(u64, u64, u64)> = Vec::with_capacity(n);
         for first in (0..n).step_by(group) {
             let tiles = first..(first + group).min(n);
             self.prefetch(tiles.end..tiles.end + group);
             let fetched = self.fetch_group(tiles.clone())?;
-            let part: Vec<(u64, u64, u64)> = self.engine.install(|| {
+            let part: Vec<(u64, u64, u64)> = self.shared.engine.install(|| {
                 tiles
                     .into_par_iter()
                     .zip(&fetched)
                     .map(|(t, tile)| {
                         let view = TileView::revalidated(tile.bytes.as_bytes())?;
-                        let mut dec = ChunkDecoder::with_backend(self.engine.backend())?;
-                        dec.decode_tile_to_csr::<i32>(&view)
-                            .map_err(|e| Error::InTile {
-                                tile: t,
-                                source: Box::new(e),
-                            })?;
+                        let mut dec = ChunkDecoder::for_backend(self.shared.engine.backend())?;
+                        dec.decode_tile_to_csr::<i32>(&view).map_err(in_tile(t))?;
                         Ok((
                             view.n_cells() as u64,
                             view.nnz() as u64,
@@ -441,11 +299,11 @@ impl Dataset {
             })?;
             per_tile.extend(part);
         }
-        if let Some(obs) = &self.obs {
+        if let Some(obs) = self.obs() {
             obs.verify()?;
         }
-        if self.manifest.has_var_table {
-            crate::obs::read_var_table(self.store.as_ref(), self.n_genes())?;
+        if self.shared.manifest.has_var_table {
+            crate::obs::read_var_table(self.shared.store.as_ref(), self.n_genes())?;
         }
         Ok(per_tile.iter().fold(
             VerifyReport {
@@ -463,18 +321,6 @@ impl Dataset {
 }
 
 impl Dataset {
-    /// Reads `cells` as CSR rows together with their labels from `obs` (made
-    /// by [`crate::obs::ObsReader::localize`]), both in request order.
-    pub fn read_cells_with_labels<V: DecodedCount>(
-        &self,
-        cells: &[u64],
-        genes: Option<&GeneSelection>,
-        obs: &LocalObs,
-    ) -> Result<(CsrBatch<V>, Labels)> {
-        let labels = obs.labels(cells)?;
-        Ok((self.read_cells_genes(cells, genes)?, labels))
-    }
-
     /// `var.parquet` as an Arrow table, when the dataset has one.
     pub fn var_table(&self) -> Result<Option<VarFrame>> {
         if !self.manifest().has_var_table {
@@ -530,3 +376,12 @@ fn read_var_names(store: &dyn Store, n_genes: u32) -> Result<Vec<String>> {
     }
     Ok(names)
 }
+
+crate::setters!(OpenOptions {
+    /// Sets [`OpenOptions::engine`].
+    with_engine: engine: EngineConfig,
+    /// Sets [`OpenOptions::cache_bytes`].
+    with_cache_bytes: cache_bytes: usize,
+    /// Sets [`OpenOptions::fetch_in_flight`].
+    with_fetch_in_flight: fetch_in_flight: usize,
+});

@@ -30,6 +30,7 @@ pub const DEFAULT_TILE_SIZE: usize = 4096;
 
 /// How to write a dataset.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct WriterConfig {
     /// Cells per tile (every tile but the last holds exactly this many).
     pub tile_size: usize,
@@ -234,8 +235,7 @@ impl DatasetWriter {
                 let v = block.values[j];
                 let count = v.to_count().ok_or_else(|| {
                     Error::Input(format!(
-                        "cell {cell}: value {} is not a count in 1..=2^31-1",
-                        v.describe()
+                        "cell {cell}: value {v} is not a count in 1..=2^31-1"
                     ))
                 })?;
                 let out = self.rank.as_ref().map_or(g, |rank| rank[g as usize]);
@@ -280,7 +280,7 @@ impl DatasetWriter {
                 || TileEncoder::new().with_chunks(chunks).with_level(level),
                 |enc, block| enc.encode(block.as_ref()),
             )
-            .collect::<Result<_>>()?;
+            .collect::<Result<_, _>>()?;
         for (block, bytes) in self.full.drain(..).zip(encoded) {
             let t = self.tile_cells.len();
             self.store.put(&Manifest::tile_key(t), &bytes)?;
@@ -356,3 +356,24 @@ impl DatasetWriter {
         Ok(manifest)
     }
 }
+
+crate::setters!(WriterConfig {
+    /// Sets [`WriterConfig::tile_size`].
+    with_tile_size: tile_size: usize,
+    /// Sets [`WriterConfig::n_chunks`].
+    with_n_chunks: n_chunks: usize,
+    /// Sets [`WriterConfig::level`].
+    with_level: level: i32,
+    /// Sets [`WriterConfig::gene_totals`].
+    with_gene_totals: gene_totals: Option<Vec<f64>>,
+    /// Sets [`WriterConfig::var_names`].
+    with_var_names: var_names: Option<Vec<String>>,
+    /// Sets [`WriterConfig::metadata`].
+    with_metadata: metadata: Map<String, Value>,
+    /// Sets [`WriterConfig::obs`].
+    with_obs: obs: Option<ObsConfig>,
+    /// Sets [`WriterConfig::var_table`].
+    with_var_table: var_table: Option<VarTable>,
+    /// Sets [`WriterConfig::parallel_tiles`].
+    with_parallel_tiles: parallel_tiles: usize,
+});

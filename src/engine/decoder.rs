@@ -12,12 +12,14 @@
 //! indices and the `gexc` markers.
 
 use crate::csr::Csr;
-use crate::error::{Error, Location, Result, StreamKind, TileRule};
+use crate::error::{Error, Result};
 use crate::format::exceptions::ExceptionList;
-use crate::format::tile::{ChunkEntry, TileView};
-use crate::format::zstd::{Decompressor, FrameError};
+use crate::format::tile::{ChunkEntry, StreamKind, TileError, TilePosition, TileRule, TileView};
+use crate::format::zstd::Decompressor;
 use crate::kernels::reference::tile::apply_value_exceptions;
-use crate::kernels::{Backend, CellBounds, DecodedCount, Fault, KernelTable, Planes, TileKernels};
+use crate::kernels::{
+    Backend, CellBounds, DecodedCount, Exceptions, Fault, KernelTable, Planes, TileKernels,
+};
 
 /// Decodes chunks of tiles. Owns a zstd context and the scratch planes; keep one
 /// per thread and reuse it.
@@ -30,42 +32,6 @@ pub struct ChunkDecoder {
     gexc: Vec<u32>,
     /// Exception positions of one span, relative to it.
     shifted: Vec<u32>,
-}
-
-fn frame_rule(stream: StreamKind, e: FrameError) -> TileRule {
-    match e {
-        FrameError::NotAFrame => TileRule::FrameMagic { stream },
-        FrameError::NoContentSize => TileRule::FrameNoContentSize { stream },
-        FrameError::Size { declared, expected } => TileRule::FrameSize {
-            stream,
-            declared,
-            expected,
-        },
-        FrameError::Ratio {
-            declared,
-            compressed,
-        } => TileRule::FrameRatio {
-            stream,
-            compressed,
-            declared,
-        },
-        FrameError::Trailing { extra } => TileRule::FrameTrailing { stream, extra },
-        FrameError::Corrupt(reason) => TileRule::FrameCorrupt { stream, reason },
-    }
-}
-
-/// A kernel fault in `chunk` as a tile error; `stream` names the exception
-/// frame an unmarked position came from.
-fn fault_error(f: Fault, chunk: usize, stream: StreamKind, n_genes: u32) -> Error {
-    let (rule, position) = match f {
-        Fault::ZeroCount { position } => (TileRule::ZeroCount, position),
-        Fault::ZeroGap { position } => (TileRule::ZeroGap, position),
-        Fault::GeneIndex { position, index } => (TileRule::GeneIndex { index, n_genes }, position),
-        Fault::Unmarked { position, stored } => {
-            (TileRule::ExceptionUnmarked { stream, stored }, position)
-        }
-    };
-    Error::tile(rule, Location::position(chunk, position))
 }
 
 /// One row for [`ChunkDecoder::decode_rows`]: a cell of the tile (local
@@ -88,13 +54,14 @@ impl<V> Span<'_, '_, V> {
         all.range(self.start..self.start + self.indices.len())
     }
 
-    /// The exceptions of `list` inside this span, positions made relative
-    /// to it (in `shifted`).
+    /// The exceptions of `list` inside this span, on this span's part of
+    /// `all`, positions made relative to it (in `shifted`).
     fn exceptions<'l>(
         &self,
         list: &ExceptionList<'l>,
+        all: Planes<'l>,
         shifted: &'l mut Vec<u32>,
-    ) -> (&'l [u32], &'l [u32]) {
+    ) -> Exceptions<'l> {
         let end = self.start + self.indices.len();
         let first = list
             .positions
@@ -106,7 +73,7 @@ impl<V> Span<'_, '_, V> {
                 .iter()
                 .map(|&p| p - self.start as u32),
         );
-        (shifted, &list.payloads[first..last])
+        Exceptions::new(self.planes(all), shifted, &list.payloads[first..last])
     }
 }
 
@@ -148,11 +115,11 @@ fn sized<T: Copy + Default>(v: &mut Vec<T>, len: usize) -> &mut [T] {
 impl ChunkDecoder {
     /// A decoder using the process-wide kernel backend ([`Backend::active`]).
     pub fn new() -> Result<ChunkDecoder> {
-        ChunkDecoder::with_backend(Backend::active()?)
+        ChunkDecoder::for_backend(Backend::active()?)
     }
 
     /// A decoder using `backend` (an error if this CPU cannot run it).
-    pub fn with_backend(backend: Backend) -> Result<ChunkDecoder> {
+    pub fn for_backend(backend: Backend) -> Result<ChunkDecoder> {
         Ok(ChunkDecoder {
             kernels: TileKernels::for_backend(backend)?,
             zstd: Decompressor::new(),
@@ -177,27 +144,23 @@ impl ChunkDecoder {
         c: &ChunkEntry,
         kind: StreamKind,
         out: Scratch<'_>,
-    ) -> Result<()> {
+    ) -> Result<(), TileError> {
         let e = c.extent(kind);
         let src = tile.extent_bytes(e);
-        let at = Location {
-            chunk: Some(chunk as u32),
-            offset: Some(e.offset),
-            position: None,
-        };
-        let fail = |rule| Error::tile(rule, at);
+        let at = TilePosition::chunk_offset(chunk, e.offset);
+        let fail = |rule| TileError::new(rule, at);
         let n = c.nnz() as usize;
         match out {
             Scratch::Planes(buf) => zstd
                 .decompress_exact(src, sized(buf, 2 * n))
-                .map_err(|e| fail(frame_rule(kind, e))),
+                .map_err(|e| fail(TileRule::frame(kind, e))),
             Scratch::Words(buf) => {
                 if e.len == 0 {
                     buf.clear();
                     return Ok(());
                 }
                 let size = crate::format::zstd::frame_content_size(src)
-                    .map_err(|e| fail(frame_rule(kind, e)))?;
+                    .map_err(|e| fail(TileRule::frame(kind, e)))?;
                 // 8k bytes with k <= n: checked before the buffer is sized from it.
                 if size % 8 != 0 || size / 8 > n as u64 {
                     return Err(fail(TileRule::ExceptionSize {
@@ -208,7 +171,7 @@ impl ChunkDecoder {
                 }
                 let words = sized(buf, (size / 4) as usize);
                 zstd.decompress_exact(src, bytemuck::cast_slice_mut(words))
-                    .map_err(|e| fail(frame_rule(kind, e)))
+                    .map_err(|e| fail(TileRule::frame(kind, e)))
             }
         }
     }
@@ -220,7 +183,7 @@ impl ChunkDecoder {
         chunk: usize,
         c: &ChunkEntry,
         kind: StreamKind,
-    ) -> Result<()> {
+    ) -> Result<(), TileError> {
         let out = match kind {
             StreamKind::Gaps | StreamKind::Vals => Scratch::Planes(&mut self.planes),
             StreamKind::Vexc => Scratch::Words(&mut self.vexc),
@@ -325,19 +288,16 @@ impl ChunkDecoder {
         self.decompress(tile, chunk, &c, StreamKind::Vexc)?;
         self.decompress(tile, chunk, &c, StreamKind::Gexc)?;
         let n_genes = tile.n_genes();
-        let at = |kind: StreamKind| Location {
-            chunk: Some(chunk as u32),
-            offset: Some(c.extent(kind).offset),
-            position: None,
-        };
+        let at = |kind: StreamKind| TilePosition::chunk_offset(chunk, c.extent(kind).offset);
         let vexc = ExceptionList::parse(&self.vexc, n as u64, StreamKind::Vexc, n_genes)
-            .map_err(|r| Error::tile(r, at(StreamKind::Vexc)))?;
+            .map_err(|r| TileError::new(r, at(StreamKind::Vexc)))?;
         let gexc = ExceptionList::parse(&self.gexc, n as u64, StreamKind::Gexc, n_genes)
-            .map_err(|r| Error::tile(r, at(StreamKind::Gexc)))?;
+            .map_err(|r| TileError::new(r, at(StreamKind::Gexc)))?;
         let k = self.kernels;
         // A fault found in a span, placed in the chunk.
-        let fail =
-            |stream, f: Fault, start: usize| fault_error(f.moved(start), chunk, stream, n_genes);
+        let fail = |stream, f: Fault, start: usize| {
+            TileError::fault(f.moved(start), chunk, stream, n_genes)
+        };
         let vals = Scratch::Planes(&mut self.planes);
         Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Vals, vals)?;
         let planes = Planes::split(&self.planes);
@@ -347,9 +307,9 @@ impl ChunkDecoder {
         }
         if !vexc.is_empty() {
             for s in spans.iter_mut() {
-                let (positions, payloads) = s.exceptions(&vexc, &mut self.shifted);
-                if !positions.is_empty() {
-                    apply_value_exceptions(s.planes(planes), positions, payloads, s.values)
+                let exceptions = s.exceptions(&vexc, planes, &mut self.shifted);
+                if !exceptions.is_empty() {
+                    apply_value_exceptions(exceptions, s.values)
                         .map_err(|f| fail(StreamKind::Vexc, f, s.start))?;
                 }
             }
@@ -363,17 +323,10 @@ impl ChunkDecoder {
         }
         if !gexc.is_empty() {
             for s in spans.iter_mut() {
-                let (positions, payloads) = s.exceptions(&gexc, &mut self.shifted);
-                if !positions.is_empty() {
-                    k.gap_exceptions(
-                        s.planes(planes),
-                        s.cells,
-                        n_genes,
-                        positions,
-                        payloads,
-                        s.indices,
-                    )
-                    .map_err(|f| fail(StreamKind::Gexc, f, s.start))?;
+                let exceptions = s.exceptions(&gexc, planes, &mut self.shifted);
+                if !exceptions.is_empty() {
+                    k.gap_exceptions(exceptions, s.cells, n_genes, s.indices)
+                        .map_err(|f| fail(StreamKind::Gexc, f, s.start))?;
                 }
             }
         }

@@ -1,11 +1,25 @@
-//! Joins [`crate::format`] and [`crate::kernels`]: decoding chunks and tiles
-//! straight into caller-provided buffers, with scratch that is reused so
-//! nothing is allocated per chunk once warmed up, and planning which chunks
-//! a read decodes and where their rows land.
+//! Joins [`crate::format`] and [`crate::kernels`]: the read pipeline from a
+//! selection of cells to rows in an output.
+//!
+//! *select* ([`CellSelection`], [`GeneSelection`]) -> *plan* (which tiles,
+//! then which chunk segments land on which output rows, worked out before
+//! any decompression) -> *fetch* (the dataset's I/O step brings the tiles'
+//! bytes) -> *execute* (segments grouped by chunk, decoded on the pinned
+//! pool straight into the output, or copied from chunks decoded once) ->
+//! *sink* (the output: [`Sink`]). Scratch is reused, so nothing is
+//! allocated per chunk once warmed up.
 
+mod cells;
+pub(crate) mod decoded;
 mod decoder;
+pub(crate) mod execute;
+mod genes;
 pub(crate) mod plan;
 mod pool;
+mod sink;
 
+pub use cells::CellSelection;
 pub use decoder::{ChunkDecoder, RowOut};
+pub use genes::GeneSelection;
 pub use pool::{Engine, EngineConfig};
+pub use sink::{AddedRows, CsrPart, Dense, DensePart, Selected, SelectedPart, Sink, SinkPart};

@@ -1,89 +1,45 @@
 //! Read plans: what a request needs, worked out before any byte is fetched or
 //! decoded, from the manifest and the tiles' chunk tables alone.
 //!
-//! A request (a list of cells in any order, or a range) becomes [`CellRuns`]:
-//! runs of consecutive cell ids, so a range is one run however many cells it
-//! holds. Cutting the runs at tile limits gives [`Piece`]s (which tiles to
-//! fetch, from the manifest only); cutting the pieces at chunk limits gives
-//! the [`ReadPlan`]'s [`Segment`]s: consecutive rows of one chunk landing on
-//! consecutive output rows. A segment that is a whole chunk in order is
-//! decoded straight into the output; any other is copied out of its chunk
-//! decoded once into a buffer, as one span of nonzeros (a segment's rows are
-//! adjacent in the chunk too). Nothing here does I/O or decodes, so every
-//! case is tested on its own below.
+//! A request is one or more outputs, each a [`CellSelection`]. Cutting each
+//! selection's runs at tile limits gives [`Piece`]s (which tiles to fetch,
+//! from the manifest only: [`pieces`]); once the tiles' heads are at hand,
+//! cutting the pieces at chunk limits gives the [`ReadPlan`]'s [`Segment`]s:
+//! consecutive rows of one chunk landing on consecutive rows of one output.
+//! How each segment is filled ([`Fill`]) follows from the request's
+//! [`Policy`]; the executor ([`super::execute`]) runs the plan, every
+//! strategy consuming the same segments grouped by chunk. Nothing here does
+//! I/O or decodes, so every case is tested on its own below.
 
 use std::ops::Range;
 
-/// A request as runs of consecutive cell ids, in request order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct CellRuns {
-    /// `(first id, number of cells)` of each run; no run is empty.
-    runs: Vec<(u64, u64)>,
-}
+use crate::engine::cells::CellSelection;
 
-impl CellRuns {
-    /// The cells of `list`, in order (duplicates kept): each id that follows
-    /// its predecessor extends the run.
-    pub(crate) fn list(list: &[u64]) -> CellRuns {
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for &c in list {
-            match runs.last_mut() {
-                Some((first, len)) if first.checked_add(*len) == Some(c) => *len += 1,
-                _ => runs.push((c, 1)),
-            }
-        }
-        CellRuns { runs }
-    }
-
-    /// The cells `start..end` (none when `end <= start`).
-    pub(crate) fn range(start: u64, end: u64) -> CellRuns {
-        CellRuns {
-            runs: if end > start {
-                vec![(start, end - start)]
-            } else {
-                Vec::new()
-            },
-        }
-    }
-
-    /// The first cell id at or past `n_cells`, if any.
-    pub(crate) fn first_outside(&self, n_cells: u64) -> Option<u64> {
-        self.runs
-            .iter()
-            .find(|&&(first, len)| first.saturating_add(len) > n_cells)
-            .map(|&(first, _)| first.max(n_cells))
-    }
-
-    /// Every cell id, in order.
-    pub(crate) fn ids(&self) -> impl Iterator<Item = u64> + '_ {
-        self.runs
-            .iter()
-            .flat_map(|&(first, len)| (first..=u64::MAX).take(len as usize))
-    }
-}
-
-/// The cells `local` (local to `tile`) of a request, landing on output rows
-/// from `out_row` on.
+/// The cells `local` (local to `tile`) of output `output`, landing on its
+/// rows from `out_row` on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Piece {
+    pub(crate) output: usize,
     pub(crate) tile: usize,
     pub(crate) local: Range<usize>,
     pub(crate) out_row: usize,
 }
 
-/// Cuts `runs` at the tile limits `limits` (first cell of each tile, then the
-/// cell count; every id of `runs` below the last). Pieces follow the request
-/// order; a run spanning tiles gives one piece per tile.
-pub(crate) fn pieces(runs: &CellRuns, limits: &[u64]) -> Vec<Piece> {
+/// Cuts `cells` (every id below the last limit) at the tile limits `limits`
+/// (first cell of each tile, then the cell count), as output `output`.
+/// Pieces follow the selection's order; a run spanning tiles gives one piece
+/// per tile.
+pub(crate) fn pieces(cells: &CellSelection, limits: &[u64], output: usize) -> Vec<Piece> {
     let mut out = Vec::new();
     let mut out_row = 0usize;
-    for &(first, len) in &runs.runs {
+    for &(first, len) in cells.runs() {
         let (mut at, end) = (first, first + len);
         while at < end {
             let tile = limits.partition_point(|&l| l <= at) - 1;
             let stop = end.min(limits[tile + 1]);
             let local = (at - limits[tile]) as usize..(stop - limits[tile]) as usize;
             out.push(Piece {
+                output,
                 tile,
                 out_row,
                 local: local.clone(),
@@ -95,23 +51,65 @@ pub(crate) fn pieces(runs: &CellRuns, limits: &[u64]) -> Vec<Piece> {
     out
 }
 
-/// Consecutive rows `local` of chunk `chunk` of `tile`, landing on output rows
-/// from `out_row` on.
+/// The distinct tiles of `pieces`, sorted.
+pub(crate) fn tiles_of(pieces: &[Piece]) -> Vec<usize> {
+    let mut tiles: Vec<usize> = pieces.iter().map(|p| p.tile).collect();
+    tiles.sort_unstable();
+    tiles.dedup();
+    tiles
+}
+
+/// How a segment's rows reach their output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fill {
+    /// The whole chunk, in order, into an output that keeps rows as stored:
+    /// decoded straight into the output's slice.
+    Decode,
+    /// Copied (or transformed by the output) from the chunk decoded once
+    /// into a buffer, as one span of nonzeros (a segment's rows are
+    /// adjacent in the chunk too).
+    Copy,
+    /// Decoded row by row straight into the output's slices, together with
+    /// every other segment reading the chunk: its frames decompressed once,
+    /// no buffer in between.
+    Scatter,
+}
+
+/// How a request's segments are filled.
+pub(crate) enum Policy<'c> {
+    /// Reads through a cache: whole chunks in order go to [`Fill::Decode`]
+    /// when the output keeps rows as stored (`stored`) and `cached(t, c)`
+    /// says no decoded copy is at hand; every other segment is copied from
+    /// its chunk, decoded once (and kept for the next request).
+    Cached {
+        stored: bool,
+        cached: &'c dyn Fn(usize, usize) -> bool,
+    },
+    /// Every segment copied from chunks decoded beforehand (a decoded window).
+    Copy,
+    /// Every segment scattered (the outputs keep rows as stored).
+    Scatter,
+}
+
+/// Consecutive rows `local` of chunk `chunk` of `tile`, landing on rows of
+/// `output` from `out_row` on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Segment {
+    pub(crate) output: usize,
     pub(crate) tile: usize,
     pub(crate) chunk: usize,
     pub(crate) local: Range<usize>,
     pub(crate) out_row: usize,
-    /// The whole chunk, in order: decoded straight into its output rows.
-    pub(crate) direct: bool,
+    pub(crate) fill: Fill,
 }
 
 /// A planned read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ReadPlan {
-    /// Every output row exactly once, in output order.
+    /// Every row of every output exactly once, in output order, then row order.
     pub(crate) segments: Vec<Segment>,
+    /// Rows of each output.
+    pub(crate) rows: Vec<usize>,
     /// Distinct chunks holding requested cells, sorted.
     pub(crate) touched: Vec<(usize, usize)>,
     /// Distinct chunks the copied segments read from, sorted: decoded once
@@ -120,19 +118,17 @@ pub(crate) struct ReadPlan {
 }
 
 impl ReadPlan {
-    /// Plans `pieces` given each tile's chunk ends (`chunk_ends(t)`: the first
-    /// cell past each chunk, increasing, the last being the tile's cell
-    /// count). `direct_ok`: whole chunks may be decoded straight into the
-    /// output (not for a gene selection or dense rows, which need a copy);
-    /// `cached(t, c)`: a decoded chunk is at hand, so copying from it beats
-    /// decoding it again.
+    /// Plans `pieces` (of `outputs` outputs, each output's pieces in row
+    /// order) given each tile's chunk ends (`chunk_ends(t)`: the first cell
+    /// past each chunk, increasing, the last being the tile's cell count).
     pub(crate) fn new<'e>(
         pieces: &[Piece],
+        outputs: usize,
         chunk_ends: impl Fn(usize) -> &'e [u64],
-        direct_ok: bool,
-        cached: impl Fn(usize, usize) -> bool,
+        policy: &Policy<'_>,
     ) -> ReadPlan {
         let mut segments = Vec::new();
+        let mut rows = vec![0usize; outputs];
         for p in pieces {
             let ends = chunk_ends(p.tile);
             let mut at = p.local.start;
@@ -145,21 +141,33 @@ impl ReadPlan {
                 };
                 let chunk_hi = ends[chunk] as usize;
                 let stop = p.local.end.min(chunk_hi);
-                let direct = direct_ok
-                    && at == chunk_lo
-                    && stop == chunk_hi
-                    && chunk_hi > chunk_lo
-                    && !cached(p.tile, chunk);
+                let fill = match policy {
+                    Policy::Cached { stored, cached } => {
+                        let whole = at == chunk_lo && stop == chunk_hi && chunk_hi > chunk_lo;
+                        if *stored && whole && !cached(p.tile, chunk) {
+                            Fill::Decode
+                        } else {
+                            Fill::Copy
+                        }
+                    }
+                    Policy::Copy => Fill::Copy,
+                    Policy::Scatter => Fill::Scatter,
+                };
                 segments.push(Segment {
+                    output: p.output,
                     tile: p.tile,
                     chunk,
                     local: at..stop,
                     out_row: p.out_row + (at - p.local.start),
-                    direct,
+                    fill,
                 });
                 at = stop;
             }
+            rows[p.output] = rows[p.output].max(p.out_row + p.local.len());
         }
+        // Outputs one after the other (pieces of several outputs may come
+        // interleaved), each in row order.
+        segments.sort_by_key(|s| (s.output, s.out_row));
         let distinct = |keep: &dyn Fn(&Segment) -> bool| {
             let mut v: Vec<(usize, usize)> = segments
                 .iter()
@@ -171,19 +179,35 @@ impl ReadPlan {
             v
         };
         let touched = distinct(&|_| true);
-        let buffered = distinct(&|s| !s.direct);
+        let buffered = distinct(&|s| s.fill == Fill::Copy);
         ReadPlan {
             segments,
+            rows,
             touched,
             buffered,
         }
     }
 
-    /// Number of output rows.
-    pub(crate) fn n_rows(&self) -> usize {
-        self.segments
-            .last()
-            .map_or(0, |s| s.out_row + s.local.len())
+    /// Chunks decoded straight into outputs: one per [`Fill::Decode`]
+    /// segment, one per chunk that [`Fill::Scatter`] segments read.
+    pub(crate) fn decoded_in_place(&self) -> usize {
+        let mut scattered: Vec<(usize, usize)> = self
+            .segments
+            .iter()
+            .filter(|s| s.fill == Fill::Scatter)
+            .map(|s| (s.tile, s.chunk))
+            .collect();
+        scattered.sort_unstable();
+        scattered.dedup();
+        let decoded = self.segments.iter().filter(|s| s.fill == Fill::Decode);
+        decoded.count() + scattered.len()
+    }
+
+    /// The segments of output `output`, in row order.
+    pub(crate) fn output(&self, output: usize) -> &[Segment] {
+        let start = self.segments.partition_point(|s| s.output < output);
+        let end = self.segments.partition_point(|s| s.output <= output);
+        &self.segments[start..end]
     }
 }
 
@@ -192,106 +216,120 @@ mod tests {
     use super::*;
 
     #[test]
-    fn runs_merge_consecutive_ids_and_keep_order_and_duplicates() {
-        let runs = CellRuns::list(&[5, 6, 7, 3, 3, 4, 9, u64::MAX]);
-        assert_eq!(runs.runs, [(5, 3), (3, 1), (3, 2), (9, 1), (u64::MAX, 1)]);
-        assert_eq!(
-            runs.ids().collect::<Vec<_>>(),
-            [5, 6, 7, 3, 3, 4, 9, u64::MAX]
-        );
-        assert_eq!(runs.first_outside(10), Some(u64::MAX));
-        assert_eq!(CellRuns::list(&[1, 2]).first_outside(3), None);
-        assert_eq!(CellRuns::list(&[1, 2]).first_outside(2), Some(2));
-        // A range is one run, however long.
-        assert_eq!(CellRuns::range(10, 1 << 40).runs, [(10, (1 << 40) - 10)]);
-        assert_eq!(CellRuns::range(4, 4), CellRuns::default());
-    }
-
-    #[test]
     fn pieces_cut_runs_at_tile_limits_in_request_order() {
         let limits = [0u64, 10, 20, 25];
-        let runs = CellRuns::list(&[8, 9, 10, 11, 24, 0, 19]);
+        let cells = CellSelection::ids(&[8, 9, 10, 11, 24, 0, 19]);
+        let piece = |tile, local, out_row| Piece {
+            output: 0,
+            tile,
+            local,
+            out_row,
+        };
         assert_eq!(
-            pieces(&runs, &limits),
+            pieces(&cells, &limits, 0),
             [
-                Piece {
-                    tile: 0,
-                    local: 8..10,
-                    out_row: 0
-                },
-                Piece {
-                    tile: 1,
-                    local: 0..2,
-                    out_row: 2
-                },
-                Piece {
-                    tile: 2,
-                    local: 4..5,
-                    out_row: 4
-                },
-                Piece {
-                    tile: 0,
-                    local: 0..1,
-                    out_row: 5
-                },
-                Piece {
-                    tile: 1,
-                    local: 9..10,
-                    out_row: 6
-                },
+                piece(0, 8..10, 0),
+                piece(1, 0..2, 2),
+                piece(2, 4..5, 4),
+                piece(0, 0..1, 5),
+                piece(1, 9..10, 6),
             ]
         );
-        let whole = pieces(&CellRuns::range(0, 25), &limits);
+        let whole = pieces(&CellSelection::range(0..25), &limits, 3);
         assert_eq!(whole.iter().map(|p| p.local.len()).sum::<usize>(), 25);
         assert_eq!(whole.len(), 3);
+        assert!(whole.iter().all(|p| p.output == 3));
+        assert_eq!(tiles_of(&pieces(&cells, &limits, 0)), [0, 1, 2]);
     }
 
     #[test]
-    fn segments_cover_every_row_once_and_whole_chunks_go_direct() {
+    fn segments_cover_every_row_once_and_whole_chunks_decode_in_place() {
         // Tile 0: chunks of cells 0..4, 4..4 (empty), 4..10; tile 1: 0..5, 5..10.
         let ends: [&[u64]; 2] = [&[4, 4, 10], &[5, 10]];
-        let runs = CellRuns::list(&(2..17).chain([3, 0, 1, 2, 3]).collect::<Vec<_>>());
-        let p = pieces(&runs, &[0, 10, 20]);
-        let plan = ReadPlan::new(&p, |t| ends[t], true, |_, _| false);
-        let seg = |tile, chunk, local: Range<usize>, out_row, direct| Segment {
+        let cells = CellSelection::ids(&(2..17).chain([3, 0, 1, 2, 3]).collect::<Vec<_>>());
+        let p = pieces(&cells, &[0, 10, 20], 0);
+        let never = |_: usize, _: usize| false;
+        let cached = Policy::Cached {
+            stored: true,
+            cached: &never,
+        };
+        let plan = ReadPlan::new(&p, 1, |t| ends[t], &cached);
+        let seg = |tile, chunk, local: Range<usize>, out_row, fill| Segment {
+            output: 0,
             tile,
             chunk,
             local,
             out_row,
-            direct,
+            fill,
         };
+        use Fill::{Copy, Decode};
         assert_eq!(
             plan.segments,
             [
-                seg(0, 0, 2..4, 0, false),
-                seg(0, 2, 4..10, 2, true),
-                seg(1, 0, 0..5, 8, true),
-                seg(1, 1, 5..7, 13, false),
-                seg(0, 0, 3..4, 15, false),
-                seg(0, 0, 0..4, 16, true),
+                seg(0, 0, 2..4, 0, Copy),
+                seg(0, 2, 4..10, 2, Decode),
+                seg(1, 0, 0..5, 8, Decode),
+                seg(1, 1, 5..7, 13, Copy),
+                seg(0, 0, 3..4, 15, Copy),
+                seg(0, 0, 0..4, 16, Decode),
             ]
         );
-        assert_eq!(plan.n_rows(), 20);
+        assert_eq!(plan.rows, [20]);
         assert_eq!(plan.touched, [(0, 0), (0, 2), (1, 0), (1, 1)]);
         assert_eq!(plan.buffered, [(0, 0), (1, 1)]);
-        // No direct decoding (a gene selection, dense rows), or a cached chunk:
-        // those rows are copied from buffers.
-        let copied = ReadPlan::new(&p, |t| ends[t], false, |_, _| false);
-        assert!(copied.segments.iter().all(|s| !s.direct));
+        // An output that transforms rows (a gene selection, dense rows), or a
+        // cached chunk: those rows are copied from buffers.
+        let transformed = Policy::Cached {
+            stored: false,
+            cached: &never,
+        };
+        let copied = ReadPlan::new(&p, 1, |t| ends[t], &transformed);
+        assert!(copied.segments.iter().all(|s| s.fill == Fill::Copy));
         assert_eq!(copied.buffered, copied.touched);
-        let cached = ReadPlan::new(&p, |t| ends[t], true, |t, c| (t, c) == (1, 0));
+        let one = |t: usize, c: usize| (t, c) == (1, 0);
+        let with_cache = Policy::Cached {
+            stored: true,
+            cached: &one,
+        };
+        let cached = ReadPlan::new(&p, 1, |t| ends[t], &with_cache);
         assert_eq!(cached.buffered, [(0, 0), (1, 0), (1, 1)]);
+        let scattered = ReadPlan::new(&p, 1, |t| ends[t], &Policy::Scatter);
+        assert!(scattered.segments.iter().all(|s| s.fill == Fill::Scatter));
+        assert!(scattered.buffered.is_empty());
+    }
+
+    #[test]
+    fn outputs_keep_their_own_rows_in_order() {
+        let ends: [&[u64]; 2] = [&[5, 10], &[10]];
+        let limits = [0u64, 10, 20];
+        let mut p = pieces(&CellSelection::ids(&[12, 3]), &limits, 1);
+        p.extend(pieces(&CellSelection::range(4..7), &limits, 0));
+        let plan = ReadPlan::new(&p, 3, |t| ends[t], &Policy::Copy);
+        assert_eq!(plan.rows, [3, 2, 0]);
+        let first: Vec<(usize, Range<usize>)> = plan
+            .output(0)
+            .iter()
+            .map(|s| (s.out_row, s.local.clone()))
+            .collect();
+        assert_eq!(first, [(0, 4..5), (1, 5..7)]);
+        let second: Vec<(usize, usize, usize)> = plan
+            .output(1)
+            .iter()
+            .map(|s| (s.out_row, s.tile, s.local.start))
+            .collect();
+        assert_eq!(second, [(0, 1, 2), (1, 0, 3)]);
+        assert!(plan.output(2).is_empty());
     }
 
     #[test]
     fn an_empty_request_plans_nothing() {
         let plan = ReadPlan::new(
-            &pieces(&CellRuns::default(), &[0, 5]),
+            &pieces(&CellSelection::default(), &[0, 5], 0),
+            1,
             |_| &[5],
-            true,
-            |_, _| false,
+            &Policy::Scatter,
         );
-        assert_eq!(plan, ReadPlan::default());
-        assert_eq!(plan.n_rows(), 0);
+        assert!(plan.segments.is_empty() && plan.touched.is_empty());
+        assert_eq!(plan.rows, [0]);
     }
 }

@@ -13,6 +13,7 @@ use crate::kernels::Backend;
 
 /// How to build an [`Engine`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct EngineConfig {
     /// Worker threads (default: the available parallelism).
     pub threads: usize,
@@ -104,9 +105,18 @@ impl Engine {
         DECODER.with(|cell| {
             let mut slot = cell.borrow_mut();
             if slot.as_ref().is_none_or(|d| d.backend() != self.backend) {
-                *slot = Some(ChunkDecoder::with_backend(self.backend)?);
+                *slot = Some(ChunkDecoder::for_backend(self.backend)?);
             }
             f(slot.as_mut().expect("decoder just created"))
         })
     }
 }
+
+crate::setters!(EngineConfig {
+    /// Sets [`EngineConfig::threads`].
+    with_threads: threads: usize,
+    /// Sets [`EngineConfig::pin`].
+    with_pin: pin: bool,
+    /// Sets [`EngineConfig::backend`].
+    with_backend: backend: Option<Backend>,
+});

@@ -6,7 +6,7 @@
 //! need the decoded streams; the kernels check the 65535 markers and the final
 //! gene indices.
 
-use crate::error::{StreamKind, TileRule};
+use crate::format::tile::{StreamKind, TileRule};
 
 /// A checked exception list borrowed from a decompressed frame.
 #[derive(Clone, Copy, Debug)]

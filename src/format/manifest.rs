@@ -6,13 +6,94 @@
 
 use serde_json::{Map, Value};
 
-use crate::error::DatasetRule;
 use crate::format::tile::HEADER_LEN;
 
 /// The `format` value of a dataset manifest.
 pub const FORMAT: &str = "deltacells-dataset";
 /// The manifest version this crate reads and writes.
 pub const VERSION: u64 = 2;
+
+/// A rule of the dataset layout (spec sections "Dataset layout" and "manifest.json").
+///
+/// The `String` fields say what was found, in words: the rules are checked by
+/// hand (not by a derived parser) so that each refusal can name the rule.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DatasetRule {
+    /// There is no `manifest.json`. The manifest is written last, so this is
+    /// a dataset whose writer has not finished (or not a dataset). Holds the
+    /// dataset's location.
+    #[error("{0} has no manifest.json: the dataset is incomplete (the manifest is written last)")]
+    ManifestMissing(String),
+    /// `manifest.json` is not valid JSON or not a JSON object; holds the
+    /// parser's message.
+    #[error("manifest.json is not valid JSON: {0}")]
+    ManifestJson(String),
+    /// A manifest field is missing or has the wrong type or range.
+    #[error("manifest field `{key}`: {problem}")]
+    Field {
+        /// The manifest key.
+        key: &'static str,
+        /// What is wrong with it (`missing`, `must be a list`, ...).
+        problem: String,
+    },
+    /// The manifest's `format` is not `"deltacells-dataset"`; holds the value
+    /// found, as JSON.
+    #[error("manifest format is {0}, expected \"deltacells-dataset\"")]
+    Format(String),
+    /// The manifest's `version` is not 2; holds the value found, as JSON.
+    #[error("manifest version is {0}, this reader knows version 2")]
+    Version(String),
+    /// Manifest counts disagree with each other (per-tile lists of different
+    /// lengths, `tile_cells` not summing to `n_cells`, a tile of fewer bytes
+    /// than its cells need, ...); holds which ones and how.
+    #[error("manifest counts are inconsistent: {0}")]
+    Inconsistent(String),
+    /// A tile object's size is not the manifest's `tile_bytes` entry.
+    #[error("tile {tile} is {actual} bytes, the manifest says {manifest}")]
+    TileBytes {
+        /// Index of the tile.
+        tile: usize,
+        /// Its size in the manifest's `tile_bytes`.
+        manifest: u64,
+        /// The object's real size.
+        actual: u64,
+    },
+    /// A tile the manifest lists has no object in the store.
+    #[error("tile {tile} is missing ({key})")]
+    TileMissing {
+        /// Index of the tile.
+        tile: usize,
+        /// The object key it should have (`tiles/tile_NNNNNN.dct`).
+        key: String,
+    },
+    /// A valid tile whose header disagrees with the manifest: its `n_cells`
+    /// (vs `tile_cells`), `nnz` (vs `tile_nnz`) or `n_genes`.
+    #[error("tile {tile} disagrees with the manifest: {problem}")]
+    TileHeader {
+        /// Index of the tile.
+        tile: usize,
+        /// Which count disagrees, with both values.
+        problem: String,
+    },
+    /// `gene_order.npy` is missing although the manifest's `has_gene_order`
+    /// says it exists, or is not `n_genes` distinct non-negative `int32`
+    /// source columns; holds what is wrong.
+    #[error("gene_order.npy: {0}")]
+    GeneOrder(String),
+    /// `var_names.txt` is missing although `has_var_names` says it exists, is
+    /// not UTF-8, or does not hold one line per gene; holds what is wrong.
+    #[error("var_names.txt: {0}")]
+    VarNames(String),
+    /// `var.parquet` is missing although `has_var_table` says it exists, is
+    /// not a readable Parquet table, or does not hold one row per gene; holds
+    /// what is wrong.
+    #[error("var.parquet: {0}")]
+    VarTable(String),
+    /// The obs sidecar breaks a rule of spec section "Obs": schema, shard
+    /// sizes, SHA-256 or fingerprint, row groups per tile, or column types.
+    #[error("obs: {0}")]
+    Obs(String),
+}
 
 /// The obs part of a manifest (present when `has_obs`).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,11 +7,11 @@
 //! one, and data with that many counts above 65535 is not raw counts.
 
 use crate::csr::CsrRef;
-use crate::error::{Error, Result};
 use crate::format::tile::{
     ChunkEntry, Extent, Header, CHUNK_ENTRY_LEN, HEADER_LEN, MAX_GENES, VERSION,
 };
 use crate::format::zstd::Compressor;
+use crate::format::EncodeError;
 use crate::kernels::reference::tile as scalar;
 use crate::kernels::{Backend, CellBounds, KernelTable, TileKernels};
 
@@ -32,11 +32,10 @@ pub const DEFAULT_LEVEL: i32 = 19;
 
 /// A value the writer accepts as a count: an integer in `1 ..= 2^31 - 1`
 /// (floats must hold such an integer exactly, as AnnData matrices often do).
-pub trait CountSource: Copy {
+/// Its `Display` is how an error message shows a value refused.
+pub trait CountSource: Copy + std::fmt::Display {
     /// The count, or `None` if the value is not an integer in `1 ..= 2^31 - 1`.
     fn to_count(self) -> Option<u32>;
-    /// The value for error messages.
-    fn describe(self) -> String;
 }
 
 macro_rules! int_count_source {
@@ -44,9 +43,6 @@ macro_rules! int_count_source {
         impl CountSource for $t {
             fn to_count(self) -> Option<u32> {
                 u32::try_from(self).ok().filter(|&c| (1..=i32::MAX as u32).contains(&c))
-            }
-            fn describe(self) -> String {
-                self.to_string()
             }
         }
     )*};
@@ -58,9 +54,6 @@ macro_rules! float_count_source {
         impl CountSource for $t {
             fn to_count(self) -> Option<u32> {
                 (self.fract() == 0.0 && self >= 1.0 && self <= i32::MAX as $t).then(|| self as u32)
-            }
-            fn describe(self) -> String {
-                self.to_string()
             }
         }
     )*};
@@ -140,12 +133,9 @@ impl TileEncoder {
     /// unsorted or duplicate or out-of-range gene indices, counts outside
     /// `1 ..= 2^31 - 1`, `n_cols` outside `1 ..= 2^31`, and (policy) more than
     /// `max(1024, nnz / 200)` exceptions of either kind.
-    pub fn encode<V: CountSource>(&mut self, csr: CsrRef<'_, V>) -> Result<Vec<u8>> {
+    pub fn encode<V: CountSource>(&mut self, csr: CsrRef<'_, V>) -> Result<Vec<u8>, EncodeError> {
         let counts = validate(&csr)?;
-        let k = match self.backend {
-            Some(b) => TileKernels::for_backend(b)?,
-            None => TileKernels::active()?,
-        };
+        let k = TileKernels::chosen(self.backend)?;
         let n_genes = csr.n_cols as u32;
         let chunks = self.plan_chunks(csr.indptr);
         let streams = chunks
@@ -159,7 +149,7 @@ impl TileEncoder {
             ("gap", streams.iter().map(|s| s.gexc.len()).sum::<usize>()),
         ] {
             if count > limit {
-                return Err(Error::Policy(format!(
+                return Err(EncodeError::Policy(format!(
                     "{count} {what} exceptions in a tile of {nnz} nonzeros (limit max(1024, nnz/200) = {limit})"
                 )));
             }
@@ -192,7 +182,7 @@ impl TileEncoder {
         indptr: &[i64],
         n_genes: u32,
         streams: &[ChunkStreams],
-    ) -> Result<Vec<u8>> {
+    ) -> Result<Vec<u8>, EncodeError> {
         let n_cells = indptr.len() - 1;
         let indptr_off = HEADER_LEN + CHUNK_ENTRY_LEN * streams.len();
         let mut out = vec![0u8; indptr_off];
@@ -203,12 +193,12 @@ impl TileEncoder {
         let mut words = Vec::new();
         let mut entries = Vec::with_capacity(streams.len());
         for s in streams {
-            let mut put = |out: &mut Vec<u8>, bytes: &[u8]| -> Result<Extent> {
+            let mut put = |out: &mut Vec<u8>, bytes: &[u8]| -> Result<Extent, EncodeError> {
                 out.resize(out.len().next_multiple_of(8), 0);
                 let offset = out.len() as u64;
                 self.zstd
                     .compress_into(bytes, self.level, out)
-                    .map_err(Error::Compress)?;
+                    .map_err(EncodeError::Compress)?;
                 Ok(Extent {
                     offset,
                     len: out.len() as u64 - offset,
@@ -221,15 +211,16 @@ impl TileEncoder {
             };
             let gaps = plane_frame(&mut out, &s.gaps)?;
             let vals = plane_frame(&mut out, &s.vals)?;
-            let mut exc_frame = |out: &mut Vec<u8>, list: &[(u32, u32)]| -> Result<Extent> {
-                if list.is_empty() {
-                    return Ok(Extent::default());
-                }
-                words.clear();
-                words.extend(list.iter().flat_map(|(p, _)| p.to_le_bytes()));
-                words.extend(list.iter().flat_map(|(_, v)| v.to_le_bytes()));
-                put(out, &words)
-            };
+            let mut exc_frame =
+                |out: &mut Vec<u8>, list: &[(u32, u32)]| -> Result<Extent, EncodeError> {
+                    if list.is_empty() {
+                        return Ok(Extent::default());
+                    }
+                    words.clear();
+                    words.extend(list.iter().flat_map(|(p, _)| p.to_le_bytes()));
+                    words.extend(list.iter().flat_map(|(_, v)| v.to_le_bytes()));
+                    put(out, &words)
+                };
             let vexc = exc_frame(&mut out, &s.vexc)?;
             let gexc = exc_frame(&mut out, &s.gexc)?;
             entries.push(ChunkEntry {
@@ -265,8 +256,8 @@ impl TileEncoder {
 }
 
 /// Checks the block and returns its counts as `u32`.
-fn validate<V: CountSource>(csr: &CsrRef<'_, V>) -> Result<Vec<u32>> {
-    let bad = |msg: String| Err(Error::Input(msg));
+fn validate<V: CountSource>(csr: &CsrRef<'_, V>) -> Result<Vec<u32>, EncodeError> {
+    let bad = |msg: String| Err(EncodeError::Input(msg));
     if csr.n_cols == 0 || csr.n_cols > u64::from(MAX_GENES) {
         return bad(format!("n_genes {} is outside 1..=2^31", csr.n_cols));
     }
@@ -320,9 +311,8 @@ fn validate<V: CountSource>(csr: &CsrRef<'_, V>) -> Result<Vec<u32>> {
         .map(|(j, &v)| {
             v.to_count().ok_or_else(|| {
                 let cell = csr.indptr.partition_point(|&p| p <= j as i64) - 1;
-                Error::Input(format!(
-                    "cell {cell}: value {} is not a count in 1..=2^31-1",
-                    v.describe()
+                EncodeError::Input(format!(
+                    "cell {cell}: value {v} is not a count in 1..=2^31-1"
                 ))
             })
         })

@@ -13,8 +13,7 @@
 
 use std::fmt;
 
-use super::Backend;
-use crate::error::Result;
+use super::{Backend, BackendError};
 
 /// Which table of a backend: the backend plus the optional extensions it uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -73,8 +72,8 @@ impl Isa {
     pub const PORTABLE: Isa = Isa(Level::Portable);
 
     /// The richest level of `backend` this CPU runs, or
-    /// [`crate::Error::BackendUnavailable`].
-    pub fn best_of(backend: Backend) -> Result<Isa> {
+    /// [`BackendError::Unavailable`].
+    pub fn best_of(backend: Backend) -> Result<Isa, BackendError> {
         Ok(Isa(match backend.require()? {
             #[cfg(target_arch = "x86_64")]
             Backend::Avx2 => Level::Avx2,
@@ -155,15 +154,25 @@ pub trait KernelTable: Sync + Sized + 'static {
     }
 
     /// The richest table of `backend` this CPU runs, or
-    /// [`crate::Error::BackendUnavailable`].
-    fn for_backend(backend: Backend) -> Result<&'static Self> {
+    /// [`BackendError::Unavailable`].
+    fn for_backend(backend: Backend) -> Result<&'static Self, BackendError> {
         Ok(Self::for_isa(Isa::best_of(backend)?))
     }
 
     /// The table of the process-wide backend ([`Backend::active`]: the one
     /// `DELTACELLS_KERNEL` names, else the best the CPU runs).
-    fn active() -> Result<&'static Self> {
+    fn active() -> Result<&'static Self, BackendError> {
         Self::for_backend(Backend::active()?)
+    }
+
+    /// The table of `backend` when a caller forces one, else
+    /// [`KernelTable::active`]: how every codec with a backend setting picks
+    /// its kernels.
+    fn chosen(backend: Option<Backend>) -> Result<&'static Self, BackendError> {
+        match backend {
+            Some(b) => Self::for_backend(b),
+            None => Self::active(),
+        }
     }
 
     /// Every table this CPU runs ([`Isa::available`]), scalar first.

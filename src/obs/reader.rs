@@ -26,8 +26,8 @@ use super::labels::check_codes;
 use super::schema::{ColumnSchema, Kind, ObsSchema};
 use super::shards::{fingerprint, sha256_hex, shard_key, SCHEMA_KEY};
 use super::thrift_walk::{check_footer, check_pages};
-use crate::error::{DatasetRule, Error, Result};
-use crate::format::manifest::{Manifest, ObsManifest};
+use crate::error::{Error, Result};
+use crate::format::manifest::{DatasetRule, Manifest, ObsManifest};
 use crate::storage::{AlignedBytes, Store};
 
 /// Parquet's leading magic plus the 8-byte footer tail.

@@ -15,6 +15,7 @@ use super::json;
 use super::schema::ObsSchema;
 use crate::error::{Error, Result};
 use crate::format::manifest::ObsManifest;
+use crate::format::EncodeError;
 
 /// Default of [`ObsConfig::tiles_per_file`]: tiles (row groups) per obs shard
 /// (the spec's default).
@@ -27,6 +28,7 @@ const SHARD_ZSTD_LEVEL: i32 = 3;
 
 /// The obs part of a [`crate::dataset::WriterConfig`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ObsConfig {
     /// The columns, in schema order; each holds one value per cell.
     pub columns: Vec<ObsColumn>,
@@ -100,7 +102,8 @@ pub fn fingerprint(schema_json: &str, tile_cells: &[u64], shard_sha256: &[String
 }
 
 fn writer_properties() -> Result<WriterProperties> {
-    let level = ZstdLevel::try_new(SHARD_ZSTD_LEVEL).map_err(|e| Error::Compress(e.to_string()))?;
+    let level =
+        ZstdLevel::try_new(SHARD_ZSTD_LEVEL).map_err(|e| EncodeError::Compress(e.to_string()))?;
     Ok(WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
         // Readers never push predicates down; statistics would dominate the footer.
@@ -213,3 +216,10 @@ mod tests {
         );
     }
 }
+
+crate::setters!(ObsConfig {
+    /// Sets [`ObsConfig::tiles_per_file`].
+    with_tiles_per_file: tiles_per_file: usize,
+    /// Sets [`ObsConfig::max_categories`].
+    with_max_categories: max_categories: usize,
+});

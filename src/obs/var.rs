@@ -27,7 +27,9 @@ use super::reader::{
     check_chunk_ranges, check_row_group_pages, guarded, read_footer, to_bytes, Fetched,
 };
 use super::schema::ObsType;
-use crate::error::{DatasetRule, Error, Result};
+use crate::error::{Error, Result};
+use crate::format::manifest::DatasetRule;
+use crate::format::EncodeError;
 use crate::storage::Store;
 
 /// Object key of the gene table.
@@ -176,7 +178,7 @@ impl VarTable {
             fields,
             HashMap::from([("pandas".to_string(), pandas.clone())]),
         ));
-        let level = ZstdLevel::try_new(3).map_err(|e| Error::Compress(e.to_string()))?;
+        let level = ZstdLevel::try_new(3).map_err(|e| EncodeError::Compress(e.to_string()))?;
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(level))
             .set_statistics_enabled(EnabledStatistics::None)

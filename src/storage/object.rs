@@ -37,6 +37,7 @@ const PART_SIZE: usize = 16 << 20;
 
 /// Timeouts, retries and concurrency of an object store.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct IoConfig {
     /// Longest time one operation may take, retries included.
     pub timeout: Duration,
@@ -334,16 +335,20 @@ impl ObjectStore {
     }
 }
 
+/// `None` for an object that does not exist; any other error as it is.
+fn found<T>(r: Result<T>) -> Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 impl Store for ObjectStore {
     fn size(&self, key: &str) -> Result<Option<u64>> {
         let path = self.path(key)?;
-        match self.run("HEAD", key, || self.inner.head(&path)) {
-            Ok(meta) => Ok(Some(meta.size)),
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
+        let head = self.run("HEAD", key, || self.inner.head(&path));
+        Ok(found(head)?.map(|meta| meta.size))
     }
 
     fn get(&self, key: &str) -> Result<Option<AlignedBytes>> {
@@ -351,13 +356,7 @@ impl Store for ObjectStore {
         let got = self.run("GET", key, || async {
             self.inner.get(&path).await?.bytes().await
         });
-        match got {
-            Ok(bytes) => Ok(Some(AlignedBytes::copy_from(&bytes))),
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
+        Ok(found(got)?.map(|bytes| AlignedBytes::copy_from(&bytes)))
     }
 
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<AlignedBytes> {
@@ -509,3 +508,18 @@ mod tests {
         );
     }
 }
+
+crate::setters!(IoConfig {
+    /// Sets [`IoConfig::timeout`].
+    with_timeout: timeout: Duration,
+    /// Sets [`IoConfig::attempts`].
+    with_attempts: attempts: u32,
+    /// Sets [`IoConfig::backoff`].
+    with_backoff: backoff: Duration,
+    /// Sets [`IoConfig::max_backoff`].
+    with_max_backoff: max_backoff: Duration,
+    /// Sets [`IoConfig::requests_in_flight`].
+    with_requests_in_flight: requests_in_flight: usize,
+    /// Sets [`IoConfig::added_latency`].
+    with_added_latency: added_latency: Duration,
+});

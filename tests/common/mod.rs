@@ -57,7 +57,7 @@ impl AlignedBytes {
 /// Parses and fully decodes a tile with `backend`, as exact counts.
 pub fn decode_with(bytes: &[u8], backend: Backend) -> deltacells::Result<Csr<i32>> {
     let view = TileView::parse(bytes)?;
-    ChunkDecoder::with_backend(backend)?.decode_tile_to_csr(&view)
+    ChunkDecoder::for_backend(backend)?.decode_tile_to_csr(&view)
 }
 
 /// Parses and decodes a tile row by row with `backend`
@@ -70,7 +70,7 @@ pub fn decode_rows_with(
     keep: impl Fn(usize) -> bool,
 ) -> deltacells::Result<Csr<i32>> {
     let view = TileView::parse(bytes)?;
-    let mut dec = ChunkDecoder::with_backend(backend)?;
+    let mut dec = ChunkDecoder::for_backend(backend)?;
     let all = view.indptr_all();
     let mut csr = Csr {
         n_cols: u64::from(view.n_genes()),

@@ -293,17 +293,15 @@ pub fn write_dataset(
     tiles_per_file: usize,
     columns: Vec<ObsColumn>,
 ) -> Dataset {
-    let config = WriterConfig {
-        tile_size,
-        n_chunks: 2,
-        level: 3,
-        obs: Some(ObsConfig {
-            tiles_per_file,
-            max_categories: 250,
-            ..ObsConfig::new(columns)
-        }),
-        ..WriterConfig::default()
-    };
+    let config = WriterConfig::default()
+        .with_tile_size(tile_size)
+        .with_n_chunks(2)
+        .with_level(3)
+        .with_obs(Some(
+            ObsConfig::new(columns)
+                .with_tiles_per_file(tiles_per_file)
+                .with_max_categories(250),
+        ));
     let mut writer = DatasetWriter::create(dir, 40, config).unwrap();
     writer.push(counts(n_cells, 40).as_ref()).unwrap();
     writer.finish().unwrap();

@@ -54,13 +54,9 @@ pub fn store() -> MemoryStore {
 
 /// One unpinned worker: a fuzz run opens a dataset per input.
 pub fn options() -> OpenOptions {
-    OpenOptions {
-        engine: EngineConfig {
+    OpenOptions::default().with_engine(EngineConfig {
             threads: 1,
             pin: false,
             backend: None,
-        },
-        cache_bytes: 16 << 20,
-        ..OpenOptions::default()
-    }
+        }).with_cache_bytes(16 << 20)
 }

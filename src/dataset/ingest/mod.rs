@@ -175,6 +175,7 @@ pub const DEFAULT_RUN_NONZEROS: usize = 1 << 23;
 
 /// How to convert.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ConvertOptions {
     /// Tile size, chunks, level, metadata (gene totals, names, obs and var are filled in).
     pub writer: WriterConfig,
@@ -448,3 +449,22 @@ pub fn convert_into(
     }
     writer.finish()
 }
+
+crate::setters!(ConvertOptions {
+    /// Sets [`ConvertOptions::writer`].
+    with_writer: writer: WriterConfig,
+    /// Sets [`ConvertOptions::sort_genes`].
+    with_sort_genes: sort_genes: bool,
+    /// Sets [`ConvertOptions::layer`].
+    with_layer: layer: Layer,
+    /// Sets [`ConvertOptions::obs_columns`].
+    with_obs_columns: obs_columns: Option<Vec<String>>,
+    /// Sets [`ConvertOptions::feature_type`].
+    with_feature_type: feature_type: Option<String>,
+    /// Sets [`ConvertOptions::block_nonzeros`].
+    with_block_nonzeros: block_nonzeros: usize,
+    /// Sets [`ConvertOptions::run_nonzeros`].
+    with_run_nonzeros: run_nonzeros: usize,
+    /// Sets [`ConvertOptions::tmp_dir`].
+    with_tmp_dir: tmp_dir: Option<PathBuf>,
+});

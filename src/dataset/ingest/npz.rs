@@ -16,21 +16,21 @@ pub(crate) struct Member(NpyStream);
 
 impl Seq<i64> for Member {
     fn next(&mut self, n: usize, out: &mut Vec<i64>) -> Result<()> {
-        self.0.read_i64(n, out)
+        Ok(self.0.read_i64(n, out)?)
     }
 
     fn end(&mut self) -> Result<()> {
-        self.0.finish()
+        Ok(self.0.finish()?)
     }
 }
 
 impl Seq<f64> for Member {
     fn next(&mut self, n: usize, out: &mut Vec<f64>) -> Result<()> {
-        self.0.read_f64(n, out)
+        Ok(self.0.read_f64(n, out)?)
     }
 
     fn end(&mut self) -> Result<()> {
-        self.0.finish()
+        Ok(self.0.finish()?)
     }
 }
 

@@ -2,7 +2,6 @@
 
 use crate::kernels::block::{BlockKernels, Divisor};
 use crate::kernels::{Backend, KernelTable};
-use crate::Result;
 
 use super::error::Ts2diffError;
 use super::wire::{self, Block, Form, Header};
@@ -25,11 +24,13 @@ const CHUNK: usize = 256;
 /// let mut out = [0f32; 8];
 /// let n = Decoder::new().backend(Backend::Scalar).decode_into(&page, &mut out)?;
 /// assert_eq!(&out[..n], &[1.5, 2.25, 3.0]);
-/// # Ok::<(), deltacells::Error>(())
+/// # Ok::<(), deltacells::format::ts2diff::Ts2diffError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Decoder {
+    /// The backend forced by [`Decoder::backend`], if any.
     backend: Option<Backend>,
+    /// The cap of [`Decoder::max_values`]; by default it grows with the page.
     max_values: Option<usize>,
 }
 
@@ -50,7 +51,7 @@ impl Decoder {
     }
 
     /// Forces a kernel backend (an unavailable one makes decoding fail with
-    /// [`crate::Error::BackendUnavailable`]).
+    /// [`Ts2diffError::Backend`]).
     pub fn backend(mut self, backend: Backend) -> Decoder {
         self.backend = Some(backend);
         self
@@ -67,23 +68,24 @@ impl Decoder {
         self
     }
 
-    fn kernels(&self) -> Result<&'static BlockKernels> {
-        match self.backend {
-            Some(b) => BlockKernels::for_backend(b),
-            None => BlockKernels::active(),
-        }
+    fn kernels(&self) -> Result<&'static BlockKernels, Ts2diffError> {
+        Ok(BlockKernels::chosen(self.backend)?)
     }
 
     /// Decodes `page` into the front of `out` and returns how many values it
     /// holds. Fails with [`Ts2diffError::TooManyValues`] if `out` is too
     /// short; on any error the contents of `out` are unspecified.
-    pub fn decode_into<T: PageFloat>(&self, page: &[u8], out: &mut [T]) -> Result<usize> {
+    pub fn decode_into<T: PageFloat>(
+        &self,
+        page: &[u8],
+        out: &mut [T],
+    ) -> Result<usize, Ts2diffError> {
         decode_page(self.kernels()?, page, out)
     }
 
     /// Decodes `page` into a new vector, after checking its headers and its
     /// value count against [`Decoder::max_values`].
-    pub fn decode<T: PageFloat>(&self, page: &[u8]) -> Result<Vec<T>> {
+    pub fn decode<T: PageFloat>(&self, page: &[u8]) -> Result<Vec<T>, Ts2diffError> {
         let kernels = self.kernels()?;
         let info = wire::inspect(page, T::TYPE)?;
         let cap = self.max_values.unwrap_or_else(|| {
@@ -103,7 +105,11 @@ impl Decoder {
     }
 }
 
-fn decode_page<T: PageFloat>(k: &BlockKernels, page: &[u8], out: &mut [T]) -> Result<usize> {
+fn decode_page<T: PageFloat>(
+    k: &BlockKernels,
+    page: &[u8],
+    out: &mut [T],
+) -> Result<usize, Ts2diffError> {
     let Some(h) = wire::header(page)? else {
         return Ok(0);
     };
@@ -112,8 +118,7 @@ fn decode_page<T: PageFloat>(k: &BlockKernels, page: &[u8], out: &mut [T]) -> Re
             return Err(Ts2diffError::TooManyValues {
                 offset: at,
                 limit: out.len(),
-            }
-            .into());
+            });
         }
     }
     let divisor = Divisor::new(max_point_value(h.mpn));
@@ -130,16 +135,14 @@ fn decode_page<T: PageFloat>(k: &BlockKernels, page: &[u8], out: &mut [T]) -> Re
                     offset: b.offset,
                     declared,
                     found,
-                }
-                .into());
+                });
             }
         }
         if m > out.len() - done {
             return Err(Ts2diffError::TooManyValues {
                 offset: b.offset,
                 limit: out.len(),
-            }
-            .into());
+            });
         }
         // The slice runs to the page end so the kernels may load past the block.
         decode_block(
@@ -161,8 +164,7 @@ fn decode_page<T: PageFloat>(k: &BlockKernels, page: &[u8], out: &mut [T]) -> Re
                 offset: page.len(),
                 declared,
                 found: done as u64,
-            }
-            .into());
+            });
         }
     }
     Ok(done)
@@ -181,7 +183,7 @@ fn decode_block<T: PageFloat>(
     first: usize,
     out: &mut [T],
     scratch: &mut [T::Bits; CHUNK + 1],
-) -> Result<()> {
+) -> Result<(), Ts2diffError> {
     let width = b.width as usize;
     let mut prev = b.first;
     let mut td = 0usize;

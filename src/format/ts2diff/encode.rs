@@ -2,9 +2,6 @@
 
 use std::io::Write;
 
-use crate::error::Error;
-use crate::Result;
-
 use super::error::Ts2diffError;
 use super::repr::Stored;
 use super::wire::{RAW_MARKER, ROUNDED_MARKER};
@@ -57,19 +54,23 @@ impl Encoder {
     }
 
     /// Encodes `values` as one page.
-    pub fn encode<T: PageFloat>(&self, values: &[T]) -> Result<Vec<u8>> {
+    pub fn encode<T: PageFloat>(&self, values: &[T]) -> Result<Vec<u8>, Ts2diffError> {
         let mut out = Vec::new();
         self.encode_into(values, &mut out)?;
         Ok(out)
     }
 
     /// Appends the page for `values` to `out`. Nothing is appended on error.
-    pub fn encode_into<T: PageFloat>(&self, values: &[T], out: &mut Vec<u8>) -> Result<()> {
+    pub fn encode_into<T: PageFloat>(
+        &self,
+        values: &[T],
+        out: &mut Vec<u8>,
+    ) -> Result<(), Ts2diffError> {
         if self.block_size == 0 || self.block_size > i32::MAX as u32 {
-            return Err(Ts2diffError::BlockSize(self.block_size).into());
+            return Err(Ts2diffError::BlockSize(self.block_size));
         }
         if values.len() > i32::MAX as usize {
-            return Err(Ts2diffError::PageTooLarge(values.len()).into());
+            return Err(Ts2diffError::PageTooLarge(values.len()));
         }
         if values.is_empty() {
             // Java writes nothing at all for a page without values.
@@ -114,11 +115,13 @@ impl Encoder {
     }
 
     /// Writes the page for `values` to `w` (encoded in memory first: the
-    /// header depends on every value).
-    pub fn write<T: PageFloat, W: Write>(&self, values: &[T], mut w: W) -> Result<()> {
-        let page = self.encode(values)?;
+    /// header depends on every value). Settings the page cannot hold fail as
+    /// [`std::io::ErrorKind::InvalidInput`], carrying the [`Ts2diffError`].
+    pub fn write<T: PageFloat, W: Write>(&self, values: &[T], mut w: W) -> std::io::Result<()> {
+        let page = self
+            .encode(values)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         w.write_all(&page)
-            .map_err(|e| Error::io("writing a TS_2DIFF page", e))
     }
 }
 

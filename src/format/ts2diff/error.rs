@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::kernels::BackendError;
+
 /// The part of a page that was being read when something went wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Field {
@@ -156,4 +158,10 @@ pub enum Ts2diffError {
     /// More values than one page can count (`i32::MAX`); holds how many were given.
     #[error("{0} values do not fit in one page (at most 2147483647)")]
     PageTooLarge(usize),
+    /// A value type name other than float (f32) or double (f64); holds the name.
+    #[error("unknown TS_2DIFF value type `{0}` (expected float or double)")]
+    UnknownType(String),
+    /// The kernel backend the decoder was asked to use cannot run here.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
 }

@@ -43,13 +43,12 @@
 //! assert_eq!(back[..3], values[..3]);
 //! assert!(back[3].is_nan());
 //! assert_eq!(back[4], 1e300);
-//! # Ok::<(), deltacells::Error>(())
+//! # Ok::<(), deltacells::format::ts2diff::Ts2diffError>(())
 //! ```
 
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::Error;
 use crate::kernels::block::{BlockKernels, Divisor, Word};
 
 mod decode;
@@ -89,15 +88,13 @@ impl fmt::Display for FloatType {
 }
 
 impl FromStr for FloatType {
-    type Err = Error;
+    type Err = Ts2diffError;
 
-    fn from_str(s: &str) -> Result<FloatType, Error> {
+    fn from_str(s: &str) -> Result<FloatType, Ts2diffError> {
         match s.to_ascii_lowercase().as_str() {
             "float" | "f32" => Ok(FloatType::Float),
             "double" | "f64" => Ok(FloatType::Double),
-            _ => Err(Error::Input(format!(
-                "unknown TS_2DIFF value type `{s}` (expected float or double)"
-            ))),
+            _ => Err(Ts2diffError::UnknownType(s.to_string())),
         }
     }
 }
@@ -320,11 +317,11 @@ pub fn max_point_value(mpn: i32) -> f64 {
 }
 
 /// Decodes a whole page into a new vector with [`Decoder::new`]'s settings.
-pub fn decode<T: PageFloat>(page: &[u8]) -> crate::Result<Vec<T>> {
+pub fn decode<T: PageFloat>(page: &[u8]) -> Result<Vec<T>, Ts2diffError> {
     Decoder::new().decode(page)
 }
 
 /// Encodes `values` as one page with Java's defaults ([`Encoder::new`]).
-pub fn encode<T: PageFloat>(values: &[T]) -> crate::Result<Vec<u8>> {
+pub fn encode<T: PageFloat>(values: &[T]) -> Result<Vec<u8>, Ts2diffError> {
     Encoder::new().encode(values)
 }

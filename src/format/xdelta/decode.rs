@@ -1,387 +1,11 @@
-//! The XDelta decoder: header, then one pass over the values, then the
+//! The XDelta decoder: the header, then one pass over the values, then the
 //! integration and scale/offset kernels.
 
-use super::number::{self, Literal};
-use super::{error_at, syntax, Parameter, XdeltaError};
-use crate::error::Result;
-use crate::kernels::integrate::{self, Affine, IntegrateKernels, Overflow, Scale};
+use super::header::{parse_header, Delta, Header};
+use super::values::{walk, Item, Visit};
+use super::XdeltaError;
+use crate::kernels::integrate::{self, Affine, IntegrateKernels, Overflow};
 use crate::kernels::{Backend, KernelTable};
-
-/// The format version of a string.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Version {
-    /// No version prefix: the original grammar (`d`/`dd`, `nY` repeats).
-    V0,
-    /// `v1`.
-    V1,
-}
-
-/// Delta order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Delta {
-    /// `d0`: values as they are (the v0 default).
-    D0,
-    /// `d1` (v0: `d`): each value a delta from the previous (the v1 default).
-    D1,
-    /// `d2` (v0: `dd`): deltas of deltas.
-    D2,
-}
-
-/// What a blank value stands for.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Blank {
-    /// `br` (the default): the previous item, a null included.
-    Repeat,
-    /// `bn`: a null.
-    Null,
-    /// `b<number>`: this number.
-    Value(f64),
-}
-
-/// The parameters of a string.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Header {
-    /// Format version.
-    pub version: Version,
-    /// Delta order.
-    pub delta: Delta,
-    /// Blank rule.
-    pub blank: Blank,
-    /// Scalar, then offset.
-    pub affine: Affine,
-}
-
-/// The blank rule with its literal, for exact integer decoding.
-#[derive(Clone, Copy, Debug)]
-enum BlankRule {
-    Repeat,
-    Null,
-    Value(Literal),
-}
-
-/// A parsed header and where the values start.
-struct Params {
-    header: Header,
-    blank: BlankRule,
-    values_start: usize,
-}
-
-fn parse_count_prefix(
-    bytes: &[u8],
-    start: usize,
-    what: &'static str,
-) -> Result<(u64, usize), XdeltaError> {
-    let mut i = start;
-    let mut value: u64 = 0;
-    while let Some(&b @ b'0'..=b'9') = bytes.get(i) {
-        value = value.saturating_mul(10).saturating_add(u64::from(b - b'0'));
-        i += 1;
-    }
-    if i == start {
-        return Err(syntax(bytes, start, what));
-    }
-    Ok((value, i))
-}
-
-/// Parses a repeat count: digits, no leading zero, at least 1. Counts beyond
-/// `u64` saturate (and then exceed any expansion limit).
-#[inline]
-fn parse_count(bytes: &[u8], start: usize) -> Result<(u64, usize), XdeltaError> {
-    match bytes.get(start) {
-        Some(b'1'..=b'9') => {}
-        _ => {
-            let expected = if bytes.get(start) == Some(&b'0') {
-                "a count of at least 1, without leading zeros"
-            } else {
-                "a count (digits)"
-            };
-            return Err(error_at(bytes, start, |found| XdeltaError::BadCount {
-                offset: start,
-                expected,
-                found,
-            }));
-        }
-    }
-    parse_count_prefix(bytes, start, "a count (digits)")
-}
-
-/// Parses the header; `values_start` is just past the `:`.
-fn parse_header(bytes: &[u8]) -> Result<Params, XdeltaError> {
-    let mut header = Header {
-        version: Version::V1,
-        delta: Delta::D1,
-        blank: Blank::Repeat,
-        affine: Affine::IDENTITY,
-    };
-    let mut blank = BlankRule::Repeat;
-    let mut pos = 0;
-    if bytes.first() == Some(&b'v') {
-        if bytes.get(1) == Some(&b'0') && matches!(bytes.get(2), Some(b'0'..=b'9')) {
-            return Err(syntax(bytes, 2, "a version without leading zeros"));
-        }
-        let (version, end) = parse_count_prefix(bytes, 1, "a version number")?;
-        if version != 1 {
-            return Err(XdeltaError::UnknownVersion { offset: 0, version });
-        }
-        pos = end;
-        match bytes.get(pos) {
-            Some(b':') => {
-                return Ok(Params {
-                    header,
-                    blank,
-                    values_start: pos + 1,
-                });
-            }
-            Some(b',') => pos += 1,
-            _ => return Err(syntax(bytes, pos, "',' or ':' after the version")),
-        }
-    } else {
-        header.version = Version::V0;
-        header.delta = Delta::D0;
-    }
-    let v0 = header.version == Version::V0;
-    let mut seen = [false; 4];
-    loop {
-        let start = pos;
-        let (parameter, end) = match bytes.get(pos) {
-            Some(b'd') => {
-                let (delta, end) = if v0 {
-                    match bytes.get(pos + 1) {
-                        Some(b'd') => (Delta::D2, pos + 2),
-                        _ => (Delta::D1, pos + 1),
-                    }
-                } else {
-                    match bytes.get(pos + 1) {
-                        Some(b'0') => (Delta::D0, pos + 2),
-                        Some(b'1') => (Delta::D1, pos + 2),
-                        Some(b'2') => (Delta::D2, pos + 2),
-                        _ => return Err(syntax(bytes, pos + 1, "0, 1 or 2 after 'd'")),
-                    }
-                };
-                header.delta = delta;
-                (Parameter::Delta, end)
-            }
-            Some(b'b') => {
-                let end = match bytes.get(pos + 1) {
-                    Some(b'r') => {
-                        header.blank = Blank::Repeat;
-                        blank = BlankRule::Repeat;
-                        pos + 2
-                    }
-                    Some(b'n') if !v0 => {
-                        header.blank = Blank::Null;
-                        blank = BlankRule::Null;
-                        pos + 2
-                    }
-                    _ => {
-                        let (lit, end) = number::parse(bytes, pos + 1)?;
-                        header.blank = Blank::Value(lit.float());
-                        blank = BlankRule::Value(lit);
-                        end
-                    }
-                };
-                (Parameter::Blank, end)
-            }
-            Some(&op @ (b'*' | b'/')) => {
-                let (lit, end) = number::parse(bytes, pos + 1)?;
-                header.affine.scale = if op == b'*' {
-                    Scale::Mul(lit.float())
-                } else if lit.float() == 0.0 {
-                    return Err(XdeltaError::ZeroDivisor { offset: pos });
-                } else {
-                    Scale::Div(lit.float())
-                };
-                (Parameter::Scalar, end)
-            }
-            Some(&op @ (b'+' | b'-')) => {
-                let (lit, end) = number::parse(bytes, pos + 1)?;
-                header.affine.offset = Some(if op == b'+' {
-                    lit.float()
-                } else {
-                    -lit.float()
-                });
-                (Parameter::Offset, end)
-            }
-            _ => {
-                let expected = if v0 && pos == 0 {
-                    "'v' or a parameter (d, b, *, /, + or -)"
-                } else {
-                    "a parameter (d, b, *, /, + or -)"
-                };
-                return Err(syntax(bytes, pos, expected));
-            }
-        };
-        let slot = &mut seen[parameter as usize];
-        if *slot {
-            return Err(XdeltaError::RepeatedParameter {
-                offset: start,
-                parameter,
-            });
-        }
-        *slot = true;
-        pos = end;
-        match bytes.get(pos) {
-            Some(b',') => pos += 1,
-            Some(b':') => {
-                return Ok(Params {
-                    header,
-                    blank,
-                    values_start: pos + 1,
-                })
-            }
-            _ => return Err(syntax(bytes, pos, "',' or ':' after a parameter")),
-        }
-    }
-}
-
-/// One resolved item: a value or a null.
-#[derive(Clone, Copy, Debug)]
-enum Item {
-    Null,
-    Num(Literal),
-}
-
-/// Receives the runs of the value list, in order.
-trait Visit {
-    /// `count` copies of `item`, from the value at byte `offset`.
-    fn run(&mut self, offset: usize, item: Item, count: u64) -> Result<(), XdeltaError>;
-}
-
-/// Walks the value list: tokenises, resolves blanks and repeats, and hands
-/// each run to `visit`. One pass, no allocation.
-fn walk<V: Visit>(bytes: &[u8], params: &Params, visit: &mut V) -> Result<(), XdeltaError> {
-    let v0 = params.header.version == Version::V0;
-    let mut pos = params.values_start;
-    if pos == bytes.len() {
-        return Ok(());
-    }
-    // What a blank (or v0 repeat) stands for; set by the first item, which
-    // the grammar requires to be nonblank.
-    let mut prev = Item::Null;
-    let mut first = true;
-    let mut commas = Commas::new(bytes, pos);
-    let blank = |prev: Item| match params.blank {
-        BlankRule::Repeat => prev,
-        BlankRule::Null => Item::Null,
-        BlankRule::Value(lit) => Item::Num(lit),
-    };
-    loop {
-        let start = pos;
-        let token_end = commas.next();
-        let (item, count, end) = match bytes.get(pos) {
-            None | Some(b',') => {
-                if first {
-                    return Err(XdeltaError::BlankFirst { offset: start });
-                }
-                (blank(prev), 1, pos)
-            }
-            Some(b'n') => match bytes.get(pos + 1) {
-                Some(b'n') if !v0 => {
-                    let (count, end) = parse_count(bytes, pos + 2)?;
-                    (Item::Null, count, end)
-                }
-                Some(b'0'..=b'9') => {
-                    let (count, end) = parse_count(bytes, pos + 1)?;
-                    if first {
-                        return Err(XdeltaError::BlankFirst { offset: start });
-                    }
-                    (if v0 { prev } else { blank(prev) }, count, end)
-                }
-                _ if v0 => {
-                    return Err(error_at(bytes, pos + 1, |found| XdeltaError::BadCount {
-                        offset: pos + 1,
-                        expected: "a repeat count after 'n' (v0 has no nulls)",
-                        found,
-                    }));
-                }
-                _ => (Item::Null, 1, pos + 1),
-            },
-            Some(_) => {
-                let (lit, end) = number::parse(bytes, pos)?;
-                if !v0 && bytes.get(end) == Some(&b'n') {
-                    let (count, end) = parse_count(bytes, end + 1)?;
-                    (Item::Num(lit), count, end)
-                } else {
-                    (Item::Num(lit), 1, end)
-                }
-            }
-        };
-        if end != token_end {
-            return Err(syntax(bytes, end, "',' or the end of the input"));
-        }
-        visit.run(start, item, count)?;
-        prev = item;
-        first = false;
-        if token_end == bytes.len() {
-            return Ok(());
-        }
-        pos = token_end + 1;
-    }
-}
-
-/// The commas of the value list, found 64 bytes at a time.
-///
-/// Knowing where each value ends before parsing it takes the parse off the
-/// loop-carried path: the next value's start no longer waits for this one's
-/// digits to be scanned, so the CPU overlaps consecutive values.
-struct Commas<'a> {
-    bytes: &'a [u8],
-    /// Offset of the current 64-byte block.
-    base: usize,
-    /// Bit `i` set iff `bytes[base + i]` is a comma not yet returned.
-    mask: u64,
-}
-
-impl<'a> Commas<'a> {
-    /// The commas at or after `from`.
-    fn new(bytes: &'a [u8], from: usize) -> Commas<'a> {
-        let base = from - from % 64;
-        let mask = comma_mask(bytes, base) & (u64::MAX << (from % 64));
-        Commas { bytes, base, mask }
-    }
-
-    /// The next comma's offset, or the input's length after the last one.
-    #[inline(always)]
-    fn next(&mut self) -> usize {
-        while self.mask == 0 {
-            if self.base + 64 >= self.bytes.len() {
-                return self.bytes.len();
-            }
-            self.base += 64;
-            self.mask = comma_mask(self.bytes, self.base);
-        }
-        let at = self.base + self.mask.trailing_zeros() as usize;
-        self.mask &= self.mask - 1;
-        at
-    }
-}
-
-/// Bit `i` set iff `bytes[base + i]` is a comma (SWAR, eight bytes a word).
-#[inline]
-fn comma_mask(bytes: &[u8], base: usize) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    let rest = bytes.get(base..).unwrap_or_default();
-    let mut padded = [0u8; 64];
-    let block = match rest.first_chunk::<64>() {
-        Some(block) => block,
-        None => {
-            padded[..rest.len()].copy_from_slice(rest);
-            &padded
-        }
-    };
-    let mut mask = 0;
-    for (k, word) in block.as_chunks::<8>().0.iter().enumerate() {
-        let x = u64::from_le_bytes(*word) ^ (u64::from(b',') * ONES);
-        // High bit of each byte that is not a comma (no carries across bytes),
-        // inverted: the high bit of each comma byte.
-        let commas = !((((x & (0x7F * ONES)) + 0x7F * ONES) | x) & (0x80 * ONES)) & (0x80 * ONES);
-        // Gather the eight high bits into one byte (all partial products land
-        // in distinct bit positions, so the multiplication cannot carry).
-        let bits = (commas >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56;
-        mask |= bits << (8 * k);
-    }
-    mask
-}
 
 /// Appends `count` bits of `value` to an LSB-first bitmap of `*bits` bits.
 fn append_bits(bitmap: &mut Vec<u8>, bits: &mut usize, count: usize, value: bool) {
@@ -606,14 +230,16 @@ impl Decoded {
 }
 
 /// Decodes with the default [`Decoder`].
-pub fn decode(input: impl AsRef<[u8]>) -> Result<Decoded> {
+pub fn decode(input: impl AsRef<[u8]>) -> Result<Decoded, XdeltaError> {
     Decoder::new().decode(input)
 }
 
 /// A configured XDelta decoder.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Decoder {
+    /// Set by [`Decoder::backend`]; the process-wide backend otherwise.
     backend: Option<Backend>,
+    /// Set by [`Decoder::max_values`]; [`Decoder::limit_for`] has the default.
     max_values: Option<usize>,
 }
 
@@ -652,12 +278,12 @@ impl Decoder {
     }
 
     /// Parses only the header.
-    pub fn header(&self, input: impl AsRef<[u8]>) -> Result<Header> {
+    pub fn header(&self, input: impl AsRef<[u8]>) -> Result<Header, XdeltaError> {
         Ok(parse_header(input.as_ref())?.header)
     }
 
     /// Decodes `input` into new buffers.
-    pub fn decode(&self, input: impl AsRef<[u8]>) -> Result<Decoded> {
+    pub fn decode(&self, input: impl AsRef<[u8]>) -> Result<Decoded, XdeltaError> {
         let mut values = Vec::new();
         let mut validity = Vec::new();
         let summary = self.decode_into(input, &mut values, &mut validity)?;
@@ -678,13 +304,9 @@ impl Decoder {
         input: impl AsRef<[u8]>,
         values: &mut Vec<f64>,
         validity: &mut Vec<u8>,
-    ) -> Result<Summary> {
+    ) -> Result<Summary, XdeltaError> {
         let bytes = input.as_ref();
-        let backend = match self.backend {
-            Some(b) => b,
-            None => Backend::active()?,
-        };
-        let scan = IntegrateKernels::for_backend(backend)?;
+        let scan = IntegrateKernels::chosen(self.backend)?;
         let params = parse_header(bytes)?;
         values.clear();
         validity.clear();
@@ -723,7 +345,7 @@ impl Decoder {
                 };
                 walk(bytes, &params, &mut locate)?;
                 let (offset, index) = locate.found.unwrap_or((bytes.len(), index));
-                return Err(XdeltaError::Overflow { offset, index }.into());
+                return Err(XdeltaError::Overflow { offset, index });
             }
         } else {
             match header.delta {
@@ -778,28 +400,6 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(bitmap.len(), 4);
         assert_eq!(bitmap[3] >> 3, 0, "unused bits stay zero");
-    }
-
-    #[test]
-    fn commas_are_found_in_every_block() {
-        let text: Vec<u8> = (0..300)
-            .map(|i| {
-                if i % 7 == 3 || i % 64 == 63 || i == 64 {
-                    b','
-                } else {
-                    b'1' + (i % 9) as u8
-                }
-            })
-            .collect();
-        for from in [0, 1, 63, 64, 65, 200, 299, 300] {
-            let want: Vec<usize> = (from..text.len())
-                .filter(|&i| text[i] == b',')
-                .chain([text.len(), text.len()])
-                .collect();
-            let mut commas = Commas::new(&text, from);
-            let got: Vec<usize> = (0..want.len()).map(|_| commas.next()).collect();
-            assert_eq!(got, want, "from {from}");
-        }
     }
 
     #[test]

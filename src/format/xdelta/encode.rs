@@ -24,17 +24,16 @@
 
 use std::fmt::Write as _;
 
-use super::decode::Delta;
-use super::number::{int_len, Decimal};
+use super::decimal::{int_len, Decimal};
+use super::header::Delta;
 use super::XdeltaError;
-use crate::error::Result;
 
 /// The largest precision [`Encoder::precision`] accepts (`10^22` is the
 /// largest power of ten a double holds exactly).
 pub const MAX_PRECISION: u32 = 22;
 
 /// Encodes with the default [`Encoder`] (no precision).
-pub fn encode(values: &[Option<f64>]) -> Result<String> {
+pub fn encode(values: &[Option<f64>]) -> Result<String, XdeltaError> {
     Encoder::new().encode(values)
 }
 
@@ -415,23 +414,23 @@ impl Encoder {
     }
 
     /// The shortest string found for `values` (`None` is a null).
-    pub fn encode(&self, values: &[Option<f64>]) -> Result<String> {
+    pub fn encode(&self, values: &[Option<f64>]) -> Result<String, XdeltaError> {
         let mut out = String::new();
         self.encode_into(values, &mut out)?;
         Ok(out)
     }
 
     /// Appends the shortest string found for `values` to `out`.
-    pub fn encode_into(&self, values: &[Option<f64>], out: &mut String) -> Result<()> {
+    pub fn encode_into(&self, values: &[Option<f64>], out: &mut String) -> Result<(), XdeltaError> {
         if let Some(precision) = self.precision.filter(|&p| p > MAX_PRECISION) {
-            return Err(XdeltaError::Precision { precision }.into());
+            return Err(XdeltaError::Precision { precision });
         }
         if let Some((index, value)) = values
             .iter()
             .enumerate()
             .find_map(|(i, v)| v.filter(|x| !x.is_finite()).map(|x| (i, x)))
         {
-            return Err(XdeltaError::NotFinite { index, value }.into());
+            return Err(XdeltaError::NotFinite { index, value });
         }
         let dense: Vec<f64> = values.iter().flatten().copied().collect();
         let mut best: Option<(usize, Plan, Vec<Run>)> = None;

@@ -85,14 +85,20 @@
 //! problem and what was expected there. Whitespace anywhere is
 //! [`XdeltaError::Whitespace`].
 
+mod decimal;
 mod decode;
 mod encode;
+mod header;
 mod number;
+mod values;
 
 use std::fmt;
 
-pub use decode::{decode, Blank, Decoded, Decoder, Delta, Header, Summary, Version};
+use crate::kernels::BackendError;
+
+pub use decode::{decode, Decoded, Decoder, Summary};
 pub use encode::{encode, Encoder, MAX_PRECISION};
+pub use header::{Blank, Delta, Header, Version};
 
 /// Which kind of parameter a [`XdeltaError::RepeatedParameter`] repeats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,6 +248,9 @@ pub enum XdeltaError {
         /// The precision given, in decimal digits.
         precision: u32,
     },
+    /// The kernel backend the decoder was asked to use cannot run here.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
 }
 
 impl XdeltaError {
@@ -258,7 +267,9 @@ impl XdeltaError {
             | XdeltaError::BlankFirst { offset }
             | XdeltaError::TooManyValues { offset, .. }
             | XdeltaError::Overflow { offset, .. } => Some(offset),
-            XdeltaError::NotFinite { .. } | XdeltaError::Precision { .. } => None,
+            XdeltaError::NotFinite { .. }
+            | XdeltaError::Precision { .. }
+            | XdeltaError::Backend(_) => None,
         }
     }
 }

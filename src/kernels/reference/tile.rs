@@ -11,7 +11,7 @@
 //! Byte planes: `n` values are stored as `2n` bytes, all low bytes then all high
 //! bytes, so the almost-always-zero high bytes compress to nearly nothing.
 
-use crate::kernels::tile::{CellBounds, Count, Fault, Planes};
+use crate::kernels::tile::{CellBounds, Count, Exceptions, Fault, Planes};
 
 /// Low and high plane of `planes`, each `n` bytes.
 ///
@@ -66,6 +66,7 @@ pub fn gaps_to_indices(
     out: &mut [i32],
 ) -> Result<(), Fault> {
     planes.expect_len(out.len());
+    cells.expect_within(out.len());
     let (lo, hi) = (planes.lo(), planes.hi());
     for (start, end) in cells.iter() {
         let mut acc: u64 = 0;
@@ -102,18 +103,14 @@ fn marked(planes: Planes<'_>, position: usize) -> Result<(), Fault> {
 
 /// Replaces counts with their true values from a `vexc` list.
 ///
-/// `positions` are strictly increasing and below `out.len()`, and each payload
-/// is in range (the format layer checks both). The stored value at each
-/// position must be the 65535 marker.
+/// Positions are below `out.len()`; the stored value at each must be the
+/// 65535 marker.
 pub fn apply_value_exceptions<V: Count>(
-    planes: Planes<'_>,
-    positions: &[u32],
-    payloads: &[u32],
+    exceptions: Exceptions<'_>,
     out: &mut [V],
 ) -> Result<(), Fault> {
-    for (&p, &v) in positions.iter().zip(payloads) {
-        let p = p as usize;
-        marked(planes, p)?;
+    for (p, v) in exceptions.iter() {
+        marked(exceptions.planes(), p)?;
         out[p] = V::from_u32(v);
     }
     Ok(())
@@ -122,54 +119,41 @@ pub fn apply_value_exceptions<V: Count>(
 /// Adds `gexc` payloads to the index at each position and every later index of
 /// the same cell, then checks that the cell's last index stays below `n_genes`.
 ///
-/// `positions` are strictly increasing and below `out.len()`; the stored gap at
-/// each must be the 65535 marker. `out` holds the output of
-/// [`gaps_to_indices`], so every index is below `n_genes` on entry.
+/// Positions are below `out.len()`; the stored gap at each must be the 65535
+/// marker. `out` holds the output of [`gaps_to_indices`], so every index is
+/// below `n_genes` on entry.
 pub fn apply_gap_exceptions(
-    planes: Planes<'_>,
+    exceptions: Exceptions<'_>,
     cells: CellBounds<'_>,
     n_genes: u32,
-    positions: &[u32],
-    payloads: &[u32],
     out: &mut [i32],
 ) -> Result<(), Fault> {
-    gap_exceptions_with(
-        planes,
-        cells,
-        n_genes,
-        positions,
-        payloads,
-        out,
-        |rest, payload| {
-            for x in rest {
-                *x += payload as i32;
-            }
-        },
-    )
+    gap_exceptions_with(exceptions, cells, n_genes, out, |rest, payload| {
+        for x in rest {
+            *x += payload as i32;
+        }
+    })
 }
 
 /// The walk and checks of [`apply_gap_exceptions`], in its order, with the add
 /// of a payload to the rest of a cell supplied by the caller: the vector
 /// backends pass their vectorised add and share everything else.
 pub(crate) fn gap_exceptions_with(
-    planes: Planes<'_>,
+    exceptions: Exceptions<'_>,
     cells: CellBounds<'_>,
     n_genes: u32,
-    positions: &[u32],
-    payloads: &[u32],
     out: &mut [i32],
     mut add: impl FnMut(&mut [i32], u32),
 ) -> Result<(), Fault> {
     let mut cell_iter = cells.iter();
     let mut cell = (0, 0);
-    for (&p, &payload) in positions.iter().zip(payloads) {
-        let p = p as usize;
+    for (p, payload) in exceptions.iter() {
         while p >= cell.1 {
             cell = cell_iter
                 .next()
                 .expect("exception positions lie inside the chunk");
         }
-        marked(planes, p)?;
+        marked(exceptions.planes(), p)?;
         let last = cell.1 - 1;
         let new_last = out[last] as u64 + u64::from(payload);
         if new_last >= u64::from(n_genes) {
@@ -207,10 +191,18 @@ pub fn indices_to_gaps(
     out: &mut [u16],
     exceptions: &mut Vec<(u32, u32)>,
 ) {
-    assert_eq!(out.len(), indices.len(), "one gap per index");
+    expect_gap_shapes(indices, cells, out);
     for (start, end) in cells.iter() {
         gaps_of(indices, start..end, start, out, exceptions);
     }
+}
+
+/// Panics, with the message every backend gives, unless `out` holds one gap
+/// per index and the cells lie inside the indices.
+#[inline]
+pub(crate) fn expect_gap_shapes(indices: &[i32], cells: CellBounds<'_>, out: &[u16]) {
+    assert_eq!(out.len(), indices.len(), "one gap per index");
+    cells.expect_within(indices.len());
 }
 
 /// The gap rule of [`indices_to_gaps`] for `indices[range]`, inside the cell

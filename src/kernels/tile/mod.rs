@@ -5,8 +5,9 @@
 //! bytes compress to nearly nothing): the stored counts and the gene *gaps*.
 //! Decoding recombines the planes and, for the gaps, takes a per-cell prefix
 //! sum: a cell's first gap is its first gene index, each later one the step to
-//! the next. Exceptions patch what 16 bits cannot hold: `vexc` replaces a
-//! count, `gexc` adds to an index and every later one of its cell.
+//! the next. Exceptions ([`Exceptions`]) patch what 16 bits cannot hold:
+//! `vexc` replaces a count, `gexc` adds to an index and every later one of its
+//! cell.
 //!
 //! The strict reader's checks ride along in the same pass: no stored count of
 //! 0, no gap of 0 but a cell's first, every cell's last index below
@@ -136,12 +137,73 @@ impl<'a> CellBounds<'a> {
         self.bounds
     }
 
+    /// Panics, with the message every kernel gives, unless the cells lie
+    /// inside `n` values.
+    pub(crate) fn expect_within(&self, n: usize) {
+        assert!(self.nnz() <= n, "cell bounds must lie inside the chunk");
+    }
+
     /// `(start, end)` of each cell, relative to the chunk.
     pub fn iter(&self) -> impl Iterator<Item = (usize, usize)> + 'a {
         let base = self.bounds[0];
         self.bounds
             .windows(2)
             .map(move |w| ((w[0] - base) as usize, (w[1] - base) as usize))
+    }
+}
+
+/// One kind of exception over consecutive nonzeros (a chunk, or a span of
+/// it): the byte planes of the stream they patch, and a payload for each
+/// position. The stored value at every position must be the 65535 marker.
+///
+/// Positions are strictly increasing and below the planes' length, and the
+/// payloads in range for their kind: the reader checks both before a list
+/// gets here.
+#[derive(Clone, Copy, Debug)]
+pub struct Exceptions<'a> {
+    planes: Planes<'a>,
+    positions: &'a [u32],
+    payloads: &'a [u32],
+}
+
+impl<'a> Exceptions<'a> {
+    /// The exceptions at `positions` of `planes`, with their `payloads`.
+    ///
+    /// Panics unless there is one payload per position.
+    pub fn new(planes: Planes<'a>, positions: &'a [u32], payloads: &'a [u32]) -> Exceptions<'a> {
+        assert_eq!(
+            positions.len(),
+            payloads.len(),
+            "one payload per exception position"
+        );
+        Exceptions {
+            planes,
+            positions,
+            payloads,
+        }
+    }
+
+    /// The planes of the stream the exceptions patch.
+    pub fn planes(&self) -> Planes<'a> {
+        self.planes
+    }
+
+    /// Number of exceptions.
+    pub fn len(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty()
+    }
+
+    /// Each position (a nonzero of the planes) with its payload, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, u32)> + 'a {
+        self.positions
+            .iter()
+            .zip(self.payloads)
+            .map(|(&p, &v)| (p as usize, v))
     }
 }
 
@@ -203,8 +265,7 @@ impl Fault {
 
 type CountsFn<V> = fn(Planes<'_>, &mut [V]) -> Result<(), Fault>;
 type GapsFn = fn(Planes<'_>, CellBounds<'_>, u32, &mut [i32]) -> Result<(), Fault>;
-type GapExcFn =
-    fn(Planes<'_>, CellBounds<'_>, u32, &[u32], &[u32], &mut [i32]) -> Result<(), Fault>;
+type GapExcFn = fn(Exceptions<'_>, CellBounds<'_>, u32, &mut [i32]) -> Result<(), Fault>;
 type IndicesToGapsFn = fn(&[i32], CellBounds<'_>, &mut [u16], &mut Vec<(u32, u32)>);
 
 /// The tile kernels of one [`Isa`]; reach one through
@@ -256,14 +317,12 @@ impl TileKernels {
     /// `gexc` application (see [`scalar::apply_gap_exceptions`]).
     pub fn gap_exceptions(
         &self,
-        planes: Planes<'_>,
+        exceptions: Exceptions<'_>,
         cells: CellBounds<'_>,
         n_genes: u32,
-        positions: &[u32],
-        payloads: &[u32],
         out: &mut [i32],
     ) -> Result<(), Fault> {
-        (self.gap_exceptions)(planes, cells, n_genes, positions, payloads, out)
+        (self.gap_exceptions)(exceptions, cells, n_genes, out)
     }
 
     /// `u16` values -> planes.
@@ -307,8 +366,7 @@ macro_rules! tile_table {
                 planes: Planes<'_>, cells: CellBounds<'_>, n_genes: u32, out: &mut [i32]
             ) -> Result<(), Fault> = simd::gaps_to_indices);
             kernel_entry!($features, $token, fn gap_exceptions(
-                planes: Planes<'_>, cells: CellBounds<'_>, n_genes: u32, positions: &[u32], payloads: &[u32],
-                out: &mut [i32]
+                exceptions: Exceptions<'_>, cells: CellBounds<'_>, n_genes: u32, out: &mut [i32]
             ) -> Result<(), Fault> = simd::gap_exceptions);
             kernel_entry!($features, $token, fn split_planes(values: &[u16], out: &mut [u8]) = simd::split_planes);
             kernel_entry!($features, $token, fn indices_to_gaps(

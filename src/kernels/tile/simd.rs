@@ -11,7 +11,7 @@
 use crate::kernels::reference::tile as scalar;
 use crate::kernels::vector::Vector;
 
-use super::{CellBounds, Count, Fault, Planes};
+use super::{CellBounds, Count, Exceptions, Fault, Planes};
 
 /// Above this `n_genes`, the wrapping `u32` prefix sum could hide a range fault.
 ///
@@ -286,7 +286,7 @@ pub(crate) fn gaps_to_indices<S: Vector>(
         return scalar::gaps_to_indices(planes, cells, n_genes, out);
     }
     let (lo, hi) = plane_ptrs(planes, n);
-    assert!(cells.nnz() <= n, "cell bounds must lie inside the chunk");
+    cells.expect_within(n);
     let io = (lo, hi, out.as_mut_ptr().cast::<u32>());
     let first_lane = s.and(s.splat(1), s.lanes_below(1));
     let mut checks = ScanChecks::<S> {
@@ -340,22 +340,14 @@ fn add_to_all<S: Vector>(s: S, xs: &mut [i32], payload: u32) {
 #[inline(always)]
 pub(crate) fn gap_exceptions<S: Vector>(
     s: S,
-    planes: Planes<'_>,
+    exceptions: Exceptions<'_>,
     cells: CellBounds<'_>,
     n_genes: u32,
-    positions: &[u32],
-    payloads: &[u32],
     out: &mut [i32],
 ) -> Result<(), Fault> {
-    scalar::gap_exceptions_with(
-        planes,
-        cells,
-        n_genes,
-        positions,
-        payloads,
-        out,
-        |rest, payload| add_to_all(s, rest, payload),
-    )
+    scalar::gap_exceptions_with(exceptions, cells, n_genes, out, |rest, payload| {
+        add_to_all(s, rest, payload)
+    })
 }
 
 /// Sorted gene indices -> per-cell gaps and gap exceptions (see
@@ -368,11 +360,7 @@ pub(crate) fn indices_to_gaps<S: Vector>(
     out: &mut [u16],
     exceptions: &mut Vec<(u32, u32)>,
 ) {
-    assert_eq!(out.len(), indices.len(), "one gap per index");
-    assert!(
-        cells.nnz() <= indices.len(),
-        "cell bounds must lie inside the chunk"
-    );
+    scalar::expect_gap_shapes(indices, cells, out);
     let src = indices.as_ptr().cast::<u32>();
     let high = s.splat(0xFFFF_0000);
     for (start, end) in cells.iter() {

@@ -7,11 +7,19 @@
 //! before any arithmetic that could overflow, so a 100-byte object claiming
 //! 2^40 cells is refused in O(1) memory. What needs decompression (frame sizes,
 //! exception lists, gene indices) is checked while decoding, by `engine`.
+//!
+//! Every refusal is a [`TileError`]: the [`TileRule`] broken (tests match on
+//! it) and the [`TilePosition`] where, for the message.
 
 use std::borrow::Cow;
 
-use crate::error::{Error, Location, Result, StreamKind, TileRule};
 use crate::format::zstd::MAX_EXPANSION;
+
+mod error;
+mod rules;
+
+pub use error::{TileError, TilePosition};
+pub use rules::{StreamKind, TileRule};
 
 /// The 8 magic bytes at the start of every tile.
 pub const MAGIC: &[u8; 8] = b"DELTACEL";
@@ -72,11 +80,11 @@ impl Header {
     }
 
     /// Reads the header fields (no validation beyond the length).
-    pub fn read(b: &[u8]) -> Result<Header> {
+    pub fn read(b: &[u8]) -> Result<Header, TileError> {
         if b.len() < HEADER_LEN {
-            return Err(Error::tile(
+            return Err(TileError::new(
                 TileRule::TooShort(b.len() as u64),
-                Location::NONE,
+                TilePosition::NONE,
             ));
         }
         Ok(Header {
@@ -223,7 +231,7 @@ pub struct TileView<'a> {
 
 impl<'a> TileView<'a> {
     /// Parses and validates a whole tile object (all of `bytes`).
-    pub fn parse(bytes: &'a [u8]) -> Result<TileView<'a>> {
+    pub fn parse(bytes: &'a [u8]) -> Result<TileView<'a>, TileError> {
         TileView::parse_with(bytes, true)
     }
 
@@ -234,25 +242,25 @@ impl<'a> TileView<'a> {
     /// is checked except the CRC, which needs every byte; the streams of the
     /// chunks decoded are still checked by zstd (frame structure, exact
     /// content size) and by the kernels, and only those may be decoded.
-    pub fn parse_partial(bytes: &'a [u8]) -> Result<TileView<'a>> {
+    pub fn parse_partial(bytes: &'a [u8]) -> Result<TileView<'a>, TileError> {
         TileView::parse_with(bytes, false)
     }
 
-    fn parse_with(bytes: &'a [u8], whole: bool) -> Result<TileView<'a>> {
+    fn parse_with(bytes: &'a [u8], whole: bool) -> Result<TileView<'a>, TileError> {
         let h = Header::read(bytes)?;
         let len = bytes.len() as u64;
-        let fail = |rule, at| Err(Error::tile(rule, at));
+        let fail = |rule, at| Err(TileError::new(rule, at));
         if &bytes[..8] != MAGIC {
-            return fail(TileRule::BadMagic, Location::offset(0));
+            return fail(TileRule::BadMagic, TilePosition::offset(0));
         }
         if h.version != VERSION {
-            return fail(TileRule::Version(h.version), Location::offset(8));
+            return fail(TileRule::Version(h.version), TilePosition::offset(8));
         }
         if h.flags != 0 {
-            return fail(TileRule::Flags(h.flags), Location::offset(12));
+            return fail(TileRule::Flags(h.flags), TilePosition::offset(12));
         }
         if h.reserved != 0 {
-            return fail(TileRule::Reserved(h.reserved), Location::offset(60));
+            return fail(TileRule::Reserved(h.reserved), TilePosition::offset(60));
         }
         if h.total_size != len {
             return fail(
@@ -260,7 +268,7 @@ impl<'a> TileView<'a> {
                     header: h.total_size,
                     actual: len,
                 },
-                Location::offset(48),
+                TilePosition::offset(48),
             );
         }
         let computed = if whole {
@@ -274,11 +282,11 @@ impl<'a> TileView<'a> {
                     stored: h.crc32,
                     computed,
                 },
-                Location::offset(56),
+                TilePosition::offset(56),
             );
         }
         if h.n_genes == 0 || h.n_genes > MAX_GENES {
-            return fail(TileRule::NGenes(h.n_genes), Location::offset(32));
+            return fail(TileRule::NGenes(h.n_genes), TilePosition::offset(32));
         }
         let table_end = HEADER_LEN as u64 + CHUNK_ENTRY_LEN as u64 * u64::from(h.n_chunks);
         if table_end > len {
@@ -286,7 +294,7 @@ impl<'a> TileView<'a> {
                 TileRule::ChunkTableBounds {
                     n_chunks: h.n_chunks,
                 },
-                Location::offset(36),
+                TilePosition::offset(36),
             );
         }
         if (h.n_chunks == 0) != (h.n_cells == 0) {
@@ -295,11 +303,14 @@ impl<'a> TileView<'a> {
                     n_chunks: h.n_chunks,
                     n_cells: h.n_cells,
                 },
-                Location::offset(36),
+                TilePosition::offset(36),
             );
         }
         if !h.indptr_off.is_multiple_of(8) || h.indptr_off < table_end {
-            return fail(TileRule::IndptrOffset(h.indptr_off), Location::offset(40));
+            return fail(
+                TileRule::IndptrOffset(h.indptr_off),
+                TilePosition::offset(40),
+            );
         }
         // n_cells + 1 entries of 8 bytes must fit after indptr_off: compare counts,
         // not byte products, so no header value can overflow the arithmetic.
@@ -310,7 +321,7 @@ impl<'a> TileView<'a> {
                     offset: h.indptr_off,
                     n_cells: h.n_cells,
                 },
-                Location::offset(40),
+                TilePosition::offset(40),
             );
         }
         let view = TileView { bytes, header: h };
@@ -323,7 +334,7 @@ impl<'a> TileView<'a> {
     /// not changed since), reading only the header: how a cache of validated tiles
     /// avoids re-checking the CRC for every chunk it decodes. Given other bytes,
     /// later accessors may panic, never misbehave otherwise.
-    pub fn revalidated(bytes: &'a [u8]) -> Result<TileView<'a>> {
+    pub fn revalidated(bytes: &'a [u8]) -> Result<TileView<'a>, TileError> {
         Ok(TileView {
             bytes,
             header: Header::read(bytes)?,
@@ -335,12 +346,12 @@ impl<'a> TileView<'a> {
         i64::from_le_bytes(self.bytes[off..off + 8].try_into().expect("8 bytes"))
     }
 
-    fn check_indptr(&self) -> Result<()> {
+    fn check_indptr(&self) -> Result<(), TileError> {
         let h = &self.header;
-        let at = |cell: u64| Location::offset(h.indptr_off + 8 * cell);
+        let at = |cell: u64| TilePosition::offset(h.indptr_off + 8 * cell);
         let first = self.indptr_at(0);
         if first != 0 {
-            return Err(Error::tile(TileRule::IndptrStart(first), at(0)));
+            return Err(TileError::new(TileRule::IndptrStart(first), at(0)));
         }
         let start = h.indptr_off as usize;
         let raw = &self.bytes[start..start + 8 * (h.n_cells as usize + 1)];
@@ -348,7 +359,7 @@ impl<'a> TileView<'a> {
         for (cell, b) in raw.chunks_exact(8).enumerate() {
             let v = i64::from_le_bytes(b.try_into().expect("8 bytes"));
             if v < prev {
-                return Err(Error::tile(
+                return Err(TileError::new(
                     TileRule::IndptrDecreasing { cell: cell as u64 },
                     at(cell as u64),
                 ));
@@ -356,7 +367,7 @@ impl<'a> TileView<'a> {
             prev = v;
         }
         if prev as u64 != h.nnz {
-            return Err(Error::tile(
+            return Err(TileError::new(
                 TileRule::IndptrEnd {
                     last: prev,
                     nnz: h.nnz,
@@ -367,19 +378,15 @@ impl<'a> TileView<'a> {
         Ok(())
     }
 
-    fn check_chunks(&self) -> Result<()> {
+    fn check_chunks(&self) -> Result<(), TileError> {
         let h = &self.header;
         let len = self.bytes.len() as u64;
         let streams_start = h.indptr_off + 8 * (h.n_cells + 1);
         let (mut cell, mut nz) = (0u64, 0u64);
         for i in 0..h.n_chunks as usize {
             let c = self.chunk(i);
-            let at = Location {
-                chunk: Some(i as u32),
-                offset: Some((HEADER_LEN + i * CHUNK_ENTRY_LEN) as u64),
-                position: None,
-            };
-            let rule = |rule| Err(Error::tile(rule, at));
+            let at = TilePosition::chunk_offset(i, (HEADER_LEN + i * CHUNK_ENTRY_LEN) as u64);
+            let rule = |rule| Err(TileError::new(rule, at));
             if c.cell_lo != cell {
                 return rule(TileRule::ChunkCoverage {
                     field: "cell_lo",
@@ -468,10 +475,11 @@ impl<'a> TileView<'a> {
             cell = c.cell_hi;
             nz = c.nnz_hi;
         }
-        let end =
-            Location::offset(HEADER_LEN as u64 + CHUNK_ENTRY_LEN as u64 * u64::from(h.n_chunks));
+        let end = TilePosition::offset(
+            HEADER_LEN as u64 + CHUNK_ENTRY_LEN as u64 * u64::from(h.n_chunks),
+        );
         if cell != h.n_cells {
-            return Err(Error::tile(
+            return Err(TileError::new(
                 TileRule::ChunkCoverage {
                     field: "last cell_hi",
                     got: cell,
@@ -481,7 +489,7 @@ impl<'a> TileView<'a> {
             ));
         }
         if nz != h.nnz {
-            return Err(Error::tile(
+            return Err(TileError::new(
                 TileRule::ChunkCoverage {
                     field: "last nnz_hi",
                     got: nz,

@@ -1,4 +1,4 @@
-//! Gene selection: keep some output columns, renumbered `0..k` in the order given.
+//! Gene selections: keep some output columns, renumbered `0..k` in the order given.
 
 use crate::error::{Error, Result};
 

@@ -1,0 +1,311 @@
+//! Reproducible training batches, split across ranks, decoded ahead of use.
+//!
+//! The pieces, one module each:
+//!
+//! * [`order`]: the epoch's cell order ([`EpochOrder`], by [`Shuffle`]), a
+//!   pure value of the manifest and `(seed, epoch)`;
+//! * [`share`]: each rank's and loader worker's share of it ([`RankShare`]);
+//! * [`producer`]: how a batch's rows are made, an explicit [`Strategy`]
+//!   chosen once per iterator from the order and the memory bound;
+//! * [`prefetch`]: the thread producing batches ahead of the caller;
+//! * [`recycler`]: buffers the caller hands back, so a warm loop allocates
+//!   nothing.
+//!
+//! Every strategy reads through the dataset's one read pipeline (plan, fetch,
+//! execute into a sink), so a batch holds exactly what [`Dataset::read`] of
+//! its cells gives.
+//!
+//! [`Strategy`]: producer::Strategy
+
+mod order;
+mod prefetch;
+mod producer;
+mod recycler;
+mod scatter;
+mod share;
+mod window;
+
+use std::ops::Range;
+use std::path::PathBuf;
+
+pub use order::{EpochOrder, Shuffle, DEFAULT_WINDOW_TILES};
+pub use producer::BatchRowsPart;
+pub use recycler::Recycler;
+pub use share::RankShare;
+
+use crate::csr::Csr;
+use crate::dataset::read::ReadStats;
+use crate::dataset::Dataset;
+use crate::engine::{Dense, GeneSelection};
+use crate::error::{Error, Result};
+use crate::kernels::DecodedCount;
+use crate::obs::Labels;
+use prefetch::Prefetch;
+use producer::Producer;
+
+/// Configuration of a batch iterator: build it from
+/// [`BatchConfig::default`] with the `with_*` setters.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct BatchConfig {
+    /// Cells per batch (at least 1).
+    pub batch_size: usize,
+    /// Seed of the epoch orders: the same seed gives the same order on any machine.
+    pub seed: u64,
+    /// Epoch number: each epoch of a seed has its own order.
+    pub epoch: u64,
+    /// How the cells are ordered.
+    pub shuffle: Shuffle,
+    /// This process's rank, `0..world_size`.
+    pub rank: usize,
+    /// Number of ranks sharing the epoch (at least 1).
+    pub world_size: usize,
+    /// Drop the cells that do not fill a whole batch on every rank.
+    pub drop_last: bool,
+    /// Batches decoded ahead on the pool while the caller works (0: on demand).
+    pub prefetch: usize,
+    /// Bound of the iterator's decoded windows and tile cache, in bytes.
+    pub cache_bytes: usize,
+    /// Keep only these genes (renumbered `0..k`).
+    pub genes: Option<GeneSelection>,
+    /// Dense rows instead of CSR.
+    pub dense: bool,
+    /// Obs columns returned with every batch as [`Batch::labels`] (empty: none,
+    /// and no obs byte is read). Localized when the iterator is created.
+    pub obs_columns: Vec<String>,
+    /// Cache directory for localized obs (default: see [`crate::obs::cache_root`]).
+    pub obs_cache_dir: Option<PathBuf>,
+    /// Which of the rank's batches this iterator yields (default: all).
+    pub pick: Pick,
+    /// Buffers to build batches in: the previous epoch's
+    /// [`BatchIter::recycler`], so that an epoch starts in the buffers the
+    /// last one gave back instead of faulting in fresh pages for its first
+    /// windows (default: a recycler of this iterator's own).
+    pub recycler: Option<Recycler>,
+}
+
+/// Which of a rank's batches an iterator yields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// Every batch, in order.
+    All,
+    /// Batches `first`, `first + step`, ... : how an epoch resumes at a
+    /// batch boundary, or how loader workers interleave.
+    Strided {
+        /// The first batch.
+        first: usize,
+        /// The distance between batches (at least 1).
+        step: usize,
+    },
+    /// The batches `range`, in order: how data-loader workers take
+    /// contiguous spans of a rank's batches ([`RankShare::worker_span`]), so
+    /// that each decodes its own windows.
+    Range(Range<usize>),
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        BatchConfig {
+            batch_size: 256,
+            seed: 0,
+            epoch: 0,
+            shuffle: Shuffle::Block {
+                window_tiles: DEFAULT_WINDOW_TILES,
+            },
+            rank: 0,
+            world_size: 1,
+            drop_last: false,
+            prefetch: 2,
+            cache_bytes: 512 << 20,
+            genes: None,
+            dense: false,
+            obs_columns: Vec::new(),
+            obs_cache_dir: None,
+            pick: Pick::All,
+            recycler: None,
+        }
+    }
+}
+
+crate::setters!(BatchConfig {
+    /// Sets [`BatchConfig::batch_size`].
+    with_batch_size: batch_size: usize,
+    /// Sets [`BatchConfig::seed`].
+    with_seed: seed: u64,
+    /// Sets [`BatchConfig::epoch`].
+    with_epoch: epoch: u64,
+    /// Sets [`BatchConfig::shuffle`].
+    with_shuffle: shuffle: Shuffle,
+    /// Sets [`BatchConfig::drop_last`].
+    with_drop_last: drop_last: bool,
+    /// Sets [`BatchConfig::prefetch`].
+    with_prefetch: prefetch: usize,
+    /// Sets [`BatchConfig::cache_bytes`].
+    with_cache_bytes: cache_bytes: usize,
+    /// Sets [`BatchConfig::dense`].
+    with_dense: dense: bool,
+    /// Sets [`BatchConfig::obs_columns`].
+    with_obs_columns: obs_columns: Vec<String>,
+    /// Sets [`BatchConfig::obs_cache_dir`].
+    with_obs_cache_dir: obs_cache_dir: Option<PathBuf>,
+    /// Sets [`BatchConfig::pick`].
+    with_pick: pick: Pick,
+    /// Sets [`BatchConfig::recycler`].
+    with_recycler: recycler: Option<Recycler>,
+    /// Sets [`BatchConfig::genes`].
+    with_genes: genes: Option<GeneSelection>,
+});
+
+impl BatchConfig {
+    /// Sets [`BatchConfig::rank`] and [`BatchConfig::world_size`].
+    pub fn with_rank(mut self, rank: usize, world_size: usize) -> Self {
+        self.rank = rank;
+        self.world_size = world_size;
+        self
+    }
+}
+
+/// The rows of a batch.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BatchRows<V> {
+    /// CSR rows.
+    Csr(Csr<V>),
+    /// Dense row-major rows.
+    Dense(Dense<V>),
+}
+
+/// One training batch, with counts of type `V` (`f32` by default, or `i32`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch<V = f32> {
+    /// Position of the batch in this rank's epoch.
+    pub index: usize,
+    /// Global cell id of each row.
+    pub cells: Vec<u64>,
+    /// The rows.
+    pub rows: BatchRows<V>,
+    /// What producing it cost (chunks decoded are cache misses).
+    pub stats: ReadStats,
+    /// The requested obs columns for exactly `cells`, in the same order.
+    pub labels: Labels,
+}
+
+/// Iterator over one rank's batches of one epoch.
+pub struct BatchIter<V: DecodedCount + bytemuck::Pod = f32> {
+    next: usize,
+    total: usize,
+    source: Source<V>,
+    /// Buffers handed back by [`BatchIter::recycle`], for the producer.
+    recycled: Recycler,
+}
+
+/// Where the batches come from.
+enum Source<V: DecodedCount + bytemuck::Pod> {
+    OnDemand(Box<Producer<V>>),
+    Prefetched(Prefetch<Batch<V>>),
+}
+
+impl Dataset {
+    /// One rank's batches of one epoch (see [`order`] for the order), with
+    /// `f32` counts; `config.pick` says which of them.
+    pub fn batches(&self, config: BatchConfig) -> Result<BatchIter<f32>> {
+        self.batches_of(config)
+    }
+
+    /// As [`Dataset::batches`], with counts of type `V` (`f32` or `i32`).
+    pub fn batches_of<V: DecodedCount + bytemuck::Pod>(
+        &self,
+        config: BatchConfig,
+    ) -> Result<BatchIter<V>> {
+        if config.world_size == 0 || config.rank >= config.world_size {
+            return Err(Error::Input(format!(
+                "rank {} is outside 0..{}",
+                config.rank, config.world_size
+            )));
+        }
+        if config.batch_size == 0 {
+            return Err(Error::Input("batch_size must be at least 1".into()));
+        }
+        if let Some(g) = &config.genes {
+            self.check_selection(g)?;
+        }
+        let (first, step, count) = match config.pick {
+            Pick::All => (0, 1, usize::MAX),
+            Pick::Strided { step: 0, .. } => {
+                return Err(Error::Input("batch step must be at least 1".into()))
+            }
+            Pick::Strided { first, step } => (first, step, usize::MAX),
+            Pick::Range(ref r) => (r.start, 1, r.end.saturating_sub(r.start)),
+        };
+        let prefetch = config.prefetch;
+        let mut producer = Producer::new(self, config, first, step)?;
+        let total = producer.len().min(count);
+        let recycled = producer.recycler();
+        let source = if prefetch == 0 {
+            Source::OnDemand(Box::new(producer))
+        } else {
+            Source::Prefetched(Prefetch::start(total, prefetch, move |i| {
+                producer.produce(i)
+            })?)
+        };
+        Ok(BatchIter {
+            next: 0,
+            total,
+            source,
+            recycled,
+        })
+    }
+}
+
+impl<V: DecodedCount + bytemuck::Pod> BatchIter<V> {
+    /// Number of batches this iterator yields in the epoch.
+    pub fn len(&self) -> usize {
+        self.total
+    }
+
+    /// Whether the epoch has no batches for this rank.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Hands back a batch the caller is done with, so that a later batch is
+    /// built in its buffers: a loop that recycles every batch allocates
+    /// nothing once warm, where faulting in a fresh batch's pages costs about
+    /// as much as decoding it. Optional; only CSR batches of every gene are
+    /// rebuilt in place (others are dropped here).
+    pub fn recycle(&self, batch: Batch<V>) {
+        if let BatchRows::Csr(csr) = batch.rows {
+            self.recycled.give(csr);
+        }
+    }
+
+    /// A handle giving buffers back to this iterator from anywhere (another
+    /// thread, or the owner of arrays lent out over a batch's buffers).
+    pub fn recycler(&self) -> Recycler {
+        self.recycled.clone()
+    }
+}
+
+impl<V: DecodedCount + bytemuck::Pod> Iterator for BatchIter<V> {
+    type Item = Result<Batch<V>>;
+
+    fn next(&mut self) -> Option<Result<Batch<V>>> {
+        if self.next >= self.total {
+            return None;
+        }
+        let item = match &mut self.source {
+            Source::OnDemand(p) => p.produce(self.next),
+            Source::Prefetched(p) => p.recv(),
+        };
+        self.next = if item.is_err() {
+            self.total
+        } else {
+            self.next + 1
+        };
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.total - self.next;
+        (left, Some(left))
+    }
+}

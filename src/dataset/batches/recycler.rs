@@ -1,0 +1,118 @@
+//! Buffers of batches the caller is done with, handed back to be built in.
+//!
+//! Fresh pages cost as much to fault in as the rows cost to decode, so a
+//! caller that is done with a batch can hand its buffers back
+//! ([`crate::dataset::BatchIter::recycle`]); later batches are then built in
+//! them, and a warm loop allocates nothing.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::csr::Csr;
+use crate::kernels::DecodedCount;
+
+/// Hands the buffers of batches the caller is done with back to their batch
+/// iterator, which builds later batches in them (see
+/// [`crate::dataset::BatchIter::recycle`]). Buffers come back one by one, so
+/// a caller whose arrays die at different times (numpy arrays over a
+/// batch's buffers, say) can give each back as it goes. Cheap to clone; may
+/// outlive the iterator (what it then gets back is dropped with it). Value
+/// buffers of `f32` and `i32` batches share one pool (both are 4-byte words).
+#[derive(Clone, Debug)]
+pub struct Recycler(Arc<Spare>);
+
+/// The kept buffers, by kind, and how many of each are kept at most.
+#[derive(Debug)]
+struct Spare {
+    indptr: Mutex<Vec<Vec<i64>>>,
+    indices: Mutex<Vec<Vec<i32>>>,
+    values: Mutex<Vec<Vec<u32>>>,
+    limit: usize,
+}
+
+/// Keeps `buf` in `kept` unless `limit` are kept already.
+fn keep<T>(kept: &Mutex<Vec<Vec<T>>>, buf: Vec<T>, limit: usize) {
+    let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+    if kept.len() < limit {
+        kept.push(buf);
+    }
+}
+
+/// A kept buffer, or a new empty one.
+fn reuse<T>(kept: &Mutex<Vec<Vec<T>>>) -> Vec<T> {
+    let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+    kept.pop().unwrap_or_default()
+}
+
+impl Recycler {
+    /// A recycler keeping at most `limit` buffers of each kind.
+    pub fn new(limit: usize) -> Recycler {
+        Recycler(Arc::new(Spare {
+            indptr: Mutex::default(),
+            indices: Mutex::default(),
+            values: Mutex::default(),
+            limit,
+        }))
+    }
+
+    /// Gives back every buffer of `csr`.
+    pub fn give<V: DecodedCount + bytemuck::Pod>(&self, csr: Csr<V>) {
+        self.give_indptr(csr.indptr);
+        self.give_indices(csr.indices);
+        self.give_values(csr.values);
+    }
+
+    /// Gives back a batch's `indptr` buffer.
+    pub fn give_indptr(&self, buf: Vec<i64>) {
+        keep(&self.0.indptr, buf, self.0.limit);
+    }
+
+    /// Gives back a batch's `indices` buffer.
+    pub fn give_indices(&self, buf: Vec<i32>) {
+        keep(&self.0.indices, buf, self.0.limit);
+    }
+
+    /// Gives back a batch's `values` buffer (of `f32` or `i32` counts).
+    pub fn give_values<V: DecodedCount + bytemuck::Pod>(&self, buf: Vec<V>) {
+        // Same size and alignment as u32, so the cast keeps the allocation.
+        if let Ok(words) = bytemuck::allocation::try_cast_vec::<V, u32>(buf) {
+            keep(&self.0.values, words, self.0.limit);
+        }
+    }
+
+    /// Buffers to build a batch in: given-back ones where there are any.
+    pub(crate) fn take<V: DecodedCount + bytemuck::Pod>(&self) -> Csr<V> {
+        let values =
+            bytemuck::allocation::try_cast_vec::<u32, V>(reuse(&self.0.values)).unwrap_or_default();
+        Csr {
+            n_cols: 0,
+            indptr: reuse(&self.0.indptr),
+            indices: reuse(&self.0.indices),
+            values,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_come_back_as_either_value_type_up_to_the_limit() {
+        let r = Recycler::new(1);
+        let mut f = Csr::<f32>::empty(3);
+        f.values = Vec::with_capacity(100);
+        r.give(f);
+        r.give(Csr::<f32>::empty(3));
+        let i: Csr<i32> = r.take();
+        assert!(
+            i.values.capacity() >= 100,
+            "the kept f32 buffer serves i32 values"
+        );
+        let again: Csr<f32> = r.take();
+        assert_eq!(
+            again.values.capacity(),
+            0,
+            "only one buffer of each kind is kept"
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! Running a plan: the rows of every segment into their outputs' parts, in
+//! parallel on the engine's pool, every strategy taking the same segments.
+//!
+//! Each output is sized first ([`Sink::extend`]: every row's stored length
+//! is in its tile's indptr, and the genes of copied rows are in their decoded
+//! chunks), then cut into one part per task ([`Sink::split`]), so tasks own
+//! disjoint rows and run without locks:
+//!
+//! * [`Fill::Decode`]: one task per whole chunk, decoded into its part;
+//! * [`Fill::Copy`]: tasks of about [`TASK_NNZ`] nonzeros, copied (or handed
+//!   row by row to the output) from the chunk decoded beforehand;
+//! * [`Fill::Scatter`]: one part per row, and one task per chunk decoding
+//!   every row any output wants from it straight into that row's part.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use crate::engine::decoded::{in_tile, DecodedChunk, Unit};
+use crate::engine::plan::{Fill, ReadPlan, Segment};
+use crate::engine::pool::Engine;
+use crate::engine::sink::{convert, AddedRows, RowGenes, Sink, SinkPart};
+use crate::engine::RowOut;
+use crate::error::{Error, Result};
+use crate::format::tile::TileView;
+
+/// Target of nonzeros per copy task: big enough to amortise scheduling,
+/// small enough to spread a batch over every worker.
+pub(crate) const TASK_NNZ: usize = 1 << 15;
+
+/// What a plan's tasks read: the fetched tiles, and the chunks decoded for
+/// its copied segments.
+pub(crate) trait Sources: Sync {
+    /// Tile `tile` (fetched and checked).
+    fn view(&self, tile: usize) -> TileView<'_>;
+    /// Chunk `unit`, decoded (every chunk the plan copies from).
+    fn decoded(&self, unit: Unit) -> &DecodedChunk;
+}
+
+/// One task's rows: `local` rows of one chunk, and how they are filled.
+struct Task {
+    tile: usize,
+    chunk: usize,
+    local: Range<usize>,
+    fill: Fill,
+    /// Whether the output keeps rows as stored.
+    stores: bool,
+}
+
+/// The error for an output that cannot take the fill the plan chose.
+fn contract(what: &str) -> Error {
+    Error::Input(format!("the output {what}"))
+}
+
+/// Cuts rows (given by their `indptr`, starting anywhere) into consecutive
+/// pieces of about `target` nonzeros: parallel tasks big enough to amortise
+/// scheduling, small enough to spread over every worker.
+pub(crate) fn pieces_of(indptr: &[i64], target: usize) -> Vec<Range<usize>> {
+    let n = indptr.len() - 1;
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for r in 0..n {
+        if (indptr[r + 1] - indptr[start]) as usize >= target || r + 1 == n {
+            pieces.push(start..r + 1);
+            start = r + 1;
+        }
+    }
+    pieces
+}
+
+/// The genes of an output's rows, all copied from decoded chunks.
+struct CopiedGenes<'s> {
+    sources: &'s dyn Sources,
+    segments: &'s [Segment],
+}
+
+impl RowGenes for CopiedGenes<'_> {
+    fn genes(&self, row: usize) -> &[i32] {
+        let s = &self.segments[self.segments.partition_point(|s| s.out_row <= row) - 1];
+        let chunk = self.sources.decoded((s.tile, s.chunk));
+        chunk.row(s.local.start + (row - s.out_row)).0
+    }
+}
+
+/// Sizes the output of `segments` and lists its tasks with their row cuts.
+fn size_output<S: Sink>(
+    sources: &dyn Sources,
+    segments: &[Segment],
+    sink: &mut S,
+) -> Result<(Vec<Task>, Vec<usize>)> {
+    let stores = sink.stores_rows();
+    if !stores && segments.iter().any(|s| s.fill != Fill::Copy) {
+        return Err(contract(
+            "does not keep rows as stored, so every row must come from a decoded chunk",
+        ));
+    }
+    let mut offsets =
+        Vec::with_capacity(segments.last().map_or(0, |s| s.out_row + s.local.len()) + 1);
+    offsets.push(0i64);
+    let mut total = 0i64;
+    for s in segments {
+        let ip = sources.view(s.tile).indptr(s.local.start, s.local.end);
+        offsets.extend(ip.iter().skip(1).map(|&p| total + (p - ip[0])));
+        total += ip[ip.len() - 1] - ip[0];
+    }
+    let copied = CopiedGenes { sources, segments };
+    let rows = if stores {
+        AddedRows::new(&offsets)
+    } else {
+        AddedRows::with_genes(&offsets, &copied)
+    };
+    sink.extend(&rows)?;
+    let mut tasks: Vec<Task> = Vec::new();
+    for s in segments {
+        let task = |local: Range<usize>| Task {
+            tile: s.tile,
+            chunk: s.chunk,
+            local,
+            fill: s.fill,
+            stores,
+        };
+        match s.fill {
+            Fill::Decode => tasks.push(task(s.local.clone())),
+            Fill::Copy => {
+                // Long copies are split so every worker gets a share.
+                let rows = &offsets[s.out_row..=s.out_row + s.local.len()];
+                for piece in pieces_of(rows, TASK_NNZ) {
+                    tasks.push(task(s.local.start + piece.start..s.local.start + piece.end));
+                }
+            }
+            Fill::Scatter => tasks.extend(s.local.clone().map(|cell| task(cell..cell + 1))),
+        }
+    }
+    let mut cuts = Vec::with_capacity(tasks.len() + 1);
+    cuts.push(0usize);
+    for t in &tasks {
+        cuts.push(cuts[cuts.len() - 1] + t.local.len());
+    }
+    Ok((tasks, cuts))
+}
+
+/// Fills task `task`'s rows into `part`.
+fn run<P: SinkPart>(engine: &Engine, sources: &dyn Sources, task: Task, mut part: P) -> Result<()> {
+    match task.fill {
+        Fill::Scatter => scatter(engine, sources, &mut [(task, part)]),
+        Fill::Decode => {
+            let view = sources.view(task.tile);
+            let (indices, values) = part
+                .stored()
+                .ok_or_else(|| contract("gave no stored rows to decode into"))?;
+            engine
+                .with_decoder(|d| d.decode_chunk(&view, task.chunk, indices, values))
+                .map_err(in_tile(task.tile))
+        }
+        Fill::Copy => {
+            let chunk = sources.decoded((task.tile, task.chunk));
+            if task.stores {
+                // The rows are adjacent in the chunk: one span of nonzeros.
+                let (g, v) = chunk.rows(task.local);
+                let (indices, values) = part
+                    .stored()
+                    .ok_or_else(|| contract("said it keeps rows as stored but gave none"))?;
+                indices.copy_from_slice(g);
+                convert(values, v);
+            } else {
+                for (row, cell) in task.local.enumerate() {
+                    let (g, v) = chunk.row(cell);
+                    part.write_row(row, g, v);
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Runs `plan` into `sinks` (output `i` into `sinks[i]`, already started),
+/// reading what `sources` holds.
+pub(crate) fn execute<S: Sink>(
+    engine: &Engine,
+    plan: &ReadPlan,
+    sources: &dyn Sources,
+    sinks: &mut [S],
+) -> Result<()> {
+    let mut sized = Vec::with_capacity(sinks.len());
+    for (o, sink) in sinks.iter_mut().enumerate() {
+        sized.push(size_output(sources, plan.output(o), sink)?);
+    }
+    let mut work = Vec::new();
+    let mut scattered = Vec::new();
+    for (sink, (tasks, cuts)) in sinks.iter_mut().zip(sized) {
+        for (task, part) in tasks.into_iter().zip(sink.split(&cuts)) {
+            if task.fill == Fill::Scatter {
+                scattered.push((task, part));
+            } else {
+                work.push((task, part));
+            }
+        }
+    }
+    if !scattered.is_empty() {
+        scatter(engine, sources, &mut scattered)?;
+    }
+    // A small read (a few cells from decoded chunks) is copied on the
+    // calling thread: handing it to the pool would cost more than the
+    // copy, and concurrent readers then each use their own core.
+    let copied: usize = work.iter().map(|(t, _)| copied_nnz(sources, t)).sum();
+    let small = copied <= 2 * TASK_NNZ && work.iter().all(|(t, _)| t.fill == Fill::Copy);
+    if small {
+        return work
+            .into_iter()
+            .try_for_each(|(task, part)| run(engine, sources, task, part));
+    }
+    engine.install(|| {
+        work.into_par_iter()
+            .try_for_each(|(task, part)| run(engine, sources, task, part))
+    })
+}
+
+/// Nonzeros a copy task moves (0 for other tasks).
+fn copied_nnz(sources: &dyn Sources, task: &Task) -> usize {
+    if task.fill != Fill::Copy {
+        return 0;
+    }
+    let chunk = sources.decoded((task.tile, task.chunk));
+    chunk.rows(task.local.clone()).0.len()
+}
+
+/// Decodes every scattered row: one task per chunk, its frames decompressed
+/// once and each row written straight into its part.
+fn scatter<P: SinkPart>(
+    engine: &Engine,
+    sources: &dyn Sources,
+    parts: &mut [(Task, P)],
+) -> Result<()> {
+    let mut by_chunk: HashMap<Unit, Vec<RowOut<'_, P::Value>>> = HashMap::new();
+    for (task, part) in parts.iter_mut() {
+        let slices = part
+            .stored()
+            .ok_or_else(|| contract("gave no stored rows to decode into"))?;
+        by_chunk
+            .entry((task.tile, task.chunk))
+            .or_default()
+            .push((task.local.start, slices));
+    }
+    let work: Vec<(Unit, Vec<RowOut<'_, P::Value>>)> = by_chunk.into_iter().collect();
+    engine.install(|| {
+        work.into_par_iter().try_for_each(|((t, c), mut rows)| {
+            engine
+                .with_decoder(|d| d.decode_rows(&sources.view(t), c, &mut rows))
+                .map_err(in_tile(t))
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cover_every_row_once_in_order() {
+        let big = 100;
+        let indptr = [0, 10, big, big + 1, 3 * big, 3 * big, 3 * big + 5];
+        let pieces = pieces_of(&indptr, big as usize);
+        assert_eq!(pieces, [0..2, 2..4, 4..6]);
+        assert!(pieces_of(&[7], 1).is_empty());
+        assert_eq!(pieces_of(&[7, 8], 100), vec![0..1]);
+    }
+}

@@ -1,0 +1,504 @@
+//! Outputs of a read: where execution writes rows.
+//!
+//! Every read, scan and batch ends in a [`Sink`]. The executor tells it how
+//! many rows are coming and how long each is as stored ([`Sink::extend`]),
+//! cuts it into parts of consecutive rows ([`Sink::split`]), one per parallel
+//! task, and fills the parts on the engine's pool, each output byte written
+//! once. A part receives its rows in one of two ways:
+//!
+//! * **as stored** ([`SinkPart::stored`]): an output that keeps every gene of
+//!   every row, in stored order, back to back (CSR rows, [`Csr`]) hands out
+//!   its slices and the decoder writes straight into them, with no buffer in
+//!   between;
+//! * **row by row** ([`SinkPart::write_row`]): any other output (dense rows,
+//!   a gene selection, normalized or tokenized rows) gets each row's genes
+//!   (ascending) and exact counts, and writes what it makes of them.
+//!
+//! A new output is one implementation of the two traits: rows written into
+//! pinned or shared memory, say, with nothing copied after the read:
+//!
+//! ```
+//! use deltacells::engine::{AddedRows, Sink, SinkPart};
+//!
+//! /// Each cell's total count, one `f64` per row.
+//! #[derive(Default)]
+//! struct Totals(Vec<f64>);
+//!
+//! struct TotalsPart<'a>(&'a mut [f64]);
+//!
+//! impl Sink for Totals {
+//!     type Part<'p> = TotalsPart<'p>;
+//!     fn stores_rows(&self) -> bool {
+//!         false
+//!     }
+//!     fn start(&mut self, _n_cols: u32) {
+//!         self.0.clear();
+//!     }
+//!     fn extend(&mut self, rows: &AddedRows<'_>) -> deltacells::Result<()> {
+//!         self.0.resize(self.0.len() + rows.len(), 0.0);
+//!         Ok(())
+//!     }
+//!     fn split(&mut self, cuts: &[usize]) -> Vec<TotalsPart<'_>> {
+//!         let added = cuts.last().copied().unwrap_or(0);
+//!         let start = self.0.len() - added;
+//!         let mut rest = &mut self.0[start..];
+//!         cuts.windows(2)
+//!             .map(|w| {
+//!                 let (part, tail) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
+//!                 rest = tail;
+//!                 TotalsPart(part)
+//!             })
+//!             .collect()
+//!     }
+//! }
+//!
+//! impl SinkPart for TotalsPart<'_> {
+//!     type Value = f32;
+//!     fn stored(&mut self) -> Option<(&mut [i32], &mut [f32])> {
+//!         None
+//!     }
+//!     fn write_row(&mut self, row: usize, _genes: &[i32], counts: &[i32]) {
+//!         self.0[row] = counts.iter().map(|&c| f64::from(c)).sum();
+//!     }
+//! }
+//!
+//! # fn main() -> deltacells::Result<()> {
+//! # let dir = std::env::temp_dir().join(format!("deltacells-sink-doc-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! # let csr = deltacells::Csr { n_cols: 3, indptr: vec![0, 2, 3], indices: vec![0, 2, 1], values: vec![4i32, 1, 7] };
+//! # let mut w = deltacells::dataset::DatasetWriter::create(&dir, 3, deltacells::dataset::WriterConfig::default())?;
+//! # w.push(csr.as_ref())?;
+//! # w.finish()?;
+//! let ds = deltacells::open(&dir)?;
+//! let mut totals = Totals::default();
+//! ds.read(0..2).into_sink(&mut totals)?;
+//! assert_eq!(totals.0, [5.0, 7.0]);
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::csr::Csr;
+use crate::engine::genes::GeneSelection;
+use crate::error::{Error, Result};
+use crate::kernels::DecodedCount;
+
+/// The rows an [`Sink::extend`] adds: how many, each one's stored nonzeros,
+/// and (for outputs that do not keep rows as stored) each one's genes.
+pub struct AddedRows<'a> {
+    stored: &'a [i64],
+    genes: Option<&'a dyn RowGenes>,
+}
+
+/// Where the genes of added rows are found (their decoded chunks).
+pub(crate) trait RowGenes: Sync {
+    /// The genes of added row `row`, ascending.
+    fn genes(&self, row: usize) -> &[i32];
+}
+
+impl<'a> AddedRows<'a> {
+    /// Rows whose stored nonzeros start at `stored` (`n + 1` offsets from
+    /// 0), without their genes: what an output that keeps rows as stored,
+    /// or one wrapping another, is told.
+    pub fn new(stored: &'a [i64]) -> AddedRows<'a> {
+        AddedRows {
+            stored,
+            genes: None,
+        }
+    }
+
+    /// Rows as [`AddedRows::new`], with each row's genes from `genes`.
+    pub(crate) fn with_genes(stored: &'a [i64], genes: &'a dyn RowGenes) -> AddedRows<'a> {
+        AddedRows {
+            stored,
+            genes: Some(genes),
+        }
+    }
+
+    /// Number of rows added.
+    pub fn len(&self) -> usize {
+        self.stored.len().saturating_sub(1)
+    }
+
+    /// Whether no row is added.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Where each row's stored nonzeros start, relative to the first row's
+    /// (`len() + 1` offsets from 0): a CSR output's new `indptr` entries.
+    pub fn stored_offsets(&self) -> &'a [i64] {
+        self.stored
+    }
+
+    /// The stored nonzeros of row `row`.
+    pub fn stored_nnz(&self, row: usize) -> usize {
+        (self.stored[row + 1] - self.stored[row]) as usize
+    }
+
+    /// The genes of row `row`, ascending: given to outputs that do not keep
+    /// rows as stored (their rows are decoded before the output is sized),
+    /// so that one whose row lengths depend on the genes can size itself.
+    pub fn genes(&self, row: usize) -> Option<&'a [i32]> {
+        self.genes.map(|g| g.genes(row))
+    }
+}
+
+/// An output of a read (see the module docs).
+pub trait Sink: Send {
+    /// One task's share of the output: consecutive rows.
+    type Part<'p>: SinkPart
+    where
+        Self: 'p;
+
+    /// Whether rows are kept as stored: every gene, ascending, rows back to
+    /// back, so that chunks decode straight into [`SinkPart::stored`].
+    fn stores_rows(&self) -> bool;
+
+    /// Starts an empty output of rows over `n_cols` genes (the dataset's).
+    fn start(&mut self, n_cols: u32);
+
+    /// Adds the rows `rows` after those already added (a batch spanning two
+    /// decoded windows gets two extends); their contents come through the
+    /// parts of the next [`Sink::split`].
+    fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()>;
+
+    /// Cuts the rows added by the last [`Sink::extend`] at `cuts` (row
+    /// indices among them, increasing, from 0 to the number added): part `i`
+    /// holds rows `cuts[i]..cuts[i + 1]`, numbered from 0 within the part.
+    fn split(&mut self, cuts: &[usize]) -> Vec<Self::Part<'_>>;
+}
+
+/// Consecutive rows of a [`Sink`], filled by one task.
+pub trait SinkPart: Send {
+    /// The count type rows decoded as stored carry.
+    type Value: DecodedCount;
+
+    /// The part's rows as stored, back to back: `(gene indices, counts)`
+    /// sized to the rows' stored nonzeros. `None` for outputs whose
+    /// [`Sink::stores_rows`] is false.
+    fn stored(&mut self) -> Option<(&mut [i32], &mut [Self::Value])>;
+
+    /// Writes the part's row `row` from its genes (ascending) and counts.
+    fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]);
+}
+
+impl<S: Sink> Sink for &mut S {
+    type Part<'p>
+        = S::Part<'p>
+    where
+        Self: 'p;
+
+    fn stores_rows(&self) -> bool {
+        (**self).stores_rows()
+    }
+    fn start(&mut self, n_cols: u32) {
+        (**self).start(n_cols)
+    }
+    fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
+        (**self).extend(rows)
+    }
+    fn split(&mut self, cuts: &[usize]) -> Vec<Self::Part<'_>> {
+        (**self).split(cuts)
+    }
+}
+
+/// The first `len` elements of `rest`, leaving the others in `rest`.
+pub(crate) fn split_off<'o, T>(rest: &mut &'o mut [T], len: usize) -> &'o mut [T] {
+    let (head, tail) = std::mem::take(rest).split_at_mut(len);
+    *rest = tail;
+    head
+}
+
+/// Makes `v` hold `n` elements, of which the first `keep` are kept and the
+/// rest are about to be overwritten. A buffer with room is reused without
+/// moving its contents; an empty one without room is replaced by a new one
+/// with an eighth more room (fresh zeroed pages, faulted in by the tasks as
+/// they write, and batches of a similar size fit when it comes back).
+fn fit<T: Copy + Default>(v: &mut Vec<T>, keep: usize, n: usize) {
+    if keep == 0 && v.capacity() < n {
+        *v = vec![T::default(); n + n / 8];
+    }
+    if v.len() >= n {
+        v.truncate(n);
+    } else {
+        v.resize(n, T::default());
+    }
+}
+
+/// Converts exact counts into an output's count type.
+pub(crate) fn convert<V: DecodedCount>(out: &mut [V], counts: &[i32]) {
+    for (o, &c) in out.iter_mut().zip(counts) {
+        *o = V::from_u32(c as u32);
+    }
+}
+
+/// CSR rows of every gene: kept as stored, so decoded in place.
+impl<V: DecodedCount> Sink for Csr<V> {
+    type Part<'p> = CsrPart<'p, V>;
+
+    fn stores_rows(&self) -> bool {
+        true
+    }
+
+    fn start(&mut self, n_cols: u32) {
+        self.n_cols = u64::from(n_cols);
+        self.indptr.clear();
+        self.indptr.push(0);
+    }
+
+    fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
+        let base = *self.indptr.last().unwrap_or(&0);
+        let offsets = rows.stored_offsets();
+        self.indptr
+            .extend(offsets.iter().skip(1).map(|&p| base + p));
+        let total = *self.indptr.last().unwrap_or(&0) as usize;
+        fit(&mut self.indices, base as usize, total);
+        fit(&mut self.values, base as usize, total);
+        Ok(())
+    }
+
+    fn split(&mut self, cuts: &[usize]) -> Vec<CsrPart<'_, V>> {
+        let added = cuts.last().copied().unwrap_or(0);
+        let first = self.n_rows() - added;
+        let indptr = &self.indptr[first..];
+        let start = indptr[0] as usize;
+        let (mut idx, mut val) = (&mut self.indices[start..], &mut self.values[start..]);
+        cuts.windows(2)
+            .map(|w| {
+                let rows = &indptr[w[0]..=w[1]];
+                let len = (rows[rows.len() - 1] - rows[0]) as usize;
+                CsrPart {
+                    indptr: rows,
+                    indices: split_off(&mut idx, len),
+                    values: split_off(&mut val, len),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Rows of a [`Csr`] output.
+pub struct CsrPart<'p, V> {
+    indptr: &'p [i64],
+    indices: &'p mut [i32],
+    values: &'p mut [V],
+}
+
+impl<V: DecodedCount> SinkPart for CsrPart<'_, V> {
+    type Value = V;
+
+    fn stored(&mut self) -> Option<(&mut [i32], &mut [V])> {
+        Some((self.indices, self.values))
+    }
+
+    fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
+        let start = (self.indptr[row] - self.indptr[0]) as usize;
+        let end = (self.indptr[row + 1] - self.indptr[0]) as usize;
+        self.indices[start..end].copy_from_slice(genes);
+        convert(&mut self.values[start..end], counts);
+    }
+}
+
+/// Dense row-major rows: `n_cols` values per row, zeros where nothing is stored.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dense<V> {
+    n_cols: usize,
+    n_rows: usize,
+    data: Vec<V>,
+}
+
+impl<V> Dense<V> {
+    /// Columns per row.
+    pub fn n_cols(&self) -> usize {
+        self.n_cols
+    }
+
+    /// Number of rows.
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+
+    /// The values, row after row.
+    pub fn data(&self) -> &[V] {
+        &self.data
+    }
+
+    /// The values, row after row, and the number of columns.
+    pub fn into_parts(self) -> (usize, Vec<V>) {
+        (self.n_cols, self.data)
+    }
+}
+
+impl<V: DecodedCount> Sink for Dense<V> {
+    type Part<'p> = DensePart<'p, V>;
+
+    fn stores_rows(&self) -> bool {
+        false
+    }
+
+    fn start(&mut self, n_cols: u32) {
+        self.n_cols = n_cols as usize;
+        self.n_rows = 0;
+        self.data.clear();
+    }
+
+    fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
+        let n_rows = self.n_rows + rows.len();
+        let len = n_rows.checked_mul(self.n_cols).ok_or_else(|| {
+            Error::Input(format!(
+                "{n_rows} dense rows of {} columns overflow memory",
+                self.n_cols
+            ))
+        })?;
+        self.data.resize(len, V::default());
+        self.n_rows = n_rows;
+        Ok(())
+    }
+
+    fn split(&mut self, cuts: &[usize]) -> Vec<DensePart<'_, V>> {
+        let added = cuts.last().copied().unwrap_or(0);
+        let n_cols = self.n_cols;
+        let mut rest = &mut self.data[(self.n_rows - added) * n_cols..];
+        cuts.windows(2)
+            .map(|w| DensePart {
+                n_cols,
+                data: split_off(&mut rest, (w[1] - w[0]) * n_cols),
+            })
+            .collect()
+    }
+}
+
+/// Rows of a [`Dense`] output.
+pub struct DensePart<'p, V> {
+    n_cols: usize,
+    data: &'p mut [V],
+}
+
+impl<V: DecodedCount> SinkPart for DensePart<'_, V> {
+    type Value = V;
+
+    fn stored(&mut self) -> Option<(&mut [i32], &mut [V])> {
+        None
+    }
+
+    fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
+        let out = &mut self.data[row * self.n_cols..(row + 1) * self.n_cols];
+        for (&g, &c) in genes.iter().zip(counts) {
+            out[g as usize] = V::from_u32(c as u32);
+        }
+    }
+}
+
+/// Any output over a gene selection: each row keeps the selected genes,
+/// renumbered to their output columns (`0..k` in the selection's order) and
+/// sorted by column, and goes on to `inner`, which sees `k` columns.
+pub struct Selected<'g, S> {
+    inner: S,
+    genes: &'g GeneSelection,
+    kept: Vec<i64>,
+}
+
+impl<'g, S: Sink> Selected<'g, S> {
+    /// `inner` over the genes of `genes`.
+    pub fn new(inner: S, genes: &'g GeneSelection) -> Selected<'g, S> {
+        Selected {
+            inner,
+            genes,
+            kept: Vec::new(),
+        }
+    }
+
+    /// The output rows went to.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: Sink> Sink for Selected<'_, S> {
+    type Part<'p>
+        = SelectedPart<'p, S::Part<'p>>
+    where
+        Self: 'p;
+
+    fn stores_rows(&self) -> bool {
+        false
+    }
+
+    fn start(&mut self, _n_cols: u32) {
+        self.inner.start(self.genes.len() as u32);
+    }
+
+    fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
+        self.kept.clear();
+        self.kept.push(0);
+        let mut total = 0i64;
+        for r in 0..rows.len() {
+            let genes = rows.genes(r).ok_or_else(|| {
+                Error::Input("a gene selection needs each row's genes to size its rows".into())
+            })?;
+            total += genes
+                .iter()
+                .filter(|&&g| self.genes.column(g).is_some())
+                .count() as i64;
+            self.kept.push(total);
+        }
+        self.inner.extend(&AddedRows::new(&self.kept))
+    }
+
+    fn split(&mut self, cuts: &[usize]) -> Vec<Self::Part<'_>> {
+        let genes = self.genes;
+        self.inner
+            .split(cuts)
+            .into_iter()
+            .map(|inner| SelectedPart {
+                inner,
+                genes,
+                columns: Vec::new(),
+                counts: Vec::new(),
+            })
+            .collect()
+    }
+}
+
+/// Rows of a [`Selected`] output.
+pub struct SelectedPart<'g, P> {
+    inner: P,
+    genes: &'g GeneSelection,
+    columns: Vec<i32>,
+    counts: Vec<i32>,
+}
+
+impl<P: SinkPart> SinkPart for SelectedPart<'_, P> {
+    type Value = P::Value;
+
+    fn stored(&mut self) -> Option<(&mut [i32], &mut [P::Value])> {
+        None
+    }
+
+    fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
+        self.columns.clear();
+        self.counts.clear();
+        for (&g, &c) in genes.iter().zip(counts) {
+            if let Some(col) = self.genes.column(g) {
+                self.columns.push(col);
+                self.counts.push(c);
+            }
+        }
+        if !self.genes.is_monotone() {
+            let mut pairs: Vec<(i32, i32)> = self
+                .columns
+                .iter()
+                .copied()
+                .zip(self.counts.iter().copied())
+                .collect();
+            pairs.sort_unstable_by_key(|p| p.0);
+            for ((col, count), (pc, pn)) in self.columns.iter_mut().zip(&mut self.counts).zip(pairs)
+            {
+                *col = pc;
+                *count = pn;
+            }
+        }
+        self.inner.write_row(row, &self.columns, &self.counts);
+    }
+}
