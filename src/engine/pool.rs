@@ -96,12 +96,15 @@ impl Engine {
     }
 
     /// Runs `f` inside the pool (so rayon parallel iterators in it use these workers).
-    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+    pub(crate) fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         self.pool.install(f)
     }
 
     /// Runs `f` with the calling thread's decoder (created on first use).
-    pub fn with_decoder<R>(&self, f: impl FnOnce(&mut ChunkDecoder) -> Result<R>) -> Result<R> {
+    pub(crate) fn with_decoder<R>(
+        &self,
+        f: impl FnOnce(&mut ChunkDecoder) -> Result<R>,
+    ) -> Result<R> {
         DECODER.with(|cell| {
             let mut slot = cell.borrow_mut();
             if slot.as_ref().is_none_or(|d| d.backend() != self.backend) {
