@@ -180,8 +180,8 @@ pub fn scan_report(ds: &crate::dataset::Dataset, group: usize, reps: usize) -> R
     })
 }
 
-/// Cells per second that `readers` threads get together when each calls
-/// [`crate::dataset::Dataset::read_cells`] on the one dataset `ds`, `reads`
+/// Cells per second that `readers` threads get together when each reads
+/// [`crate::dataset::Dataset::read`] (as CSR) from the one dataset `ds`, `reads`
 /// times, for `per_read` cells drawn uniformly from `cells` (a fixed
 /// generator per thread, so every run reads the same cells). One warm-up read
 /// of every cell of `cells` comes first, so with a cache that holds them the

@@ -87,14 +87,17 @@ fn reads_and_batches_fetch_the_tile_before_sizing_anything_by_the_claim() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // tile_bytes lies too, so the manifest alone looks consistent: every read
     // must meet the real tile (wrong size) before allocating per cell.
-    let ds = Arc::new(open(common::hostile(Some(1 << 40)).0).expect("the manifest alone is consistent"));
+    let ds =
+        Arc::new(open(common::hostile(Some(1 << 40)).0).expect("the manifest alone is consistent"));
     let tile_error = |what: &str, r: deltacells::Result<()>| match r {
         Err(Error::Dataset(DatasetRule::TileBytes { tile: 0, .. })) => {}
         other => panic!("{what}: {other:?}"),
     };
     tile_error(
         "read_range",
-        measure("read_range", || ds.read(0..common::CLAIMED).csr::<f32>().map(drop)),
+        measure("read_range", || {
+            ds.read(0..common::CLAIMED).csr::<f32>().map(drop)
+        }),
     );
     tile_error(
         "read_tile",
@@ -106,7 +109,9 @@ fn reads_and_batches_fetch_the_tile_before_sizing_anything_by_the_claim() {
     tile_error(
         "read_range_into",
         measure("read_range_into", || {
-            ds.read(0..common::CLAIMED).csr_into::<f32>(&mut out).map(drop)
+            ds.read(0..common::CLAIMED)
+                .csr_into::<f32>(&mut out)
+                .map(drop)
         }),
     );
     tile_error(
