@@ -1,7 +1,6 @@
 //! Records the git revision and the compiler version for `deltacells --version`
 //! and bench reports (the zstd version is asked of the linked library at run
 //! time instead). Both are read, never guessed: "unknown" when unavailable.
-//! Also the target triple, for tests that run the binary through cargo's runner.
 
 use std::process::Command;
 
@@ -24,13 +23,6 @@ fn main() {
     println!(
         "cargo:rustc-env=DELTACELLS_RUSTC_VERSION={}",
         first_line(&rustc, &["--version"])
-    );
-    // The target as cargo spells it in `CARGO_TARGET_<TRIPLE>_RUNNER`, so
-    // tests that spawn the binary can run it through the same runner.
-    let target = std::env::var("TARGET").unwrap_or_default();
-    println!(
-        "cargo:rustc-env=DELTACELLS_TARGET_ENV={}",
-        target.to_uppercase().replace(['-', '.'], "_")
     );
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/refs/heads");

@@ -14,9 +14,11 @@
 //! * [`storage`]: where bytes live (directories, memory, object storage: `s3://`).
 //! * [`dataset`] and [`obs`]: datasets of tiles, the manifest, per-cell metadata.
 //!
-//! Beside them, two tools for working with the format at scale: [`synth`]
-//! generates realistic count matrices of any size, and [`measure`] reports
-//! decode throughput against zstd-only decompression, as `deltacells bench` does.
+//! Beside them, two modules for the tools (the `deltacells` command-line
+//! tool, the benches and the tests), each behind a cargo feature of its own
+//! that an embedder leaves off: `synth` (feature `synth`) generates realistic
+//! count matrices of any size, and `measure` (feature `measure`) reports decode
+//! throughput against zstd-only decompression, as `deltacells bench` does.
 //!
 //! The format is little-endian; this crate refuses to build for big-endian targets.
 
@@ -27,18 +29,18 @@ compile_error!(
     "deltacells reads little-endian tiles in place and supports little-endian hosts only"
 );
 
-#[cfg(feature = "charts")]
-pub mod chart_font;
 pub mod csr;
 pub mod dataset;
 pub mod engine;
 pub mod error;
 pub mod format;
 pub mod kernels;
+#[cfg(feature = "measure")]
 pub mod measure;
 pub mod obs;
 mod setters;
 pub mod storage;
+#[cfg(feature = "synth")]
 pub mod synth;
 
 pub use csr::{Csr, CsrRef};

@@ -3,7 +3,8 @@
 //! way: decode against zstd-only decompression of the same frames, as a ratio
 //! measured in one run (absolute times move on shared machines; ratios less).
 //!
-//! It is public so that a user can measure their own data on their own
+//! It is public (with the cargo feature `measure`, which the command-line
+//! tool turns on) so that a user can measure their own data on their own
 //! machine the same way, for instance to choose a thread count or a kernel
 //! backend, or to see whether a store keeps the decoders busy:
 //! [`scan_report`] reads a whole dataset through its engine,
@@ -179,8 +180,8 @@ pub fn scan_report(ds: &crate::dataset::Dataset, group: usize, reps: usize) -> R
     })
 }
 
-/// Cells per second that `readers` threads get together when each calls
-/// [`crate::dataset::Dataset::read`] on the one dataset `ds`, `reads`
+/// Cells per second that `readers` threads get together when each reads
+/// [`crate::dataset::Dataset::read`] (as CSR) from the one dataset `ds`, `reads`
 /// times, for `per_read` cells drawn uniformly from `cells` (a fixed
 /// generator per thread, so every run reads the same cells). One warm-up read
 /// of every cell of `cells` comes first, so with a cache that holds them the

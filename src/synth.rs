@@ -1,7 +1,8 @@
 //! Realistic synthetic count matrices, of any size, without downloading data:
 //! for trying the format, for benchmarking a data loader or a training
-//! pipeline at the scale of real atlases, and for tests. The crate's demo,
-//! benches and tests use it too.
+//! pipeline at the scale of real atlases, and for tests. Behind the cargo
+//! feature `synth`: the command-line tool's demo and bench, the benches and
+//! the tests turn it on; an embedder reading datasets leaves it off.
 //!
 //! Real single-cell data has a few genes with very high counts (mitochondrial
 //! and ribosomal genes, MALAT1), a long tail of rarely seen genes, cell types

@@ -3,6 +3,7 @@
 //! error, never an abort, and nothing is allocated per claimed cell. A
 //! counting allocator measures the peak of live heap bytes during each call;
 //! the tests of this file run one at a time so the figure is theirs.
+//! (cli/tests/cli_hostile.rs runs the command-line tool on the same manifest.)
 
 mod common;
 
@@ -14,8 +15,6 @@ use deltacells::dataset::{
     BatchConfig, Dataset, GeneSelection, MemoryStore, OpenOptions, Shuffle, Store,
 };
 use deltacells::format::manifest::DatasetRule;
-use deltacells::format::manifest::Manifest;
-use deltacells::format::tile::TileView;
 use deltacells::Error;
 
 /// Live heap bytes and their peak since the last [`measure`] began. A single
@@ -67,37 +66,6 @@ fn measure<T>(what: &str, f: impl FnOnce() -> T) -> T {
     out
 }
 
-const CLAIMED: u64 = 1 << 36;
-
-/// A store holding one real tile and a manifest claiming `CLAIMED` cells in
-/// it, with `tile_bytes` as given (the true size, or a lie big enough for
-/// the claim to pass the manifest's own bound).
-fn hostile(tile_bytes: Option<u64>) -> (MemoryStore, Vec<u8>) {
-    let tile =
-        common::read_aligned(&common::testdata().join("deltacells/tiles/realistic_1chunk.dct"));
-    let view = TileView::parse(tile.bytes()).unwrap();
-    let manifest = Manifest {
-        n_cells: CLAIMED,
-        n_genes: view.n_genes(),
-        tile_size: CLAIMED,
-        tile_cells: vec![CLAIMED],
-        tile_nnz: vec![view.nnz() as u64],
-        tile_bytes: vec![tile_bytes.unwrap_or(tile.bytes().len() as u64)],
-        n_chunks: 1,
-        zstd_level: 3,
-        has_gene_order: false,
-        has_var_names: false,
-        has_var_table: false,
-        obs: None,
-        metadata: Default::default(),
-    }
-    .to_json();
-    let store = MemoryStore::new();
-    store.insert(Manifest::tile_key(0), tile.bytes());
-    store.insert("manifest.json", &manifest);
-    (store, manifest)
-}
-
 fn open(store: MemoryStore) -> deltacells::Result<Dataset> {
     Dataset::open_store(Arc::new(store) as Arc<dyn Store>, OpenOptions::default())
 }
@@ -105,7 +73,7 @@ fn open(store: MemoryStore) -> deltacells::Result<Dataset> {
 #[test]
 fn a_count_beyond_the_tile_bytes_is_refused_at_open() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let err = measure("open", || open(hostile(None).0))
+    let err = measure("open", || open(common::hostile(None).0))
         .err()
         .expect("refused");
     assert!(
@@ -119,14 +87,17 @@ fn reads_and_batches_fetch_the_tile_before_sizing_anything_by_the_claim() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // tile_bytes lies too, so the manifest alone looks consistent: every read
     // must meet the real tile (wrong size) before allocating per cell.
-    let ds = Arc::new(open(hostile(Some(1 << 40)).0).expect("the manifest alone is consistent"));
+    let ds =
+        Arc::new(open(common::hostile(Some(1 << 40)).0).expect("the manifest alone is consistent"));
     let tile_error = |what: &str, r: deltacells::Result<()>| match r {
         Err(Error::Dataset(DatasetRule::TileBytes { tile: 0, .. })) => {}
         other => panic!("{what}: {other:?}"),
     };
     tile_error(
         "read_range",
-        measure("read_range", || ds.read(0..CLAIMED).csr::<f32>().map(drop)),
+        measure("read_range", || {
+            ds.read(0..common::CLAIMED).csr::<f32>().map(drop)
+        }),
     );
     tile_error(
         "read_tile",
@@ -138,13 +109,15 @@ fn reads_and_batches_fetch_the_tile_before_sizing_anything_by_the_claim() {
     tile_error(
         "read_range_into",
         measure("read_range_into", || {
-            ds.read(0..CLAIMED).csr_into::<f32>(&mut out).map(drop)
+            ds.read(0..common::CLAIMED)
+                .csr_into::<f32>(&mut out)
+                .map(drop)
         }),
     );
     tile_error(
         "read_cells",
         measure("read_cells", || {
-            ds.read([CLAIMED - 1]).csr::<f32>().map(drop)
+            ds.read([common::CLAIMED - 1]).csr::<f32>().map(drop)
         }),
     );
     let genes = GeneSelection::new(ds.n_genes(), &[0, 1]).unwrap();
@@ -164,7 +137,7 @@ fn reads_and_batches_fetch_the_tile_before_sizing_anything_by_the_claim() {
                         .with_genes(Some(genes.clone())),
                 )
                 .expect("batches are planned without reading");
-            assert_eq!(batches.len() as u64, CLAIMED);
+            assert_eq!(batches.len() as u64, common::CLAIMED);
             batches.next().expect("a first batch").map(drop)
         });
         tile_error(&what, first);
@@ -181,34 +154,4 @@ fn gene_selections_are_sized_by_the_selection() {
     assert_eq!(s.column(i32::MAX), Some(0));
     assert_eq!(s.column(1 << 30), Some(2));
     assert_eq!(s.column(5), None);
-}
-
-#[test]
-fn the_cli_refuses_the_hostile_manifest_without_aborting() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    for (name, lie) in [("true-bytes", None), ("lying-bytes", Some(1u64 << 40))] {
-        let dir =
-            std::env::temp_dir().join(format!("deltacells-hostile-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("tiles")).unwrap();
-        let (store, manifest) = hostile(lie);
-        let key = Manifest::tile_key(0);
-        std::fs::write(dir.join(&key), store.get(&key).unwrap().unwrap().as_bytes()).unwrap();
-        std::fs::write(dir.join("manifest.json"), manifest).unwrap();
-        let d = dir.to_str().unwrap();
-        for args in [
-            vec!["bench", d, "--reps", "1"],
-            vec!["cat", d, "--cells", "0:"],
-            vec!["cat", d, "--cells", "68719476735", "--format", "mtx"],
-            vec!["verify", d],
-        ] {
-            let (code, _, stderr) = common::run_cli_code(&args);
-            assert_eq!(code, Some(1), "{args:?}: {stderr}");
-            assert!(
-                stderr.contains("68719476736 cells") || stderr.contains("bytes, the manifest says"),
-                "{args:?}: {stderr}"
-            );
-        }
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }

@@ -1,10 +1,10 @@
 //! The golden `small_obs` dataset (written by the Python reference): every obs
-//! column equals `small_obs.expected_obs.jsonl` (through the cache, through
-//! ranged reads and through the CLI), the fingerprint is recomputed exactly,
-//! and our writer given the same obs writes the same schema.json.
+//! column equals `small_obs.expected_obs.jsonl` (through the cache and
+//! through ranged reads; cli/tests/cli_obs.rs checks the command-line tool's
+//! output), the fingerprint is recomputed exactly, and our writer given the
+//! same obs writes the same schema.json.
 
 mod obs_common;
-mod runner;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,20 +15,8 @@ use deltacells::dataset::{Dataset, DatasetWriter, WriterConfig};
 use deltacells::obs::{
     fingerprint, json_value, sha256_hex, Kind, ObsColumn, ObsConfig, ObsSchema, ObsType,
 };
-use obs_common::testdata;
+use obs_common::{assert_rows_match, expected_rows, small_obs};
 use serde_json::{Map, Value};
-
-fn small_obs() -> PathBuf {
-    testdata().join("deltacells/datasets/small_obs")
-}
-
-fn expected_rows() -> Vec<Map<String, Value>> {
-    let path = testdata().join("deltacells/datasets/small_obs.expected_obs.jsonl");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON object per line"))
-        .collect()
-}
 
 /// A fresh scratch directory under the system temp dir.
 fn scratch(tag: &str) -> PathBuf {
@@ -39,42 +27,6 @@ fn scratch(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// Whether two JSON values are the same obs value. Floats are compared as the
-/// stored type: the expected file prints float32 values through float64 with
-/// a formatter that is not always shortest-exact (cell 5's `pct_mito` is the
-/// float32 3.8003385066986084, printed 3.800338506698608), and serde_json's
-/// default parser may be one ULP off, so doubles agree to within one ULP.
-fn same(got: &Value, want: &Value, column: &str) -> bool {
-    match (got.as_f64(), want.as_f64()) {
-        (Some(a), Some(b)) if !(got.is_i64() || got.is_u64()) => {
-            if column == "pct_mito" {
-                a as f32 == b as f32
-            } else {
-                (a.to_bits() as i64 - b.to_bits() as i64).abs() <= 1
-            }
-        }
-        _ => got == want,
-    }
-}
-
-fn assert_rows_match(got: &[Map<String, Value>], want: &[Map<String, Value>]) {
-    assert_eq!(got.len(), want.len());
-    for (cell, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_eq!(
-            g.keys().collect::<Vec<_>>(),
-            w.keys().collect::<Vec<_>>(),
-            "cell {cell}"
-        );
-        for (key, value) in w {
-            assert!(
-                same(&g[key], value, key),
-                "cell {cell}, column {key}: {} != {value}",
-                g[key]
-            );
-        }
-    }
 }
 
 #[test]
@@ -127,77 +79,6 @@ fn ranged_reads_give_the_same_values() {
         }
     }
     assert_rows_match(&got, &want);
-}
-
-#[test]
-fn the_cli_prints_the_expected_jsonl() {
-    let ds = Dataset::open(small_obs()).unwrap();
-    let names: Vec<String> = ds
-        .obs()
-        .unwrap()
-        .schema()
-        .columns
-        .iter()
-        .map(|c| c.name.clone())
-        .collect();
-    let out = runner::deltacells()
-        .args([
-            "obs",
-            &small_obs().display().to_string(),
-            "--columns",
-            &names.join(","),
-            "--format",
-            "jsonl",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: Vec<Map<String, Value>> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_rows_match(&got, &expected_rows());
-
-    let out = runner::deltacells()
-        .args([
-            "obs",
-            &small_obs().display().to_string(),
-            "--columns",
-            "cluster,note",
-            "--cells",
-            "250:260",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let lines: Vec<Map<String, Value>> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let want = expected_rows();
-    assert_eq!(lines.len(), 10);
-    for (i, line) in lines.iter().enumerate() {
-        assert_eq!(line["cluster"], want[250 + i]["cluster"]);
-        assert_eq!(line["note"], want[250 + i]["note"]);
-    }
-
-    let out = runner::deltacells()
-        .args(["obs", &small_obs().display().to_string()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        text.contains("8d98b8e0e0a709fa88a6216a")
-            && text.contains("cluster")
-            && text.contains("int16"),
-        "{text}"
-    );
 }
 
 #[test]

@@ -1,79 +1,16 @@
 //! TS_2DIFF FLOAT/DOUBLE pages against the Java reference's vectors
-//! (`../shared/testdata/ts2diff/public.jsonl`), typed errors for corrupt pages,
-//! and the `deltacells ts2diff` CLI end to end.
+//! (`../shared/testdata/ts2diff/public.jsonl`) and typed errors for corrupt
+//! pages. (cli/tests/cli_ts2diff.rs runs the `deltacells ts2diff` CLI end to
+//! end.)
 
-mod runner;
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::Stdio;
+mod ts2diff_vectors;
 
 use deltacells::format::ts2diff::{
     inspect, Decoder, Encoder, Field, FloatType, Form, Ts2diffError,
 };
 use deltacells::kernels::BackendError;
 use deltacells::Backend;
-
-struct Vector {
-    id: String,
-    ty: FloatType,
-    mpn: i32,
-    block_size: u32,
-    values: Vec<u64>,
-    encoded: Vec<u8>,
-    alt: Option<Vec<u8>>,
-    zero_padding: Vec<u8>,
-    decoded: Vec<u64>,
-    form: u8,
-    mpn_on_wire: Option<i32>,
-}
-
-fn hex(s: &str) -> Vec<u8> {
-    assert!(s.len().is_multiple_of(2), "odd hex length");
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-fn bits_list(v: &serde_json::Value) -> Vec<u64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|b| u64::from_str_radix(b.as_str().unwrap(), 16).unwrap())
-        .collect()
-}
-
-fn vectors() -> Vec<Vector> {
-    let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/ts2diff/public.jsonl");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let vectors: Vec<Vector> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            Vector {
-                id: v["id"].as_str().unwrap().to_string(),
-                ty: v["type"].as_str().unwrap().parse().unwrap(),
-                mpn: v["mpn"].as_i64().unwrap() as i32,
-                block_size: v["block_size"].as_u64().unwrap() as u32,
-                values: bits_list(&v["values_bits"]),
-                encoded: hex(v["encoded_hex"].as_str().unwrap()),
-                alt: v["alt_encoded_hex"].as_str().map(hex),
-                zero_padding: hex(v["encoded_hex_zero_padding"].as_str().unwrap()),
-                decoded: bits_list(&v["decoded_bits"]),
-                form: v["form"].as_u64().unwrap() as u8,
-                mpn_on_wire: v["mpn_on_wire"].as_i64().map(|m| m as i32),
-            }
-        })
-        .collect();
-    assert!(
-        vectors.len() >= 70,
-        "expected the full public vector set, found {}",
-        vectors.len()
-    );
-    vectors
-}
+use ts2diff_vectors::vectors;
 
 /// Decodes with `backend` through both APIs (exact-size slice and Vec) and
 /// returns the raw bit patterns.
@@ -396,72 +333,4 @@ fn encoder_refuses_bad_block_sizes() {
             Err(Ts2diffError::BlockSize(b)) if b == bs
         ));
     }
-}
-
-fn cli(args: &[&str], stdin: &[u8]) -> (bool, Vec<u8>, String) {
-    let mut child = runner::deltacells()
-        .arg("ts2diff")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        out.stdout,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-#[test]
-fn cli_encodes_and_decodes_like_the_library() {
-    let v = vectors()
-        .into_iter()
-        .find(|v| v.id == "mixed_forms_small_f64")
-        .unwrap();
-    let input: String = v.values.iter().map(|b| format!("0x{b:016x}\n")).collect();
-    let (ok, page, err) = cli(
-        &[
-            "encode",
-            "--type",
-            "double",
-            "--mpn",
-            &v.mpn.to_string(),
-            "-",
-        ],
-        input.as_bytes(),
-    );
-    assert!(ok, "{err}");
-    assert_eq!(page, v.zero_padding);
-
-    let (ok, out, err) = cli(&["decode", "--type", "double", "--bits"], &v.encoded);
-    assert!(ok, "{err}");
-    let expected: String = v.decoded.iter().map(|b| format!("0x{b:016x}\n")).collect();
-    assert_eq!(String::from_utf8(out).unwrap(), expected);
-
-    // Decimal output is the shortest round-trip form, and reads back.
-    let (ok, page, err) = cli(
-        &["encode", "--type", "float", "--block-size", "3"],
-        b"1.5\n-2.25\n\n1e10\nNaN\n0.1\n",
-    );
-    assert!(ok, "{err}");
-    let (ok, out, err) = cli(&["decode", "--type", "float"], &page);
-    assert!(ok, "{err}");
-    assert_eq!(
-        String::from_utf8(out).unwrap(),
-        "1.5\n-2.25\n10000000000\nNaN\n0.1\n"
-    );
-
-    let (ok, _, err) = cli(&["decode", "--type", "float"], &[0x82]);
-    assert!(!ok);
-    assert!(
-        err.contains("truncated page marker varint at byte 0"),
-        "{err}"
-    );
-    let (ok, _, err) = cli(&["encode", "--type", "float"], b"1.5\nabc\n");
-    assert!(!ok);
-    assert!(err.contains("line 2"), "{err}");
 }

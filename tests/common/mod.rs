@@ -1,23 +1,24 @@
-//! Helpers shared by the integration tests: where the shared test data lies,
-//! and loading the golden `.npz` expectations.
+//! Helpers shared by the integration tests (the library's, and the
+//! command-line tool's in cli/tests, which include this file): where the
+//! shared test data lies, loading the golden `.npz` expectations, tiles
+//! assembled by hand, and a manifest that lies about its cells.
 #![allow(dead_code)]
 
-#[path = "../runner/mod.rs"]
-pub mod runner;
-use std::path::PathBuf;
+mod testdata;
 
+use std::path::Path;
+
+use deltacells::dataset::MemoryStore;
 use deltacells::engine::{ChunkDecoder, RowOut};
+use deltacells::format::manifest::Manifest;
 use deltacells::format::npy::read_csr_npz;
 use deltacells::format::tile::TileView;
 use deltacells::{Backend, Csr};
 
-/// `../shared/testdata` relative to the crate root (where CI lays it too).
-pub fn testdata() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata")
-}
+pub use testdata::testdata;
 
 /// A golden expectation as exact `i32` counts.
-pub fn expected_csr(path: &std::path::Path) -> Csr<i32> {
+pub fn expected_csr(path: &Path) -> Csr<i32> {
     let npz = read_csr_npz(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     Csr {
         n_cols: npz.shape[1],
@@ -28,7 +29,7 @@ pub fn expected_csr(path: &std::path::Path) -> Csr<i32> {
 }
 
 /// Reads a file into memory that is 8-byte aligned, as the dataset stores do.
-pub fn read_aligned(path: &std::path::Path) -> AlignedBytes {
+pub fn read_aligned(path: &Path) -> AlignedBytes {
     AlignedBytes::new(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
 }
 
@@ -191,22 +192,6 @@ pub fn fix_crc(tile: &mut [u8]) {
     tile[56..60].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Runs the `deltacells` binary: (success, stdout, stderr).
-pub fn run_cli(args: &[&str]) -> (bool, String, String) {
-    let (code, stdout, stderr) = run_cli_code(args);
-    (code == Some(0), stdout, stderr)
-}
-
-/// Runs the `deltacells` binary: (exit code, `None` when killed by a signal; stdout; stderr).
-pub fn run_cli_code(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = runner::deltacells().args(args).output().expect("runs");
-    (
-        out.status.code(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
 /// The cases of `deltacells/corpus/corpus.json` at `level` (`tile` or `dataset`).
 pub fn corpus_cases(level: &str) -> Vec<serde_json::Value> {
     let path = testdata().join("deltacells/corpus/corpus.json");
@@ -218,4 +203,35 @@ pub fn corpus_cases(level: &str) -> Vec<serde_json::Value> {
         .filter(|c| c["level"] == level)
         .cloned()
         .collect()
+}
+
+/// The cells the hostile manifest of [`hostile`] claims.
+pub const CLAIMED: u64 = 1 << 36;
+
+/// A store holding one real tile and a manifest claiming `CLAIMED` cells in
+/// it, with `tile_bytes` as given (the true size, or a lie big enough for
+/// the claim to pass the manifest's own bound).
+pub fn hostile(tile_bytes: Option<u64>) -> (MemoryStore, Vec<u8>) {
+    let tile = read_aligned(&testdata().join("deltacells/tiles/realistic_1chunk.dct"));
+    let view = TileView::parse(tile.bytes()).unwrap();
+    let manifest = Manifest {
+        n_cells: CLAIMED,
+        n_genes: view.n_genes(),
+        tile_size: CLAIMED,
+        tile_cells: vec![CLAIMED],
+        tile_nnz: vec![view.nnz() as u64],
+        tile_bytes: vec![tile_bytes.unwrap_or(tile.bytes().len() as u64)],
+        n_chunks: 1,
+        zstd_level: 3,
+        has_gene_order: false,
+        has_var_names: false,
+        has_var_table: false,
+        obs: None,
+        metadata: Default::default(),
+    }
+    .to_json();
+    let store = MemoryStore::new();
+    store.insert(Manifest::tile_key(0), tile.bytes());
+    store.insert("manifest.json", &manifest);
+    (store, manifest)
 }

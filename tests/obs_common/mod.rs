@@ -1,7 +1,12 @@
-//! Helpers shared by the obs integration tests: where the shared test data
-//! lies, scratch folders, small count matrices, and obs columns of every kind
+//! Helpers shared by the obs integration tests (the library's, and the
+//! command-line tool's in cli/tests, which include this file): where the
+//! shared test data lies, the golden `small_obs` dataset and its expected
+//! rows, scratch folders, small count matrices, and obs columns of every kind
 //! with the JSON each cell must give.
 #![allow(dead_code)]
+
+#[path = "../common/testdata.rs"]
+mod testdata;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,11 +16,77 @@ use arrow_array::{Float32Array, Float64Array, Int32Array, Int64Array, UInt8Array
 use deltacells::dataset::{Dataset, DatasetWriter, WriterConfig};
 use deltacells::obs::{ObsColumn, ObsConfig};
 use deltacells::Csr;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-/// `../shared/testdata` relative to the crate root (where CI lays it too).
-pub fn testdata() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata")
+pub use testdata::testdata;
+
+/// The golden dataset whose obs the Python reference wrote.
+pub fn small_obs() -> PathBuf {
+    testdata().join("deltacells/datasets/small_obs")
+}
+
+/// `small_obs`'s obs as the reference printed it: one JSON object per cell.
+pub fn expected_rows() -> Vec<Map<String, Value>> {
+    let path = testdata().join("deltacells/datasets/small_obs.expected_obs.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON object per line"))
+        .collect()
+}
+
+/// Whether two JSON values are the same obs value. Floats are compared as the
+/// stored type: the expected file prints float32 values through float64 with
+/// a formatter that is not always shortest-exact (cell 5's `pct_mito` is the
+/// float32 3.8003385066986084, printed 3.800338506698608), and serde_json's
+/// default parser may be one ULP off, so doubles agree to within one ULP.
+pub fn same(got: &Value, want: &Value, column: &str) -> bool {
+    match (got.as_f64(), want.as_f64()) {
+        (Some(a), Some(b)) if !(got.is_i64() || got.is_u64()) => {
+            if column == "pct_mito" {
+                a as f32 == b as f32
+            } else {
+                (a.to_bits() as i64 - b.to_bits() as i64).abs() <= 1
+            }
+        }
+        _ => got == want,
+    }
+}
+
+pub fn assert_rows_match(got: &[Map<String, Value>], want: &[Map<String, Value>]) {
+    assert_eq!(got.len(), want.len());
+    for (cell, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(
+            g.keys().collect::<Vec<_>>(),
+            w.keys().collect::<Vec<_>>(),
+            "cell {cell}"
+        );
+        for (key, value) in w {
+            assert!(
+                same(&g[key], value, key),
+                "cell {cell}, column {key}: {} != {value}",
+                g[key]
+            );
+        }
+    }
+}
+
+/// Checks that the localized `names` under `cache` give `expected` for every
+/// cell of `ds`, read in reverse order.
+pub fn check_labels(ds: &Dataset, cache: &Path, names: &[&str], expected: &[(String, Vec<Value>)]) {
+    let local = ds.obs().unwrap().localize(names, Some(cache)).unwrap();
+    let cells: Vec<u64> = (0..ds.n_cells()).rev().collect();
+    let labels = local.labels(&cells).unwrap();
+    for label in labels.columns() {
+        let want = &expected.iter().find(|(n, _)| *n == label.name).unwrap().1;
+        for (row, &c) in cells.iter().enumerate() {
+            assert_eq!(
+                label.json_value(row),
+                want[c as usize],
+                "{} cell {c}",
+                label.name
+            );
+        }
+    }
 }
 
 /// A fresh, empty scratch directory (removed by [`Scratch`]'s drop).

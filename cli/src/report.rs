@@ -283,7 +283,7 @@ mod charts {
 
     /// The charts: decode per backend, full scan per thread count, reads by path.
     pub fn draw(dir: &Path, r: &Value) -> Vec<Drawn> {
-        if let Err(e) = deltacells::chart_font::register() {
+        if let Err(e) = deltacells_chart_font::register() {
             return vec![Err(e)];
         }
         let mut drawn = Vec::new();

@@ -1,10 +1,13 @@
-//! The TrueType font charts draw their text with: the bench report's PNG
-//! charts and criterion's HTML report plots (`cargo bench`).
+//! The TrueType font charts draw their text with: the PNG charts of
+//! `deltacells bench --report` and criterion's HTML report plots of the
+//! library's benches (`cargo bench`).
 //!
 //! plotters draws text with ab_glyph from fonts registered at run time, so a
-//! chart (criterion's too, since the crate's features are unified) fails
+//! chart (criterion's too, since plotters' features are unified) fails
 //! without one. [`register`] finds one and registers it as the sans-serif
 //! family both use.
+
+#![warn(missing_docs)]
 
 use std::path::{Path, PathBuf};
 

@@ -1,9 +1,10 @@
 //! The `deltacells` command-line tool.
 
 use std::process::ExitCode;
+use std::sync::LazyLock;
 
 use clap::{Parser, Subcommand};
-use deltacells::Backend;
+use deltacells::{build_info, Backend};
 
 mod bench_cmd;
 mod dataset_cmd;
@@ -15,17 +16,19 @@ mod tile_cmd;
 mod ts2diff_cmd;
 mod xdelta_cmd;
 
-const LONG_VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (git ",
-    env!("DELTACELLS_GIT_REVISION"),
-    ", ",
-    env!("DELTACELLS_RUSTC_VERSION"),
-    ")"
-);
+/// `deltacells --version`: the library's version, git revision and compiler,
+/// as its build recorded them.
+static VERSION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} (git {}, {})",
+        build_info::VERSION,
+        build_info::GIT_REVISION,
+        build_info::RUSTC_VERSION
+    )
+});
 
 #[derive(Parser, Debug)]
-#[command(name = "deltacells", version = LONG_VERSION, about = "Store and decode huge single-cell count matrices")]
+#[command(name = "deltacells", version = VERSION.as_str(), about = "Store and decode huge single-cell count matrices")]
 struct Cli {
     /// Kernel backend: scalar, avx2, avx512 or neon (default: DELTACELLS_KERNEL, else the best this CPU has).
     #[arg(long, global = true)]
