@@ -10,7 +10,7 @@ use arrow_schema::DataType;
 use super::schema::{ColumnSchema, Kind, ObsType};
 use crate::error::{Error, Result};
 
-/// One obs column for [`crate::dataset::DatasetWriter`]: one value per cell, in
+/// One obs column for the dataset writer (`DatasetWriter`): one value per cell, in
 /// the order the cells are pushed.
 #[derive(Clone, Debug)]
 pub struct ObsColumn {

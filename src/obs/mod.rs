@@ -11,7 +11,7 @@
 //!
 //! * [`schema`]: `obs/schema.json` ([`ObsSchema`]).
 //! * [`ObsColumn`], [`ObsConfig`]: the writer side (given to
-//!   [`crate::dataset::DatasetWriter`] in its config); [`encode_obs`] gives
+//!   the dataset writer (`DatasetWriter`) in its config); [`encode_obs`] gives
 //!   the encoded files ([`ObsFiles`]) in memory.
 //! * [`ObsReader`]: open-time checks, ranged column reads, [`ObsReader::verify`].
 //! * [`LocalObs`]: the localized columns; [`Labels`] for any cells, and

@@ -26,7 +26,7 @@ pub const DEFAULT_MAX_CATEGORIES: usize = 20_000;
 /// zstd level of the shards: obs is small next to the tiles, so a quick level.
 const SHARD_ZSTD_LEVEL: i32 = 3;
 
-/// The obs part of a [`crate::dataset::WriterConfig`].
+/// The obs part of a the dataset writer's `WriterConfig`.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ObsConfig {
@@ -119,7 +119,7 @@ fn writer_properties() -> Result<WriterProperties> {
 /// Encodes `config` for tiles of `tile_cells` cells: the schema, one shard per
 /// `tiles_per_file` tiles with one row group per tile, and the manifest fields.
 ///
-/// [`crate::dataset::DatasetWriter`] calls this and stores the result; call it
+/// the dataset writer (`DatasetWriter`) calls this and stores the result; call it
 /// directly to get the obs files in memory, for instance to attach or replace
 /// the obs of a dataset in a store of your own, or to inspect what the writer
 /// would produce. Fails with [`Error::Input`] when the config does not fit the

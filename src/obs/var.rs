@@ -45,7 +45,7 @@ enum VarValues {
     Category(Vec<String>),
 }
 
-/// A gene table for [`crate::dataset::WriterConfig`], in source column order
+/// A gene table for the dataset writer's `WriterConfig`, in source column order
 /// (the writer reorders it by `gene_order`).
 #[derive(Clone, Debug)]
 pub struct VarTable {

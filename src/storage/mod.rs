@@ -1,7 +1,7 @@
 //! Where bytes live: local directories, memory, object storage.
 //!
-//! The bottom layer of the crate: [`dataset`](crate::dataset) and
-//! [`obs`](crate::obs) both read and write through a [`Store`], and nothing
+//! The bottom layer of the crate: `dataset` and
+//! `obs` both read and write through a [`Store`], and nothing
 //! here knows about tiles or obs. A store holds named objects
 //! (`manifest.json`, `tiles/tile_000000.dct`, ...) under a root (a directory
 //! or a bucket prefix) and offers whole and ranged reads, several ranges of
