@@ -115,6 +115,8 @@ pub(crate) struct ReadPlan {
     /// Distinct chunks the copied segments read from, sorted: decoded once
     /// into buffers (unless a cache holds them).
     pub(crate) buffered: Vec<(usize, usize)>,
+    /// Chunks decoded straight into outputs (see [`ReadPlan::decoded_in_place`]).
+    in_place: usize,
 }
 
 impl ReadPlan {
@@ -168,39 +170,58 @@ impl ReadPlan {
         // Outputs one after the other (pieces of several outputs may come
         // interleaved), each in row order.
         segments.sort_by_key(|s| (s.output, s.out_row));
-        let distinct = |keep: &dyn Fn(&Segment) -> bool| {
-            let mut v: Vec<(usize, usize)> = segments
+        // Which chunks the segments touch, copy from and scatter from: a
+        // mark per chunk of the tiles involved (tiles sorted, so the lists
+        // come out sorted), linear in segments and chunks.
+        let tiles = tiles_of(pieces);
+        let mut base = Vec::with_capacity(tiles.len() + 1);
+        base.push(0usize);
+        for &t in &tiles {
+            base.push(base[base.len() - 1] + chunk_ends(t).len());
+        }
+        let slot = |t: usize, c: usize| base[tiles.partition_point(|&x| x < t)] + c;
+        const TOUCHED: u8 = 1;
+        const COPIED: u8 = 2;
+        const SCATTERED: u8 = 4;
+        let mut marks = vec![0u8; base[base.len() - 1]];
+        let mut in_place = 0;
+        for s in &segments {
+            marks[slot(s.tile, s.chunk)] |= TOUCHED
+                | match s.fill {
+                    Fill::Copy => COPIED,
+                    Fill::Scatter => SCATTERED,
+                    Fill::Decode => 0,
+                };
+            in_place += usize::from(s.fill == Fill::Decode);
+        }
+        let (marks, base) = (&marks, &base);
+        let marked = |mark: u8| -> Vec<(usize, usize)> {
+            tiles
                 .iter()
-                .filter(|s| keep(s))
-                .map(|s| (s.tile, s.chunk))
-                .collect();
-            v.sort_unstable();
-            v.dedup();
-            v
+                .enumerate()
+                .flat_map(|(i, &t)| {
+                    (0..base[i + 1] - base[i])
+                        .filter(move |&c| marks[base[i] + c] & mark != 0)
+                        .map(move |c| (t, c))
+                })
+                .collect()
         };
-        let touched = distinct(&|_| true);
-        let buffered = distinct(&|s| s.fill == Fill::Copy);
+        let touched = marked(TOUCHED);
+        let buffered = marked(COPIED);
+        in_place += marks.iter().filter(|&&m| m & SCATTERED != 0).count();
         ReadPlan {
             segments,
             rows,
             touched,
             buffered,
+            in_place,
         }
     }
 
     /// Chunks decoded straight into outputs: one per [`Fill::Decode`]
     /// segment, one per chunk that [`Fill::Scatter`] segments read.
     pub(crate) fn decoded_in_place(&self) -> usize {
-        let mut scattered: Vec<(usize, usize)> = self
-            .segments
-            .iter()
-            .filter(|s| s.fill == Fill::Scatter)
-            .map(|s| (s.tile, s.chunk))
-            .collect();
-        scattered.sort_unstable();
-        scattered.dedup();
-        let decoded = self.segments.iter().filter(|s| s.fill == Fill::Decode);
-        decoded.count() + scattered.len()
+        self.in_place
     }
 
     /// The segments of output `output`, in row order.
@@ -277,6 +298,7 @@ mod tests {
         assert_eq!(plan.rows, [20]);
         assert_eq!(plan.touched, [(0, 0), (0, 2), (1, 0), (1, 1)]);
         assert_eq!(plan.buffered, [(0, 0), (1, 1)]);
+        assert_eq!(plan.decoded_in_place(), 3);
         // An output that transforms rows (a gene selection, dense rows), or a
         // cached chunk: those rows are copied from buffers.
         let transformed = Policy::Cached {
@@ -296,6 +318,8 @@ mod tests {
         let scattered = ReadPlan::new(&p, 1, |t| ends[t], &Policy::Scatter);
         assert!(scattered.segments.iter().all(|s| s.fill == Fill::Scatter));
         assert!(scattered.buffered.is_empty());
+        // Every chunk scattered from decodes once, however many segments read it.
+        assert_eq!(scattered.decoded_in_place(), scattered.touched.len());
     }
 
     #[test]
