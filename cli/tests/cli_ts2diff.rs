@@ -8,22 +8,13 @@ mod runner;
 #[path = "../../tests/ts2diff_vectors/mod.rs"]
 mod ts2diff_vectors;
 
-use std::io::Write;
-use std::process::Stdio;
-
 use ts2diff_vectors::vectors;
 
 fn cli(args: &[&str], stdin: &[u8]) -> (bool, Vec<u8>, String) {
-    let mut child = runner::deltacells()
-        .arg("ts2diff")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let args: Vec<&str> = std::iter::once("ts2diff")
+        .chain(args.iter().copied())
+        .collect();
+    let out = runner::with_stdin(&args, stdin);
     (
         out.status.success(),
         out.stdout,

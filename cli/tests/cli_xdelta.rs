@@ -4,18 +4,8 @@
 
 mod common;
 
-use std::process::Stdio;
-
 fn cli(args: &[&str], stdin: &str) -> (bool, String, String) {
-    let mut child = common::runner::deltacells()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = common::runner::with_stdin(args, stdin.as_bytes());
     (
         out.status.success(),
         String::from_utf8(out.stdout).unwrap(),

@@ -3,7 +3,8 @@
 //! CI part does with qemu-user for aarch64), the child goes through the same
 //! runner: a binary built for another architecture cannot be executed directly.
 
-use std::process::Command;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
 
 /// A command that runs the `deltacells` binary built with these tests.
 pub fn deltacells() -> Command {
@@ -22,4 +23,20 @@ pub fn deltacells() -> Command {
         }
         None => Command::new(env!("CARGO_BIN_EXE_deltacells")),
     }
+}
+
+/// Runs the `deltacells` binary with `args`, `stdin` as its standard input,
+/// and waits for it (the codec tests' use; other test crates load the runner
+/// without calling it).
+#[allow(dead_code)]
+pub fn with_stdin(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = deltacells()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
 }
