@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use deltacells::dataset::ingest::{convert, ConvertOptions, Input};
+use deltacells::dataset::ingest::{convert, ConvertOptions, Input, OBS_INDEX_KEY};
 use deltacells::dataset::{
     BatchConfig, BatchRows, Dataset, DatasetWriter, GeneSelection, OpenOptions, Pick, Recycler,
     Shuffle, WriterConfig,
@@ -496,6 +496,8 @@ fn converts_10x_folders_sorting_genes_by_total() {
             barcodes.iter().collect::<Vec<_>>(),
             [Some("AAA-1"), Some("CCC-1"), Some("GGG-1")]
         );
+        // ...recorded as the obs index, the cells' names.
+        assert_eq!(ds.manifest().metadata[OBS_INDEX_KEY], "barcode");
         let var = ds.var_table().unwrap().unwrap();
         assert_eq!(var.index_columns, ["gene_ids"]);
         let ids = var.table.column_by_name("gene_ids").unwrap();

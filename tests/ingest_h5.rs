@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use arrow_array::cast::AsArray;
 use arrow_array::Array;
-use deltacells::dataset::ingest::{convert, ConvertOptions, Input, Layer};
+use deltacells::dataset::ingest::{convert, ConvertOptions, Input, Layer, OBS_INDEX_KEY};
 use deltacells::dataset::Dataset;
 use deltacells::obs::json_value;
 use serde_json::Value;
@@ -172,6 +172,12 @@ fn check_h5ad(out: &Path, key: &str) {
     );
     let ordered = &ds.manifest().metadata["source"]["ordered_categories"];
     assert_eq!(ordered, &want["ordered"], "{key}: ordered categoricals");
+    // The obs index is recorded as the column holding the cell ids.
+    assert_eq!(
+        ds.manifest().metadata[OBS_INDEX_KEY],
+        "cell_id",
+        "{key}: obs index"
+    );
 }
 
 #[test]
@@ -293,6 +299,7 @@ fn cell_ranger_h5_with_a_feature_type_filter() {
         assert_eq!(var_column(&ds, "feature_types"), pick(&types));
         let barcodes: Vec<Value> = serde_json::from_value(want["barcodes"].clone()).unwrap();
         assert_eq!(obs_column(&ds, "barcode"), barcodes);
+        assert_eq!(ds.manifest().metadata[OBS_INDEX_KEY], "barcode");
     }
     let err = run(
         &fixture("cellranger.h5"),

@@ -234,6 +234,21 @@ pub(crate) struct Side {
     pub metadata: Map<String, Value>,
 }
 
+/// The manifest metadata key naming the obs column that holds the cell ids
+/// (the input's obs index, barcodes): what readers take as obs names.
+pub const OBS_INDEX_KEY: &str = "obs_index";
+
+impl Side {
+    /// Adds the obs column of cell ids `ids`, named `name`, and records it as
+    /// the obs index ([`OBS_INDEX_KEY`]).
+    pub(crate) fn index_column<'s>(&mut self, name: &str, ids: impl IntoIterator<Item = &'s str>) {
+        self.obs
+            .push(ObsColumn::string(name, ids.into_iter().map(Some)));
+        self.metadata
+            .insert(OBS_INDEX_KEY.into(), Value::String(name.into()));
+    }
+}
+
 /// A pass over an input's cells in order.
 type OpenRows<'a> = Box<dyn FnMut() -> Result<Box<dyn Rows + 'a>> + 'a>;
 

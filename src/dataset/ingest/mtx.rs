@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::obs::{ObsColumn, VarTable};
+use crate::obs::VarTable;
 
 use super::counts::{check_claim, count, file_bytes};
 use super::transpose::Transposer;
@@ -159,10 +159,7 @@ fn side_files(
                 header.n_cells
             )));
         }
-        side.obs.push(ObsColumn::string(
-            "barcode",
-            rows.iter().map(|r| Some(r[0].as_str())),
-        ));
+        side.index_column("barcode", rows.iter().map(|r| r[0].as_str()));
     }
     Ok(side)
 }

@@ -14,7 +14,7 @@ use crate::dataset::ingest::compressed::{Compressed, Major};
 use crate::dataset::ingest::counts::{check_claim, Rows};
 use crate::dataset::ingest::{Cells, ConvertOptions, Opened, Side};
 use crate::error::Result;
-use crate::obs::{ObsColumn, VarTable};
+use crate::obs::VarTable;
 
 /// Opens a Cell Ranger `.h5` for conversion.
 pub(crate) fn open<'a>(path: &'a Path, options: &'a ConvertOptions) -> Result<Opened<'a>> {
@@ -107,12 +107,9 @@ pub(crate) fn open<'a>(path: &'a Path, options: &'a ConvertOptions) -> Result<Op
     let mut side = Side {
         var_names: Some(pick(&names)),
         var_table: Some(table),
-        obs: vec![ObsColumn::string(
-            "barcode",
-            barcodes.iter().map(|b| Some(b.as_str())),
-        )],
         ..Side::default()
     };
+    side.index_column("barcode", barcodes.iter().map(String::as_str));
     side.metadata.insert(
         "source".into(),
         json!({

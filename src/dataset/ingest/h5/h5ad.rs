@@ -89,13 +89,10 @@ fn locate(h5: &H5, layer: &Layer) -> Result<(String, &'static str)> {
     Ok((x, var))
 }
 
-/// obs columns for the writer: the index as `cell_id`, then the columns.
+/// obs columns for the writer, after the index (`cell_id`, see [`Side::index_column`]).
 fn obs_columns(frame: Frame) -> Result<(Vec<ObsColumn>, Vec<String>)> {
     let mut ordered = Vec::new();
-    let mut obs = vec![ObsColumn::string(
-        CELL_ID,
-        frame.index.iter().map(|s| Some(s.as_str())),
-    )];
+    let mut obs = Vec::new();
     for (name, col) in frame.columns {
         obs.push(match col {
             Column::Strings(v) => ObsColumn::string(name, v),
@@ -188,14 +185,16 @@ pub(crate) fn open<'a>(
         .filter(|&g| (1..=1 << 31).contains(&g))
         .ok_or_else(|| h5.err(var_at, format!("{n_genes} genes is outside 1..=2^31")))?;
 
-    let (obs, ordered) = obs_columns(obs)?;
+    let ids = obs.index.clone();
+    let (columns, ordered) = obs_columns(obs)?;
     let (table, skipped) = var_table(&var)?;
     let mut side = Side {
         var_names: Some(var.index.clone()),
         var_table: Some(table),
-        obs,
         ..Side::default()
     };
+    side.index_column(CELL_ID, ids.iter().map(String::as_str));
+    side.obs.extend(columns);
     let mut source = json!({
         "format": "h5ad",
         "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
