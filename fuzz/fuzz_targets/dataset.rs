@@ -26,7 +26,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = ds.read(0..n.min(40)).csr::<i32>();
     let _ = ds.read(&[n.saturating_sub(1), n / 2, n]).csr::<f32>();
     let ds = Arc::new(ds);
-    if let Ok(mut batches) = ds.batches(BatchConfig::default().with_batch_size(32).with_prefetch(0)) {
+    if let Ok(mut batches) = ds.batches(BatchConfig::default().with_batch_size(32).with_prefetch(0))
+    {
         let _ = batches.next();
     }
 });

@@ -12,7 +12,10 @@ use deltacells::dataset::MemoryStore;
 /// Converts `input`, with temporary run files under `tmp`; the outcome is
 /// not looked at (only a panic, leak or hang would be a failure).
 pub fn convert(input: &Input, tmp: &Path) {
-    let mut options = ConvertOptions::default().with_block_nonzeros(64).with_run_nonzeros(1024).with_tmp_dir(Some(tmp.to_path_buf()));
+    let mut options = ConvertOptions::default()
+        .with_block_nonzeros(64)
+        .with_run_nonzeros(1024)
+        .with_tmp_dir(Some(tmp.to_path_buf()));
     options.writer.level = 1;
     options.writer.parallel_tiles = 1;
     let _ = convert_into(input, Arc::new(MemoryStore::new()), options, &mut |_| {});

@@ -54,9 +54,7 @@ pub fn store() -> MemoryStore {
 
 /// One unpinned worker: a fuzz run opens a dataset per input.
 pub fn options() -> OpenOptions {
-    OpenOptions::default().with_engine(EngineConfig {
-            threads: 1,
-            pin: false,
-            backend: None,
-        }).with_cache_bytes(16 << 20)
+    OpenOptions::default()
+        .with_engine(EngineConfig::default().with_threads(1).with_pin(false))
+        .with_cache_bytes(16 << 20)
 }
