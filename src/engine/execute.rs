@@ -46,6 +46,8 @@ struct Task {
     fill: Fill,
     /// Whether the output keeps rows as stored.
     stores: bool,
+    /// Stored nonzeros of the rows.
+    nnz: usize,
 }
 
 /// The error for an output that cannot take the fill the plan chose.
@@ -113,23 +115,24 @@ fn size_output<S: Sink>(
     sink.extend(&rows)?;
     let mut tasks: Vec<Task> = Vec::new();
     for s in segments {
-        let task = |local: Range<usize>| Task {
+        // Rows `rows` of the segment (relative to its first), as a task.
+        let task = |rows: Range<usize>| Task {
             tile: s.tile,
             chunk: s.chunk,
-            local,
+            local: s.local.start + rows.start..s.local.start + rows.end,
             fill: s.fill,
             stores,
+            nnz: (offsets[s.out_row + rows.end] - offsets[s.out_row + rows.start]) as usize,
         };
+        let n = s.local.len();
         match s.fill {
-            Fill::Decode => tasks.push(task(s.local.clone())),
+            Fill::Decode => tasks.push(task(0..n)),
+            // Long copies are split so every worker gets a share.
             Fill::Copy => {
-                // Long copies are split so every worker gets a share.
-                let rows = &offsets[s.out_row..=s.out_row + s.local.len()];
-                for piece in pieces_of(rows, TASK_NNZ) {
-                    tasks.push(task(s.local.start + piece.start..s.local.start + piece.end));
-                }
+                let rows = &offsets[s.out_row..=s.out_row + n];
+                tasks.extend(pieces_of(rows, TASK_NNZ).into_iter().map(task));
             }
-            Fill::Scatter => tasks.extend(s.local.clone().map(|cell| task(cell..cell + 1))),
+            Fill::Scatter => tasks.extend((0..n).map(|r| task(r..r + 1))),
         }
     }
     let mut cuts = Vec::with_capacity(tasks.len() + 1);
@@ -203,7 +206,7 @@ pub(crate) fn execute<S: Sink>(
     // A small read (a few cells from decoded chunks) is copied on the
     // calling thread: handing it to the pool would cost more than the
     // copy, and concurrent readers then each use their own core.
-    let copied: usize = work.iter().map(|(t, _)| copied_nnz(sources, t)).sum();
+    let copied: usize = work.iter().map(|(t, _)| t.nnz).sum();
     let small = copied <= 2 * TASK_NNZ && work.iter().all(|(t, _)| t.fill == Fill::Copy);
     if small {
         return work
@@ -214,15 +217,6 @@ pub(crate) fn execute<S: Sink>(
         work.into_par_iter()
             .try_for_each(|(task, part)| run(engine, sources, task, part))
     })
-}
-
-/// Nonzeros a copy task moves (0 for other tasks).
-fn copied_nnz(sources: &dyn Sources, task: &Task) -> usize {
-    if task.fill != Fill::Copy {
-        return 0;
-    }
-    let chunk = sources.decoded((task.tile, task.chunk));
-    chunk.rows(task.local.clone()).0.len()
 }
 
 /// Decodes every scattered row: one task per chunk, its frames decompressed

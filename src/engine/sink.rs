@@ -456,6 +456,7 @@ impl<S: Sink> Sink for Selected<'_, S> {
                 genes,
                 columns: Vec::new(),
                 counts: Vec::new(),
+                pairs: Vec::new(),
             })
             .collect()
     }
@@ -467,6 +468,8 @@ pub struct SelectedPart<'g, P> {
     genes: &'g GeneSelection,
     columns: Vec<i32>,
     counts: Vec<i32>,
+    /// `(column, count)` of a row being sorted (a selection out of gene order).
+    pairs: Vec<(i32, i32)>,
 }
 
 impl<P: SinkPart> SinkPart for SelectedPart<'_, P> {
@@ -486,18 +489,18 @@ impl<P: SinkPart> SinkPart for SelectedPart<'_, P> {
             }
         }
         if !self.genes.is_monotone() {
-            let mut pairs: Vec<(i32, i32)> = self
-                .columns
-                .iter()
-                .copied()
-                .zip(self.counts.iter().copied())
-                .collect();
-            pairs.sort_unstable_by_key(|p| p.0);
-            for ((col, count), (pc, pn)) in self.columns.iter_mut().zip(&mut self.counts).zip(pairs)
-            {
-                *col = pc;
-                *count = pn;
-            }
+            self.pairs.clear();
+            self.pairs.extend(
+                self.columns
+                    .iter()
+                    .copied()
+                    .zip(self.counts.iter().copied()),
+            );
+            self.pairs.sort_unstable_by_key(|p| p.0);
+            self.columns.clear();
+            self.counts.clear();
+            self.columns.extend(self.pairs.iter().map(|p| p.0));
+            self.counts.extend(self.pairs.iter().map(|p| p.1));
         }
         self.inner.write_row(row, &self.columns, &self.counts);
     }
