@@ -173,6 +173,8 @@ pub(crate) struct Fetched {
     /// Each fetched tile's chunk ends (every chunk's `cell_hi`, in order):
     /// the chunk holding a local cell is where it falls among them.
     pub(crate) ends: HashMap<usize, Vec<u64>>,
+    /// The fetched tiles, sorted.
+    sorted_tiles: Vec<usize>,
 }
 
 impl Fetched {
@@ -185,16 +187,25 @@ impl Fetched {
                 (t, view.chunks().map(|c| c.cell_hi).collect())
             })
             .collect();
+        let mut sorted: Vec<usize> = tiles.keys().copied().collect();
+        sorted.sort_unstable();
         Fetched {
             tiles,
             chunks: HashMap::new(),
             ends,
+            sorted_tiles: sorted,
         }
     }
 
     /// The plan of `pieces` (of `outputs` outputs) over these tiles.
     pub(crate) fn plan(&self, pieces: &[Piece], outputs: usize, policy: &Policy<'_>) -> ReadPlan {
-        ReadPlan::new(pieces, outputs, |t| &self.ends[&t], policy)
+        ReadPlan::new(
+            pieces,
+            outputs,
+            &self.sorted_tiles,
+            |t| &self.ends[&t],
+            policy,
+        )
     }
 }
 

@@ -121,11 +121,14 @@ pub(crate) struct ReadPlan {
 
 impl ReadPlan {
     /// Plans `pieces` (of `outputs` outputs, each output's pieces in row
-    /// order) given each tile's chunk ends (`chunk_ends(t)`: the first cell
-    /// past each chunk, increasing, the last being the tile's cell count).
+    /// order) over `tiles` (sorted and distinct, holding every tile the
+    /// pieces name: the fetched tiles) given each tile's chunk ends
+    /// (`chunk_ends(t)`: the first cell past each chunk, increasing, the last
+    /// being the tile's cell count).
     pub(crate) fn new<'e>(
         pieces: &[Piece],
         outputs: usize,
+        tiles: &[usize],
         chunk_ends: impl Fn(usize) -> &'e [u64],
         policy: &Policy<'_>,
     ) -> ReadPlan {
@@ -173,10 +176,9 @@ impl ReadPlan {
         // Which chunks the segments touch, copy from and scatter from: a
         // mark per chunk of the tiles involved (tiles sorted, so the lists
         // come out sorted), linear in segments and chunks.
-        let tiles = tiles_of(pieces);
         let mut base = Vec::with_capacity(tiles.len() + 1);
         base.push(0usize);
-        for &t in &tiles {
+        for &t in tiles {
             base.push(base[base.len() - 1] + chunk_ends(t).len());
         }
         let slot = |t: usize, c: usize| base[tiles.partition_point(|&x| x < t)] + c;
@@ -274,7 +276,7 @@ mod tests {
             stored: true,
             cached: &never,
         };
-        let plan = ReadPlan::new(&p, 1, |t| ends[t], &cached);
+        let plan = ReadPlan::new(&p, 1, &[0, 1], |t| ends[t], &cached);
         let seg = |tile, chunk, local: Range<usize>, out_row, fill| Segment {
             output: 0,
             tile,
@@ -305,7 +307,7 @@ mod tests {
             stored: false,
             cached: &never,
         };
-        let copied = ReadPlan::new(&p, 1, |t| ends[t], &transformed);
+        let copied = ReadPlan::new(&p, 1, &[0, 1], |t| ends[t], &transformed);
         assert!(copied.segments.iter().all(|s| s.fill == Fill::Copy));
         assert_eq!(copied.buffered, copied.touched);
         let one = |t: usize, c: usize| (t, c) == (1, 0);
@@ -313,9 +315,9 @@ mod tests {
             stored: true,
             cached: &one,
         };
-        let cached = ReadPlan::new(&p, 1, |t| ends[t], &with_cache);
+        let cached = ReadPlan::new(&p, 1, &[0, 1], |t| ends[t], &with_cache);
         assert_eq!(cached.buffered, [(0, 0), (1, 0), (1, 1)]);
-        let scattered = ReadPlan::new(&p, 1, |t| ends[t], &Policy::Scatter);
+        let scattered = ReadPlan::new(&p, 1, &[0, 1], |t| ends[t], &Policy::Scatter);
         assert!(scattered.segments.iter().all(|s| s.fill == Fill::Scatter));
         assert!(scattered.buffered.is_empty());
         // Every chunk scattered from decodes once, however many segments read it.
@@ -328,7 +330,7 @@ mod tests {
         let limits = [0u64, 10, 20];
         let mut p = pieces(&CellSelection::ids(&[12, 3]), &limits, 1);
         p.extend(pieces(&CellSelection::range(4..7), &limits, 0));
-        let plan = ReadPlan::new(&p, 3, |t| ends[t], &Policy::Copy);
+        let plan = ReadPlan::new(&p, 3, &[0, 1], |t| ends[t], &Policy::Copy);
         assert_eq!(plan.rows, [3, 2, 0]);
         let first: Vec<(usize, Range<usize>)> = plan
             .output(0)
@@ -350,6 +352,7 @@ mod tests {
         let plan = ReadPlan::new(
             &pieces(&CellSelection::default(), &[0, 5], 0),
             1,
+            &[],
             |_| &[5],
             &Policy::Scatter,
         );
