@@ -220,14 +220,7 @@ fn obs_columns_are_selected_in_the_order_given() {
     let opts = options().with_obs_columns(Some(vec!["stage".into(), "cell_id".into()]));
     run(&fixture("csc_i64.h5ad"), &out, opts).unwrap();
     let ds = Dataset::open(&out).unwrap();
-    let names: Vec<&str> = ds
-        .obs()
-        .unwrap()
-        .schema()
-        .columns
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
+    let names: Vec<&str> = ds.obs().unwrap().schema().names();
     assert_eq!(names, ["stage", "cell_id"]);
     let err = run(
         &fixture("csc_i64.h5ad"),

@@ -90,12 +90,7 @@ fn obs_and_var_table_cases_are_judged_as_listed() {
 fn valid_dataset_localizes_and_reads_its_var_table() {
     let ds = Dataset::open(corpus().join("valid_dataset")).unwrap();
     let obs = ds.obs().unwrap();
-    let names: Vec<String> = obs
-        .schema()
-        .columns
-        .iter()
-        .map(|c| c.name.clone())
-        .collect();
+    let names: Vec<String> = obs.schema().names().into_iter().map(String::from).collect();
     let cache = std::env::temp_dir().join(format!("deltacells-obs-corpus-{}", std::process::id()));
     let local = obs.localize(&names, Some(&cache)).unwrap();
     let labels = local.labels(&[49, 0, 17]).unwrap();

@@ -33,12 +33,7 @@ fn scratch(tag: &str) -> PathBuf {
 fn every_column_equals_the_expected_jsonl_through_the_cache() {
     let ds = Arc::new(Dataset::open(small_obs()).unwrap());
     let obs = ds.obs().expect("small_obs has obs");
-    let names: Vec<String> = obs
-        .schema()
-        .columns
-        .iter()
-        .map(|c| c.name.clone())
-        .collect();
+    let names: Vec<String> = obs.schema().names().into_iter().map(String::from).collect();
     assert_eq!(names.len(), 13);
     let cache = scratch("cache");
     let local = obs.localize(&names, Some(&cache)).unwrap();
@@ -222,9 +217,9 @@ fn our_writer_reproduces_schema_json_and_the_fingerprint() {
         .obs()
         .unwrap()
         .schema()
-        .columns
-        .iter()
-        .map(|c| c.name.clone())
+        .names()
+        .into_iter()
+        .map(String::from)
         .collect();
     let local = ours
         .obs()

@@ -32,9 +32,9 @@ fn the_cli_prints_the_expected_jsonl() {
         .obs()
         .unwrap()
         .schema()
-        .columns
-        .iter()
-        .map(|c| c.name.clone())
+        .names()
+        .into_iter()
+        .map(String::from)
         .collect();
     let out = cli()
         .args([

@@ -113,7 +113,7 @@ fn golden_datasets_read_back_from_s3_as_from_the_directory() {
         assert_eq!(local.var_names(), remote.var_names());
         assert_eq!(local.gene_order(), remote.gene_order());
         if let (Some(lo), Some(ro)) = (local.obs(), remote.obs()) {
-            let names: Vec<String> = lo.schema().columns.iter().map(|c| c.name.clone()).collect();
+            let names: Vec<String> = lo.schema().names().into_iter().map(String::from).collect();
             let caches = tempdirs(&name);
             let l = lo.localize(&names, Some(&caches.0)).unwrap();
             let r = ro.localize(&names, Some(&caches.1)).unwrap();

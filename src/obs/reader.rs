@@ -366,12 +366,7 @@ impl ObsReader {
             .map_err(|e| e.to_string())?;
         let fields = arrow.schema().fields();
         let names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
-        let expected: Vec<&str> = self
-            .schema
-            .columns
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect();
+        let expected = self.schema.names();
         if names != expected {
             return Err(format!(
                 "columns are {names:?}, the schema lists {expected:?} (exactly, in order)"
@@ -422,12 +417,7 @@ impl ObsReader {
     /// Schema and position of column `name` (an input error if there is none).
     pub(crate) fn column(&self, name: &str) -> Result<(usize, &ColumnSchema)> {
         self.schema.column(name).ok_or_else(|| {
-            let known: Vec<&str> = self
-                .schema
-                .columns
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect();
+            let known = self.schema.names();
             Error::Input(format!("no obs column {name:?} (columns: {known:?})"))
         })
     }

@@ -283,6 +283,11 @@ impl ObsSchema {
         text
     }
 
+    /// The columns' names, in schema order.
+    pub fn names(&self) -> Vec<&str> {
+        self.columns.iter().map(|c| c.name.as_str()).collect()
+    }
+
     /// The column called `name` and its position.
     pub fn column(&self, name: &str) -> Option<(usize, &ColumnSchema)> {
         self.columns
