@@ -29,6 +29,7 @@ compile_error!(
     "deltacells reads little-endian tiles in place and supports little-endian hosts only"
 );
 
+pub mod corpus;
 pub mod csr;
 pub mod dataset;
 pub mod engine;

@@ -30,6 +30,7 @@ mod reader;
 pub mod schema;
 mod shards;
 mod thrift_walk;
+mod unify;
 mod var;
 
 pub use crate::storage::node_cache::{cache_root, CACHE_ENV};
@@ -42,6 +43,7 @@ pub use shards::{
     encode_obs, fingerprint, sha256_hex, shard_key, ObsConfig, ObsFiles, DEFAULT_MAX_CATEGORIES,
     DEFAULT_TILES_PER_FILE, SCHEMA_KEY,
 };
+pub use unify::{InputObs, ObsUnion, SourceColumn};
 pub use var::{VarFrame, VarTable};
 
 pub(crate) use var::{read_var_table, VAR_KEY};

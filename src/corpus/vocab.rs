@@ -1,0 +1,359 @@
+//! Gene vocabularies: the genes of several inputs, matched by a key, made one.
+//!
+//! Every input of a corpus has its own genes in its own order. A *gene key*
+//! names what matches them: the var index (the default: `var_names`) or a var
+//! column such as Ensembl ids. A [`GeneSpace`] says which genes the result has:
+//! every gene of any input ([`GeneSpace::Union`], in the order first seen, input
+//! by input), the genes of every input ([`GeneSpace::Intersection`], in the
+//! first input's order), or exactly a given list ([`GeneSpace::Listed`]).
+//! [`Vocabulary`] holds the result and, for each input, where each of its genes
+//! lands (or that it is dropped). A vocabulary gene an input lacks is zero for
+//! that input's cells.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::Array;
+use arrow_schema::DataType;
+
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+
+/// Which genes a vocabulary holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GeneSpace {
+    /// Every gene of any input, in the order first seen (input by input).
+    Union,
+    /// The genes every input has, in the first input's order.
+    Intersection,
+    /// Exactly these keys, in this order; a key no input has is a zero column.
+    Listed(Vec<String>),
+}
+
+impl GeneSpace {
+    /// `union`, `intersection`, or the path of a file of keys, one per line.
+    pub fn parse_arg(arg: &str) -> Result<GeneSpace> {
+        match arg {
+            "union" => Ok(GeneSpace::Union),
+            "intersection" => Ok(GeneSpace::Intersection),
+            path => GeneSpace::from_file(Path::new(path)),
+        }
+    }
+
+    /// Reads a gene list: one key per line (a trailing `\r` is dropped, blank
+    /// lines are errors), each key once.
+    pub fn from_file(path: &Path) -> Result<GeneSpace> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| Error::io(path.display().to_string(), e))?;
+        let keys: Vec<String> = text
+            .lines()
+            .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
+            .collect();
+        GeneSpace::listed(keys).map_err(|e| Error::Input(format!("{}: {e}", path.display())))
+    }
+
+    /// A listed space, checked: at least one key, none empty or repeated.
+    pub fn listed(keys: Vec<String>) -> Result<GeneSpace> {
+        if keys.is_empty() {
+            return Err(Error::Input("the gene list is empty".into()));
+        }
+        if let Some(line) = keys.iter().position(String::is_empty) {
+            return Err(Error::Input(format!(
+                "gene list line {} is empty",
+                line + 1
+            )));
+        }
+        check_unique("the gene list", &keys)?;
+        Ok(GeneSpace::Listed(keys))
+    }
+
+    /// The name of the space in messages and plans.
+    pub fn describe(&self) -> String {
+        match self {
+            GeneSpace::Union => "union".into(),
+            GeneSpace::Intersection => "intersection".into(),
+            GeneSpace::Listed(keys) => format!("a list of {} genes", keys.len()),
+        }
+    }
+}
+
+/// The genes of one input, as keys in its column order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputGenes {
+    /// What errors call the input (its file or location).
+    pub name: String,
+    /// The key of each of its genes, in its column order.
+    pub keys: Vec<String>,
+}
+
+/// One gene space over several inputs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vocabulary {
+    keys: Vec<String>,
+    /// Per input: input column -> vocabulary gene, `None` when dropped.
+    columns: Vec<Vec<Option<u32>>>,
+}
+
+/// Refuses a key that appears twice in `keys`, naming `what` and both positions.
+fn check_unique(what: &str, keys: &[String]) -> Result<()> {
+    let mut seen = HashMap::with_capacity(keys.len());
+    for (i, k) in keys.iter().enumerate() {
+        if let Some(first) = seen.insert(k.as_str(), i) {
+            return Err(Error::Input(format!(
+                "{what}: gene key {k:?} appears twice (positions {first} and {i})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Vocabulary {
+    /// Matches the inputs' genes by key into `space`. Errors name the input:
+    /// a key repeated within an input, an empty intersection, more than 2^31 genes.
+    pub fn build(inputs: &[InputGenes], space: &GeneSpace) -> Result<Vocabulary> {
+        if inputs.is_empty() {
+            return Err(Error::Input("no inputs".into()));
+        }
+        for input in inputs {
+            check_unique(&input.name, &input.keys)?;
+        }
+        let keys: Vec<String> = match space {
+            GeneSpace::Listed(keys) => keys.clone(),
+            GeneSpace::Union => {
+                let mut seen = HashMap::new();
+                let mut keys = Vec::new();
+                for k in inputs.iter().flat_map(|i| &i.keys) {
+                    if let Entry::Vacant(v) = seen.entry(k.as_str()) {
+                        v.insert(());
+                        keys.push(k.clone());
+                    }
+                }
+                keys
+            }
+            GeneSpace::Intersection => {
+                let mut count: HashMap<&str, usize> = HashMap::new();
+                for k in inputs.iter().flat_map(|i| &i.keys) {
+                    *count.entry(k.as_str()).or_default() += 1;
+                }
+                let keys: Vec<String> = inputs[0]
+                    .keys
+                    .iter()
+                    .filter(|k| count[k.as_str()] == inputs.len())
+                    .cloned()
+                    .collect();
+                if keys.is_empty() {
+                    return Err(Error::Input(format!(
+                        "the inputs have no gene in common (intersection of {})",
+                        inputs
+                            .iter()
+                            .map(|i| i.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+                keys
+            }
+        };
+        if keys.is_empty() || keys.len() > 1 << 31 {
+            return Err(Error::Input(format!(
+                "a vocabulary of {} genes is outside 1..=2^31",
+                keys.len()
+            )));
+        }
+        let position: HashMap<&str, u32> = keys
+            .iter()
+            .enumerate()
+            .map(|(j, k)| (k.as_str(), j as u32))
+            .collect();
+        let columns = inputs
+            .iter()
+            .map(|i| {
+                i.keys
+                    .iter()
+                    .map(|k| position.get(k.as_str()).copied())
+                    .collect()
+            })
+            .collect();
+        Ok(Vocabulary { keys, columns })
+    }
+
+    /// The vocabulary's keys, in vocabulary order.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// Number of genes.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether the vocabulary is empty (never, once built).
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Input `input`'s columns: column -> vocabulary gene, `None` when dropped.
+    pub fn columns(&self, input: usize) -> &[Option<u32>] {
+        &self.columns[input]
+    }
+
+    /// Whether input `input` maps onto the vocabulary one to one in order
+    /// (its reads need no remapping).
+    pub fn is_identity(&self, input: usize) -> bool {
+        let cols = &self.columns[input];
+        cols.len() == self.keys.len() && cols.iter().enumerate().all(|(j, c)| *c == Some(j as u32))
+    }
+}
+
+/// The gene keys of a dataset, in its column order: `var_names.txt` when
+/// `key` is `None`, else the `var.parquet` column `key` (or its index column).
+pub fn dataset_keys(ds: &Dataset, key: Option<&str>, name: &str) -> Result<Vec<String>> {
+    let Some(key) = key else {
+        return ds.var_names().map(<[String]>::to_vec).ok_or_else(|| {
+            Error::Input(format!(
+                "{name}: has no var_names.txt to match genes by (give a gene key column)"
+            ))
+        });
+    };
+    let frame = ds.var_table()?.ok_or_else(|| {
+        Error::Input(format!(
+            "{name}: has no var.parquet, so no gene key column {key:?}"
+        ))
+    })?;
+    let table = &frame.table;
+    let column = table.column_by_name(key).ok_or_else(|| {
+        let names: Vec<&str> = table
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        Error::Input(format!(
+            "{name}: no var column {key:?} to match genes by (var has {})",
+            names.join(", ")
+        ))
+    })?;
+    string_values(column.as_ref())
+        .ok_or_else(|| Error::Input(format!("{name}: var column {key:?} is not a text column")))?
+        .into_iter()
+        .enumerate()
+        .map(|(g, v)| {
+            v.ok_or_else(|| Error::Input(format!("{name}: var column {key:?} is null at gene {g}")))
+        })
+        .collect()
+}
+
+/// A string or dictionary-of-strings Arrow column as optional strings.
+fn string_values(a: &dyn Array) -> Option<Vec<Option<String>>> {
+    match a.data_type() {
+        DataType::Utf8 => Some(
+            a.as_string::<i32>()
+                .iter()
+                .map(|v| v.map(str::to_string))
+                .collect(),
+        ),
+        DataType::LargeUtf8 => Some(
+            a.as_string::<i64>()
+                .iter()
+                .map(|v| v.map(str::to_string))
+                .collect(),
+        ),
+        DataType::Dictionary(_, _) => {
+            let dict = a.as_any_dictionary();
+            let values = string_values(dict.values().as_ref())?;
+            Some(
+                dict.normalized_keys()
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, k)| {
+                        if a.is_null(i) {
+                            None
+                        } else {
+                            values[k].clone()
+                        }
+                    })
+                    .collect(),
+            )
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(name: &str, keys: &[&str]) -> InputGenes {
+        InputGenes {
+            name: name.into(),
+            keys: keys.iter().map(|k| k.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn union_keeps_first_seen_order_and_maps_every_input() {
+        let inputs = [input("a", &["g3", "g1"]), input("b", &["g2", "g1", "g0"])];
+        let v = Vocabulary::build(&inputs, &GeneSpace::Union).unwrap();
+        assert_eq!(v.keys(), ["g3", "g1", "g2", "g0"]);
+        assert_eq!(v.columns(0), [Some(0), Some(1)]);
+        assert_eq!(v.columns(1), [Some(2), Some(1), Some(3)]);
+        assert!(!v.is_identity(0) && !v.is_identity(1));
+    }
+
+    #[test]
+    fn intersection_follows_the_first_input_and_drops_the_rest() {
+        let inputs = [input("a", &["g3", "g1", "g2"]), input("b", &["g2", "g3"])];
+        let v = Vocabulary::build(&inputs, &GeneSpace::Intersection).unwrap();
+        assert_eq!(v.keys(), ["g3", "g2"]);
+        assert_eq!(v.columns(0), [Some(0), None, Some(1)]);
+        assert_eq!(v.columns(1), [Some(1), Some(0)]);
+        let disjoint = [input("a", &["x"]), input("b", &["y"])];
+        let err = Vocabulary::build(&disjoint, &GeneSpace::Intersection).unwrap_err();
+        assert!(err.to_string().contains("no gene in common"), "{err}");
+    }
+
+    #[test]
+    fn a_list_is_exact_and_may_name_genes_no_input_has() {
+        let space = GeneSpace::listed(vec!["g9".into(), "g1".into()]).unwrap();
+        let v = Vocabulary::build(&[input("a", &["g1", "g2"])], &space).unwrap();
+        assert_eq!(v.keys(), ["g9", "g1"]);
+        assert_eq!(v.columns(0), [Some(1), None]);
+        assert!(GeneSpace::listed(vec![]).is_err());
+        assert!(GeneSpace::listed(vec!["a".into(), "".into()]).is_err());
+        let err = GeneSpace::listed(vec!["a".into(), "a".into()]).unwrap_err();
+        assert!(err.to_string().contains("appears twice"), "{err}");
+    }
+
+    #[test]
+    fn one_input_in_its_own_order_is_the_identity() {
+        let v = Vocabulary::build(&[input("a", &["x", "y"])], &GeneSpace::Union).unwrap();
+        assert!(v.is_identity(0));
+    }
+
+    #[test]
+    fn a_key_repeated_within_an_input_is_refused_naming_the_input() {
+        let inputs = [input("a.h5ad", &["g1"]), input("b.h5ad", &["g2", "g2"])];
+        let err = Vocabulary::build(&inputs, &GeneSpace::Union).unwrap_err();
+        assert!(err.to_string().contains("b.h5ad"), "{err}");
+        assert!(err.to_string().contains("\"g2\" appears twice"), "{err}");
+    }
+
+    #[test]
+    fn gene_list_files_parse_one_key_per_line() {
+        let dir = std::env::temp_dir().join(format!("dc-vocab-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("genes.txt");
+        std::fs::write(&path, "g1\r\ng2\n").unwrap();
+        assert_eq!(
+            GeneSpace::parse_arg(path.to_str().unwrap()).unwrap(),
+            GeneSpace::Listed(vec!["g1".into(), "g2".into()])
+        );
+        std::fs::write(&path, "g1\n\ng2\n").unwrap();
+        let err = GeneSpace::from_file(&path).unwrap_err();
+        assert!(err.to_string().contains("line 2 is empty"), "{err}");
+        assert!(GeneSpace::from_file(&dir.join("missing.txt")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
