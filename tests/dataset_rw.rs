@@ -465,7 +465,7 @@ fn converts_10x_folders_sorting_genes_by_total() {
             &Input::detect(&input).unwrap(),
             &out,
             ConvertOptions::default(),
-            &mut |_| {},
+            &|_| {},
         )
         .unwrap();
         assert_eq!((m.n_cells, m.n_genes), (3, 4));
@@ -562,7 +562,7 @@ fn converts_scipy_npz_and_refuses_bad_input() {
     }
     let out = dir.join("ds");
     let options = ConvertOptions::default().with_sort_genes(false);
-    convert(&Input::detect(&path).unwrap(), &out, options, &mut |_| {}).unwrap();
+    convert(&Input::detect(&path).unwrap(), &out, options, &|_| {}).unwrap();
     let got = Dataset::open(&out)
         .unwrap()
         .read(0..3)
@@ -583,7 +583,7 @@ fn converts_scipy_npz_and_refuses_bad_input() {
             &Input::detect(&path).unwrap(),
             &out,
             ConvertOptions::default(),
-            &mut |_| {}
+            &|_| {}
         )
         .is_err(),
         "never overwrites"
@@ -599,7 +599,7 @@ fn converts_scipy_npz_and_refuses_bad_input() {
         &Input::detect(&bad).unwrap(),
         &bad.join("o"),
         ConvertOptions::default(),
-        &mut |_| {},
+        &|_| {},
     )
     .unwrap_err();
     assert!(err.to_string().contains("line 3"), "{err}");

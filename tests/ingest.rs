@@ -167,7 +167,7 @@ fn csr_and_csc_npz_convert_to_the_same_matrix_in_small_blocks() {
         let options = small_blocks()
             .with_sort_genes(sort)
             .with_writer(deltacells::dataset::WriterConfig::default().with_tile_size(8));
-        let m = convert(&Input::detect(&path).unwrap(), &out, options, &mut |_| {}).unwrap();
+        let m = convert(&Input::detect(&path).unwrap(), &out, options, &|_| {}).unwrap();
         assert_eq!((m.n_cells, m.n_genes), (60, 9));
         assert_eq!(read_back(&out), source, "csc {csc}, sort {sort}");
         let ds = Dataset::open(&out).unwrap();
@@ -216,11 +216,12 @@ fn matrix_market_entries_in_any_order_are_transposed_out_of_core() {
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let options = small_blocks().with_tmp_dir(Some(tmp.clone()));
-    let mut phases = Vec::new();
-    convert(&Input::detect(&dir).unwrap(), &out, options, &mut |p| {
-        phases.push(p.phase)
+    let phases = std::sync::Mutex::new(Vec::new());
+    convert(&Input::detect(&dir).unwrap(), &out, options, &|p| {
+        phases.lock().unwrap().push(p.phase)
     })
     .unwrap();
+    let phases = phases.into_inner().unwrap();
     assert_eq!(read_back(&out), source);
     assert!(phases.contains(&deltacells::dataset::ingest::Phase::Transposing));
     assert_eq!(
@@ -241,7 +242,7 @@ fn refused(input: &Path, want: &str) {
             &Input::detect(input).unwrap(),
             &out,
             ConvertOptions::default(),
-            &mut |_| {},
+            &|_| {},
         )
     });
     let err = result
@@ -362,7 +363,7 @@ fn a_failed_conversion_leaves_no_manifest_and_can_be_rerun_into_the_same_directo
         small_blocks().with_writer(deltacells::dataset::WriterConfig::default().with_tile_size(4))
     };
     let keep = options().with_sort_genes(false);
-    let err = convert(&Input::detect(&path).unwrap(), &out, keep, &mut |_| {}).unwrap_err();
+    let err = convert(&Input::detect(&path).unwrap(), &out, keep, &|_| {}).unwrap_err();
     let last_cell = source
         .indptr
         .iter()
@@ -382,18 +383,12 @@ fn a_failed_conversion_leaves_no_manifest_and_can_be_rerun_into_the_same_directo
     assert!(Dataset::open(&out).is_err());
     // With the first pass the value is refused before any tile is written.
     let fresh = dir.join("fresh");
-    let err = convert(
-        &Input::detect(&path).unwrap(),
-        &fresh,
-        options(),
-        &mut |_| {},
-    )
-    .unwrap_err();
+    let err = convert(&Input::detect(&path).unwrap(), &fresh, options(), &|_| {}).unwrap_err();
     assert!(err.to_string().contains("value 2.5"), "{err}");
     assert!(!fresh.join("tiles").exists());
     // Fixed input, same directory.
     write_sparse_npz(&path, &good, false);
-    convert(&Input::detect(&path).unwrap(), &out, options(), &mut |_| {}).unwrap();
+    convert(&Input::detect(&path).unwrap(), &out, options(), &|_| {}).unwrap();
     assert_eq!(read_back(&out), good);
     std::fs::remove_dir_all(dir).unwrap();
 }

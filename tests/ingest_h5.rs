@@ -57,7 +57,7 @@ fn out_dir(name: &str) -> PathBuf {
 }
 
 fn run(input: &Path, out: &Path, options: ConvertOptions) -> deltacells::Result<()> {
-    convert(&Input::detect(input).unwrap(), out, options, &mut |_| {}).map(|_| ())
+    convert(&Input::detect(input).unwrap(), out, options, &|_| {}).map(|_| ())
 }
 
 /// Small blocks and runs so that every fixture takes several of each.

@@ -3,9 +3,12 @@
 use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
-use deltacells::dataset::ingest::{convert, ConvertOptions, Input, Layer, Phase, Progress};
+use deltacells::corpus::GeneSpace;
+use deltacells::dataset::build::{build, BuildInput};
+use deltacells::dataset::ingest::{ConvertOptions, Layer, Phase, Progress};
 use deltacells::dataset::{Dataset, GeneSelection, OpenOptions, WriterConfig};
 use deltacells::engine::EngineConfig;
 use deltacells::{Backend, Csr, Error, Result};
@@ -272,11 +275,27 @@ pub fn cat(args: CatArgs, backend: Backend) -> Result<()> {
 
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
-    /// A 10x folder (matrix.mtx[.gz], features.tsv[.gz], barcodes.tsv[.gz]), a scipy CSR or CSC
-    /// .npz, an AnnData .h5ad or a Cell Ranger .h5 (the last two need the `hdf5` feature).
-    input: PathBuf,
-    /// Where to write the new dataset: a directory or a URL (s3://bucket/prefix).
-    out_dir: PathBuf,
+    /// The inputs, then where to write the new dataset (a directory or a URL,
+    /// s3://bucket/prefix). Each input is a 10x folder (matrix.mtx[.gz], features.tsv[.gz],
+    /// barcodes.tsv[.gz]), a scipy CSR or CSC .npz, an AnnData .h5ad, a Cell Ranger .h5
+    /// (the last two need the `hdf5` feature) or a deltacells dataset. Several inputs become
+    /// one dataset, their genes matched by --gene-key.
+    #[arg(required = true, num_args = 2..)]
+    paths: Vec<String>,
+    /// The var column genes are matched by across inputs (e.g. gene_ids); default the var index.
+    #[arg(long)]
+    gene_key: Option<String>,
+    /// Which genes the output has: union, intersection, or a file of gene keys (one per
+    /// line, exactly those in that order).
+    #[arg(long, default_value = "union")]
+    genes: String,
+    /// The obs column naming each cell's input (its file or directory stem); default
+    /// dataset_id when there are several inputs.
+    #[arg(long)]
+    source_column: Option<String>,
+    /// Tiles per write task (and per obs shard); tasks run in parallel.
+    #[arg(long, default_value_t = deltacells::dataset::ingest::DEFAULT_TILES_PER_TASK)]
+    tiles_per_task: usize,
     /// Cells per tile.
     #[arg(long, default_value_t = deltacells::dataset::DEFAULT_TILE_SIZE)]
     tile_size: usize,
@@ -310,16 +329,23 @@ pub struct ConvertArgs {
 }
 
 pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
-    let input = Input::detect(&args.input)?;
+    let (out_dir, inputs) = args.paths.split_last().expect("clap requires two paths");
+    let inputs = inputs
+        .iter()
+        .map(|p| BuildInput::detect(p))
+        .collect::<deltacells::Result<Vec<_>>>()?;
     let bar = if args.quiet {
         ProgressBar::hidden()
     } else {
         ProgressBar::new(0)
     };
-    let mut phase = None;
-    let mut on_progress = |p: Progress| {
-        if phase != Some(p.phase) {
-            phase = Some(p.phase);
+    let phase = Mutex::new(None);
+    let on_progress = |p: Progress| {
+        let mut phase = phase
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *phase != Some(p.phase) {
+            *phase = Some(p.phase);
             let name = match p.phase {
                 Phase::Counting => "counting genes",
                 Phase::Transposing => "transposing",
@@ -355,14 +381,17 @@ pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
         .with_layer(args.layer)
         .with_obs_columns(args.obs_columns)
         .with_feature_type(args.feature_type)
-        .with_tmp_dir(args.tmp_dir);
-    let manifest = convert(&input, &args.out_dir, options, &mut on_progress)?;
+        .with_tmp_dir(args.tmp_dir)
+        .with_genes(GeneSpace::parse_arg(&args.genes)?)
+        .with_gene_key(args.gene_key)
+        .with_source_column(args.source_column)
+        .with_tiles_per_task(args.tiles_per_task);
+    let manifest = build(&inputs, out_dir, &options, &on_progress)?;
     bar.finish_and_clear();
     let mut out = Out::stdout();
     writeln!(
         out,
-        "{}: {} cells x {} genes in {} tiles ({} bytes)",
-        args.out_dir.display(),
+        "{out_dir}: {} cells x {} genes in {} tiles ({} bytes)",
         manifest.n_cells,
         manifest.n_genes,
         manifest.n_tiles(),

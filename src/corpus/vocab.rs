@@ -246,7 +246,7 @@ pub fn dataset_keys(ds: &Dataset, key: Option<&str>, name: &str) -> Result<Vec<S
 }
 
 /// A string or dictionary-of-strings Arrow column as optional strings.
-fn string_values(a: &dyn Array) -> Option<Vec<Option<String>>> {
+pub(crate) fn string_values(a: &dyn Array) -> Option<Vec<Option<String>>> {
     match a.data_type() {
         DataType::Utf8 => Some(
             a.as_string::<i32>()

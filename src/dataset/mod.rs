@@ -7,9 +7,11 @@
 //! batches split across ranks.
 
 mod batches;
+pub mod build;
 mod cache;
 mod fetch;
 pub mod ingest;
+mod packer;
 mod ranged;
 mod read;
 mod writer;

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use serde_json::{Map, Value};
 
 use crate::csr::{Csr, CsrRef};
+use crate::dataset::packer::TilePacker;
 use crate::error::{Error, Result};
 use crate::format::manifest::Manifest;
 use crate::format::npy::Array;
@@ -72,6 +73,23 @@ impl Default for WriterConfig {
     }
 }
 
+/// The output column order that sorts genes by decreasing `totals` (ties by
+/// source column): `order[j]` is the source column of output column `j`, and
+/// `rank[g]` the output column of source column `g`.
+pub(crate) fn order_by_totals(totals: &[f64]) -> (Vec<i32>, Vec<i32>) {
+    let mut order: Vec<i32> = (0..totals.len() as i32).collect();
+    order.sort_by(|&a, &b| {
+        totals[b as usize]
+            .total_cmp(&totals[a as usize])
+            .then(a.cmp(&b))
+    });
+    let mut rank = vec![0i32; totals.len()];
+    for (j, &g) in order.iter().enumerate() {
+        rank[g as usize] = j as i32;
+    }
+    (order, rank)
+}
+
 /// Streams CSR blocks into a new dataset.
 pub struct DatasetWriter {
     store: Arc<dyn Store>,
@@ -81,16 +99,13 @@ pub struct DatasetWriter {
     n_genes: u32,
     /// `gene_order[j]` = source column of output column `j`.
     gene_order: Option<Vec<i32>>,
-    /// `rank[g]` = output column of source column `g`.
-    rank: Option<Vec<i32>>,
-    /// Cells waiting for their tile to fill.
-    pending: Csr<u32>,
+    /// Rows in, tiles out.
+    packer: TilePacker,
     /// Full tiles waiting to be encoded together.
     full: Vec<Csr<u32>>,
     tile_cells: Vec<u64>,
     tile_nnz: Vec<u64>,
     tile_bytes: Vec<u64>,
-    cells_in: u64,
 }
 
 impl DatasetWriter {
@@ -152,16 +167,7 @@ impl DatasetWriter {
                 )));
             }
             Some(totals) => {
-                let mut order: Vec<i32> = (0..n_genes as i32).collect();
-                order.sort_by(|&a, &b| {
-                    totals[b as usize]
-                        .total_cmp(&totals[a as usize])
-                        .then(a.cmp(&b))
-                });
-                let mut rank = vec![0i32; n_genes as usize];
-                for (j, &g) in order.iter().enumerate() {
-                    rank[g as usize] = j as i32;
-                }
+                let (order, rank) = order_by_totals(totals);
                 (Some(order), Some(rank))
             }
         };
@@ -175,16 +181,14 @@ impl DatasetWriter {
         Ok(DatasetWriter {
             store,
             _lock: lock,
-            config,
             n_genes,
+            packer: TilePacker::new(n_genes, rank, n_genes, config.tile_size),
+            config,
             gene_order,
-            rank,
-            pending: Csr::empty(u64::from(n_genes)),
             full: Vec::new(),
             tile_cells: vec![],
             tile_nnz: vec![],
             tile_bytes: vec![],
-            cells_in: 0,
         })
     }
 
@@ -195,78 +199,20 @@ impl DatasetWriter {
 
     /// Cells received so far.
     pub fn cells_written(&self) -> u64 {
-        self.cells_in
+        self.packer.cells_in()
     }
 
     /// Appends a block of cells (any number of rows; columns are source genes).
     pub fn push<V: CountSource>(&mut self, block: CsrRef<'_, V>) -> Result<()> {
-        if block.n_cols != u64::from(self.n_genes) {
-            return Err(Error::Input(format!(
-                "block has {} genes, the dataset {}",
-                block.n_cols, self.n_genes
-            )));
+        let mut full = std::mem::take(&mut self.full);
+        self.packer.push(block, |tile| {
+            full.push(tile);
+            Ok(())
+        })?;
+        self.full = full;
+        if self.full.len() >= self.config.parallel_tiles.max(1) {
+            self.flush_full()?;
         }
-        let nnz = block.indices.len();
-        if block.indptr.first() != Some(&0)
-            || block.values.len() != nnz
-            || block.indptr.last() != Some(&(nnz as i64))
-        {
-            return Err(Error::Input(
-                "block indptr must start at 0 and end at its number of nonzeros".into(),
-            ));
-        }
-        let mut row: Vec<(i32, u32)> = Vec::new();
-        for (r, w) in block.indptr.windows(2).enumerate() {
-            let cell = self.cells_in + r as u64;
-            if w[1] < w[0] || w[1] as usize > nnz {
-                return Err(Error::Input(format!(
-                    "cell {cell}: indptr is not non-decreasing within the block"
-                )));
-            }
-            row.clear();
-            for j in w[0] as usize..w[1] as usize {
-                let g = block.indices[j];
-                if g < 0 || g as u32 >= self.n_genes {
-                    return Err(Error::Input(format!(
-                        "cell {cell}: gene index {g} outside 0..{}",
-                        self.n_genes
-                    )));
-                }
-                let v = block.values[j];
-                let count = v.to_count().ok_or_else(|| {
-                    Error::Input(format!(
-                        "cell {cell}: value {v} is not a count in 1..=2^31-1"
-                    ))
-                })?;
-                let out = self.rank.as_ref().map_or(g, |rank| rank[g as usize]);
-                row.push((out, count));
-            }
-            // scipy allows unsorted CSR rows, and a gene order permutes them: sort.
-            if row.windows(2).any(|p| p[0].0 > p[1].0) {
-                row.sort_unstable_by_key(|e| e.0);
-            }
-            if let Some(p) = row.windows(2).position(|p| p[0].0 >= p[1].0) {
-                return Err(Error::Input(format!(
-                    "cell {cell}: a gene appears twice (output column {}, nonzero {})",
-                    row[p].0,
-                    p + 1
-                )));
-            }
-            for &(g, c) in &row {
-                self.pending.indices.push(g);
-                self.pending.values.push(c);
-            }
-            self.pending.indptr.push(self.pending.indices.len() as i64);
-            if self.pending.n_rows() == self.config.tile_size {
-                let tile =
-                    std::mem::replace(&mut self.pending, Csr::empty(u64::from(self.n_genes)));
-                self.full.push(tile);
-                if self.full.len() >= self.config.parallel_tiles.max(1) {
-                    self.flush_full()?;
-                }
-            }
-        }
-        self.cells_in += block.n_rows() as u64;
         Ok(())
     }
 
@@ -293,28 +239,16 @@ impl DatasetWriter {
 
     /// Writes the last tile, the side files and, last, the manifest.
     pub fn finish(mut self) -> Result<Manifest> {
-        if self.pending.n_rows() > 0 {
-            let last = std::mem::replace(&mut self.pending, Csr::empty(u64::from(self.n_genes)));
+        if let Some(last) = self.packer.take_partial() {
             self.full.push(last);
         }
         self.flush_full()?;
-        if let Some(order) = &self.gene_order {
-            let npy = Array::from_i32(order).to_npy();
-            self.store.put("gene_order.npy", &npy)?;
-        }
-        if let Some(names) = &self.config.var_names {
-            let mut text = String::new();
-            for j in 0..self.n_genes as usize {
-                let source = self.gene_order.as_ref().map_or(j, |o| o[j] as usize);
-                text.push_str(&names[source]);
-                text.push('\n');
-            }
-            self.store.put("var_names.txt", text.as_bytes())?;
-        }
-        if let Some(table) = &self.config.var_table {
-            let bytes = table.to_parquet(self.gene_order.as_deref())?;
-            self.store.put(crate::obs::VAR_KEY, &bytes)?;
-        }
+        put_side_files(
+            self.store.as_ref(),
+            self.gene_order.as_deref(),
+            self.config.var_names.as_deref(),
+            self.config.var_table.as_ref(),
+        )?;
         let obs = match &self.config.obs {
             None => None,
             Some(config) => {
@@ -329,7 +263,7 @@ impl DatasetWriter {
             }
         };
         let manifest = Manifest {
-            n_cells: self.cells_in,
+            n_cells: self.packer.cells_in(),
             n_genes: self.n_genes,
             tile_size: self.config.tile_size as u64,
             tile_cells: std::mem::take(&mut self.tile_cells),
@@ -343,18 +277,49 @@ impl DatasetWriter {
             obs,
             metadata: self.config.metadata.clone(),
         };
-        manifest.validate()?;
-        // Everything the manifest names must survive a power loss before
-        // the manifest itself appears, and the manifest before we return.
-        if !manifest.tile_cells.is_empty() {
-            self.store.sync("tiles")?;
-        }
-        self.store.sync("")?;
-        self.store
-            .put(crate::dataset::MANIFEST_KEY, &manifest.to_json())?;
-        self.store.sync("")?;
+        put_manifest(self.store.as_ref(), &manifest)?;
         Ok(manifest)
     }
+}
+
+/// Writes `gene_order.npy`, `var_names.txt` (the names, given in source
+/// column order, written in output order) and `var.parquet`, each when given.
+pub(crate) fn put_side_files(
+    store: &dyn Store,
+    gene_order: Option<&[i32]>,
+    var_names: Option<&[String]>,
+    var_table: Option<&VarTable>,
+) -> Result<()> {
+    if let Some(order) = gene_order {
+        store.put("gene_order.npy", &Array::from_i32(order).to_npy())?;
+    }
+    if let Some(names) = var_names {
+        let mut text = String::new();
+        for j in 0..names.len() {
+            let source = gene_order.map_or(j, |o| o[j] as usize);
+            text.push_str(&names[source]);
+            text.push('\n');
+        }
+        store.put("var_names.txt", text.as_bytes())?;
+    }
+    if let Some(table) = var_table {
+        store.put(crate::obs::VAR_KEY, &table.to_parquet(gene_order)?)?;
+    }
+    Ok(())
+}
+
+/// Checks `manifest` and writes it, last: everything it names is made durable
+/// first, and the manifest before this returns.
+pub(crate) fn put_manifest(store: &dyn Store, manifest: &Manifest) -> Result<()> {
+    manifest.validate()?;
+    // Everything the manifest names must survive a power loss before
+    // the manifest itself appears, and the manifest before we return.
+    if !manifest.tile_cells.is_empty() {
+        store.sync("tiles")?;
+    }
+    store.sync("")?;
+    store.put(crate::dataset::MANIFEST_KEY, &manifest.to_json())?;
+    store.sync("")
 }
 
 crate::setters!(WriterConfig {

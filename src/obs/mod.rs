@@ -46,4 +46,5 @@ pub use shards::{
 pub use unify::{InputObs, ObsUnion, SourceColumn};
 pub use var::{VarFrame, VarTable};
 
+pub(crate) use shards::encode_shard;
 pub(crate) use var::{read_var_table, VAR_KEY};

@@ -157,27 +157,13 @@ pub fn encode_obs(config: &ObsConfig, tile_cells: &[u64]) -> Result<ObsFiles> {
         .into_iter()
         .unzip();
     let schema = ObsSchema { columns };
-    let arrow_schema = Arc::new(schema.arrow_schema());
-    let props = writer_properties()?;
-    let parquet_err =
-        |e: parquet::errors::ParquetError| Error::Input(format!("writing obs shards: {e}"));
-
     let mut shards = Vec::new();
     let mut start = 0usize;
     for tiles in tile_cells.chunks(config.tiles_per_file) {
-        let mut writer =
-            ArrowWriter::try_new(Vec::new(), arrow_schema.clone(), Some(props.clone()))
-                .map_err(parquet_err)?;
-        for &cells in tiles {
-            let cells = cells as usize;
-            let columns = arrays.iter().map(|a| a.slice(start, cells)).collect();
-            let batch = RecordBatch::try_new(arrow_schema.clone(), columns)
-                .map_err(|e| Error::Input(format!("building an obs row group: {e}")))?;
-            writer.write(&batch).map_err(parquet_err)?;
-            writer.flush().map_err(parquet_err)?;
-            start += cells;
-        }
-        shards.push(writer.into_inner().map_err(parquet_err)?);
+        let rows: usize = tiles.iter().map(|&c| c as usize).sum();
+        let part: Vec<ArrayRef> = arrays.iter().map(|a| a.slice(start, rows)).collect();
+        shards.push(encode_shard(&schema, &part, tiles)?);
+        start += rows;
     }
     let schema_json = schema.to_json_text();
     let shard_sha256: Vec<String> = shards.iter().map(|s| sha256_hex(s)).collect();
@@ -192,6 +178,34 @@ pub fn encode_obs(config: &ObsConfig, tile_cells: &[u64]) -> Result<ObsFiles> {
         shards,
         manifest,
     })
+}
+
+/// One shard: `arrays` (the schema's columns, typed as it says) holding the
+/// rows of the tiles `tile_cells`, written as one row group per tile. A build's
+/// write tasks call this with the corpus-wide schema, so every shard agrees
+/// with `schema.json` whichever task wrote it.
+pub(crate) fn encode_shard(
+    schema: &ObsSchema,
+    arrays: &[ArrayRef],
+    tile_cells: &[u64],
+) -> Result<Vec<u8>> {
+    let arrow_schema = Arc::new(schema.arrow_schema());
+    let parquet_err =
+        |e: parquet::errors::ParquetError| Error::Input(format!("writing obs shards: {e}"));
+    let mut writer =
+        ArrowWriter::try_new(Vec::new(), arrow_schema.clone(), Some(writer_properties()?))
+            .map_err(parquet_err)?;
+    let mut start = 0usize;
+    for &cells in tile_cells {
+        let cells = cells as usize;
+        let columns = arrays.iter().map(|a| a.slice(start, cells)).collect();
+        let batch = RecordBatch::try_new(arrow_schema.clone(), columns)
+            .map_err(|e| Error::Input(format!("building an obs row group: {e}")))?;
+        writer.write(&batch).map_err(parquet_err)?;
+        writer.flush().map_err(parquet_err)?;
+        start += cells;
+    }
+    writer.into_inner().map_err(parquet_err)
 }
 
 #[cfg(test)]

@@ -545,7 +545,10 @@ mod tests {
         let names: Vec<&str> = u.schema().names();
         assert_eq!(names, ["ct", "n", "dataset_id"]);
         let n: ArrayRef = Arc::new(arrow_array::Float32Array::from(vec![1.5, 2.5]));
-        assert_eq!(codes(&u.remap(1, 0, std::slice::from_ref(&n), 2).unwrap()), [-1, -1]);
+        assert_eq!(
+            codes(&u.remap(1, 0, std::slice::from_ref(&n), 2).unwrap()),
+            [-1, -1]
+        );
         let own = u.remap(1, 1, &[n], 2).unwrap();
         assert_eq!(
             own.as_primitive::<Float32Type>().values().to_vec(),

@@ -117,6 +117,166 @@ impl VarTable {
         self.index.is_empty()
     }
 
+    /// The values of column `name`, or of the index when `name` names it.
+    pub fn values(&self, name: &str) -> Option<&[String]> {
+        if name == self.index_name {
+            return Some(&self.index);
+        }
+        self.columns
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| match v {
+                VarValues::String(v) | VarValues::Category(v) => &v[..],
+            })
+    }
+
+    /// The names of the index and the columns.
+    pub fn column_names(&self) -> Vec<&str> {
+        std::iter::once(self.index_name.as_str())
+            .chain(self.columns.iter().map(|(n, _)| n.as_str()))
+            .collect()
+    }
+
+    /// The table a dataset's `var.parquet` holds: its pandas index, its text
+    /// columns (dictionaries as categorical ones); other columns are left out.
+    pub fn from_frame(frame: &VarFrame) -> Result<VarTable> {
+        let table = &frame.table;
+        let text = |name: &str| -> Option<(bool, Vec<String>)> {
+            let a = table.column_by_name(name)?;
+            let category = matches!(a.data_type(), DataType::Dictionary(_, _));
+            let values = crate::corpus::vocab::string_values(a.as_ref())?;
+            Some((
+                category,
+                values.into_iter().map(Option::unwrap_or_default).collect(),
+            ))
+        };
+        let index_name = frame.index_columns.first().map_or("_index", String::as_str);
+        let index = match text(index_name) {
+            Some((_, v)) => v,
+            None => (0..table.num_rows()).map(|i| i.to_string()).collect(),
+        };
+        let mut out = VarTable::new(index_name, index);
+        for field in table.schema_ref().fields() {
+            let name = field.name();
+            if frame.index_columns.contains(name) {
+                continue;
+            }
+            if let Some((category, values)) = text(name) {
+                out = if category {
+                    out.with_category_column(name.clone(), values)?
+                } else {
+                    out.with_column(name.clone(), values)?
+                };
+            }
+        }
+        Ok(out)
+    }
+
+    /// The table as JSON (a build's statistics carry it to the commit).
+    pub(crate) fn to_value(&self) -> Value {
+        let columns: Vec<Value> = self
+            .columns
+            .iter()
+            .map(|(name, v)| match v {
+                VarValues::String(v) => json!({"name": name, "kind": "string", "values": v}),
+                VarValues::Category(v) => json!({"name": name, "kind": "category", "values": v}),
+            })
+            .collect();
+        json!({"index_name": self.index_name, "index": self.index, "columns": columns})
+    }
+
+    /// The table [`VarTable::to_value`] wrote.
+    pub(crate) fn from_value(v: &Value) -> Result<VarTable> {
+        let bad = || Error::Input("a var table in a build plan is malformed".into());
+        let strings = |v: Option<&Value>| -> Result<Vec<String>> {
+            v.and_then(Value::as_array)
+                .ok_or_else(bad)?
+                .iter()
+                .map(|s| s.as_str().map(str::to_string).ok_or_else(bad))
+                .collect()
+        };
+        let name = v
+            .get("index_name")
+            .and_then(Value::as_str)
+            .ok_or_else(bad)?;
+        let mut table = VarTable::new(name, strings(v.get("index"))?);
+        for c in v.get("columns").and_then(Value::as_array).ok_or_else(bad)? {
+            let name = c.get("name").and_then(Value::as_str).ok_or_else(bad)?;
+            let values = strings(c.get("values"))?;
+            table = match c.get("kind").and_then(Value::as_str) {
+                Some("string") => table.with_column(name, values)?,
+                Some("category") => table.with_category_column(name, values)?,
+                _ => return Err(bad()),
+            };
+        }
+        Ok(table)
+    }
+
+    /// One table over `keys` (a vocabulary) from several inputs' tables:
+    /// `tables[i]` is input `i`'s table and where each of its rows lands in
+    /// the vocabulary. Each gene's row comes from the first input that has it
+    /// (a column that input lacks, from the next that has both); a value no
+    /// input gives is empty, and a gene no input has gets its key as index.
+    /// The index is named as the first table's, columns are in order first
+    /// seen, each of the kind it first had. One table mapped one to one gives
+    /// back that table.
+    pub(crate) fn merge(tables: &[(&VarTable, &[Option<u32>])], keys: &[String]) -> VarTable {
+        let n = keys.len();
+        let index_name = tables.first().map_or("_index", |t| t.0.index_name.as_str());
+        let mut index: Vec<Option<String>> = vec![None; n];
+        let mut columns: Vec<(String, bool, Vec<Option<String>>)> = Vec::new();
+        for (table, rows) in tables {
+            for (own, column) in rows.iter().enumerate() {
+                let Some(g) = column.map(|g| g as usize) else {
+                    continue;
+                };
+                index[g].get_or_insert_with(|| table.index[own].clone());
+            }
+            for (name, values) in &table.columns {
+                let (category, values) = match values {
+                    VarValues::String(v) => (false, v),
+                    VarValues::Category(v) => (true, v),
+                };
+                let at = match columns.iter().position(|c| c.0 == *name) {
+                    Some(at) => at,
+                    None => {
+                        columns.push((name.clone(), category, vec![None; n]));
+                        columns.len() - 1
+                    }
+                };
+                for (own, column) in rows.iter().enumerate() {
+                    if let Some(g) = column.map(|g| g as usize) {
+                        columns[at].2[g].get_or_insert_with(|| values[own].clone());
+                    }
+                }
+            }
+        }
+        let fill = |v: Vec<Option<String>>| v.into_iter().map(Option::unwrap_or_default).collect();
+        let index = index
+            .into_iter()
+            .zip(keys)
+            .map(|(v, k)| v.unwrap_or_else(|| k.clone()))
+            .collect();
+        VarTable {
+            index_name: index_name.to_string(),
+            index,
+            columns: columns
+                .into_iter()
+                .map(|(name, category, v)| {
+                    let v = fill(v);
+                    (
+                        name,
+                        if category {
+                            VarValues::Category(v)
+                        } else {
+                            VarValues::String(v)
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
     /// `var.parquet` with rows in output order: row `j` is source row `order[j]`.
     pub fn to_parquet(&self, order: Option<&[i32]>) -> Result<Vec<u8>> {
         let n = self.index.len();

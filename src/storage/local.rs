@@ -168,6 +168,16 @@ impl Store for LocalStore {
         write_atomically(&path, |f| f.write_all(bytes))
     }
 
+    fn delete(&self, key: &str) -> Result<()> {
+        let path = self.path(key)?;
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io(path.display().to_string(), e))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         check_key(prefix.trim_end_matches('/'))?;
         // Walk from the directory part of the prefix; keep keys that match it.

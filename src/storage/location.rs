@@ -40,6 +40,14 @@ impl Location {
         }
     }
 
+    /// The location of `key` below this one (a subdirectory, or a longer prefix).
+    pub fn join(&self, key: &str) -> Location {
+        match self {
+            Location::Local(p) => Location::Local(p.join(key)),
+            Location::Url(u) => Location::Url(format!("{}/{key}", u.trim_end_matches('/'))),
+        }
+    }
+
     /// The store for this location. Local directories need not exist yet
     /// (a writer creates them); object store URLs take credentials, region
     /// and endpoint from the environment (see [`super::object`]).

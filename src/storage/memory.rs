@@ -86,6 +86,15 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    fn delete(&self, key: &str) -> Result<()> {
+        check_key(key)?;
+        self.objects
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+        Ok(())
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         Ok(self
             .read()

@@ -27,6 +27,7 @@ mod memory;
 pub(crate) mod node_cache;
 #[cfg(feature = "object-store")]
 pub mod object;
+mod prefixed;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +37,7 @@ pub use fetch::Fetcher;
 pub use local::LocalStore;
 pub use location::{open, Location};
 pub use memory::MemoryStore;
+pub use prefixed::Prefixed;
 
 use crate::error::{Error, Result};
 
@@ -76,6 +78,15 @@ pub trait Store: Send + Sync {
         let _ = bytes;
         Err(Error::io(
             format!("{}: cannot write {key}", self.describe()),
+            std::io::ErrorKind::Unsupported.into(),
+        ))
+    }
+
+    /// Removes an object; removing one that does not exist is not an error
+    /// (a rerun of a cleanup finds it gone).
+    fn delete(&self, key: &str) -> Result<()> {
+        Err(Error::io(
+            format!("{}: cannot delete {key}", self.describe()),
             std::io::ErrorKind::Unsupported.into(),
         ))
     }

@@ -435,6 +435,16 @@ impl Store for ObjectStore {
         Ok(())
     }
 
+    fn delete(&self, key: &str) -> Result<()> {
+        let path = self.path(key)?;
+        match self.run("DELETE", key, || self.inner.delete(&path)) {
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         // List the directory part recursively, keep keys that match.
         let dir = prefix.rfind('/').map_or("", |i| &prefix[..i]);

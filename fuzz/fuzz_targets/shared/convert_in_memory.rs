@@ -18,5 +18,5 @@ pub fn convert(input: &Input, tmp: &Path) {
         .with_tmp_dir(Some(tmp.to_path_buf()));
     options.writer.level = 1;
     options.writer.parallel_tiles = 1;
-    let _ = convert_into(input, Arc::new(MemoryStore::new()), options, &mut |_| {});
+    let _ = convert_into(input, Arc::new(MemoryStore::new()), options, &|_| {});
 }

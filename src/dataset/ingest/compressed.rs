@@ -16,6 +16,20 @@ pub(crate) trait Seq<T> {
     /// Appends the next `n` elements to `out`.
     fn next(&mut self, n: usize, out: &mut Vec<T>) -> Result<()>;
 
+    /// Passes over the next `n` elements; reads and drops them unless the
+    /// sequence can move without reading.
+    fn skip(&mut self, n: usize) -> Result<()> {
+        let mut scratch = Vec::new();
+        let mut left = n;
+        while left > 0 {
+            let piece = left.min(INDPTR_PIECE);
+            scratch.clear();
+            self.next(piece, &mut scratch)?;
+            left -= piece;
+        }
+        Ok(())
+    }
+
     /// Called once after the last element: checks what can only be checked
     /// at the end (an archive member's CRC, say).
     fn end(&mut self) -> Result<()> {
@@ -106,6 +120,37 @@ impl<P: Seq<i64>, I: Seq<i64>, D: Seq<f64>> Compressed<P, I, D> {
     pub(crate) fn with_remap(mut self, remap: Vec<i32>) -> Self {
         self.remap = Some(remap);
         self
+    }
+
+    /// Before the first block: starts at major `major` (at most `n_major`).
+    /// The indptr values before it are not read, so not checked: a reader
+    /// that seeks relies on a pass that read them all (a build's statistics
+    /// pass); what it does read is checked as always.
+    pub(crate) fn seek(&mut self, major: u64) -> Result<()> {
+        if self.done != 0 || self.fetched != 0 || major > self.n_major {
+            return Err(self.bad(format!(
+                "cannot start at {} {major} (of {}) after reading",
+                self.major_name(),
+                self.n_major
+            )));
+        }
+        if major == 0 {
+            return Ok(());
+        }
+        self.indptr.skip(major as usize)?;
+        self.fetched = major;
+        self.done = major;
+        self.refill()?;
+        let start = self.ptr[0];
+        if start < 0 || start as u64 > self.nnz {
+            return Err(self.bad(format!(
+                "indptr[{major}] = {start} is outside 0..={}",
+                self.nnz
+            )));
+        }
+        self.indices.skip(start as usize)?;
+        self.data.skip(start as usize)?;
+        Ok(())
     }
 
     fn bad(&self, msg: impl std::fmt::Display) -> Error {
@@ -222,6 +267,12 @@ impl<P: Seq<i64>, I: Seq<i64>, D: Seq<f64>> Rows for Compressed<P, I, D> {
     fn next_block(&mut self) -> Result<Option<Csr<u32>>> {
         debug_assert_eq!(self.major, Major::Cells);
         Ok(Compressed::next_block(self)?.map(|b| b.csr))
+    }
+
+    fn seek(&mut self, cell: u64) -> Result<u64> {
+        debug_assert_eq!(self.major, Major::Cells);
+        Compressed::seek(self, cell)?;
+        Ok(cell)
     }
 }
 

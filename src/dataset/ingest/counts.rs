@@ -50,6 +50,14 @@ pub(crate) fn file_bytes(path: &Path) -> Result<u64> {
 pub(crate) trait Rows {
     /// The next block, `None` after the last cell.
     fn next_block(&mut self) -> Result<Option<Csr<u32>>>;
+
+    /// Before the first block: moves to cell `cell` where the input can get
+    /// there without reading what lies before, and returns the cell the next
+    /// block starts at (at most `cell`; 0 where the input cannot seek).
+    fn seek(&mut self, cell: u64) -> Result<u64> {
+        let _ = cell;
+        Ok(0)
+    }
 }
 
 /// Adds each nonzero of `block` to its gene's total.

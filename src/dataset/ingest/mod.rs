@@ -36,14 +36,15 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::dataset::writer::{DatasetWriter, WriterConfig};
+use crate::corpus::GeneSpace;
+use crate::dataset::writer::WriterConfig;
 use crate::error::{Error, Result};
 use crate::format::manifest::Manifest;
-use crate::obs::{ObsColumn, ObsConfig, VarTable};
+use crate::obs::{ObsColumn, VarTable};
 use crate::storage::Store;
 
 use compressed::{Compressed, Major, Seq};
-use counts::{add_totals, Rows};
+pub(crate) use counts::{add_totals, Rows};
 pub use mtx::read_tsv;
 use transpose::{TransposedRows, Transposer};
 
@@ -194,7 +195,25 @@ pub struct ConvertOptions {
     pub run_nonzeros: usize,
     /// Where the transpose keeps its runs (default: the system's temporary directory).
     pub tmp_dir: Option<PathBuf>,
+    /// Which genes the output has, when there are several inputs (their
+    /// genes matched by [`ConvertOptions::gene_key`]).
+    pub genes: GeneSpace,
+    /// The var column genes are matched by (`None`: the var index, i.e. the
+    /// gene names).
+    pub gene_key: Option<String>,
+    /// The obs column naming each cell's input (default: `dataset_id` when
+    /// there are several inputs, none for one).
+    pub source_column: Option<String>,
+    /// Tiles per write task, and per obs shard.
+    pub tiles_per_task: usize,
+    /// Category columns with more categories than this are stored as strings.
+    pub max_categories: usize,
 }
+
+/// Default of [`ConvertOptions::tiles_per_task`]: 32,768 cells per task at
+/// the default tile size, enough work to amortise opening an input, few
+/// enough cells to keep a task's memory small and the tasks many.
+pub const DEFAULT_TILES_PER_TASK: usize = 8;
 
 impl Default for ConvertOptions {
     fn default() -> Self {
@@ -207,6 +226,11 @@ impl Default for ConvertOptions {
             block_nonzeros: DEFAULT_BLOCK_NONZEROS,
             run_nonzeros: DEFAULT_RUN_NONZEROS,
             tmp_dir: None,
+            genes: GeneSpace::Union,
+            gene_key: None,
+            source_column: None,
+            tiles_per_task: DEFAULT_TILES_PER_TASK,
+            max_categories: crate::obs::DEFAULT_MAX_CATEGORIES,
         }
     }
 }
@@ -354,6 +378,19 @@ fn open<'a>(
     }
 }
 
+/// Opens `input` for a build: its side tables (obs narrowed to
+/// [`ConvertOptions::obs_columns`]) and its cells.
+pub(crate) fn open_input<'a>(
+    input: &'a Input,
+    options: &'a ConvertOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Opened<'a>> {
+    let mut opened = open(input, options, progress)?;
+    let obs = std::mem::take(&mut opened.side.obs);
+    opened.side.obs = select_obs(obs, options.obs_columns.as_deref())?;
+    Ok(opened)
+}
+
 /// Keeps the obs columns named in `keep`, in that order.
 fn select_obs(obs: Vec<ObsColumn>, keep: Option<&[String]>) -> Result<Vec<ObsColumn>> {
     let Some(keep) = keep else {
@@ -379,34 +416,14 @@ fn select_obs(obs: Vec<ObsColumn>, keep: Option<&[String]>) -> Result<Vec<ObsCol
         .collect()
 }
 
-/// First pass: gene totals over every cell.
-fn count_genes(
-    rows: &mut dyn Rows,
-    n_genes: u32,
-    n_cells: u64,
-    progress: &mut dyn FnMut(Progress),
-) -> Result<Vec<f64>> {
-    let mut totals = vec![0f64; n_genes as usize];
-    let mut done = 0u64;
-    while let Some(block) = rows.next_block()? {
-        add_totals(&mut totals, &block);
-        done += block.n_rows() as u64;
-        progress(Progress {
-            phase: Phase::Counting,
-            done,
-            total: n_cells,
-        });
-    }
-    Ok(totals)
-}
-
 /// Converts `input` into a new dataset at `out` (a directory or a URL, see
-/// [`Location::parse`](crate::storage::Location::parse)).
+/// [`Location::parse`](crate::storage::Location::parse)): a build of one
+/// input ([`crate::dataset::build`]).
 pub fn convert(
     input: &Input,
     out: &Path,
     options: ConvertOptions,
-    progress: &mut dyn FnMut(Progress),
+    progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Manifest> {
     let store = crate::storage::Location::parse(out).store()?;
     convert_into(input, store, options, progress)
@@ -417,52 +434,16 @@ pub fn convert_into(
     input: &Input,
     store: Arc<dyn Store>,
     options: ConvertOptions,
-    progress: &mut dyn FnMut(Progress),
+    progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Manifest> {
-    let Opened {
-        n_cells,
-        n_genes,
-        side,
-        cells,
-    } = open(input, &options, progress)?;
-    let mut config = options.writer.clone();
-    config.var_names = side.var_names;
-    config.var_table = side.var_table;
-    config.metadata.extend(side.metadata);
-    let obs = select_obs(side.obs, options.obs_columns.as_deref())?;
-    if !obs.is_empty() {
-        config.obs = Some(ObsConfig::new(obs));
-    }
-    let mut rows: Box<dyn Rows> = match cells {
-        Cells::Rows(mut open) => {
-            if options.sort_genes {
-                config.gene_totals =
-                    Some(count_genes(open()?.as_mut(), n_genes, n_cells, progress)?);
-            }
-            open()?
-        }
-        Cells::Transposed(totals, rows) => {
-            config.gene_totals = totals;
-            Box::new(rows)
-        }
-    };
-    let mut writer = DatasetWriter::create_in(store, n_genes, config)?;
-    let mut done = 0u64;
-    while let Some(block) = rows.next_block()? {
-        writer.push(block.as_ref())?;
-        done += block.n_rows() as u64;
-        progress(Progress {
-            phase: Phase::Writing,
-            done,
-            total: n_cells,
-        });
-    }
-    if done != n_cells {
-        return Err(Error::Input(format!(
-            "the input yielded {done} cells, it declares {n_cells}"
-        )));
-    }
-    writer.finish()
+    let out = store.describe();
+    crate::dataset::build::build_into(
+        &[crate::dataset::build::BuildInput::File(input.clone())],
+        store,
+        &out,
+        &options,
+        progress,
+    )
 }
 
 crate::setters!(ConvertOptions {
@@ -482,4 +463,14 @@ crate::setters!(ConvertOptions {
     with_run_nonzeros: run_nonzeros: usize,
     /// Sets [`ConvertOptions::tmp_dir`].
     with_tmp_dir: tmp_dir: Option<PathBuf>,
+    /// Sets [`ConvertOptions::genes`].
+    with_genes: genes: GeneSpace,
+    /// Sets [`ConvertOptions::gene_key`].
+    with_gene_key: gene_key: Option<String>,
+    /// Sets [`ConvertOptions::source_column`].
+    with_source_column: source_column: Option<String>,
+    /// Sets [`ConvertOptions::tiles_per_task`].
+    with_tiles_per_task: tiles_per_task: usize,
+    /// Sets [`ConvertOptions::max_categories`].
+    with_max_categories: max_categories: usize,
 });

@@ -63,6 +63,11 @@ impl Rows for DenseRows {
         self.next = r1;
         Ok(Some(csr))
     }
+
+    fn seek(&mut self, cell: u64) -> Result<u64> {
+        self.next = cell.min(self.n_cells);
+        Ok(self.next)
+    }
 }
 
 /// Where the chosen matrix and its gene table are.

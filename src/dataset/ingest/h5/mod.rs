@@ -231,4 +231,17 @@ impl<T: H5Type + Copy> Seq<T> for H5Seq {
         self.pos = end;
         Ok(())
     }
+
+    fn skip(&mut self, n: usize) -> Result<()> {
+        if self.pos + n > self.len {
+            return Err(Error::Input(format!(
+                "{}: cannot skip to {} of {} elements",
+                self.source,
+                self.pos + n,
+                self.len
+            )));
+        }
+        self.pos += n;
+        Ok(())
+    }
 }

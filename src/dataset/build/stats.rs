@@ -1,0 +1,338 @@
+//! The statistics pass: one task per input, everything the plan needs.
+//!
+//! A statistics task reads its input once: the cell and gene counts, the gene
+//! keys, names and table, the total of every gene (for sorting the corpus's
+//! genes), and the obs schema as the input would store it. An input that must
+//! be transposed (CSC, Matrix Market) is transposed here, once, into a *stage*
+//! (a dataset of the input's cells in its own gene order, at a fast zstd level,
+//! with its obs) under the output's `_build/stage/`, so that write tasks on any
+//! machine can read any range of it. A rerun finds a complete stage (it has a
+//! manifest) and reads it instead of transposing again.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use crate::corpus::vocab::dataset_keys;
+use crate::dataset::build::input::BuildInput;
+use crate::dataset::ingest::{open_input, Cells, ConvertOptions, Phase, Progress, Rows, Side};
+use crate::dataset::OpenOptions;
+use crate::dataset::{Dataset, DatasetWriter, WriterConfig};
+use crate::error::{Error, Result};
+use crate::obs::{ObsConfig, ObsSchema, VarTable};
+use crate::storage::{Prefixed, Store};
+
+/// Where stages are kept in the output, until the commit removes them.
+pub(crate) const STAGE_PREFIX: &str = "_build/stage/";
+
+/// zstd level of a stage: read once by the write tasks, then deleted.
+const STAGE_LEVEL: i32 = 1;
+
+/// What a statistics task learned of one input.
+#[derive(Clone, Debug)]
+pub struct InputStats {
+    /// The input.
+    pub input: BuildInput,
+    /// Cells.
+    pub n_cells: u64,
+    /// Genes (columns) as the input stores them.
+    pub n_genes: u32,
+    /// The gene keys in column order (`None`: the input names no genes).
+    pub keys: Option<Vec<String>>,
+    /// The gene names in column order, when it has them.
+    pub var_names: Option<Vec<String>>,
+    /// The gene table in column order, when it has one.
+    pub var: Option<VarTable>,
+    /// Each column's total count, when genes are sorted.
+    pub totals: Option<Vec<f64>>,
+    /// The obs columns as the input stores them, when it has obs.
+    pub obs: Option<ObsSchema>,
+    /// The input's own manifest metadata (its source, its obs index).
+    pub metadata: Map<String, Value>,
+    /// The key prefix (in the output) of the stage the write tasks read, for
+    /// inputs transposed here.
+    pub staged: Option<String>,
+}
+
+/// The gene keys of a converter input: its var names, or a var column.
+fn file_keys(side: &Side, key: Option<&str>, name: &str) -> Result<Option<Vec<String>>> {
+    let Some(key) = key else {
+        return Ok(side.var_names.clone());
+    };
+    let table = side.var_table.as_ref().ok_or_else(|| {
+        Error::Input(format!(
+            "{name}: has no gene table, so no gene key column {key:?}"
+        ))
+    })?;
+    table.values(key).map(|v| Some(v.to_vec())).ok_or_else(|| {
+        Error::Input(format!(
+            "{name}: no var column {key:?} to match genes by (var has {})",
+            table.column_names().join(", ")
+        ))
+    })
+}
+
+/// Sums every column of `ds`, tile by tile.
+fn dataset_totals(ds: &Dataset, progress: &mut dyn FnMut(u64)) -> Result<Vec<f64>> {
+    let mut totals = vec![0f64; ds.n_genes() as usize];
+    for t in 0..ds.n_tiles() {
+        let cells = ds.tile_cells(t)?;
+        let n = cells.end - cells.start;
+        let csr = ds.read(cells).uncached().csr::<i32>()?.csr;
+        for (&g, &v) in csr.indices.iter().zip(&csr.values) {
+            totals[g as usize] += f64::from(v);
+        }
+        progress(n);
+    }
+    Ok(totals)
+}
+
+/// The statistics of a dataset input (or of a stage).
+fn dataset_stats(
+    input: &BuildInput,
+    ds: &Dataset,
+    options: &ConvertOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<InputStats> {
+    let name = input.describe();
+    let keys = match (&options.gene_key, ds.var_names()) {
+        (None, None) => None,
+        (key, _) => Some(dataset_keys(ds, key.as_deref(), &name)?),
+    };
+    let var = ds
+        .var_table()?
+        .map(|f| VarTable::from_frame(&f))
+        .transpose()?;
+    Ok(InputStats {
+        input: input.clone(),
+        n_cells: ds.n_cells(),
+        n_genes: ds.n_genes(),
+        keys,
+        var_names: ds.var_names().map(<[String]>::to_vec),
+        var,
+        totals: if options.sort_genes {
+            Some(dataset_totals(ds, progress)?)
+        } else {
+            None
+        },
+        obs: ds.obs().map(|o| o.schema().clone()),
+        metadata: ds.manifest().metadata.clone(),
+        staged: None,
+    })
+}
+
+/// Runs the statistics task of input `index`, staging it under `out` if it
+/// must be transposed. `progress` receives cells counted (or nonzeros
+/// transposed, with [`Phase::Transposing`]) as they pass.
+pub fn input_stats(
+    input: &BuildInput,
+    index: usize,
+    out: &Arc<dyn Store>,
+    options: &ConvertOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<InputStats> {
+    let name = input.describe();
+    let named = |e: Error| match e {
+        Error::Input(msg) if !msg.contains(&name) => Error::Input(format!("{name}: {msg}")),
+        e => e,
+    };
+    let mut counted = 0u64;
+    let file = match input {
+        BuildInput::Dataset(location) => {
+            let ds = Dataset::open(location).map_err(named)?;
+            let total = ds.n_cells();
+            return dataset_stats(input, &ds, options, &mut |n| {
+                counted += n;
+                progress(Progress {
+                    phase: Phase::Counting,
+                    done: counted,
+                    total,
+                });
+            });
+        }
+        BuildInput::File(file) => file,
+    };
+    let stage_key = format!("{STAGE_PREFIX}{index:04}");
+    let stage: Arc<dyn Store> = Arc::new(Prefixed::new(out.clone(), &stage_key));
+    if stage.size(crate::dataset::MANIFEST_KEY)?.is_some() {
+        return stage_stats(input, &stage_key, stage, options, None, progress);
+    }
+    let opened = open_input(file, options, progress).map_err(named)?;
+    let (n_cells, n_genes) = (opened.n_cells, opened.n_genes);
+    let keys = file_keys(&opened.side, options.gene_key.as_deref(), &name)?;
+    let obs = if opened.side.obs.is_empty() {
+        None
+    } else {
+        let columns = opened
+            .side
+            .obs
+            .iter()
+            .map(|c| Ok(c.encode(options.max_categories)?.0))
+            .collect::<Result<Vec<_>>>()?;
+        Some(ObsSchema { columns })
+    };
+    let mut stats = InputStats {
+        input: input.clone(),
+        n_cells,
+        n_genes,
+        keys,
+        var_names: opened.side.var_names.clone(),
+        var: opened.side.var_table.clone(),
+        totals: None,
+        obs,
+        metadata: opened.side.metadata.clone(),
+        staged: None,
+    };
+    match opened.cells {
+        Cells::Rows(mut open) => {
+            if options.sort_genes {
+                let mut totals = vec![0f64; n_genes as usize];
+                let mut rows = open()?;
+                while let Some(block) = rows.next_block().map_err(named)? {
+                    crate::dataset::ingest::add_totals(&mut totals, &block);
+                    counted += block.n_rows() as u64;
+                    progress(Progress {
+                        phase: Phase::Counting,
+                        done: counted,
+                        total: n_cells,
+                    });
+                }
+                if counted != n_cells {
+                    return Err(Error::Input(format!(
+                        "{name}: yielded {counted} cells, it declares {n_cells}"
+                    )));
+                }
+                stats.totals = Some(totals);
+            }
+        }
+        Cells::Transposed(totals, mut rows) => {
+            let mut config = WriterConfig::default()
+                .with_level(STAGE_LEVEL)
+                .with_parallel_tiles(1)
+                .with_var_names(opened.side.var_names)
+                .with_var_table(opened.side.var_table)
+                .with_metadata(opened.side.metadata);
+            if !opened.side.obs.is_empty() {
+                config.obs = Some(
+                    ObsConfig::new(opened.side.obs).with_max_categories(options.max_categories),
+                );
+            }
+            let mut writer = DatasetWriter::create_in(stage.clone(), n_genes, config)?;
+            while let Some(block) = rows.next_block()? {
+                writer.push(block.as_ref())?;
+                counted += block.n_rows() as u64;
+                progress(Progress {
+                    phase: Phase::Counting,
+                    done: counted,
+                    total: n_cells,
+                });
+            }
+            writer.finish()?;
+            // Read back from the stage, as a rerun would, so that both
+            // describe the input the same way.
+            return stage_stats(input, &stage_key, stage, options, totals, progress);
+        }
+    }
+    Ok(stats)
+}
+
+/// The statistics of a staged input, read from its stage (which carries the
+/// input's gene names, gene table, obs and metadata). The transpose's gene
+/// totals, when given, spare a pass over the stage (they are the same
+/// integers, summed exactly).
+fn stage_stats(
+    input: &BuildInput,
+    key: &str,
+    stage: Arc<dyn Store>,
+    options: &ConvertOptions,
+    totals: Option<Vec<f64>>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<InputStats> {
+    let ds = Dataset::open_store(stage, OpenOptions::default())?;
+    let total = ds.n_cells();
+    let mut counted = 0u64;
+    let mut counting = options.clone();
+    counting.sort_genes = options.sort_genes && totals.is_none();
+    let mut stats = dataset_stats(input, &ds, &counting, &mut |n| {
+        counted += n;
+        progress(Progress {
+            phase: Phase::Counting,
+            done: counted,
+            total,
+        });
+    })?;
+    stats.staged = Some(key.to_string());
+    if options.sort_genes && totals.is_some() {
+        stats.totals = totals;
+    }
+    Ok(stats)
+}
+
+impl InputStats {
+    /// The statistics as JSON (what a statistics task on a cluster returns).
+    pub fn to_json(&self) -> String {
+        json!({
+            "input": self.input.to_value(),
+            "n_cells": self.n_cells,
+            "n_genes": self.n_genes,
+            "keys": self.keys,
+            "var_names": self.var_names,
+            "var": self.var.as_ref().map(VarTable::to_value),
+            "totals": self.totals,
+            "obs": self.obs.as_ref().map(ObsSchema::to_value),
+            "metadata": self.metadata,
+            "staged": self.staged,
+        })
+        .to_string()
+    }
+
+    /// The statistics [`InputStats::to_json`] wrote.
+    pub fn from_json(text: &str) -> Result<InputStats> {
+        let bad = |what: &str| Error::Input(format!("input statistics: {what} is malformed"));
+        let v: Value = serde_json::from_str(text).map_err(|_| bad("the JSON"))?;
+        let strings = |k: &str| -> Result<Option<Vec<String>>> {
+            match v.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(x) => serde_json::from_value(x.clone())
+                    .map(Some)
+                    .map_err(|_| bad(k)),
+            }
+        };
+        let totals = match v.get("totals") {
+            None | Some(Value::Null) => None,
+            Some(x) => Some(serde_json::from_value(x.clone()).map_err(|_| bad("totals"))?),
+        };
+        let obs = match v.get("obs") {
+            None | Some(Value::Null) => None,
+            Some(x) => Some(ObsSchema::parse(x.to_string().as_bytes()).map_err(Error::Input)?),
+        };
+        let var = match v.get("var") {
+            None | Some(Value::Null) => None,
+            Some(x) => Some(VarTable::from_value(x)?),
+        };
+        let n_genes = v
+            .get("n_genes")
+            .and_then(Value::as_u64)
+            .and_then(|g| u32::try_from(g).ok())
+            .ok_or_else(|| bad("n_genes"))?;
+        Ok(InputStats {
+            input: BuildInput::from_value(v.get("input").ok_or_else(|| bad("input"))?)?,
+            n_cells: v
+                .get("n_cells")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| bad("n_cells"))?,
+            n_genes,
+            keys: strings("keys")?,
+            var_names: strings("var_names")?,
+            var,
+            totals,
+            obs,
+            metadata: v
+                .get("metadata")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+            staged: v.get("staged").and_then(Value::as_str).map(str::to_string),
+        })
+    }
+}
