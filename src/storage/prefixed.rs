@@ -62,8 +62,7 @@ impl Store for Prefixed {
     }
 
     fn sync(&self, dir: &str) -> Result<()> {
-        self.inner
-            .sync(&self.key(dir).trim_end_matches('/').to_string())
+        self.inner.sync(self.key(dir).trim_end_matches('/'))
     }
 
     fn is_remote(&self) -> bool {

@@ -141,7 +141,7 @@ fn rows_of(block: &Csr<u32>, r0: usize, r1: usize) -> Csr<u32> {
 /// Where a write task reads an input's cells from.
 pub(crate) enum Reader<'a> {
     /// A converter input read by cell.
-    File(Opened<'a>),
+    File(Box<Opened<'a>>),
     /// A dataset: the input itself, or the stage of one that was transposed.
     Dataset(Dataset),
 }
@@ -163,7 +163,11 @@ impl<'a> Reader<'a> {
         }
         match input {
             BuildInput::Dataset(location) => Ok(Reader::Dataset(Dataset::open(location)?)),
-            BuildInput::File(file) => Ok(Reader::File(open_input(file, options, &mut |_| {})?)),
+            BuildInput::File(file) => Ok(Reader::File(Box::new(open_input(
+                file,
+                options,
+                &mut |_| {},
+            )?))),
         }
     }
 

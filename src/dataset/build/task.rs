@@ -232,7 +232,6 @@ pub fn run_task(
     if let Some(last) = packer.take_partial() {
         put_tile(last)?;
     }
-    drop(put_tile);
     if tiles.len() != spec.tile_cells.len() {
         return Err(Error::Input(format!(
             "task {task} wrote {} tiles, the plan has {}",

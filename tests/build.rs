@@ -1,0 +1,310 @@
+//! Many inputs built into one dataset: the merged matrix and obs equal an
+//! independent merge written here, the bytes do not depend on how many
+//! threads ran the tasks, and a rerun after a failure reuses what is intact.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use deltacells::corpus::GeneSpace;
+use deltacells::dataset::build::{build, input_stats, plan, run_task, BuildInput};
+use deltacells::dataset::ingest::ConvertOptions;
+use deltacells::obs::{ObsColumn, ObsConfig};
+use deltacells::{CsrRef, Dataset, DatasetWriter, WriterConfig};
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("deltacells-build-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A deterministic sparse count of `cell` for gene `name`.
+fn count(seed: u64, cell: u64, name: &str) -> u32 {
+    let h = name.bytes().fold(
+        seed.wrapping_mul(0x9e37_79b9) ^ cell.wrapping_mul(0x85eb_ca6b),
+        |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3),
+    );
+    if h % 3 == 0 {
+        (h >> 40) as u32 % 50 + 1
+    } else {
+        0
+    }
+}
+
+struct Part {
+    genes: Vec<&'static str>,
+    cells: u64,
+    seed: u64,
+    cell_types: Vec<&'static str>,
+}
+
+/// Writes `part` as a dataset in its own gene order with obs `cell_type`
+/// (its own vocabulary) and, for odd seeds, a numeric column `score`.
+fn write(dir: &Path, part: &Part) {
+    let names: Vec<String> = part.genes.iter().map(|g| g.to_string()).collect();
+    let cts = part.cell_types.clone();
+    let mut obs = vec![ObsColumn::categorical(
+        "cell_type",
+        (0..part.cells).map(|c| Some(cts[c as usize % cts.len()])),
+    )];
+    if part.seed % 2 == 1 {
+        obs.push(
+            ObsColumn::from_arrow(
+                "score",
+                std::sync::Arc::new(arrow_array::Float64Array::from(
+                    (0..part.cells).map(|c| c as f64 / 2.0).collect::<Vec<_>>(),
+                )),
+            )
+            .unwrap(),
+        );
+    }
+    let config = WriterConfig::default()
+        .with_tile_size(7)
+        .with_var_names(Some(names.clone()))
+        .with_obs(Some(ObsConfig::new(obs)));
+    let mut w = DatasetWriter::create(dir, names.len() as u32, config).unwrap();
+    let (mut indptr, mut indices, mut values) = (vec![0i64], vec![], vec![]);
+    for c in 0..part.cells {
+        for (g, name) in part.genes.iter().enumerate() {
+            let v = count(part.seed, c, name);
+            if v > 0 {
+                indices.push(g as i32);
+                values.push(v);
+            }
+        }
+        indptr.push(indices.len() as i64);
+    }
+    w.push(CsrRef {
+        n_cols: names.len() as u64,
+        indptr: &indptr,
+        indices: &indices,
+        values: &values,
+    })
+    .unwrap();
+    w.finish().unwrap();
+}
+
+fn parts() -> Vec<Part> {
+    vec![
+        Part {
+            genes: vec!["g3", "g1", "g7", "g2"],
+            cells: 23,
+            seed: 1,
+            cell_types: vec!["T", "B"],
+        },
+        Part {
+            genes: vec!["g2", "g5", "g1"],
+            cells: 9,
+            seed: 2,
+            cell_types: vec!["NK", "T"],
+        },
+        Part {
+            genes: vec!["g9", "g1", "g3", "g5", "g2"],
+            cells: 30,
+            seed: 3,
+            cell_types: vec!["B"],
+        },
+    ]
+}
+
+/// The inputs written under `dir`, as build inputs.
+fn inputs(dir: &Path) -> Vec<BuildInput> {
+    parts()
+        .iter()
+        .enumerate()
+        .map(|(i, part)| {
+            let d = dir.join(format!("part{i}"));
+            if !d.join("manifest.json").exists() {
+                write(&d, part);
+            }
+            BuildInput::detect(d.to_str().unwrap()).unwrap()
+        })
+        .collect()
+}
+
+/// Every cell's counts by gene name, read back through `gene_order` and `var_names`.
+fn by_name(ds: &Dataset) -> Vec<BTreeMap<String, i32>> {
+    let names = ds.var_names().unwrap().to_vec();
+    let csr = ds.read(0..ds.n_cells()).csr::<i32>().unwrap().csr;
+    (0..csr.n_rows())
+        .map(|r| {
+            let (a, b) = (csr.indptr[r] as usize, csr.indptr[r + 1] as usize);
+            (a..b)
+                .map(|j| (names[csr.indices[j] as usize].clone(), csr.values[j]))
+                .collect()
+        })
+        .collect()
+}
+
+/// The expected merge, computed from the generator directly.
+fn expected(keep: impl Fn(&str) -> bool) -> Vec<BTreeMap<String, i32>> {
+    let keep = &keep;
+    parts()
+        .iter()
+        .flat_map(|p| {
+            (0..p.cells).map(move |c| {
+                p.genes
+                    .iter()
+                    .filter(|g| keep(g))
+                    .map(|g| (g.to_string(), count(p.seed, c, g) as i32))
+                    .filter(|e| e.1 > 0)
+                    .collect::<BTreeMap<_, _>>()
+            })
+        })
+        .collect()
+}
+
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let key = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                out.insert(key, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn options() -> ConvertOptions {
+    ConvertOptions::default()
+        .with_writer(WriterConfig::default().with_tile_size(8))
+        .with_tiles_per_task(2)
+}
+
+#[test]
+fn a_union_build_equals_the_inputs_merged_by_gene_name() {
+    let dir = tmpdir("union");
+    let ins = inputs(&dir);
+    let out = dir.join("out");
+    let m = build(&ins, out.to_str().unwrap(), &options(), &|_| {}).unwrap();
+    assert_eq!(m.n_cells, 62);
+    let ds = Dataset::open(&out).unwrap();
+    let mut genes: Vec<String> = ds.var_names().unwrap().to_vec();
+    genes.sort();
+    assert_eq!(genes, ["g1", "g2", "g3", "g5", "g7", "g9"]);
+    assert_eq!(by_name(&ds), expected(|_| true));
+    // Genes sorted by decreasing totals over the whole corpus.
+    let csr = ds.read(0..ds.n_cells()).csr::<i32>().unwrap().csr;
+    let mut totals = vec![0i64; ds.n_genes() as usize];
+    for (&g, &v) in csr.indices.iter().zip(&csr.values) {
+        totals[g as usize] += i64::from(v);
+    }
+    assert!(totals.windows(2).all(|w| w[0] >= w[1]), "{totals:?}");
+    // Obs: the union of columns, one vocabulary, the source column.
+    let obs = ds.obs().unwrap();
+    assert_eq!(obs.schema().names(), ["cell_type", "score", "dataset_id"]);
+    let ct = &obs.schema().columns[0];
+    assert_eq!(&ct.categories.clone().unwrap()[..], ["B", "NK", "T"]);
+    let src = &obs.schema().columns[2];
+    assert_eq!(
+        &src.categories.clone().unwrap()[..],
+        ["part0", "part1", "part2"]
+    );
+    // Nothing of the build is left behind.
+    assert!(!out.join("_build").exists() || files(&out.join("_build")).is_empty());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn an_intersection_or_a_list_keeps_exactly_those_genes() {
+    let dir = tmpdir("inter");
+    let ins = inputs(&dir);
+    let out = dir.join("inter");
+    let opts = options().with_genes(GeneSpace::Intersection);
+    build(&ins, out.to_str().unwrap(), &opts, &|_| {}).unwrap();
+    let ds = Dataset::open(&out).unwrap();
+    assert_eq!(by_name(&ds), expected(|g| g == "g1" || g == "g2"));
+
+    let listed = GeneSpace::listed(vec!["g5".into(), "zz".into(), "g3".into()]).unwrap();
+    let out = dir.join("listed");
+    let opts = options().with_genes(listed).with_sort_genes(false);
+    build(&ins, out.to_str().unwrap(), &opts, &|_| {}).unwrap();
+    let ds = Dataset::open(&out).unwrap();
+    assert_eq!(ds.var_names().unwrap(), ["g5", "zz", "g3"]);
+    assert_eq!(by_name(&ds), expected(|g| g == "g5" || g == "g3"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn the_bytes_do_not_depend_on_threads_and_a_rerun_reuses_intact_tasks() {
+    let dir = tmpdir("bytes");
+    let ins = inputs(&dir);
+    let run = |name: &str, threads: usize| {
+        let out = dir.join(name);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| build(&ins, out.to_str().unwrap(), &options(), &|_| {}))
+            .unwrap();
+        files(&out)
+    };
+    let one = run("one", 1);
+    assert_eq!(one, run("two", 2));
+
+    // A build stopped after its first task: no manifest; the rerun reuses
+    // the finished task and ends identical.
+    let out = dir.join("rerun");
+    let store = deltacells::storage::Location::parse(&out).store().unwrap();
+    let opts = options();
+    let stats: Vec<_> = ins
+        .iter()
+        .enumerate()
+        .map(|(i, input)| input_stats(input, i, &store, &opts, &mut |_| {}).unwrap())
+        .collect();
+    let p = plan(&stats, out.to_str().unwrap(), &opts).unwrap();
+    let first = run_task(&p, 0, &store, &mut |_| {}).unwrap();
+    assert!(!first.reused);
+    assert!(!out.join("manifest.json").exists());
+    // A tile of the second task half-written by a killed worker.
+    std::fs::write(out.join("tiles/tile_000002.dct"), b"partial").unwrap();
+    build(&ins, out.to_str().unwrap(), &opts, &|_| {}).unwrap();
+    assert_eq!(files(&out), one);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bad_inputs_are_refused_naming_the_file_and_leave_no_manifest() {
+    let dir = tmpdir("bad");
+    let ins = inputs(&dir);
+    let out = dir.join("out");
+    let opts = options().with_gene_key(Some("gene_ids".into()));
+    let err = build(&ins, out.to_str().unwrap(), &opts, &|_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("part") && err.contains("gene_ids"), "{err}");
+    assert!(!out.join("manifest.json").exists());
+
+    // An input that shares no gene with another: an empty intersection.
+    let lone = dir.join("lone");
+    write(
+        &lone,
+        &Part {
+            genes: vec!["x1"],
+            cells: 3,
+            seed: 5,
+            cell_types: vec!["T"],
+        },
+    );
+    let pair = [
+        ins[0].clone(),
+        BuildInput::detect(lone.to_str().unwrap()).unwrap(),
+    ];
+    let out = dir.join("out2");
+    let opts = options().with_genes(GeneSpace::Intersection);
+    let err = build(&pair, out.to_str().unwrap(), &opts, &|_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("no gene in common") && err.contains("lone"),
+        "{err}"
+    );
+    assert!(!out.join("manifest.json").exists());
+    std::fs::remove_dir_all(dir).unwrap();
+}
