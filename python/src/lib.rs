@@ -11,6 +11,7 @@
 
 mod arrays;
 mod batches;
+mod build;
 mod columns;
 mod dataset;
 mod errors;
@@ -25,6 +26,9 @@ fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batches::PyBatchIter>()?;
     m.add_class::<batches::PyRankShare>()?;
     m.add_class::<writer::PyWriter>()?;
+    m.add_class::<build::PyBuildDriver>()?;
+    m.add_function(wrap_pyfunction!(build::build_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(build::build_task, m)?)?;
     m.add("__version__", deltacells::build_info::VERSION)?;
     m.add("DEFAULT_TILE_SIZE", deltacells::dataset::DEFAULT_TILE_SIZE)?;
     m.add(

@@ -23,14 +23,18 @@ def test_the_package_is_marked_typed_and_ships_the_extension_stub():
     assert (files / "_deltacells.pyi").is_file()
 
 
-def test_the_stub_names_every_class_member_and_constant_of_the_extension():
+def test_the_stub_names_every_class_member_function_and_constant_of_the_extension():
     tree = stub()
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
     constants = {node.target.id for node in tree.body if isinstance(node, ast.AnnAssign)}
     runtime_classes = {name for name in dir(_deltacells)
                        if isinstance(getattr(_deltacells, name), type)}
+    runtime_functions = {name for name in public(dir(_deltacells))
+                         if callable(getattr(_deltacells, name)) and name not in runtime_classes}
     assert set(classes) == runtime_classes
-    assert constants == public(dir(_deltacells)) - runtime_classes | {"__version__"}
+    assert functions == runtime_functions
+    assert constants == public(dir(_deltacells)) - runtime_classes - runtime_functions | {"__version__"}
     for name, node in classes.items():
         declared = {d.name for d in node.body if isinstance(d, ast.FunctionDef)}
         runtime = getattr(_deltacells, name)
