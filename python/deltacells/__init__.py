@@ -8,6 +8,7 @@
     adata = ds.to_anndata(cells=range(1000))            # anndata.AnnData, in memory
     for position, cells, X, obs in ds.batches(batch_size=256, seed=1): ...
     deltacells.write(adata, "out_dc")    # scipy, dense or AnnData in
+    deltacells.build(["a.h5ad", "b.h5ad"], "ab_dc", gene_key="gene_ids", client=None)
 
 `deltacells.torch.CellDataset` is the PyTorch loader.
 """
@@ -17,6 +18,7 @@ from typing import Optional as _Optional
 
 from . import _deltacells
 from ._batches import Batch, Batches
+from ._build import BuildSummary, build
 from ._dataset import Dataset
 from ._formats import FORMATS, CsrArrays
 from ._write import write
@@ -37,5 +39,5 @@ def open(location: "str | _os.PathLike[str]", *, threads: _Optional[int] = None,
     return Dataset(location, threads=threads, pin=pin, cache_bytes=cache_bytes)
 
 
-__all__ = ["open", "write", "Dataset", "Batch", "Batches", "CsrArrays", "FORMATS",
+__all__ = ["open", "write", "build", "BuildSummary", "Dataset", "Batch", "Batches", "CsrArrays", "FORMATS",
            "DeltacellsError", "FormatError", "InputError", "StorageError", "__version__"]

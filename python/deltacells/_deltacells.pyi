@@ -13,12 +13,14 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = ["Dataset", "BatchIter", "RankShare", "Writer", "BuildDriver", "build_stats", "build_task",
-           "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS", "DEFAULT_LEVEL", "kernel_backend"]
+           "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS", "DEFAULT_LEVEL", "DEFAULT_TILES_PER_TASK",
+           "kernel_backend"]
 
 __version__: str
 DEFAULT_TILE_SIZE: int
 DEFAULT_CHUNKS: int
 DEFAULT_LEVEL: int
+DEFAULT_TILES_PER_TASK: int
 kernel_backend: str
 
 _CsrParts = Tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], np.ndarray, int]

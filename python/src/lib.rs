@@ -40,6 +40,10 @@ fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
         deltacells::format::tile_writer::DEFAULT_LEVEL,
     )?;
     m.add(
+        "DEFAULT_TILES_PER_TASK",
+        deltacells::dataset::ingest::DEFAULT_TILES_PER_TASK,
+    )?;
+    m.add(
         "kernel_backend",
         deltacells::Backend::active()
             .map(|b| b.to_string())

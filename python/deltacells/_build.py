@@ -1,0 +1,149 @@
+"""`deltacells.build`: many inputs into one dataset, on a Dask cluster or a
+local process pool.
+
+A build is one plan run in four steps (the engine's `dataset::build`):
+statistics tasks, one per input; the plan, on the driver; write tasks, each
+putting its tiles and obs shard straight into the output; the commit, on the
+driver, which checks every task's objects and writes `manifest.json` last.
+The tasks are plain functions of JSON text (`_stats`, `_write`), so Dask
+(`client.map`) or a `ProcessPoolExecutor` runs them; no scheduler of ours.
+The output's bytes depend on the inputs and options alone, never on the
+number of workers or on Dask, and equal `deltacells convert IN... OUT`'s.
+A rerun after any failure reuses every task whose objects are intact.
+"""
+
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
+
+from . import _deltacells
+
+Genes = Union[str, Sequence[str]]
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class BuildSummary(NamedTuple):
+    """What a build wrote."""
+
+    location: str
+    n_obs: int
+    n_vars: int
+    n_tiles: int
+    tile_bytes: int
+    tasks: int
+    """Write tasks in the plan."""
+    reused: int
+    """Write tasks a previous run had completed (nothing rewritten)."""
+
+
+def _options(genes: Genes, gene_key: Optional[str], source_column: Optional[str],
+             tile_size: int, n_chunks: int, level: int, tiles_per_task: int, sort_genes: bool,
+             layer: str, obs_columns: Optional[Sequence[str]], feature_type: Optional[str],
+             tmp_dir: Optional[PathLike]) -> str:
+    """The build options as the engine reads them (one JSON object)."""
+    if not isinstance(genes, str):
+        genes = [str(g) for g in genes]
+    return json.dumps({
+        "genes": genes,
+        "gene_key": gene_key,
+        "source_column": source_column,
+        "tile_size": tile_size,
+        "n_chunks": n_chunks,
+        "level": level,
+        "tiles_per_task": tiles_per_task,
+        "sort_genes": sort_genes,
+        "layer": layer,
+        "obs_columns": None if obs_columns is None else list(obs_columns),
+        "feature_type": feature_type,
+        "tmp_dir": None if tmp_dir is None else os.fspath(tmp_dir),
+    })
+
+
+def _stats(input: str, index: int, out: str, options: str) -> str:  # noqa: A002
+    """A statistics task (runs on a worker)."""
+    return _deltacells.build_stats(input, index, out, options)
+
+
+def _write(task: int, plan: str) -> "tuple[str, bool]":
+    """A write task (runs on a worker): its report, and whether it was reused."""
+    return _deltacells.build_task(plan, task)
+
+
+def _run_dask(client: Any, inputs: List[str], out: str, options: str,
+              driver: "_deltacells.BuildDriver", retries: int) -> "tuple[str, List[str], int]":
+    stats = client.gather(client.map(_stats, inputs, range(len(inputs)), out=out,
+                                     options=options, key="deltacells-stats", pure=False,
+                                     retries=retries))
+    plan, n_tasks = driver.plan(stats, options)
+    # The plan goes to the workers once, not with every task.
+    [shared] = client.scatter([plan], broadcast=True, hash=False)
+    done = client.gather(client.map(_write, range(n_tasks), plan=shared,
+                                    key="deltacells-write", pure=False, retries=retries))
+    return plan, [r for r, _ in done], sum(reused for _, reused in done)
+
+
+def _run_local(inputs: List[str], out: str, options: str,
+               driver: "_deltacells.BuildDriver", workers: Optional[int]) -> "tuple[str, List[str], int]":
+    # Spawned, not forked: a fork would copy the engine's thread pools without their threads.
+    with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1,
+                             mp_context=get_context("spawn")) as pool:
+        n = len(inputs)
+        stats = list(pool.map(_stats, inputs, range(n), [out] * n, [options] * n))
+        plan, n_tasks = driver.plan(stats, options)
+        done = list(pool.map(_write, range(n_tasks), [plan] * n_tasks))
+    return plan, [r for r, _ in done], sum(reused for _, reused in done)
+
+
+def build(inputs: Sequence[PathLike], out: PathLike, *, genes: Genes = "union",
+          gene_key: Optional[str] = None, source_column: Optional[str] = None,
+          client: Any = None, workers: Optional[int] = None, retries: int = 0,
+          tile_size: int = _deltacells.DEFAULT_TILE_SIZE,
+          n_chunks: int = _deltacells.DEFAULT_CHUNKS, level: int = _deltacells.DEFAULT_LEVEL,
+          tiles_per_task: int = _deltacells.DEFAULT_TILES_PER_TASK, sort_genes: bool = True,
+          layer: str = "X", obs_columns: Optional[Sequence[str]] = None,
+          feature_type: Optional[str] = None,
+          tmp_dir: Optional[PathLike] = None) -> BuildSummary:
+    """Builds one dataset at `out` (a directory or a URL such as
+    `s3://bucket/prefix`) from `inputs`: files the converter reads (h5ad,
+    Cell Ranger h5, 10x folders, npz) or existing datasets, each with its
+    own genes and obs. The same as `deltacells convert IN... OUT`, byte for
+    byte, with the same options.
+
+    Genes are matched across inputs by `gene_key` (a var column such as
+    `gene_ids`; default the var index) into `genes`: `"union"`,
+    `"intersection"`, or a list of keys (exactly those, in that order). They
+    are sorted by decreasing total counts unless `sort_genes=False`. The obs
+    is the union of the inputs' columns, category vocabularies merged, plus
+    a categorical `source_column` (default `dataset_id` for several inputs)
+    holding each input's file or directory stem.
+
+    `client`: a `distributed.Client`; statistics and write tasks run on its
+    workers (which must see the inputs and the output at the same paths),
+    each task retried up to `retries` times after an error (a worker that
+    dies has its task rerun by Dask anyway). Without one the same tasks run
+    on a local pool of `workers` spawned processes (default: one per core),
+    so call it from under `if __name__ == "__main__":` in scripts.
+
+    A build stopped by any failure is finished by running it again: every
+    task whose objects are intact is reused (`BuildSummary.reused`). Until
+    the commit, `out` holds no `manifest.json`.
+    """
+    sources = [os.fspath(i) for i in inputs]
+    location = os.fspath(out)
+    options = _options(genes, gene_key, source_column, tile_size, n_chunks, level,
+                       tiles_per_task, sort_genes, layer, obs_columns, feature_type, tmp_dir)
+    driver = _deltacells.BuildDriver(location)
+    try:
+        if client is None:
+            plan, reports, reused = _run_local(sources, location, options, driver, workers)
+        else:
+            plan, reports, reused = _run_dask(client, sources, location, options, driver, retries)
+        manifest: Dict[str, Any] = json.loads(driver.commit(plan, reports))
+    finally:
+        driver.close()
+    return BuildSummary(location=location, n_obs=manifest["n_cells"], n_vars=manifest["n_genes"],
+                        n_tiles=len(manifest["tile_cells"]),
+                        tile_bytes=sum(manifest["tile_bytes"]), tasks=len(reports),
+                        reused=reused)
