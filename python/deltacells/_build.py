@@ -87,12 +87,16 @@ def _run_dask(client: Any, inputs: List[str], out: str, options: str,
 def _run_local(inputs: List[str], out: str, options: str,
                driver: "_deltacells.BuildDriver", workers: Optional[int]) -> "tuple[str, List[str], int]":
     # Spawned, not forked: a fork would copy the engine's thread pools without their threads.
-    with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1,
-                             mp_context=get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1,
+                               mp_context=get_context("spawn"))
+    try:
         n = len(inputs)
         stats = list(pool.map(_stats, inputs, range(n), [out] * n, [options] * n))
         plan, n_tasks = driver.plan(stats, options)
         done = list(pool.map(_write, range(n_tasks), [plan] * n_tasks))
+    finally:
+        # After a failure, the tasks not started yet are dropped, not run.
+        pool.shutdown(wait=True, cancel_futures=True)
     return plan, [r for r, _ in done], sum(reused for _, reused in done)
 
 

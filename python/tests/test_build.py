@@ -125,9 +125,11 @@ def cli_convert(inputs, out, options):
 
 
 def files(root):
-    """Every file under `root`, by relative path."""
+    """Every object of the directory store at `root`, by key: its files but
+    the hidden ones (the temporaries a killed writer leaves are no objects)."""
     root = pathlib.Path(root)
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.name.startswith(".")}
 
 
 def assert_same_bytes(got, want):
