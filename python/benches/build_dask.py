@@ -1,21 +1,23 @@
 """deltacells.build on a Dask cluster of 1 and then 2 worker processes: the
 throughput ratio and each worker's peak resident memory.
 
-    python benches/build_dask.py [--cells 100000] [--genes 20000] [--nnz 500] [--dir DIR]
+    python benches/build_dask.py [--cells 100000] [--genes 20000] [--nnz 500]
+                                 [--tiles-per-task 2] [--dir DIR]
 
 Writes two h5ad inputs with anndata (`--cells` cells each, `--nnz` nonzeros
 per cell on average, gene popularity skewed as in real data; the second input
 has a shifted, reversed gene set, so the union is bigger than either), then
 builds them into one dataset on a `distributed.LocalCluster` of one worker
 process and of two (one thread each, 127.0.0.1), checks both outputs hold the
-same bytes, and prints cells/s of each build, the ratio, and the peak RSS of
-every worker process. Needs the package built with the `hdf5` feature and
-`pip install "deltacells[dask]"`.
+same bytes, and prints cells/s of each build, the ratio, and for every worker
+process its peak RSS and the share of the build's time it spent on a CPU
+(Linux; well under 100% means the machine had no free core for it). Needs the
+package built with the `hdf5` feature and `pip install "deltacells[dask]"`.
 """
 
 import argparse
+import os
 import pathlib
-import resource
 import shutil
 import tempfile
 import time
@@ -24,8 +26,20 @@ import numpy as np
 
 
 def peak_rss_mib():
-    """This process's peak resident memory (run on each worker)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak resident memory (run on each worker): Linux's
+    VmHWM, the high-water mark of this address space. Not `ru_maxrss`, which
+    a spawned worker inherits from the process it was forked from."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def cpu_seconds():
+    """CPU time this process has used (run on each worker)."""
+    t = os.times()
+    return t.user + t.system
 
 
 def write_input(path, n_cells, genes, nnz, seed):
@@ -53,7 +67,7 @@ def write_input(path, n_cells, genes, nnz, seed):
     return X.nnz
 
 
-def run(inputs, out, n_workers):
+def run(inputs, out, n_workers, tiles_per_task):
     import distributed
 
     import deltacells
@@ -61,11 +75,14 @@ def run(inputs, out, n_workers):
     with distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                   host="127.0.0.1", dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
+        before = client.run(cpu_seconds)
         start = time.perf_counter()
-        summary = deltacells.build(inputs, out, client=client)
+        summary = deltacells.build(inputs, out, client=client, tiles_per_task=tiles_per_task)
         seconds = time.perf_counter() - start
-        rss = sorted(client.run(peak_rss_mib).values())
-    return summary, seconds, rss
+        after = client.run(cpu_seconds)
+        busy = [(after[w] - before[w]) / seconds for w in sorted(after)]
+        rss = [client.run(peak_rss_mib)[w] for w in sorted(after)]
+    return summary, seconds, rss, busy
 
 
 def tree(root):
@@ -78,6 +95,8 @@ def main():
     parser.add_argument("--cells", type=int, default=100_000, help="cells per input")
     parser.add_argument("--genes", type=int, default=20_000, help="genes per input")
     parser.add_argument("--nnz", type=int, default=500, help="nonzeros per cell (about)")
+    parser.add_argument("--tiles-per-task", type=int, default=2,
+                        help="tiles per write task (enough tasks to share among the workers)")
     parser.add_argument("--dir", help="where inputs and outputs go (default: a temporary directory)")
     args = parser.parse_args()
     work = pathlib.Path(args.dir or tempfile.mkdtemp(prefix="deltacells-build-"))
@@ -96,13 +115,14 @@ def main():
     for n_workers in (1, 2):
         out = work / f"out_{n_workers}"
         shutil.rmtree(out, ignore_errors=True)
-        summary, seconds, rss = run(inputs, str(out), n_workers)
+        summary, seconds, rss, busy = run(inputs, str(out), n_workers, args.tiles_per_task)
         rates[n_workers] = summary.n_obs / seconds
         outputs[n_workers] = out
         print(f"{n_workers} worker(s): {summary.n_obs} cells x {summary.n_vars} genes, "
               f"{summary.tasks} tasks, {summary.tile_bytes / 2**20:.1f} MiB of tiles in "
               f"{seconds:.1f} s = {rates[n_workers]:.0f} cells/s; "
-              f"peak RSS per worker: {', '.join(f'{r:.0f} MiB' for r in rss)}")
+              f"peak RSS per worker: {', '.join(f'{r:.0f} MiB' for r in rss)}; "
+              f"CPU busy per worker: {', '.join(f'{b:.0%}' for b in busy)}")
     same = tree(outputs[1]) == tree(outputs[2])
     print(f"2 workers / 1 worker: {rates[2] / rates[1]:.2f}x; outputs byte-identical: {same}")
 
