@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
 use deltacells::corpus::GeneSpace;
-use deltacells::dataset::build::{build, BuildInput};
+use deltacells::dataset::build::{build, plan_inputs, BuildInput};
 use deltacells::dataset::ingest::{ConvertOptions, Layer, Phase, Progress};
 use deltacells::dataset::{Dataset, GeneSelection, OpenOptions, WriterConfig};
 use deltacells::engine::EngineConfig;
@@ -293,6 +293,10 @@ pub struct ConvertArgs {
     /// dataset_id when there are several inputs.
     #[arg(long)]
     source_column: Option<String>,
+    /// Print the build plan (JSON) and stop: the statistics pass runs (inputs that need a
+    /// transpose are staged in the output), no tile is written.
+    #[arg(long)]
+    plan_only: bool,
     /// Tiles per write task (and per obs shard); tasks run in parallel.
     #[arg(long, default_value_t = deltacells::dataset::ingest::DEFAULT_TILES_PER_TASK)]
     tiles_per_task: usize,
@@ -386,9 +390,16 @@ pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
         .with_gene_key(args.gene_key)
         .with_source_column(args.source_column)
         .with_tiles_per_task(args.tiles_per_task);
+    let mut out = Out::stdout();
+    if args.plan_only {
+        let store = deltacells::storage::open(out_dir)?;
+        let plan = plan_inputs(&inputs, &store, out_dir, &options, &on_progress)?;
+        bar.finish_and_clear();
+        writeln!(out, "{}", plan.to_json()).map_err(out_err)?;
+        return out.finish();
+    }
     let manifest = build(&inputs, out_dir, &options, &on_progress)?;
     bar.finish_and_clear();
-    let mut out = Out::stdout();
     writeln!(
         out,
         "{out_dir}: {} cells x {} genes in {} tiles ({} bytes)",
