@@ -86,6 +86,14 @@ pub enum Error {
         /// The error the member gave.
         source: Box<Error>,
     },
+    /// A corpus file could not be read as one.
+    #[error("corpus file {file}: {rule}")]
+    CorpusFile {
+        /// The file.
+        file: String,
+        /// What is wrong with it.
+        rule: crate::corpus::file::CorpusRule,
+    },
     /// A TsFile TS_2DIFF page could not be decoded or encoded.
     #[error(transparent)]
     Ts2diff(#[from] Ts2diffError),

@@ -276,3 +276,58 @@ fn bad_corpora_are_refused_naming_the_member() {
     ]);
     assert!(Corpus::open_spec(twice).is_err());
 }
+
+#[test]
+fn a_saved_corpus_opens_again_and_names_a_missing_member() {
+    let dir = Scratch::new("corpus-file");
+    let members = three(dir.path());
+    let spec = spec(&members)
+        .with_genes(GeneSpace::Intersection)
+        .with_source_column("plate".into());
+    let corpus = Corpus::open_spec(spec).unwrap();
+    let file = dir.path().join("all.corpus.json");
+    corpus.save(&file).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["format"], "deltacells-corpus");
+    assert_eq!(value["version"], 1);
+    assert_eq!(
+        value["members"],
+        serde_json::json!(["a.dc", "b.dc", "c"]),
+        "relative to the file's directory"
+    );
+    let again = Corpus::open(&file).unwrap();
+    assert_eq!(again.var_names(), corpus.var_names());
+    assert_eq!(again.obs_schema(), corpus.obs_schema());
+    assert_eq!(again.obs_schema().names().last(), Some(&"plate"));
+    let ids: Vec<u64> = (0..560).rev().collect();
+    assert_eq!(
+        again.read(&ids).csr::<i32>().unwrap().csr,
+        corpus.read(&ids).csr::<i32>().unwrap().csr
+    );
+
+    // The directory moves as a whole: the file still finds its members.
+    let moved = dir.path().join("moved");
+    std::fs::create_dir(&moved).unwrap();
+    for name in ["a.dc", "b.dc", "c", "all.corpus.json"] {
+        std::fs::rename(dir.path().join(name), moved.join(name)).unwrap();
+    }
+    let moved_file = moved.join("all.corpus.json");
+    assert_eq!(Corpus::open(&moved_file).unwrap().n_cells(), 560);
+
+    // A member gone: the error names it; a broken file: the file.
+    std::fs::remove_dir_all(moved.join("b.dc")).unwrap();
+    let msg = Corpus::open(&moved_file).err().unwrap().to_string();
+    assert!(msg.contains("b.dc"), "{msg}");
+    std::fs::write(
+        &moved_file,
+        "{\"format\": \"deltacells-corpus\", \"version\": 9}",
+    )
+    .unwrap();
+    let err = Corpus::open(&moved_file).err().unwrap();
+    assert!(
+        matches!(err, deltacells::Error::CorpusFile { ref file, .. } if file.contains("all.corpus.json")),
+        "{err}"
+    );
+    assert!(Corpus::open(moved.join("none.json")).is_err());
+}

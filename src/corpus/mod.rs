@@ -6,14 +6,18 @@
 //! * [`open`]: the open [`Corpus`] and its [`Member`]s.
 //! * [`read`]: reads of any cells ([`CorpusRead`]), one per member they
 //!   come from, into one output.
-//! * [`obs`]: the unified obs of any cells ([`Corpus::labels`]).
+//! * [`obs`]: the unified obs of any cells ([`Corpus::localize`]).
+//! * [`file`]: the corpus file ([`Corpus::save`], [`Corpus::open`]).
 
+pub mod file;
 pub mod obs;
 pub mod open;
 pub mod read;
 pub mod spec;
 pub mod vocab;
 
+pub use file::{parse_corpus_file, CorpusRule, CORPUS_FORMAT, CORPUS_VERSION};
+pub use obs::CorpusObs;
 pub use open::{Corpus, Member};
 pub use read::CorpusRead;
 pub use spec::{location_stem, CorpusSpec, DEFAULT_SOURCE_COLUMN};
