@@ -7,8 +7,11 @@
 //! * [`read`]: reads of any cells ([`CorpusRead`]), one per member they
 //!   come from, into one output.
 //! * [`obs`]: the unified obs of any cells ([`Corpus::localize`]).
+//! * [`batches`]: training batches over every tile of every member
+//!   ([`Corpus::batches`]).
 //! * [`file`]: the corpus file ([`Corpus::save`], [`Corpus::open`]).
 
+pub mod batches;
 pub mod file;
 pub mod obs;
 pub mod open;

@@ -35,7 +35,8 @@ use crate::format::tile::TileView;
 use crate::obs::{ObsReader, VarFrame};
 use crate::storage::{Fetcher, Location};
 
-use cache::ChunkCache;
+pub(crate) use batches::{picked, Produce};
+pub(crate) use cache::ChunkCache;
 
 /// Object key of the manifest (written last: a location without it is an
 /// incomplete dataset).
