@@ -9,7 +9,7 @@
 //! * [`obs`]: the unified obs of any cells ([`Corpus::localize`]).
 //! * [`batches`]: training batches over every tile of every member
 //!   ([`Corpus::batches`]).
-//! * [`file`]: the corpus file ([`Corpus::save`], [`Corpus::open`]).
+//! * [`file`](mod@file): the corpus file ([`Corpus::save`], [`Corpus::open`]).
 
 pub mod batches;
 pub mod file;

@@ -67,7 +67,9 @@ enum From {
     Source(i32),
 }
 
-/// The union of several inputs' obs ([module docs](self)).
+/// The union of several inputs' obs: columns unioned in the order first
+/// seen, category vocabularies merged as `anndata.concat` merges them,
+/// numeric types widened, and an optional source column.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObsUnion {
     schema: ObsSchema,
@@ -109,7 +111,7 @@ struct Merged {
 }
 
 impl ObsUnion {
-    /// Unifies `inputs` (see the [module docs](self)); `source` adds the
+    /// Unifies `inputs` (as [`ObsUnion`] says); `source` adds the
     /// source column last. Category vocabularies larger than `max_categories`
     /// become strings.
     pub fn new(
