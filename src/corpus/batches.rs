@@ -17,8 +17,8 @@ use std::borrow::Cow;
 
 use super::{Corpus, CorpusObs};
 use crate::dataset::{
-    picked, Batch, BatchConfig, BatchIter, BatchRows, ChunkCache, EpochOrder, Produce, RankShare,
-    ReadStats, Recycler,
+    picked, share_of, Batch, BatchConfig, BatchIter, BatchRows, ChunkCache, EpochOrder, Produce,
+    RankShare, ReadStats, Recycler,
 };
 use crate::engine::{CellSelection, Dense, GeneSelection, Selected, Sink};
 use crate::error::{Error, Result};
@@ -37,10 +37,10 @@ impl Corpus {
         &self,
         config: BatchConfig,
     ) -> Result<BatchIter<V>> {
-        let (first, step, count) = picked(&config)?;
         if let Some(g) = &config.genes {
             self.check_selection(g)?;
         }
+        let (first, step, count) = picked(&config)?;
         let prefetch = config.prefetch;
         let producer = CorpusBatches::new(self, config, first, step)?;
         let total = producer.len().min(count);
@@ -94,13 +94,7 @@ impl<V: DecodedCount + bytemuck::Pod> CorpusBatches<V> {
     ) -> Result<CorpusBatches<V>> {
         let (limits, tiles) = corpus.tiles();
         let order = EpochOrder::new(&limits, config.shuffle, config.seed, config.epoch);
-        let share = RankShare::new(
-            order.len(),
-            config.batch_size,
-            config.rank,
-            config.world_size,
-            config.drop_last,
-        );
+        let share = share_of(&order, &config);
         let genes = (0..corpus.members().len())
             .map(|m| {
                 corpus
@@ -205,16 +199,15 @@ impl<V: DecodedCount + bytemuck::Pod> Produce<V> for CorpusBatches<V> {
             stats.add(read.map_err(Error::in_member(member.location()))?);
             at = end;
         }
-        let labels = match &self.obs {
-            Some(obs) => obs.labels(&cells)?,
-            None => Labels::default(),
-        };
         Ok(Batch {
+            labels: match &self.obs {
+                Some(obs) => obs.labels(&cells)?,
+                None => Labels::default(),
+            },
             index,
             cells,
             rows,
             stats,
-            labels,
         })
     }
 }

@@ -16,8 +16,8 @@ use std::borrow::Cow;
 
 use super::Corpus;
 use crate::csr::Csr;
-use crate::dataset::{CsrBatch, DenseBatch, ReadStats};
-use crate::engine::{CellSelection, Dense, GeneSelection, Sink};
+use crate::dataset::{csr_batch, dense_batch, CsrBatch, DenseBatch, ReadStats};
+use crate::engine::{CellSelection, GeneSelection, Sink};
 use crate::error::{Error, Result};
 use crate::kernels::DecodedCount;
 
@@ -47,13 +47,7 @@ impl<'a> CorpusRead<'a> {
 
     /// The rows as CSR with counts of type `V` (`f32` or `i32`).
     pub fn csr<V: DecodedCount>(self) -> Result<CsrBatch<V>> {
-        let mut csr = Csr::empty(0);
-        let stats = self.csr_into(&mut csr)?;
-        Ok(CsrBatch {
-            cells: self.cells.iter().collect(),
-            csr,
-            stats,
-        })
+        csr_batch(&self.cells, |out| self.csr_into(out))
     }
 
     /// The rows into `out`, reusing its allocations.
@@ -63,13 +57,7 @@ impl<'a> CorpusRead<'a> {
 
     /// The rows as dense row-major values of type `V`.
     pub fn dense<V: DecodedCount>(self) -> Result<DenseBatch<V>> {
-        let mut rows = Dense::default();
-        let stats = self.run(&mut rows)?;
-        Ok(DenseBatch {
-            cells: self.cells.iter().collect(),
-            rows,
-            stats,
-        })
+        dense_batch(&self.cells, |out| self.run(out))
     }
 
     /// The rows into any output (see [`Sink`]).

@@ -35,8 +35,9 @@ use crate::format::tile::TileView;
 use crate::obs::{ObsReader, VarFrame};
 use crate::storage::{Fetcher, Location};
 
-pub(crate) use batches::{picked, Produce};
+pub(crate) use batches::{picked, share_of, Produce};
 pub(crate) use cache::ChunkCache;
+pub(crate) use read::{csr_batch, dense_batch};
 
 /// Object key of the manifest (written last: a location without it is an
 /// incomplete dataset).

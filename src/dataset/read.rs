@@ -101,13 +101,7 @@ impl<'a> Read<'a> {
 
     /// The rows as CSR with counts of type `V` (`f32` or `i32`).
     pub fn csr<V: DecodedCount>(self) -> Result<CsrBatch<V>> {
-        let mut csr = Csr::empty(0);
-        let stats = self.csr_into(&mut csr)?;
-        Ok(CsrBatch {
-            cells: self.cells.iter().collect(),
-            csr,
-            stats,
-        })
+        csr_batch(&self.cells, |out| self.csr_into(out))
     }
 
     /// The rows into `out`, reusing its allocations: a scan that reads tile
@@ -119,13 +113,7 @@ impl<'a> Read<'a> {
     /// The rows as dense row-major values of type `V` (all genes, or the
     /// selected ones in the selection's order).
     pub fn dense<V: DecodedCount>(self) -> Result<DenseBatch<V>> {
-        let mut rows = Dense::default();
-        let stats = self.run(&mut rows)?;
-        Ok(DenseBatch {
-            cells: self.cells.iter().collect(),
-            rows,
-            stats,
-        })
+        dense_batch(&self.cells, |out| self.run(out))
     }
 
     /// The rows into any output (see [`Sink`]); with a gene selection, the
@@ -169,6 +157,34 @@ impl Dataset {
             Some(g) => self.read_outputs(outputs, &mut [Selected::new(sink, g)], cache, false),
         }
     }
+}
+
+/// The CSR rows of `cells` that `read` puts into an empty output.
+pub(crate) fn csr_batch<V: DecodedCount>(
+    cells: &CellSelection,
+    read: impl FnOnce(&mut Csr<V>) -> Result<ReadStats>,
+) -> Result<CsrBatch<V>> {
+    let mut csr = Csr::empty(0);
+    let stats = read(&mut csr)?;
+    Ok(CsrBatch {
+        cells: cells.iter().collect(),
+        csr,
+        stats,
+    })
+}
+
+/// The dense rows of `cells` that `read` puts into an empty output.
+pub(crate) fn dense_batch<V: DecodedCount>(
+    cells: &CellSelection,
+    read: impl FnOnce(&mut Dense<V>) -> Result<ReadStats>,
+) -> Result<DenseBatch<V>> {
+    let mut rows = Dense::default();
+    let stats = read(&mut rows)?;
+    Ok(DenseBatch {
+        cells: cells.iter().collect(),
+        rows,
+        stats,
+    })
 }
 
 /// What a plan has fetched and decoded, shared read-only by its tasks.

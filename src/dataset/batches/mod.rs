@@ -217,6 +217,17 @@ impl<V: DecodedCount + bytemuck::Pod> Produce<V> for Producer<V> {
     }
 }
 
+/// The rank's share of an epoch of `order`, as `config` cuts it.
+pub(crate) fn share_of(order: &EpochOrder, config: &BatchConfig) -> RankShare {
+    RankShare::new(
+        order.len(),
+        config.batch_size,
+        config.rank,
+        config.world_size,
+        config.drop_last,
+    )
+}
+
 /// The iterator's batches of a rank, from `config`: which of them
 /// (`(first, step, count)`: batches `first`, `first + step`, ..., at most
 /// `count`), after checking the rank, the batch size and the pick.
