@@ -27,7 +27,8 @@ pub fn open(dir: &Path, backend: Backend, threads: Option<usize>) -> Result<Data
 
 #[derive(Args, Debug)]
 pub struct InfoArgs {
-    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://).
+    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://); or a
+    /// corpus file (see docs/corpus-format.md).
     dir: PathBuf,
     /// Also print the kernel backend and per-tile figures.
     #[arg(long, short)]
@@ -35,6 +36,9 @@ pub struct InfoArgs {
 }
 
 pub fn info(args: InfoArgs, backend: Backend) -> Result<()> {
+    if crate::corpus_cmd::is_corpus_file(&args.dir) {
+        return crate::corpus_cmd::info(&args.dir, backend);
+    }
     let ds = open(&args.dir, backend, None)?;
     let m = ds.manifest();
     let nnz: u64 = m.tile_nnz.iter().sum();

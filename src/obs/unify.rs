@@ -67,7 +67,9 @@ enum From {
     Source(i32),
 }
 
-/// The union of several inputs' obs ([module docs](self)).
+/// The union of several inputs' obs: columns unioned in the order first
+/// seen, category vocabularies merged as `anndata.concat` merges them,
+/// numeric types widened, and an optional source column.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObsUnion {
     schema: ObsSchema,
@@ -109,7 +111,7 @@ struct Merged {
 }
 
 impl ObsUnion {
-    /// Unifies `inputs` (see the [module docs](self)); `source` adds the
+    /// Unifies `inputs` (as [`ObsUnion`] says); `source` adds the
     /// source column last. Category vocabularies larger than `max_categories`
     /// become strings.
     pub fn new(
@@ -261,6 +263,38 @@ impl ObsUnion {
         stored: &[ArrayRef],
         len: usize,
     ) -> Result<ArrayRef> {
+        let values = match self.input_column(input, column) {
+            Some(k) => Some(stored.get(k).ok_or_else(|| {
+                Error::Input(format!(
+                    "obs column {:?}: the input gave {} columns",
+                    self.schema.columns[column].name,
+                    stored.len()
+                ))
+            })?),
+            None => None,
+        };
+        self.remap_values(input, column, values.map(|a| a.as_ref()), len)
+    }
+
+    /// Which of input `input`'s columns global column `column` is made of
+    /// (`None`: the input lacks it, or it is the source column): what a
+    /// reader of a few columns reads.
+    pub fn input_column(&self, input: usize, column: usize) -> Option<usize> {
+        match &self.from[input][column] {
+            From::Column { position, .. } => Some(*position),
+            From::Missing | From::Source(_) => None,
+        }
+    }
+
+    /// As [`ObsUnion::remap`], given only the input's column that
+    /// [`ObsUnion::input_column`] names (`None` where it names none).
+    pub fn remap_values(
+        &self,
+        input: usize,
+        column: usize,
+        values: Option<&dyn Array>,
+        len: usize,
+    ) -> Result<ArrayRef> {
         let global = &self.schema.columns[column];
         match &self.from[input][column] {
             From::Missing if global.kind == Kind::Category => {
@@ -269,16 +303,10 @@ impl ObsUnion {
             From::Missing => Ok(new_null_array(&global.arrow_type.data_type(), len)),
             From::Source(code) => Ok(codes_array(global.arrow_type, vec![*code; len])),
             From::Column {
-                position,
-                codes,
-                categories,
+                codes, categories, ..
             } => {
-                let array = stored.get(*position).ok_or_else(|| {
-                    Error::Input(format!(
-                        "obs column {:?}: the input gave {} columns",
-                        global.name,
-                        stored.len()
-                    ))
+                let array = values.ok_or_else(|| {
+                    Error::Input(format!("obs column {:?}: no values given", global.name))
                 })?;
                 if array.len() != len {
                     return Err(Error::Input(format!(
@@ -287,12 +315,7 @@ impl ObsUnion {
                         array.len()
                     )));
                 }
-                convert(
-                    array.as_ref(),
-                    global,
-                    codes.as_deref(),
-                    categories.as_deref(),
-                )
+                convert(array, global, codes.as_deref(), categories.as_deref())
             }
         }
     }
