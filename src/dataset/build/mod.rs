@@ -37,7 +37,7 @@ use crate::storage::Store;
 
 pub use commit::{commit, BUILD_PREFIX};
 pub use input::BuildInput;
-pub use plan::{plan, BuildPlan, PlanInput, TaskSpec, DEFAULT_SOURCE_COLUMN};
+pub use plan::{plan, BuildPlan, PlanInput, TaskSpec};
 pub use stats::{input_stats, InputStats};
 pub use task::{run_task, ObjectRecord, TaskReport};
 

@@ -14,6 +14,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::corpus::vocab::{InputGenes, Vocabulary};
+use crate::corpus::DEFAULT_SOURCE_COLUMN;
 use crate::dataset::build::input::BuildInput;
 use crate::dataset::build::stats::InputStats;
 use crate::dataset::ingest::{ConvertOptions, Layer};
@@ -93,9 +94,6 @@ pub struct BuildPlan {
     /// The first 24 hex characters of the SHA-256 of the plan's JSON.
     pub fingerprint: String,
 }
-
-/// The name of the source column when none is given and there are several inputs.
-pub const DEFAULT_SOURCE_COLUMN: &str = "dataset_id";
 
 /// The vocabulary of the inputs, `None` when there is one input that names
 /// no genes (its columns are taken as they are).
