@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use deltacells::corpus::GeneSpace;
 use deltacells::dataset::build::{build, input_stats, plan, run_task, BuildInput};
 use deltacells::dataset::ingest::ConvertOptions;
+use deltacells::dataset::vocab::GeneSpace;
 use deltacells::obs::{ObsColumn, ObsConfig};
 use deltacells::{CsrRef, Dataset, DatasetWriter, WriterConfig};
 

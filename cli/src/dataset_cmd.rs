@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
-use deltacells::corpus::GeneSpace;
 use deltacells::dataset::build::{build, plan_inputs, BuildInput};
 use deltacells::dataset::ingest::{ConvertOptions, Layer, Phase, Progress};
+use deltacells::dataset::vocab::GeneSpace;
 use deltacells::dataset::{Dataset, GeneSelection, OpenOptions, WriterConfig};
 use deltacells::engine::EngineConfig;
 use deltacells::{Backend, Csr, Error, Result};

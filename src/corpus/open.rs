@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
-use super::spec::{location_stem, CorpusSpec};
-use super::vocab::{dataset_keys, InputGenes, Vocabulary};
+use super::spec::CorpusSpec;
+use crate::dataset::vocab::{dataset_keys, InputGenes, Vocabulary};
 use crate::dataset::{Dataset, OpenOptions};
 use crate::engine::{Engine, GeneSelection};
 use crate::error::{Error, Result};
 use crate::obs::{InputObs, ObsSchema, ObsUnion, SourceColumn, DEFAULT_MAX_CATEGORIES};
+use crate::storage::location_stem;
 use crate::storage::Location;
 
 /// Members opened at once (each open reads a manifest and the side files,

@@ -2,10 +2,8 @@
 //! matched. A [`CorpusSpec`] is what a corpus file stores and what
 //! [`super::Corpus::open_spec`] opens.
 
-use super::GeneSpace;
-
-/// Default name of the obs column naming each cell's member.
-pub const DEFAULT_SOURCE_COLUMN: &str = "dataset_id";
+use crate::dataset::vocab::GeneSpace;
+use crate::obs::DEFAULT_SOURCE_COLUMN;
 
 /// The description of a corpus: build it with [`CorpusSpec::new`], then the
 /// `with_*` setters.
@@ -45,32 +43,3 @@ crate::setters!(CorpusSpec {
     /// Sets [`CorpusSpec::source_column`].
     with_source_column: source_column: String,
 });
-
-/// The stem of a location: its last path segment without its extension
-/// (`data/plate_1.dc` and `s3://bucket/plate_1.dc/` are both `plate_1`),
-/// what the source column calls a member.
-pub fn location_stem(location: &str) -> String {
-    let last = location
-        .trim_end_matches(['/', '\\'])
-        .rsplit(['/', '\\'])
-        .next()
-        .unwrap_or(location);
-    match last.rsplit_once('.') {
-        Some((stem, _)) if !stem.is_empty() => stem.to_string(),
-        _ => last.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stems_drop_the_directories_and_the_extension() {
-        assert_eq!(location_stem("data/plate_1.dc"), "plate_1");
-        assert_eq!(location_stem("s3://bucket/a/plate_1.dc/"), "plate_1");
-        assert_eq!(location_stem("plain"), "plain");
-        assert_eq!(location_stem(".hidden"), ".hidden");
-        assert_eq!(location_stem("a.b.c"), "a.b");
-    }
-}

@@ -14,6 +14,7 @@ pub mod ingest;
 mod packer;
 mod ranged;
 mod read;
+pub mod vocab;
 mod writer;
 
 use std::ffi::OsStr;

@@ -55,7 +55,7 @@ impl BuildInput {
                 matrix.parent().map(Path::to_path_buf).unwrap_or_default()
             }
             BuildInput::File(Input::Npz(p) | Input::H5ad(p) | Input::CellRanger(p)) => p.clone(),
-            BuildInput::Dataset(location) => return crate::corpus::location_stem(location),
+            BuildInput::Dataset(location) => return crate::storage::location_stem(location),
         };
         path.file_stem()
             .or_else(|| path.file_name())

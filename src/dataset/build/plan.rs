@@ -13,13 +13,13 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::corpus::vocab::{InputGenes, Vocabulary};
-use crate::corpus::DEFAULT_SOURCE_COLUMN;
 use crate::dataset::build::input::BuildInput;
 use crate::dataset::build::stats::InputStats;
 use crate::dataset::ingest::{ConvertOptions, Layer};
+use crate::dataset::vocab::{InputGenes, Vocabulary};
 use crate::dataset::writer::order_by_totals;
 use crate::error::{Error, Result};
+use crate::obs::DEFAULT_SOURCE_COLUMN;
 use crate::obs::{InputObs, ObsSchema, ObsUnion, SourceColumn, VarTable};
 
 /// One input as the plan reads it.

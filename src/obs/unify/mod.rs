@@ -36,6 +36,10 @@ pub struct InputObs<'a> {
     pub schema: &'a ObsSchema,
 }
 
+/// Default name of the source column: the obs column naming each cell's
+/// input (a corpus's member, a build's input).
+pub const DEFAULT_SOURCE_COLUMN: &str = "dataset_id";
+
 /// A category column naming each cell's input.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceColumn {
