@@ -243,7 +243,11 @@ fn convert_of_several_inputs_builds_one_dataset() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("both");
-    let paths = [a.to_str().unwrap(), b.to_str().unwrap(), out.to_str().unwrap()];
+    let paths = [
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ];
     let (ok, stdout, stderr) = deltacells(&["convert", paths[0], paths[1], paths[2], "-q"]);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("1000 cells x"), "{stdout}");
@@ -284,6 +288,9 @@ fn convert_of_several_inputs_builds_one_dataset() {
     assert!(!planned.join("manifest.json").exists() && !planned.join("tiles").exists());
 
     let (ok, _, stderr) = deltacells(&["convert", paths[0], paths[1], paths[2], "-q"]);
-    assert!(!ok && stderr.contains("already holds a dataset"), "{stderr}");
+    assert!(
+        !ok && stderr.contains("already holds a dataset"),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
