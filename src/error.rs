@@ -77,6 +77,23 @@ pub enum Error {
         /// The error the tile gave (usually [`Error::Tile`]).
         source: Box<Error>,
     },
+    /// Something was wrong with one member of a corpus: its error, tagged
+    /// with the member's location.
+    #[error("corpus member {member}: {source}")]
+    InMember {
+        /// The member's location, as the corpus names it.
+        member: String,
+        /// The error the member gave.
+        source: Box<Error>,
+    },
+    /// A corpus file could not be read as one.
+    #[error("corpus file {file}: {rule}")]
+    CorpusFile {
+        /// The file.
+        file: String,
+        /// What is wrong with it.
+        rule: crate::corpus::file::CorpusRule,
+    },
     /// A TsFile TS_2DIFF page could not be decoded or encoded.
     #[error(transparent)]
     Ts2diff(#[from] Ts2diffError),
@@ -121,8 +138,17 @@ impl Error {
     pub fn tile_rule(&self) -> Option<&TileRule> {
         match self {
             Error::Tile(e) => Some(&e.rule),
-            Error::InTile { source, .. } => source.tile_rule(),
+            Error::InTile { source, .. } | Error::InMember { source, .. } => source.tile_rule(),
             _ => None,
+        }
+    }
+
+    /// Tags an error with the corpus member it came from.
+    pub fn in_member(member: impl Into<String>) -> impl FnOnce(Error) -> Error {
+        let member = member.into();
+        move |source| Error::InMember {
+            member,
+            source: Box::new(source),
         }
     }
 

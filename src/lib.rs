@@ -44,6 +44,7 @@ pub mod storage;
 #[cfg(feature = "synth")]
 pub mod synth;
 
+pub use corpus::{Corpus, CorpusSpec};
 pub use csr::{Csr, CsrRef};
 pub use dataset::{
     Batch, BatchConfig, BatchIter, BatchRows, CsrBatch, Dataset, DatasetWriter, DenseBatch,

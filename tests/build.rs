@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use deltacells::corpus::GeneSpace;
 use deltacells::dataset::build::{build, input_stats, plan, run_task, BuildInput};
 use deltacells::dataset::ingest::ConvertOptions;
+use deltacells::dataset::vocab::GeneSpace;
 use deltacells::obs::{ObsColumn, ObsConfig};
 use deltacells::{CsrRef, Dataset, DatasetWriter, WriterConfig};
 
@@ -306,5 +306,42 @@ fn bad_inputs_are_refused_naming_the_file_and_leave_no_manifest() {
         "{err}"
     );
     assert!(!out.join("manifest.json").exists());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The shared datasets (written by an independent implementation) built into
+/// one: every cell's counts by gene name are the expected matrices'.
+#[test]
+fn the_shared_datasets_build_into_one_read_by_gene_name() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/deltacells/datasets");
+    let names = ["small_obs", "exceptions_70k"];
+    let ins: Vec<BuildInput> = names
+        .iter()
+        .map(|n| BuildInput::detect(data.join(n).to_str().unwrap()).unwrap())
+        .collect();
+    let dir = tmpdir("shared");
+    let out = dir.join("out");
+    build(
+        &ins,
+        out.to_str().unwrap(),
+        &ConvertOptions::default(),
+        &|_| {},
+    )
+    .unwrap();
+    let merged = by_name(&Dataset::open(&out).unwrap());
+    let mut want = Vec::new();
+    for n in names {
+        let ds = Dataset::open(data.join(n)).unwrap();
+        want.extend(by_name(&ds));
+    }
+    assert_eq!(merged, want);
+    assert!(
+        !out.join("_build").exists(),
+        "the build's own files are removed"
+    );
+    let ds = Dataset::open(&out).unwrap();
+    let obs = ds.obs().unwrap();
+    let source = obs.schema().column("dataset_id").unwrap().1;
+    assert_eq!(&source.categories.clone().unwrap()[..], names);
     std::fs::remove_dir_all(dir).unwrap();
 }

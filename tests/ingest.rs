@@ -392,3 +392,93 @@ fn a_failed_conversion_leaves_no_manifest_and_can_be_rerun_into_the_same_directo
     assert_eq!(read_back(&out), good);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Writes a 10x folder of `csr` whose genes are `ids` (named `name_<id>`).
+fn write_10x(dir: &Path, csr: &Csr<u32>, ids: &[&str]) {
+    std::fs::create_dir_all(dir).unwrap();
+    write_mtx(dir, csr, true);
+    let features: String = ids
+        .iter()
+        .map(|id| format!("{id}\tname_{id}\tGene Expression\n"))
+        .collect();
+    std::fs::write(dir.join("features.tsv"), features).unwrap();
+    let barcodes: String = (0..csr.n_rows())
+        .map(|c| format!("{}-{c}\n", ids[0]))
+        .collect();
+    std::fs::write(dir.join("barcodes.tsv"), barcodes).unwrap();
+}
+
+/// Every cell's counts keyed by gene.
+fn keyed(csr: &Csr<u32>, keys: &[String]) -> Vec<std::collections::BTreeMap<String, u32>> {
+    csr.indptr
+        .windows(2)
+        .map(|w| {
+            (w[0] as usize..w[1] as usize)
+                .map(|j| (keys[csr.indices[j] as usize].clone(), csr.values[j]))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn matrix_market_folders_are_staged_and_merged_by_gene_id() {
+    use deltacells::dataset::build::{build, plan_inputs, BuildInput};
+    let dir = tmpdir("10x-merge");
+    let (a, b) = (sample(30, 6), sample(17, 5));
+    let a_ids = ["e1", "e2", "e3", "e4", "e5", "e6"];
+    let b_ids = ["e4", "e9", "e1", "e2", "e8"];
+    write_10x(&dir.join("plate_a"), &a, &a_ids);
+    write_10x(&dir.join("plate_b"), &b, &b_ids);
+    let inputs: Vec<BuildInput> = ["plate_a", "plate_b"]
+        .iter()
+        .map(|p| BuildInput::detect(dir.join(p).to_str().unwrap()).unwrap())
+        .collect();
+    let options = small_blocks()
+        .with_gene_key(Some("gene_ids".into()))
+        .with_writer(deltacells::WriterConfig::default().with_tile_size(8));
+    let fresh = dir.join("fresh");
+    build(&inputs, fresh.to_str().unwrap(), &options, &|_| {}).unwrap();
+
+    // By gene id, every cell is its input's cell.
+    let ds = Dataset::open(&fresh).unwrap();
+    let var = ds.var_table().unwrap().unwrap();
+    let table = deltacells::obs::VarTable::from_frame(&var).unwrap();
+    let ids = table.values("gene_ids").unwrap().to_vec();
+    let got = ds.read(0..ds.n_cells()).csr::<i32>().unwrap().csr;
+    let got = Csr {
+        n_cols: got.n_cols,
+        indptr: got.indptr,
+        indices: got.indices,
+        values: got.values.into_iter().map(|v| v as u32).collect(),
+    };
+    let strings = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut want = keyed(&a, &strings(&a_ids));
+    want.extend(keyed(&b, &strings(&b_ids)));
+    assert_eq!(keyed(&got, &ids), want);
+    let names = ds.var_names().unwrap();
+    for (id, name) in ids.iter().zip(names) {
+        assert_eq!(name, &format!("name_{id}"));
+    }
+
+    // A rerun that finds the stages of a stopped build reads them instead of
+    // transposing again, and writes the same bytes.
+    let rerun = dir.join("rerun");
+    let store = deltacells::storage::open(&rerun).unwrap();
+    plan_inputs(&inputs, &store, rerun.to_str().unwrap(), &options, &|_| {}).unwrap();
+    assert!(rerun.join("_build/stage/0000/manifest.json").exists());
+    build(&inputs, rerun.to_str().unwrap(), &options, &|_| {}).unwrap();
+    assert!(!rerun.join("_build").exists());
+    for key in [
+        "manifest.json",
+        "tiles/tile_000000.dct",
+        "var.parquet",
+        "obs/obs_0000.parquet",
+    ] {
+        assert_eq!(
+            std::fs::read(fresh.join(key)).unwrap(),
+            std::fs::read(rerun.join(key)).unwrap(),
+            "{key}"
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

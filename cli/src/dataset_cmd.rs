@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
-use deltacells::corpus::GeneSpace;
-use deltacells::dataset::build::{build, BuildInput};
+use deltacells::dataset::build::{build, plan_inputs, BuildInput};
 use deltacells::dataset::ingest::{ConvertOptions, Layer, Phase, Progress};
+use deltacells::dataset::vocab::GeneSpace;
 use deltacells::dataset::{Dataset, GeneSelection, OpenOptions, WriterConfig};
 use deltacells::engine::EngineConfig;
 use deltacells::{Backend, Csr, Error, Result};
@@ -27,7 +27,8 @@ pub fn open(dir: &Path, backend: Backend, threads: Option<usize>) -> Result<Data
 
 #[derive(Args, Debug)]
 pub struct InfoArgs {
-    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://).
+    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://); or a
+    /// corpus file (see docs/corpus-format.md).
     dir: PathBuf,
     /// Also print the kernel backend and per-tile figures.
     #[arg(long, short)]
@@ -35,6 +36,9 @@ pub struct InfoArgs {
 }
 
 pub fn info(args: InfoArgs, backend: Backend) -> Result<()> {
+    if crate::corpus_cmd::is_corpus_file(&args.dir) {
+        return crate::corpus_cmd::info(&args.dir, backend);
+    }
     let ds = open(&args.dir, backend, None)?;
     let m = ds.manifest();
     let nnz: u64 = m.tile_nnz.iter().sum();
@@ -293,6 +297,10 @@ pub struct ConvertArgs {
     /// dataset_id when there are several inputs.
     #[arg(long)]
     source_column: Option<String>,
+    /// Print the build plan (JSON) and stop: the statistics pass runs (inputs that need a
+    /// transpose are staged in the output), no tile is written.
+    #[arg(long)]
+    plan_only: bool,
     /// Tiles per write task (and per obs shard); tasks run in parallel.
     #[arg(long, default_value_t = deltacells::dataset::ingest::DEFAULT_TILES_PER_TASK)]
     tiles_per_task: usize,
@@ -386,9 +394,16 @@ pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
         .with_gene_key(args.gene_key)
         .with_source_column(args.source_column)
         .with_tiles_per_task(args.tiles_per_task);
+    let mut out = Out::stdout();
+    if args.plan_only {
+        let store = deltacells::storage::open(out_dir)?;
+        let plan = plan_inputs(&inputs, &store, out_dir, &options, &on_progress)?;
+        bar.finish_and_clear();
+        writeln!(out, "{}", plan.to_json()).map_err(out_err)?;
+        return out.finish();
+    }
     let manifest = build(&inputs, out_dir, &options, &on_progress)?;
     bar.finish_and_clear();
-    let mut out = Out::stdout();
     writeln!(
         out,
         "{out_dir}: {} cells x {} genes in {} tiles ({} bytes)",

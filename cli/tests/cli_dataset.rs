@@ -231,3 +231,66 @@ fn bench_json_and_report_carry_every_figure_of_the_tables() {
     }
     std::fs::remove_dir_all(report_dir).unwrap();
 }
+
+/// `convert A B OUT` builds one dataset from the two shared datasets, a gene
+/// list keeps exactly its genes, and `--plan-only` prints the plan and writes
+/// no tile.
+#[test]
+fn convert_of_several_inputs_builds_one_dataset() {
+    let data = testdata().join("deltacells/datasets");
+    let (a, b) = (data.join("small_obs"), data.join("exceptions_70k"));
+    let dir = std::env::temp_dir().join(format!("dc-cli-build-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("both");
+    let paths = [
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ];
+    let (ok, stdout, stderr) = deltacells(&["convert", paths[0], paths[1], paths[2], "-q"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("1000 cells x"), "{stdout}");
+    let (ok, stdout, _) = deltacells(&["obs", out.to_str().unwrap()]);
+    assert!(ok && stdout.contains("dataset_id"), "{stdout}");
+
+    // The first three genes of the first input, as a gene list.
+    let names = std::fs::read_to_string(a.join("var_names.txt")).unwrap();
+    let list: Vec<&str> = names.lines().take(3).collect();
+    let file = dir.join("genes.txt");
+    std::fs::write(&file, list.join("\n") + "\n").unwrap();
+    let listed = dir.join("listed");
+    let (ok, _, stderr) = deltacells(&[
+        "convert",
+        paths[0],
+        paths[1],
+        listed.to_str().unwrap(),
+        "--genes",
+        file.to_str().unwrap(),
+        "--keep-gene-order",
+        "-q",
+    ]);
+    assert!(ok, "{stderr}");
+    let written = std::fs::read_to_string(listed.join("var_names.txt")).unwrap();
+    assert_eq!(written.lines().collect::<Vec<_>>(), list);
+
+    let planned = dir.join("planned");
+    let (ok, stdout, stderr) = deltacells(&[
+        "convert",
+        paths[0],
+        paths[1],
+        planned.to_str().unwrap(),
+        "--plan-only",
+        "-q",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.starts_with("{\"format\":\"deltacells-build-plan\""));
+    assert!(!planned.join("manifest.json").exists() && !planned.join("tiles").exists());
+
+    let (ok, _, stderr) = deltacells(&["convert", paths[0], paths[1], paths[2], "-q"]);
+    assert!(
+        !ok && stderr.contains("already holds a dataset"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -205,6 +205,44 @@ fn convert_to_s3_equals_the_local_conversion() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+#[test]
+#[ignore = "needs an S3 server: run .ci/s3"]
+fn a_build_of_inputs_on_s3_into_s3_equals_the_local_build() {
+    // One input read from the bucket, one from the directory; the output in
+    // the bucket and in a directory: the same objects, and no _build left.
+    let inputs = [
+        golden_url("small_obs"),
+        local_golden("exceptions_70k").display().to_string(),
+    ];
+    let root = std::env::temp_dir().join(format!("deltacells-s3-build-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let local = root.join("local");
+    let url = scratch_url("build");
+    for out in [local.to_str().unwrap(), url.as_str()] {
+        let run = cli()
+            .args([
+                "convert",
+                &inputs[0],
+                &inputs[1],
+                out,
+                "--tiles-per-task",
+                "1",
+                "--quiet",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+    let remote = storage::open(&url).unwrap();
+    same_objects(&LocalStore::new(&local), remote.as_ref());
+    assert!(remote.list("_build/").unwrap().is_empty());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// The raw S3 client for `url` (endpoint and credentials from the environment).
 fn raw_s3() -> Arc<dyn object_store::ObjectStore> {
     Arc::new(

@@ -20,6 +20,7 @@ fn class_name(e: &Error) -> &'static str {
             "InputError"
         }
         Error::Io { .. } | Error::Npy(NpyError::Io { .. }) => "StorageError",
+        Error::InMember { source, .. } => class_name(source),
         Error::Config(_)
         | Error::Backend(_)
         | Error::Encode(EncodeError::Compress(_) | EncodeError::Backend(_))

@@ -14,6 +14,7 @@ pub mod ingest;
 mod packer;
 mod ranged;
 mod read;
+pub mod vocab;
 mod writer;
 
 use std::ffi::OsStr;
@@ -37,7 +38,9 @@ use crate::format::tile::TileView;
 use crate::obs::{ObsReader, VarFrame};
 use crate::storage::{Fetcher, Location};
 
-use cache::ChunkCache;
+pub(crate) use batches::{picked, share_of, Produce};
+pub(crate) use cache::ChunkCache;
+pub(crate) use read::{csr_batch, dense_batch};
 
 /// Object key of the manifest (written last: a location without it is an
 /// incomplete dataset).
@@ -86,7 +89,8 @@ struct Shared {
     limits: Vec<u64>,
     gene_order: Option<Vec<i32>>,
     var_names: Option<Vec<String>>,
-    engine: Engine,
+    /// The decode pool, shared with the other members of a corpus.
+    engine: Arc<Engine>,
     /// The I/O stage: tiles are fetched on its threads, never on the engine's.
     fetcher: Fetcher,
     cache: ChunkCache,
@@ -122,6 +126,26 @@ impl Dataset {
 
     /// Opens a dataset held by any store.
     pub fn open_store(store: Arc<dyn Store>, options: OpenOptions) -> Result<Dataset> {
+        let engine = Arc::new(Engine::new(options.engine.clone())?);
+        Dataset::open_sharing(store, options, engine)
+    }
+
+    /// Opens the dataset at `location` decoding on `engine` (the members of a
+    /// corpus share one pool), with `options` for its cache and I/O stage.
+    pub(crate) fn open_at_sharing(
+        location: &Location,
+        options: OpenOptions,
+        engine: Arc<Engine>,
+    ) -> Result<Dataset> {
+        crate::storage::location::require_dir(location)?;
+        Dataset::open_sharing(location.store()?, options, engine)
+    }
+
+    fn open_sharing(
+        store: Arc<dyn Store>,
+        options: OpenOptions,
+        engine: Arc<Engine>,
+    ) -> Result<Dataset> {
         let bytes = store
             .get(MANIFEST_KEY)?
             .ok_or_else(|| DatasetRule::ManifestMissing(store.describe()))?;
@@ -174,7 +198,7 @@ impl Dataset {
             limits,
             gene_order,
             var_names,
-            engine: Engine::new(options.engine)?,
+            engine,
             cache: ChunkCache::new(options.cache_bytes),
             obs,
         };

@@ -101,13 +101,7 @@ impl<'a> Read<'a> {
 
     /// The rows as CSR with counts of type `V` (`f32` or `i32`).
     pub fn csr<V: DecodedCount>(self) -> Result<CsrBatch<V>> {
-        let mut csr = Csr::empty(0);
-        let stats = self.csr_into(&mut csr)?;
-        Ok(CsrBatch {
-            cells: self.cells.iter().collect(),
-            csr,
-            stats,
-        })
+        csr_batch(&self.cells, |out| self.csr_into(out))
     }
 
     /// The rows into `out`, reusing its allocations: a scan that reads tile
@@ -119,13 +113,7 @@ impl<'a> Read<'a> {
     /// The rows as dense row-major values of type `V` (all genes, or the
     /// selected ones in the selection's order).
     pub fn dense<V: DecodedCount>(self) -> Result<DenseBatch<V>> {
-        let mut rows = Dense::default();
-        let stats = self.run(&mut rows)?;
-        Ok(DenseBatch {
-            cells: self.cells.iter().collect(),
-            rows,
-            stats,
-        })
+        dense_batch(&self.cells, |out| self.run(out))
     }
 
     /// The rows into any output (see [`Sink`]); with a gene selection, the
@@ -134,35 +122,69 @@ impl<'a> Read<'a> {
         self.run(sink)
     }
 
-    fn run<S: Sink>(&self, sink: S) -> Result<ReadStats> {
+    fn run<S: Sink>(&self, mut sink: S) -> Result<ReadStats> {
         let ds = self.dataset;
         if let Some(g) = self.genes {
             ds.check_selection(g)?;
         }
+        sink.start(self.genes.map_or(ds.n_genes(), |g| g.len() as u32));
+        ds.read_started(&self.cells, self.genes, self.cached, sink)
+    }
+}
+
+impl Dataset {
+    /// Reads `cells` into `sink`, already started (over the columns of
+    /// `genes` when given, else the dataset's genes), after the rows it
+    /// holds: a corpus reads its members one after another into one output.
+    /// `cached`: through the dataset's cache, else fetched afresh.
+    pub(crate) fn read_started<S: Sink>(
+        &self,
+        cells: &CellSelection,
+        genes: Option<&GeneSelection>,
+        cached: bool,
+        sink: S,
+    ) -> Result<ReadStats> {
         let uncached;
-        let cache = if self.cached {
-            &ds.shared().cache
+        let cache = if cached {
+            &self.shared().cache
         } else {
             uncached = ChunkCache::new(0);
             &uncached
         };
-        let outputs = std::slice::from_ref(&self.cells);
-        match self.genes {
-            None => ds.read_outputs(outputs, &mut [started(sink, ds)], cache, false),
-            Some(g) => ds.read_outputs(
-                outputs,
-                &mut [started(Selected::new(sink, g), ds)],
-                cache,
-                false,
-            ),
+        let outputs = std::slice::from_ref(cells);
+        match genes {
+            None => self.read_outputs(outputs, &mut [sink], cache, false),
+            Some(g) => self.read_outputs(outputs, &mut [Selected::new(sink, g)], cache, false),
         }
     }
 }
 
-/// `sink`, started for the dataset's genes.
-fn started<S: Sink>(mut sink: S, ds: &Dataset) -> S {
-    sink.start(ds.n_genes());
-    sink
+/// The CSR rows of `cells` that `read` puts into an empty output.
+pub(crate) fn csr_batch<V: DecodedCount>(
+    cells: &CellSelection,
+    read: impl FnOnce(&mut Csr<V>) -> Result<ReadStats>,
+) -> Result<CsrBatch<V>> {
+    let mut csr = Csr::empty(0);
+    let stats = read(&mut csr)?;
+    Ok(CsrBatch {
+        cells: cells.iter().collect(),
+        csr,
+        stats,
+    })
+}
+
+/// The dense rows of `cells` that `read` puts into an empty output.
+pub(crate) fn dense_batch<V: DecodedCount>(
+    cells: &CellSelection,
+    read: impl FnOnce(&mut Dense<V>) -> Result<ReadStats>,
+) -> Result<DenseBatch<V>> {
+    let mut rows = Dense::default();
+    let stats = read(&mut rows)?;
+    Ok(DenseBatch {
+        cells: cells.iter().collect(),
+        rows,
+        stats,
+    })
 }
 
 /// What a plan has fetched and decoded, shared read-only by its tasks.
@@ -249,6 +271,27 @@ impl Dataset {
             genes: None,
             cached: true,
         }
+    }
+
+    /// Starts fetching the tiles of `cells` that the dataset's cache lacks
+    /// and a read would fetch whole, for a read that comes after others (a
+    /// corpus's next member).
+    pub(crate) fn prefetch_cells(&self, cells: &CellSelection) {
+        if cells.first_outside(self.n_cells()).is_some() {
+            return;
+        }
+        let cache = &self.shared().cache;
+        let mut wanted: HashMap<usize, usize> = HashMap::new();
+        for p in pieces(cells, self.limits(), 0) {
+            *wanted.entry(p.tile).or_default() += p.local.len();
+        }
+        let mut tiles: Vec<usize> = wanted
+            .into_iter()
+            .filter(|&(t, n)| !cache.has_tile(t) && !self.wants_ranges(t, n, cache.capacity()))
+            .map(|(t, _)| t)
+            .collect();
+        tiles.sort_unstable();
+        self.prefetch(tiles);
     }
 
     /// Checks that `genes` was built for this dataset's genes.

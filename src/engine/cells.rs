@@ -57,6 +57,18 @@ impl CellSelection {
         CellSelection { runs }
     }
 
+    /// Adds the run of `len` cells from `first` after the others (extending
+    /// the last run where it continues it).
+    pub(crate) fn push_run(&mut self, first: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        match self.runs.last_mut() {
+            Some((f, l)) if f.checked_add(*l) == Some(first) => *l += len,
+            _ => self.runs.push((first, len)),
+        }
+    }
+
     /// Number of cells (rows of the output).
     pub fn len(&self) -> u64 {
         self.runs.iter().map(|&(_, len)| len).sum()

@@ -1,4 +1,6 @@
-//! Gene selections: keep some output columns, renumbered `0..k` in the order given.
+//! Gene selections: keep some output columns, renumbered `0..k` in the order
+//! given, or mapped into a wider space of columns (a corpus vocabulary) where
+//! the columns no gene lands on read as zeros.
 
 use crate::error::{Error, Result};
 
@@ -10,8 +12,11 @@ use crate::error::{Error, Result};
 pub struct GeneSelection {
     /// Gene -> output column.
     lookup: Lookup,
-    /// The kept genes, in output order.
+    /// The kept genes, in output column order.
     genes: Vec<u32>,
+    /// Output columns: `genes.len()` for a selection, the width of the
+    /// space for a mapping.
+    n_cols: u32,
     /// Genes of the dataset this selection was built for.
     n_genes: u32,
     /// Whether output columns increase with gene index (rows then need no re-sort).
@@ -42,15 +47,56 @@ impl GeneSelection {
         if let Some(&g) = genes.iter().find(|&&g| g >= n_genes) {
             return Err(Error::Input(format!("gene {g} is outside 0..{n_genes}")));
         }
-        let mut pairs: Vec<(u32, i32)> = genes
+        let pairs: Vec<(u32, i32)> = genes
             .iter()
             .enumerate()
             .map(|(k, &g)| (g, k as i32))
             .collect();
+        GeneSelection::from_pairs(n_genes, genes.len() as u32, pairs)
+    }
+
+    /// Maps the dataset's genes into `n_cols` output columns: gene `g` lands
+    /// on column `columns[g]`, or is dropped where that is `None`; a column
+    /// no gene lands on is zero in every row. How a dataset reads in a
+    /// corpus vocabulary wider than its genes. Two genes on one column, a
+    /// column past `n_cols`, or `columns` not one entry per gene are errors.
+    pub fn mapping(n_genes: u32, columns: &[Option<u32>], n_cols: u32) -> Result<GeneSelection> {
+        if columns.len() != n_genes as usize {
+            return Err(Error::Input(format!(
+                "a gene mapping of {} entries for {n_genes} genes",
+                columns.len()
+            )));
+        }
+        if let Some(c) = columns.iter().flatten().find(|&&c| c >= n_cols) {
+            return Err(Error::Input(format!(
+                "gene mapping column {c} is outside 0..{n_cols}"
+            )));
+        }
+        let pairs: Vec<(u32, i32)> = columns
+            .iter()
+            .enumerate()
+            .filter_map(|(g, c)| c.map(|c| (g as u32, c as i32)))
+            .collect();
+        GeneSelection::from_pairs(n_genes, n_cols, pairs)
+    }
+
+    /// The selection of `(gene, column)` pairs (genes in range, columns
+    /// below `n_cols`): repeated genes or columns are errors.
+    fn from_pairs(n_genes: u32, n_cols: u32, mut pairs: Vec<(u32, i32)>) -> Result<GeneSelection> {
+        let mut by_column = pairs.clone();
+        by_column.sort_unstable_by_key(|p| p.1);
+        if let Some(w) = by_column.windows(2).find(|w| w[0].1 == w[1].1) {
+            return Err(Error::Input(format!(
+                "genes {} and {} both land on column {}",
+                w[0].0, w[1].0, w[0].1
+            )));
+        }
+        let genes: Vec<u32> = by_column.iter().map(|p| p.0).collect();
         pairs.sort_unstable();
         if let Some(w) = pairs.windows(2).find(|w| w[0].0 == w[1].0) {
             return Err(Error::Input(format!("gene {} is selected twice", w[0].0)));
         }
+        let monotone = pairs.windows(2).all(|w| w[0].1 < w[1].1);
         let dense_limit = (DENSE_SPAN_PER_GENE * pairs.len()).max(DENSE_SPAN_MIN);
         let lookup = match (pairs.first(), pairs.last()) {
             (Some(&(first, _)), Some(&(last, _))) if ((last - first) as usize) < dense_limit => {
@@ -64,10 +110,42 @@ impl GeneSelection {
         };
         Ok(GeneSelection {
             lookup,
-            genes: genes.to_vec(),
+            genes,
+            n_cols,
             n_genes,
-            monotone: genes.windows(2).all(|w| w[0] < w[1]),
+            monotone,
         })
+    }
+
+    /// This mapping followed by `then` (a selection over this one's output
+    /// columns): each kept gene lands where `then` puts its column.
+    pub fn then(&self, then: &GeneSelection) -> Result<GeneSelection> {
+        if then.n_genes() != self.len() {
+            return Err(Error::Input(format!(
+                "gene selection built for {} genes, the columns are {}",
+                then.n_genes(),
+                self.len()
+            )));
+        }
+        let pairs = self
+            .kept()
+            .into_iter()
+            .filter_map(|(g, c)| then.column(c).map(|k| (g, k)))
+            .collect();
+        GeneSelection::from_pairs(self.n_genes, then.n_cols, pairs)
+    }
+
+    /// Every kept `(gene, output column)`, by gene.
+    fn kept(&self) -> Vec<(u32, i32)> {
+        match &self.lookup {
+            Lookup::Dense { first, table } => table
+                .iter()
+                .enumerate()
+                .filter(|&(_, &k)| k >= 0)
+                .map(|(i, &k)| (first + i as u32, k))
+                .collect(),
+            Lookup::Sparse(pairs) => pairs.clone(),
+        }
     }
 
     /// Keeps the genes named `names`, looked up in `var_names` (the dataset's
@@ -93,17 +171,17 @@ impl GeneSelection {
         GeneSelection::new(var_names.len() as u32, &genes)
     }
 
-    /// Number of output columns.
+    /// Number of output columns (for a mapping, more than the genes kept).
     pub fn len(&self) -> usize {
-        self.genes.len()
+        self.n_cols as usize
     }
 
-    /// Whether nothing is kept.
+    /// Whether there is no output column.
     pub fn is_empty(&self) -> bool {
-        self.genes.is_empty()
+        self.n_cols == 0
     }
 
-    /// The kept genes in output order.
+    /// The kept genes in output column order.
     pub fn genes(&self) -> &[u32] {
         &self.genes
     }
@@ -186,5 +264,28 @@ mod tests {
         assert!(GeneSelection::new(1 << 31, &[last, 3, last]).is_err());
         let empty = GeneSelection::new(1 << 31, &[]).unwrap();
         assert!(empty.is_empty() && empty.column(0).is_none());
+    }
+
+    #[test]
+    fn mappings_are_wider_than_their_genes_and_compose() {
+        // Genes 0..4 into 6 columns: gene 1 dropped, columns 0, 2 and 5 empty.
+        let m = GeneSelection::mapping(4, &[Some(4), None, Some(1), Some(3)], 6).unwrap();
+        assert_eq!((m.len(), m.genes()), (6, &[2, 3, 0][..]));
+        let columns: Vec<Option<i32>> = (0..4).map(|g| m.column(g)).collect();
+        assert_eq!(columns, [Some(4), None, Some(1), Some(3)]);
+        assert!(!m.is_monotone());
+        assert!(GeneSelection::mapping(2, &[Some(0), Some(1)], 2)
+            .unwrap()
+            .is_monotone());
+        // Then columns 3 and 4, swapped: gene 0 -> 1, gene 3 -> 0.
+        let pick = GeneSelection::new(6, &[3, 4]).unwrap();
+        let both = m.then(&pick).unwrap();
+        let columns: Vec<Option<i32>> = (0..4).map(|g| both.column(g)).collect();
+        assert_eq!(columns, [Some(1), None, None, Some(0)]);
+        assert_eq!((both.len(), both.n_genes()), (2, 4));
+        assert!(m.then(&GeneSelection::new(5, &[0]).unwrap()).is_err());
+        assert!(GeneSelection::mapping(2, &[Some(1), Some(1)], 3).is_err());
+        assert!(GeneSelection::mapping(2, &[Some(3), None], 3).is_err());
+        assert!(GeneSelection::mapping(3, &[None], 3).is_err());
     }
 }

@@ -43,8 +43,8 @@ pub use shards::{
     encode_obs, fingerprint, sha256_hex, shard_key, ObsConfig, ObsFiles, DEFAULT_MAX_CATEGORIES,
     DEFAULT_TILES_PER_FILE, SCHEMA_KEY,
 };
-pub use unify::{InputObs, ObsUnion, SourceColumn};
+pub use unify::{InputObs, ObsUnion, SourceColumn, DEFAULT_SOURCE_COLUMN};
 pub use var::{VarFrame, VarTable};
 
 pub(crate) use shards::encode_shard;
-pub(crate) use var::{read_var_table, VAR_KEY};
+pub(crate) use var::{read_var_table, string_values, VAR_KEY};

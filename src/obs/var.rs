@@ -9,9 +9,10 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use arrow_array::cast::AsArray;
 use arrow_array::types::{Int16Type, Int32Type, Int8Type};
 use arrow_array::{
-    ArrayRef, DictionaryArray, Int16Array, Int32Array, Int8Array, RecordBatch, StringArray,
+    Array, ArrayRef, DictionaryArray, Int16Array, Int32Array, Int8Array, RecordBatch, StringArray,
 };
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::{
@@ -144,7 +145,7 @@ impl VarTable {
         let text = |name: &str| -> Option<(bool, Vec<String>)> {
             let a = table.column_by_name(name)?;
             let category = matches!(a.data_type(), DataType::Dictionary(_, _));
-            let values = crate::corpus::vocab::string_values(a.as_ref())?;
+            let values = string_values(a.as_ref())?;
             Some((
                 category,
                 values.into_iter().map(Option::unwrap_or_default).collect(),
@@ -398,6 +399,42 @@ fn dictionary(values: &[String], rows: &[usize]) -> Result<(ArrayRef, &'static s
             )
         }
     })
+}
+
+/// A string or dictionary-of-strings Arrow column as optional strings.
+pub(crate) fn string_values(a: &dyn Array) -> Option<Vec<Option<String>>> {
+    match a.data_type() {
+        DataType::Utf8 => Some(
+            a.as_string::<i32>()
+                .iter()
+                .map(|v| v.map(str::to_string))
+                .collect(),
+        ),
+        DataType::LargeUtf8 => Some(
+            a.as_string::<i64>()
+                .iter()
+                .map(|v| v.map(str::to_string))
+                .collect(),
+        ),
+        DataType::Dictionary(_, _) => {
+            let dict = a.as_any_dictionary();
+            let values = string_values(dict.values().as_ref())?;
+            Some(
+                dict.normalized_keys()
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, k)| {
+                        if a.is_null(i) {
+                            None
+                        } else {
+                            values[k].clone()
+                        }
+                    })
+                    .collect(),
+            )
+        }
+        _ => None,
+    }
 }
 
 /// The gene table read back.

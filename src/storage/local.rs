@@ -170,12 +170,22 @@ impl Store for LocalStore {
 
     fn delete(&self, key: &str) -> Result<()> {
         let path = self.path(key)?;
-        match fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(Error::io(path.display().to_string(), e))
+        if let Err(e) = fs::remove_file(&path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(Error::io(path.display().to_string(), e));
             }
-            _ => Ok(()),
         }
+        // Directories exist only for their objects: remove those left empty
+        // (up to the root; removing a directory that is not empty fails, and
+        // stops the walk).
+        let mut dir = path.parent();
+        while let Some(d) = dir.filter(|d| *d != self.root && d.starts_with(&self.root)) {
+            if fs::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+        Ok(())
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>> {

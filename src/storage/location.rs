@@ -80,6 +80,21 @@ fn url_store(url: &str) -> Result<Arc<dyn Store>> {
     )))
 }
 
+/// The stem of a location: its last path segment without its extension
+/// (`data/plate_1.dc` and `s3://bucket/plate_1.dc/` are both `plate_1`),
+/// what the source column calls a member.
+pub fn location_stem(location: &str) -> String {
+    let last = location
+        .trim_end_matches(['/', '\\'])
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or(location);
+    match last.rsplit_once('.') {
+        Some((stem, _)) if !stem.is_empty() => stem.to_string(),
+        _ => last.to_string(),
+    }
+}
+
 /// The store behind a location (a path or a URL; see [`Location::parse`]).
 pub fn open(location: impl AsRef<OsStr>) -> Result<Arc<dyn Store>> {
     Location::parse(location).store()
@@ -122,5 +137,14 @@ mod tests {
             Location::parse(std::path::Path::new("./x")),
             Location::Local("./x".into())
         );
+    }
+
+    #[test]
+    fn stems_drop_the_directories_and_the_extension() {
+        assert_eq!(location_stem("data/plate_1.dc"), "plate_1");
+        assert_eq!(location_stem("s3://bucket/a/plate_1.dc/"), "plate_1");
+        assert_eq!(location_stem("plain"), "plain");
+        assert_eq!(location_stem(".hidden"), ".hidden");
+        assert_eq!(location_stem("a.b.c"), "a.b");
     }
 }

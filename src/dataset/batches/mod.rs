@@ -200,8 +200,53 @@ pub struct BatchIter<V: DecodedCount + bytemuck::Pod = f32> {
 
 /// Where the batches come from.
 enum Source<V: DecodedCount + bytemuck::Pod> {
-    OnDemand(Box<Producer<V>>),
+    OnDemand(Box<dyn Produce<V>>),
     Prefetched(Prefetch<Batch<V>>),
+}
+
+/// What makes an iterator's batches: a dataset's [`Producer`], or a
+/// corpus's (`crate::corpus`).
+pub(crate) trait Produce<V>: Send + 'static {
+    /// The iterator's batch number `pick`.
+    fn produce(&mut self, pick: usize) -> Result<Batch<V>>;
+}
+
+impl<V: DecodedCount + bytemuck::Pod> Produce<V> for Producer<V> {
+    fn produce(&mut self, pick: usize) -> Result<Batch<V>> {
+        Producer::produce(self, pick)
+    }
+}
+
+/// The rank's share of an epoch of `order`, as `config` cuts it.
+pub(crate) fn share_of(order: &EpochOrder, config: &BatchConfig) -> RankShare {
+    RankShare::new(
+        order.len(),
+        config.batch_size,
+        config.rank,
+        config.world_size,
+        config.drop_last,
+    )
+}
+
+/// The iterator's batches of a rank, from `config`: which of them
+/// (`(first, step, count)`: batches `first`, `first + step`, ..., at most
+/// `count`), after checking the rank, the batch size and the pick.
+pub(crate) fn picked(config: &BatchConfig) -> Result<(usize, usize, usize)> {
+    if config.world_size == 0 || config.rank >= config.world_size {
+        return Err(Error::Input(format!(
+            "rank {} is outside 0..{}",
+            config.rank, config.world_size
+        )));
+    }
+    if config.batch_size == 0 {
+        return Err(Error::Input("batch_size must be at least 1".into()));
+    }
+    match config.pick {
+        Pick::All => Ok((0, 1, usize::MAX)),
+        Pick::Strided { step: 0, .. } => Err(Error::Input("batch step must be at least 1".into())),
+        Pick::Strided { first, step } => Ok((first, step, usize::MAX)),
+        Pick::Range(ref r) => Ok((r.start, 1, r.end.saturating_sub(r.start))),
+    }
 }
 
 impl Dataset {
@@ -216,30 +261,28 @@ impl Dataset {
         &self,
         config: BatchConfig,
     ) -> Result<BatchIter<V>> {
-        if config.world_size == 0 || config.rank >= config.world_size {
-            return Err(Error::Input(format!(
-                "rank {} is outside 0..{}",
-                config.rank, config.world_size
-            )));
-        }
-        if config.batch_size == 0 {
-            return Err(Error::Input("batch_size must be at least 1".into()));
-        }
+        let (first, step, count) = picked(&config)?;
         if let Some(g) = &config.genes {
             self.check_selection(g)?;
         }
-        let (first, step, count) = match config.pick {
-            Pick::All => (0, 1, usize::MAX),
-            Pick::Strided { step: 0, .. } => {
-                return Err(Error::Input("batch step must be at least 1".into()))
-            }
-            Pick::Strided { first, step } => (first, step, usize::MAX),
-            Pick::Range(ref r) => (r.start, 1, r.end.saturating_sub(r.start)),
-        };
         let prefetch = config.prefetch;
-        let mut producer = Producer::new(self, config, first, step)?;
+        let producer = Producer::new(self, config, first, step)?;
         let total = producer.len().min(count);
         let recycled = producer.recycler();
+        BatchIter::start(producer, total, prefetch, recycled)
+    }
+}
+
+impl<V: DecodedCount + bytemuck::Pod> BatchIter<V> {
+    /// An iterator of `total` batches from `producer`, `prefetch` of them
+    /// made ahead on a thread of their own (0: on demand), in the buffers of
+    /// `recycled`.
+    pub(crate) fn start(
+        mut producer: impl Produce<V>,
+        total: usize,
+        prefetch: usize,
+        recycled: Recycler,
+    ) -> Result<BatchIter<V>> {
         let source = if prefetch == 0 {
             Source::OnDemand(Box::new(producer))
         } else {

@@ -64,13 +64,7 @@ impl<V: DecodedCount + bytemuck::Pod> Producer<V> {
         step: usize,
     ) -> Result<Producer<V>> {
         let order = EpochOrder::new(dataset.limits(), config.shuffle, config.seed, config.epoch);
-        let share = RankShare::new(
-            order.len(),
-            config.batch_size,
-            config.rank,
-            config.world_size,
-            config.drop_last,
-        );
+        let share = super::share_of(&order, &config);
         let obs = if config.obs_columns.is_empty() {
             None
         } else {

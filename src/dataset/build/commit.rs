@@ -115,10 +115,23 @@ pub fn commit(plan: &BuildPlan, reports: &[TaskReport], store: &dyn Store) -> Re
     Ok(manifest)
 }
 
-/// Removes everything under [`BUILD_PREFIX`].
+/// Removes everything under [`BUILD_PREFIX`]. Some object stores keep an
+/// empty "directory" entry once its objects are gone (SeaweedFS lists
+/// `_build/tasks`, then `_build`, as keys): those go in later rounds.
 fn remove_build_files(store: &dyn Store) -> Result<()> {
-    for key in store.list(BUILD_PREFIX)? {
-        store.delete(&key)?;
+    let dir = BUILD_PREFIX.trim_end_matches('/');
+    for _round in 0..4 {
+        let keys: Vec<String> = store
+            .list(dir)?
+            .into_iter()
+            .filter(|k| k == dir || k.starts_with(BUILD_PREFIX))
+            .collect();
+        if keys.is_empty() {
+            break;
+        }
+        for key in keys {
+            store.delete(&key)?;
+        }
     }
     Ok(())
 }

@@ -47,18 +47,15 @@ impl BuildInput {
     }
 
     /// The input's name: its file or directory stem (`plate1` for
-    /// `data/plate1.h5ad`), what the source column calls its cells.
+    /// `data/plate1.h5ad`, or for a dataset `data/plate1.dc`, as a corpus
+    /// names its members), what the source column calls its cells.
     pub fn stem(&self) -> String {
         let path = match self {
             BuildInput::File(Input::TenX { matrix, .. }) => {
                 matrix.parent().map(Path::to_path_buf).unwrap_or_default()
             }
             BuildInput::File(Input::Npz(p) | Input::H5ad(p) | Input::CellRanger(p)) => p.clone(),
-            BuildInput::Dataset(location) => {
-                let trimmed = location.trim_end_matches('/');
-                let last = trimmed.rsplit('/').next().unwrap_or(trimmed);
-                return last.to_string();
-            }
+            BuildInput::Dataset(location) => return crate::storage::location_stem(location),
         };
         path.file_stem()
             .or_else(|| path.file_name())

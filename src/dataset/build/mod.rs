@@ -37,7 +37,7 @@ use crate::storage::Store;
 
 pub use commit::{commit, BUILD_PREFIX};
 pub use input::BuildInput;
-pub use plan::{plan, BuildPlan, PlanInput, TaskSpec, DEFAULT_SOURCE_COLUMN};
+pub use plan::{plan, BuildPlan, PlanInput, TaskSpec};
 pub use stats::{input_stats, InputStats};
 pub use task::{run_task, ObjectRecord, TaskReport};
 
@@ -69,28 +69,21 @@ impl Tally<'_> {
     }
 }
 
-/// Builds one dataset in `store` from `inputs` on this process's threads:
-/// statistics tasks in parallel, the plan, write tasks in parallel, the
-/// commit. `out` is what the plan records as the output's location.
-pub fn build_into(
+/// Runs the statistics tasks of `inputs` on this process's threads and plans
+/// the build into `store` (`out` is what the plan records as the output's
+/// location). Inputs that need a transpose are staged in `store`.
+pub fn plan_inputs(
     inputs: &[BuildInput],
-    store: Arc<dyn Store>,
+    store: &Arc<dyn Store>,
     out: &str,
     options: &ConvertOptions,
     progress: &(dyn Fn(Progress) + Sync),
-) -> Result<Manifest> {
-    let _lock = store.lock_exclusive()?;
-    if store.size(crate::dataset::MANIFEST_KEY)?.is_some() {
-        return Err(crate::error::Error::Input(format!(
-            "{} already holds a dataset (manifest.json exists)",
-            store.describe()
-        )));
-    }
+) -> Result<BuildPlan> {
     // Counting: each task reports its own position; the sum is shown.
     let seen: Vec<AtomicU64> = inputs.iter().map(|_| AtomicU64::new(0)).collect();
     let order = Mutex::new(());
     let one = |(i, input): (usize, &BuildInput)| {
-        input_stats(input, i, &store, options, &mut |p: Progress| {
+        input_stats(input, i, store, options, &mut |p: Progress| {
             let _order = order
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -118,7 +111,27 @@ pub fn build_into(
             .map(one)
             .collect::<Result<Vec<_>>>()?
     };
-    let plan = plan(&stats, out, options)?;
+    plan(&stats, out, options)
+}
+
+/// Builds one dataset in `store` from `inputs` on this process's threads:
+/// statistics tasks in parallel, the plan, write tasks in parallel, the
+/// commit. `out` is what the plan records as the output's location.
+pub fn build_into(
+    inputs: &[BuildInput],
+    store: Arc<dyn Store>,
+    out: &str,
+    options: &ConvertOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<Manifest> {
+    let _lock = store.lock_exclusive()?;
+    if store.size(crate::dataset::MANIFEST_KEY)?.is_some() {
+        return Err(crate::error::Error::Input(format!(
+            "{} already holds a dataset (manifest.json exists)",
+            store.describe()
+        )));
+    }
+    let plan = plan_inputs(inputs, &store, out, options, progress)?;
     store.put(PLAN_KEY, plan.to_json().as_bytes())?;
     let tally = Tally {
         done: AtomicU64::new(0),

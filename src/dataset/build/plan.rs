@@ -13,12 +13,13 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::corpus::vocab::{InputGenes, Vocabulary};
 use crate::dataset::build::input::BuildInput;
 use crate::dataset::build::stats::InputStats;
 use crate::dataset::ingest::{ConvertOptions, Layer};
+use crate::dataset::vocab::{InputGenes, Vocabulary};
 use crate::dataset::writer::order_by_totals;
 use crate::error::{Error, Result};
+use crate::obs::DEFAULT_SOURCE_COLUMN;
 use crate::obs::{InputObs, ObsSchema, ObsUnion, SourceColumn, VarTable};
 
 /// One input as the plan reads it.
@@ -93,9 +94,6 @@ pub struct BuildPlan {
     /// The first 24 hex characters of the SHA-256 of the plan's JSON.
     pub fingerprint: String,
 }
-
-/// The name of the source column when none is given and there are several inputs.
-pub const DEFAULT_SOURCE_COLUMN: &str = "dataset_id";
 
 /// The vocabulary of the inputs, `None` when there is one input that names
 /// no genes (its columns are taken as they are).
@@ -485,12 +483,110 @@ impl BuildPlan {
             metadata: take(&v, "metadata")?,
             fingerprint: take(&v, "fingerprint")?,
         };
+        plan.validate()?;
         if fingerprint_of(&plan.body()) != plan.fingerprint {
             return Err(Error::Input(
                 "build plan: its fingerprint does not match its content".into(),
             ));
         }
         Ok(plan)
+    }
+
+    /// Checks that the plan is consistent, so that tasks run from it index
+    /// nothing out of bounds: column maps into the output, tasks that cover
+    /// the tiles in order with pieces inside their inputs, side tables of
+    /// one entry per gene.
+    fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(Error::Input(format!("build plan: {what}")));
+        if self.tile_size == 0 || self.tiles_per_task == 0 || self.n_genes == 0 {
+            return bad("tile_size, tiles_per_task and n_genes must be at least 1".into());
+        }
+        for (i, p) in self.inputs.iter().enumerate() {
+            if p.columns.len() != p.n_genes as usize {
+                return bad(format!(
+                    "input {i} maps {} of its {} columns",
+                    p.columns.len(),
+                    p.n_genes
+                ));
+            }
+            if let Some(c) = p
+                .columns
+                .iter()
+                .find(|&&c| c < -1 || c >= self.n_genes as i32)
+            {
+                return bad(format!(
+                    "input {i} maps a column to {c}, outside the {} genes",
+                    self.n_genes
+                ));
+            }
+        }
+        let n_cells: u64 = self.inputs.iter().map(|p| p.n_cells).sum();
+        let mut tile = 0usize;
+        let mut cell = 0u64;
+        let starts: Vec<u64> = self
+            .inputs
+            .iter()
+            .scan(0u64, |at, p| {
+                let s = *at;
+                *at += p.n_cells;
+                Some(s)
+            })
+            .collect();
+        for (t, task) in self.tasks.iter().enumerate() {
+            let expected = (tile..tile + self.tiles_per_task)
+                .map(|k| {
+                    ((k as u64 + 1) * self.tile_size)
+                        .min(n_cells)
+                        .saturating_sub(k as u64 * self.tile_size)
+                })
+                .take_while(|&c| c > 0)
+                .collect::<Vec<_>>();
+            if task.first_tile != tile || task.tile_cells != expected {
+                return bad(format!(
+                    "task {t} does not hold the next {} tiles",
+                    self.tiles_per_task
+                ));
+            }
+            for &(i, a, b) in &task.pieces {
+                let Some(p) = self.inputs.get(i) else {
+                    return bad(format!(
+                        "task {t} reads input {i}, which is not in the plan"
+                    ));
+                };
+                if a >= b || b > p.n_cells || starts[i] + a != cell {
+                    return bad(format!(
+                        "task {t} reads cells {a}..{b} of input {i} out of order"
+                    ));
+                }
+                cell = starts[i] + b;
+            }
+            tile += task.tile_cells.len();
+            if cell != (tile as u64 * self.tile_size).min(n_cells) {
+                return bad(format!("task {t}'s pieces do not fill its tiles"));
+            }
+        }
+        if cell != n_cells {
+            return bad(format!("the tasks hold {cell} of {n_cells} cells"));
+        }
+        let per_gene = |what: &str, len: Option<usize>| match len {
+            Some(l) if l != self.n_genes as usize => {
+                bad(format!("{what} has {l} entries for {} genes", self.n_genes))
+            }
+            _ => Ok(()),
+        };
+        per_gene("gene_order", self.gene_order.as_ref().map(Vec::len))?;
+        per_gene("var_names", self.var_names.as_ref().map(Vec::len))?;
+        per_gene("var", self.var.as_ref().map(VarTable::len))?;
+        if let Some(order) = &self.gene_order {
+            let mut seen = vec![false; order.len()];
+            for &g in order {
+                match usize::try_from(g).ok().and_then(|g| seen.get_mut(g)) {
+                    Some(s) if !*s => *s = true,
+                    _ => return bad("gene_order is not a permutation".into()),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The obs union the tasks convert each input's columns with.

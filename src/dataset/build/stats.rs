@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use crate::corpus::vocab::dataset_keys;
 use crate::dataset::build::input::BuildInput;
 use crate::dataset::ingest::{open_input, Cells, ConvertOptions, Phase, Progress, Rows, Side};
+use crate::dataset::vocab::dataset_keys;
 use crate::dataset::OpenOptions;
 use crate::dataset::{Dataset, DatasetWriter, WriterConfig};
 use crate::error::{Error, Result};

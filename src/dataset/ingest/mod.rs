@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::corpus::GeneSpace;
+use crate::dataset::vocab::GeneSpace;
 use crate::dataset::writer::WriterConfig;
 use crate::error::{Error, Result};
 use crate::format::manifest::Manifest;

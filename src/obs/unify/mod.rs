@@ -19,18 +19,13 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    Float32Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type,
-    UInt8Type,
-};
-use arrow_array::{
-    new_null_array, Array, ArrayRef, Float64Array, Int16Array, Int32Array, Int64Array, Int8Array,
-    StringArray,
-};
+use arrow_array::{new_null_array, Array, ArrayRef};
+
+mod arrays;
 
 use super::schema::{ColumnSchema, Kind, ObsSchema, ObsType};
 use crate::error::{Error, Result};
+use arrays::{codes_array, convert};
 
 /// The obs schema of one input, with what errors call the input.
 #[derive(Clone, Debug)]
@@ -40,6 +35,10 @@ pub struct InputObs<'a> {
     /// Its columns as it stores them.
     pub schema: &'a ObsSchema,
 }
+
+/// Default name of the source column: the obs column naming each cell's
+/// input (a corpus's member, a build's input).
+pub const DEFAULT_SOURCE_COLUMN: &str = "dataset_id";
 
 /// A category column naming each cell's input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,7 +66,9 @@ enum From {
     Source(i32),
 }
 
-/// The union of several inputs' obs ([module docs](self)).
+/// The union of several inputs' obs: columns unioned in the order first
+/// seen, category vocabularies merged as `anndata.concat` merges them,
+/// numeric types widened, and an optional source column.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObsUnion {
     schema: ObsSchema,
@@ -109,7 +110,7 @@ struct Merged {
 }
 
 impl ObsUnion {
-    /// Unifies `inputs` (see the [module docs](self)); `source` adds the
+    /// Unifies `inputs` (as [`ObsUnion`] says); `source` adds the
     /// source column last. Category vocabularies larger than `max_categories`
     /// become strings.
     pub fn new(
@@ -261,6 +262,38 @@ impl ObsUnion {
         stored: &[ArrayRef],
         len: usize,
     ) -> Result<ArrayRef> {
+        let values = match self.input_column(input, column) {
+            Some(k) => Some(stored.get(k).ok_or_else(|| {
+                Error::Input(format!(
+                    "obs column {:?}: the input gave {} columns",
+                    self.schema.columns[column].name,
+                    stored.len()
+                ))
+            })?),
+            None => None,
+        };
+        self.remap_values(input, column, values.map(|a| a.as_ref()), len)
+    }
+
+    /// Which of input `input`'s columns global column `column` is made of
+    /// (`None`: the input lacks it, or it is the source column): what a
+    /// reader of a few columns reads.
+    pub fn input_column(&self, input: usize, column: usize) -> Option<usize> {
+        match &self.from[input][column] {
+            From::Column { position, .. } => Some(*position),
+            From::Missing | From::Source(_) => None,
+        }
+    }
+
+    /// As [`ObsUnion::remap`], given only the input's column that
+    /// [`ObsUnion::input_column`] names (`None` where it names none).
+    pub fn remap_values(
+        &self,
+        input: usize,
+        column: usize,
+        values: Option<&dyn Array>,
+        len: usize,
+    ) -> Result<ArrayRef> {
         let global = &self.schema.columns[column];
         match &self.from[input][column] {
             From::Missing if global.kind == Kind::Category => {
@@ -269,16 +302,10 @@ impl ObsUnion {
             From::Missing => Ok(new_null_array(&global.arrow_type.data_type(), len)),
             From::Source(code) => Ok(codes_array(global.arrow_type, vec![*code; len])),
             From::Column {
-                position,
-                codes,
-                categories,
+                codes, categories, ..
             } => {
-                let array = stored.get(*position).ok_or_else(|| {
-                    Error::Input(format!(
-                        "obs column {:?}: the input gave {} columns",
-                        global.name,
-                        stored.len()
-                    ))
+                let array = values.ok_or_else(|| {
+                    Error::Input(format!("obs column {:?}: no values given", global.name))
                 })?;
                 if array.len() != len {
                     return Err(Error::Input(format!(
@@ -287,12 +314,7 @@ impl ObsUnion {
                         array.len()
                     )));
                 }
-                convert(
-                    array.as_ref(),
-                    global,
-                    codes.as_deref(),
-                    categories.as_deref(),
-                )
+                convert(array, global, codes.as_deref(), categories.as_deref())
             }
         }
     }
@@ -337,126 +359,14 @@ fn code_map(own: &ColumnSchema, global: &ColumnSchema) -> Vec<i32> {
         .collect()
 }
 
-/// Codes as the array type of a category column.
-fn codes_array(arrow_type: ObsType, codes: Vec<i32>) -> ArrayRef {
-    match arrow_type {
-        ObsType::Int8 => Arc::new(codes.iter().map(|&c| c as i8).collect::<Int8Array>()),
-        ObsType::Int16 => Arc::new(codes.iter().map(|&c| c as i16).collect::<Int16Array>()),
-        _ => Arc::new(Int32Array::from(codes)),
-    }
-}
-
-/// The codes of a stored category column, widened to `i32`.
-fn stored_codes(a: &dyn Array) -> Option<Vec<i32>> {
-    Some(match a.data_type() {
-        arrow_schema::DataType::Int8 => a
-            .as_primitive::<Int8Type>()
-            .values()
-            .iter()
-            .map(|&c| i32::from(c))
-            .collect(),
-        arrow_schema::DataType::Int16 => a
-            .as_primitive::<Int16Type>()
-            .values()
-            .iter()
-            .map(|&c| i32::from(c))
-            .collect(),
-        arrow_schema::DataType::Int32 => a.as_primitive::<Int32Type>().values().to_vec(),
-        _ => return None,
-    })
-}
-
-/// A numeric column's values as `f64` or `i64` (nulls kept).
-macro_rules! numeric_as {
-    ($a:expr, $out:ty, $native:ty, [$($t:ty),*]) => {{
-        let a: &dyn Array = $a;
-        let mut done: Option<ArrayRef> = None;
-        $(
-            if done.is_none() && a.data_type() == &<$t as arrow_array::types::ArrowPrimitiveType>::DATA_TYPE {
-                let p = a.as_primitive::<$t>();
-                let values: $out = p.iter().map(|v| v.map(|v| v as $native)).collect();
-                done = Some(Arc::new(values));
-            }
-        )*
-        done
-    }};
-}
-
-/// Converts one stored input column to the global column's type.
-fn convert(
-    a: &dyn Array,
-    global: &ColumnSchema,
-    codes: Option<&[i32]>,
-    categories: Option<&[String]>,
-) -> Result<ArrayRef> {
-    let bad = |what: &str| {
-        Error::Input(format!(
-            "obs column {:?}: stored as {}, not {what}",
-            global.name,
-            a.data_type()
-        ))
-    };
-    if let Some(map) = codes {
-        let own = stored_codes(a).ok_or_else(|| bad("category codes"))?;
-        let global_codes = own
-            .into_iter()
-            .map(|c| match usize::try_from(c) {
-                Ok(c) => map.get(c).copied().ok_or_else(|| {
-                    Error::Input(format!(
-                        "obs column {:?}: code {c} outside its {} categories",
-                        global.name,
-                        map.len()
-                    ))
-                }),
-                Err(_) => Ok(-1),
-            })
-            .collect::<Result<Vec<i32>>>()?;
-        return Ok(codes_array(global.arrow_type, global_codes));
-    }
-    if let Some(vocab) = categories {
-        let own = stored_codes(a).ok_or_else(|| bad("category codes"))?;
-        let strings: StringArray = own
-            .into_iter()
-            .map(|c| usize::try_from(c).ok().and_then(|c| vocab.get(c)))
-            .collect();
-        return Ok(Arc::new(strings));
-    }
-    let target = global.arrow_type.data_type();
-    if a.data_type() == &target {
-        return Ok(arrow_array::make_array(a.to_data()));
-    }
-    let widened = match global.arrow_type {
-        ObsType::Int64 => numeric_as!(
-            a,
-            Int64Array,
-            i64,
-            [Int8Type, Int16Type, Int32Type, UInt8Type, UInt16Type, UInt32Type]
-        ),
-        ObsType::Float64 => numeric_as!(
-            a,
-            Float64Array,
-            f64,
-            [
-                Int8Type,
-                Int16Type,
-                Int32Type,
-                Int64Type,
-                UInt8Type,
-                UInt16Type,
-                UInt32Type,
-                UInt64Type,
-                Float32Type
-            ]
-        ),
-        _ => None,
-    };
-    widened.ok_or_else(|| bad(global.arrow_type.name()))
-}
-
 #[cfg(test)]
 mod tests {
+    use super::arrays::stored_codes;
     use super::*;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Int64Type};
     use arrow_array::BooleanArray;
+    use arrow_array::{Int32Array, Int8Array};
 
     fn category(name: &str, cats: &[&str]) -> ColumnSchema {
         ColumnSchema {

@@ -14,10 +14,6 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::path::Path;
 
-use arrow_array::cast::AsArray;
-use arrow_array::Array;
-use arrow_schema::DataType;
-
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 
@@ -235,7 +231,7 @@ pub fn dataset_keys(ds: &Dataset, key: Option<&str>, name: &str) -> Result<Vec<S
             names.join(", ")
         ))
     })?;
-    string_values(column.as_ref())
+    crate::obs::string_values(column.as_ref())
         .ok_or_else(|| Error::Input(format!("{name}: var column {key:?} is not a text column")))?
         .into_iter()
         .enumerate()
@@ -243,42 +239,6 @@ pub fn dataset_keys(ds: &Dataset, key: Option<&str>, name: &str) -> Result<Vec<S
             v.ok_or_else(|| Error::Input(format!("{name}: var column {key:?} is null at gene {g}")))
         })
         .collect()
-}
-
-/// A string or dictionary-of-strings Arrow column as optional strings.
-pub(crate) fn string_values(a: &dyn Array) -> Option<Vec<Option<String>>> {
-    match a.data_type() {
-        DataType::Utf8 => Some(
-            a.as_string::<i32>()
-                .iter()
-                .map(|v| v.map(str::to_string))
-                .collect(),
-        ),
-        DataType::LargeUtf8 => Some(
-            a.as_string::<i64>()
-                .iter()
-                .map(|v| v.map(str::to_string))
-                .collect(),
-        ),
-        DataType::Dictionary(_, _) => {
-            let dict = a.as_any_dictionary();
-            let values = string_values(dict.values().as_ref())?;
-            Some(
-                dict.normalized_keys()
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, k)| {
-                        if a.is_null(i) {
-                            None
-                        } else {
-                            values[k].clone()
-                        }
-                    })
-                    .collect(),
-            )
-        }
-        _ => None,
-    }
 }
 
 #[cfg(test)]

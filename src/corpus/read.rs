@@ -1,0 +1,170 @@
+//! Reading any cells of a corpus: the request of [`Dataset::read`], made of
+//! one read per member the cells come from, all into one output.
+//!
+//! The output is started once over the vocabulary's genes (or the selected
+//! ones). The cells are cut into *groups*: consecutive output rows from one
+//! member. Each group is a read of that member's cells through its gene
+//! mapping ([`GeneSelection::mapping`], composed with the request's gene
+//! selection), appended to the output by the one read pipeline. Before the
+//! first group runs, every later group's tiles are handed to its member's
+//! I/O stage, so the members' fetches overlap each other and the decoding;
+//! each group decodes on the whole shared pool.
+//!
+//! [`Dataset::read`]: crate::Dataset::read
+
+use std::borrow::Cow;
+
+use super::Corpus;
+use crate::csr::Csr;
+use crate::dataset::{csr_batch, dense_batch, CsrBatch, DenseBatch, ReadStats};
+use crate::engine::{CellSelection, GeneSelection, Sink};
+use crate::error::{Error, Result};
+use crate::kernels::DecodedCount;
+
+/// A read request over a corpus: cells, options, then the output (see the
+/// module docs).
+#[must_use = "a read does nothing until its output is chosen"]
+pub struct CorpusRead<'a> {
+    corpus: &'a Corpus,
+    cells: CellSelection,
+    genes: Option<&'a GeneSelection>,
+    cached: bool,
+}
+
+impl<'a> CorpusRead<'a> {
+    /// Keeps only the vocabulary genes of `genes` (renumbered `0..k` in its
+    /// order); `None` keeps every gene.
+    pub fn genes(mut self, genes: impl Into<Option<&'a GeneSelection>>) -> CorpusRead<'a> {
+        self.genes = genes.into();
+        self
+    }
+
+    /// Neither reads nor fills the members' caches.
+    pub fn uncached(mut self) -> CorpusRead<'a> {
+        self.cached = false;
+        self
+    }
+
+    /// The rows as CSR with counts of type `V` (`f32` or `i32`).
+    pub fn csr<V: DecodedCount>(self) -> Result<CsrBatch<V>> {
+        csr_batch(&self.cells, |out| self.csr_into(out))
+    }
+
+    /// The rows into `out`, reusing its allocations.
+    pub fn csr_into<V: DecodedCount>(&self, out: &mut Csr<V>) -> Result<ReadStats> {
+        self.run(out)
+    }
+
+    /// The rows as dense row-major values of type `V`.
+    pub fn dense<V: DecodedCount>(self) -> Result<DenseBatch<V>> {
+        dense_batch(&self.cells, |out| self.run(out))
+    }
+
+    /// The rows into any output (see [`Sink`]).
+    pub fn into_sink<S: Sink>(self, sink: S) -> Result<ReadStats> {
+        self.run(sink)
+    }
+
+    fn run<S: Sink>(&self, mut sink: S) -> Result<ReadStats> {
+        let corpus = self.corpus;
+        if let Some(g) = self.genes {
+            corpus.check_selection(g)?;
+        }
+        sink.start(self.genes.map_or(corpus.n_genes(), |g| g.len() as u32));
+        let groups = corpus.groups(&self.cells)?;
+        if self.cached {
+            for (m, cells) in groups.iter().skip(1) {
+                corpus.members()[*m].dataset().prefetch_cells(cells);
+            }
+        }
+        // Each member's genes into the output, made once per read.
+        let mut mappings: Vec<Option<Option<Cow<'_, GeneSelection>>>> =
+            vec![None; corpus.members().len()];
+        let mut stats = ReadStats::default();
+        for (m, cells) in &groups {
+            let member = &corpus.members()[*m];
+            if mappings[*m].is_none() {
+                mappings[*m] = Some(corpus.member_genes(*m, self.genes)?);
+            }
+            let genes = mappings[*m].as_ref().and_then(|g| g.as_deref());
+            let read = member
+                .dataset()
+                .read_started(cells, genes, self.cached, &mut sink);
+            stats.add(read.map_err(Error::in_member(member.location()))?);
+        }
+        Ok(stats)
+    }
+}
+
+impl Corpus {
+    /// A read of `cells` (corpus cell ids in any order, duplicates kept; a
+    /// range; a mask): choose its options, then its output, as for
+    /// [`crate::Dataset::read`]. Columns are the vocabulary's genes.
+    pub fn read(&self, cells: impl Into<CellSelection>) -> CorpusRead<'_> {
+        CorpusRead {
+            corpus: self,
+            cells: cells.into(),
+            genes: None,
+            cached: true,
+        }
+    }
+
+    /// Checks that `genes` was built for the vocabulary.
+    pub(crate) fn check_selection(&self, genes: &GeneSelection) -> Result<()> {
+        if genes.n_genes() != self.n_genes() as usize {
+            return Err(Error::Input(format!(
+                "gene selection built for {} genes, the corpus has {}",
+                genes.n_genes(),
+                self.n_genes()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Member `m`'s genes into the output: its mapping into the vocabulary,
+    /// then `genes` (a selection of vocabulary genes) when given; `None`
+    /// when it reads unmapped.
+    pub(crate) fn member_genes<'a>(
+        &'a self,
+        m: usize,
+        genes: Option<&'a GeneSelection>,
+    ) -> Result<Option<Cow<'a, GeneSelection>>> {
+        let mapping = self.members()[m].mapping();
+        Ok(match (mapping, genes) {
+            (None, None) => None,
+            (None, Some(g)) => Some(Cow::Borrowed(g)),
+            (Some(map), None) => Some(Cow::Borrowed(map)),
+            (Some(map), Some(g)) => Some(Cow::Owned(map.then(g)?)),
+        })
+    }
+
+    /// `cells` cut into groups of consecutive output rows from one member,
+    /// in output order: `(member, its local cells)`.
+    pub(crate) fn groups(&self, cells: &CellSelection) -> Result<Vec<(usize, CellSelection)>> {
+        let limits = self.limits();
+        if let Some(cell) = cells.first_outside(self.n_cells()) {
+            return Err(Error::Input(format!(
+                "cell {cell} is outside 0..{}",
+                self.n_cells()
+            )));
+        }
+        let mut groups: Vec<(usize, CellSelection)> = Vec::new();
+        for &(first, len) in cells.runs() {
+            let (mut at, end) = (first, first + len);
+            while at < end {
+                let m = limits.partition_point(|&l| l <= at) - 1;
+                let stop = end.min(limits[m + 1]);
+                match groups.last_mut() {
+                    Some((last, group)) if *last == m => group.push_run(at - limits[m], stop - at),
+                    _ => {
+                        let mut group = CellSelection::default();
+                        group.push_run(at - limits[m], stop - at);
+                        groups.push((m, group));
+                    }
+                }
+                at = stop;
+            }
+        }
+        Ok(groups)
+    }
+}

@@ -1,0 +1,154 @@
+//! Batches over a corpus: every cell of every member once per epoch, rows
+//! equal to the written counts placed by gene name, a block shuffle mixing
+//! members, equal batches per rank, labels in the unified vocabularies.
+
+mod corpus_common;
+
+use std::collections::HashSet;
+
+use corpus_common::{expected_dense, member_of, write_member, ObsPlan, Scratch, Written};
+use deltacells::corpus::CorpusSpec;
+use deltacells::dataset::{BatchConfig, BatchRows, Shuffle};
+use deltacells::{Corpus, Csr, GeneSelection};
+
+fn two(dir: &std::path::Path) -> Vec<Written> {
+    let a = write_member(
+        &dir.join("a.dc"),
+        &["g0", "g1", "g2", "g3"],
+        260,
+        32,
+        true,
+        &ObsPlan {
+            categories: vec![("cell_type", vec!["T", "B"])],
+            floats: vec![],
+        },
+        11,
+    );
+    let b = write_member(
+        &dir.join("b.dc"),
+        &["g5", "g2", "g0"],
+        150,
+        40,
+        false,
+        &ObsPlan {
+            categories: vec![("cell_type", vec!["NK"])],
+            floats: vec![],
+        },
+        12,
+    );
+    vec![a, b]
+}
+
+fn dense_of(csr: &Csr<i32>) -> Vec<i32> {
+    let n = csr.n_cols as usize;
+    let mut out = vec![0; csr.n_rows() * n];
+    for r in 0..csr.n_rows() {
+        for k in csr.indptr[r] as usize..csr.indptr[r + 1] as usize {
+            out[r * n + csr.indices[k] as usize] = csr.values[k];
+        }
+    }
+    out
+}
+
+#[test]
+fn an_epoch_reads_every_cell_once_in_the_vocabulary() {
+    let dir = Scratch::new("corpus-batches");
+    let members = two(dir.path());
+    let corpus = Corpus::open_spec(CorpusSpec::new(
+        members.iter().map(|w| w.location.display().to_string()),
+    ))
+    .unwrap();
+    let vocab = corpus.var_names().to_vec();
+    let cache = Scratch::new("corpus-batches-cache");
+    for (shuffle, prefetch) in [
+        (Shuffle::Block { window_tiles: 4 }, 2),
+        (Shuffle::Random, 0),
+        (Shuffle::None, 1),
+    ] {
+        let config = BatchConfig::default()
+            .with_batch_size(37)
+            .with_seed(3)
+            .with_shuffle(shuffle)
+            .with_prefetch(prefetch)
+            .with_obs_columns(vec!["dataset_id".into(), "cell_type".into()])
+            .with_obs_cache_dir(Some(cache.path().to_path_buf()));
+        let mut seen = Vec::new();
+        let mut mixed = false;
+        for batch in corpus.batches_of::<i32>(config).unwrap() {
+            let batch = batch.unwrap();
+            let BatchRows::Csr(csr) = &batch.rows else {
+                panic!("CSR batches")
+            };
+            assert_eq!(
+                dense_of(csr),
+                expected_dense(&members, &vocab, &batch.cells)
+            );
+            let source = batch.labels.get("dataset_id").unwrap();
+            let types = batch.labels.get("cell_type").unwrap();
+            let mut from = HashSet::new();
+            for (row, &cell) in batch.cells.iter().enumerate() {
+                let (m, local) = member_of(&members, cell);
+                from.insert(m);
+                assert_eq!(source.category(row), Some(["a", "b"][m]));
+                let written = members[m].obs[0].1[local].as_deref();
+                assert_eq!(types.category(row), written);
+            }
+            mixed |= from.len() > 1;
+            seen.extend(batch.cells);
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (0..410).collect::<Vec<u64>>(), "{shuffle:?}");
+        if shuffle != Shuffle::None {
+            assert!(mixed, "{shuffle:?} mixes the members' cells");
+        }
+    }
+}
+
+#[test]
+fn ranks_get_equal_shares_and_dense_selected_rows() {
+    let dir = Scratch::new("corpus-ranks");
+    let members = two(dir.path());
+    let corpus = Corpus::open_spec(CorpusSpec::new(
+        members.iter().map(|w| w.location.display().to_string()),
+    ))
+    .unwrap();
+    let vocab = corpus.var_names().to_vec();
+    let picked = [4u32, 0];
+    let genes = GeneSelection::new(corpus.n_genes(), &picked).unwrap();
+    let names: Vec<String> = picked.iter().map(|&g| vocab[g as usize].clone()).collect();
+    let mut counts = Vec::new();
+    let mut all = Vec::new();
+    for rank in 0..3 {
+        let config = BatchConfig::default()
+            .with_batch_size(16)
+            .with_rank(rank, 3)
+            .with_dense(true)
+            .with_genes(Some(genes.clone()));
+        let batches: Vec<_> = corpus
+            .batches_of::<f32>(config)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        counts.push(batches.len());
+        for b in batches {
+            let BatchRows::Dense(d) = &b.rows else {
+                panic!("dense batches")
+            };
+            let want: Vec<f32> = expected_dense(&members, &names, &b.cells)
+                .iter()
+                .map(|&v| v as f32)
+                .collect();
+            assert_eq!(d.data(), want);
+            all.extend(b.cells);
+        }
+    }
+    assert!(counts.windows(2).all(|w| w[0] == w[1]), "{counts:?}");
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 410);
+    let wrong = BatchConfig::default().with_genes(Some(GeneSelection::new(3, &[0]).unwrap()));
+    assert!(corpus.batches(wrong).is_err());
+    assert!(corpus
+        .batches(BatchConfig::default().with_rank(2, 2))
+        .is_err());
+}

@@ -1,0 +1,333 @@
+//! A corpus of separately written datasets with different genes (subsets,
+//! orders, sorted by totals or not) and obs (different columns and
+//! categories) reads as one matrix in one vocabulary: every read checked
+//! against the written counts placed by gene name, every label against the
+//! written values; and bad corpora are refused naming the member.
+
+mod corpus_common;
+
+use corpus_common::{expected_dense, member_of, write_member, Lcg, ObsPlan, Scratch, Written};
+use deltacells::corpus::{CorpusSpec, GeneSpace};
+use deltacells::{CellSelection, Corpus, Csr, Dataset, GeneSelection};
+
+/// Three members: `a` sorted by totals with cell types T/B and a score, `b`
+/// with other genes in another order and cell types B/NK and a batch, `c`
+/// with no obs at all.
+fn three(dir: &std::path::Path) -> Vec<Written> {
+    let a = write_member(
+        &dir.join("a.dc"),
+        &["g0", "g1", "g2", "g3", "g4"],
+        300,
+        64,
+        true,
+        &ObsPlan {
+            categories: vec![("cell_type", vec!["T", "B"])],
+            floats: vec!["score"],
+        },
+        1,
+    );
+    let b = write_member(
+        &dir.join("b.dc"),
+        &["g7", "g2", "g0", "g6"],
+        170,
+        50,
+        false,
+        &ObsPlan {
+            categories: vec![("cell_type", vec!["B", "NK"]), ("batch", vec!["x", "y"])],
+            floats: vec![],
+        },
+        2,
+    );
+    let c = write_member(
+        &dir.join("c"),
+        &["g4", "g3", "g2", "g1", "g0"],
+        90,
+        40,
+        false,
+        &ObsPlan {
+            categories: vec![],
+            floats: vec![],
+        },
+        3,
+    );
+    vec![a, b, c]
+}
+
+fn spec(members: &[Written]) -> CorpusSpec {
+    CorpusSpec::new(members.iter().map(|w| w.location.display().to_string()))
+}
+
+fn dense_of(csr: &Csr<i32>) -> Vec<i32> {
+    let n = csr.n_cols as usize;
+    let mut out = vec![0; csr.n_rows() * n];
+    for r in 0..csr.n_rows() {
+        for k in csr.indptr[r] as usize..csr.indptr[r + 1] as usize {
+            out[r * n + csr.indices[k] as usize] = csr.values[k];
+        }
+    }
+    out
+}
+
+#[test]
+fn a_union_corpus_reads_every_member_in_one_vocabulary() {
+    let dir = Scratch::new("corpus-union");
+    let members = three(dir.path());
+    let corpus = Corpus::open_spec(spec(&members)).unwrap();
+    // The union in the order first seen: each member's genes as it stores them.
+    let mut want_vocab: Vec<String> = Vec::new();
+    for w in &members {
+        let ds = Dataset::open(&w.location).unwrap();
+        for g in ds.var_names().unwrap() {
+            if !want_vocab.contains(g) {
+                want_vocab.push(g.clone());
+            }
+        }
+    }
+    assert_eq!(corpus.var_names(), want_vocab);
+    assert_eq!(corpus.n_genes() as usize, 7);
+    assert_eq!(corpus.n_cells(), 560);
+    assert_eq!(corpus.limits(), [0, 300, 470, 560]);
+    let vocab = corpus.var_names().to_vec();
+    // `a` is sorted by totals, so it stores the union's first five genes in
+    // order and reads unmapped; `b` and `c` are mapped.
+    assert!(corpus.members()[0].mapping().is_none());
+    assert!(corpus.members()[1].mapping().is_some());
+    assert!(corpus.members()[2].mapping().is_some());
+
+    let all: Vec<u64> = (0..560).collect();
+    let csr = corpus.read(0..560).csr::<i32>().unwrap();
+    assert_eq!(csr.csr.n_cols, 7);
+    assert_eq!(dense_of(&csr.csr), expected_dense(&members, &vocab, &all));
+    for r in 0..csr.csr.n_rows() {
+        let row = &csr.csr.indices[csr.csr.indptr[r] as usize..csr.csr.indptr[r + 1] as usize];
+        assert!(row.windows(2).all(|w| w[0] < w[1]), "row {r} sorted");
+    }
+    let dense = corpus.read(0..560).dense::<f32>().unwrap();
+    let want: Vec<f32> = expected_dense(&members, &vocab, &all)
+        .iter()
+        .map(|&v| v as f32)
+        .collect();
+    assert_eq!(dense.rows.data(), want);
+
+    // Random cells across members, duplicates and runs crossing members.
+    let mut rng = Lcg(9);
+    let mut ids: Vec<u64> = (0..200).map(|_| rng.below(560)).collect();
+    ids.extend([299, 300, 301, 469, 470, 559, 0, 0]);
+    let got = corpus.read(&ids).dense::<i32>().unwrap();
+    assert_eq!(got.cells, ids);
+    assert_eq!(got.rows.data(), expected_dense(&members, &vocab, &ids));
+    let mut reused = Csr::empty(0);
+    corpus.read(&ids).uncached().csr_into(&mut reused).unwrap();
+    assert_eq!(dense_of(&reused), expected_dense(&members, &vocab, &ids));
+
+    // A gene selection of vocabulary genes, out of order.
+    let picked = [6u32, 0, 3];
+    let genes = GeneSelection::new(7, &picked).unwrap();
+    let got = corpus.read(&ids).genes(&genes).dense::<i32>().unwrap();
+    let names: Vec<String> = picked.iter().map(|&g| vocab[g as usize].clone()).collect();
+    assert_eq!(got.rows.data(), expected_dense(&members, &names, &ids));
+    let got = corpus.read(&ids).genes(&genes).csr::<i32>().unwrap();
+    assert_eq!(dense_of(&got.csr), expected_dense(&members, &names, &ids));
+    let mask: Vec<bool> = (0..560).map(|i| i % 7 == 3).collect();
+    let masked = corpus
+        .read(CellSelection::mask(&mask))
+        .csr::<i32>()
+        .unwrap();
+    let kept: Vec<u64> = (0..560).filter(|i| i % 7 == 3).collect();
+    assert_eq!(
+        dense_of(&masked.csr),
+        expected_dense(&members, &vocab, &kept)
+    );
+
+    assert!(corpus.read([560]).csr::<i32>().is_err());
+    let wrong = GeneSelection::new(5, &[0]).unwrap();
+    assert!(corpus.read(0..3).genes(&wrong).csr::<i32>().is_err());
+}
+
+#[test]
+fn intersections_lists_and_gene_keys_choose_the_vocabulary() {
+    let dir = Scratch::new("corpus-spaces");
+    let members = three(dir.path());
+    let all: Vec<u64> = (0..560).collect();
+    let inter = Corpus::open_spec(spec(&members).with_genes(GeneSpace::Intersection)).unwrap();
+    let mut names = inter.var_names().to_vec();
+    names.sort();
+    assert_eq!(names, ["g0", "g2"]);
+    let got = inter.read(0..560).dense::<i32>().unwrap();
+    assert_eq!(
+        got.rows.data(),
+        expected_dense(&members, inter.var_names(), &all)
+    );
+
+    let listed = GeneSpace::listed(vec!["g6".into(), "nope".into(), "g1".into()]).unwrap();
+    let list = Corpus::open_spec(spec(&members).with_genes(listed)).unwrap();
+    assert_eq!(list.var_names(), ["g6", "nope", "g1"]);
+    let got = list.read(0..560).csr::<i32>().unwrap();
+    assert_eq!(
+        dense_of(&got.csr),
+        expected_dense(&members, list.var_names(), &all)
+    );
+
+    // Matched by the var column of ids instead: the same matrix, keyed `E..`.
+    let keyed = Corpus::open_spec(spec(&members).with_gene_key(Some("ensembl".into()))).unwrap();
+    let by_name: Vec<String> = keyed
+        .var_names()
+        .iter()
+        .map(|k| k.strip_prefix('E').unwrap().to_string())
+        .collect();
+    let got = keyed.read(0..560).dense::<i32>().unwrap();
+    assert_eq!(got.rows.data(), expected_dense(&members, &by_name, &all));
+}
+
+#[test]
+fn labels_are_unified_with_the_source_column() {
+    let dir = Scratch::new("corpus-obs");
+    let members = three(dir.path());
+    let corpus = Corpus::open_spec(spec(&members)).unwrap();
+    let schema = corpus.obs_schema();
+    assert_eq!(
+        schema.names(),
+        ["cell_type", "score", "batch", "dataset_id"]
+    );
+    let types = schema.columns[0].categories.clone().unwrap();
+    assert_eq!(&types[..], ["B", "NK", "T"], "the sorted union");
+    let source = schema.columns[3].categories.clone().unwrap();
+    assert_eq!(&source[..], ["a", "b", "c"], "the members' stems");
+
+    let cache = Scratch::new("corpus-obs-cache");
+    let obs = corpus
+        .localize(
+            &["dataset_id", "cell_type", "score", "batch"],
+            Some(cache.path()),
+        )
+        .unwrap();
+    let mut rng = Lcg(4);
+    let ids: Vec<u64> = (0..300).map(|_| rng.below(560)).collect();
+    let labels = obs.labels(&ids).unwrap();
+    let names = ["a", "b", "c"];
+    for (row, &cell) in ids.iter().enumerate() {
+        let (m, local) = member_of(&members, cell);
+        let written = |column: &str| {
+            members[m]
+                .obs
+                .iter()
+                .find(|(n, _)| n == column)
+                .and_then(|(_, v)| v[local].clone())
+        };
+        let source = labels.get("dataset_id").unwrap();
+        assert_eq!(source.category(row), Some(names[m]));
+        let ct = labels.get("cell_type").unwrap();
+        assert_eq!(ct.category(row).map(str::to_string), written("cell_type"));
+        let batch = labels.get("batch").unwrap();
+        assert_eq!(batch.category(row).map(str::to_string), written("batch"));
+        let score = labels.get("score").unwrap().json_value(row);
+        let want = written("score").map(|s| s.parse::<f64>().unwrap());
+        assert_eq!(score.as_f64(), want, "cell {cell}");
+    }
+    assert!(corpus.localize(&["nope"], Some(cache.path())).is_err());
+}
+
+#[test]
+fn bad_corpora_are_refused_naming_the_member() {
+    let dir = Scratch::new("corpus-bad");
+    let members = three(dir.path());
+    let missing = dir.path().join("gone.dc").display().to_string();
+    let mut locations: Vec<String> = members
+        .iter()
+        .map(|w| w.location.display().to_string())
+        .collect();
+    locations.push(missing.clone());
+    let err = Corpus::open_spec(CorpusSpec::new(locations)).err().unwrap();
+    assert!(err.to_string().contains(&missing), "{err}");
+
+    let err = Corpus::open_spec(spec(&members).with_gene_key(Some("symbol".into())))
+        .err()
+        .unwrap();
+    let msg = err.to_string();
+    assert!(msg.contains("a.dc") && msg.contains("\"symbol\""), "{msg}");
+
+    let other = write_member(
+        &dir.path().join("other.dc"),
+        &["z1", "z2"],
+        10,
+        8,
+        false,
+        &ObsPlan {
+            categories: vec![],
+            floats: vec![],
+        },
+        5,
+    );
+    let disjoint = CorpusSpec::new([
+        members[0].location.display().to_string(),
+        other.location.display().to_string(),
+    ])
+    .with_genes(GeneSpace::Intersection);
+    let msg = Corpus::open_spec(disjoint).err().unwrap().to_string();
+    assert!(
+        msg.contains("no gene in common") && msg.contains("other.dc"),
+        "{msg}"
+    );
+    assert!(Corpus::open_spec(CorpusSpec::new(Vec::<String>::new())).is_err());
+    // Two members with one stem clash in the source column.
+    let twice = CorpusSpec::new([
+        members[0].location.display().to_string(),
+        members[0].location.display().to_string(),
+    ]);
+    assert!(Corpus::open_spec(twice).is_err());
+}
+
+#[test]
+fn a_saved_corpus_opens_again_and_names_a_missing_member() {
+    let dir = Scratch::new("corpus-file");
+    let members = three(dir.path());
+    let spec = spec(&members)
+        .with_genes(GeneSpace::Intersection)
+        .with_source_column("plate".into());
+    let corpus = Corpus::open_spec(spec).unwrap();
+    let file = dir.path().join("all.corpus.json");
+    corpus.save(&file).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["format"], "deltacells-corpus");
+    assert_eq!(value["version"], 1);
+    assert_eq!(
+        value["members"],
+        serde_json::json!(["a.dc", "b.dc", "c"]),
+        "relative to the file's directory"
+    );
+    let again = Corpus::open(&file).unwrap();
+    assert_eq!(again.var_names(), corpus.var_names());
+    assert_eq!(again.obs_schema(), corpus.obs_schema());
+    assert_eq!(again.obs_schema().names().last(), Some(&"plate"));
+    let ids: Vec<u64> = (0..560).rev().collect();
+    assert_eq!(
+        again.read(&ids).csr::<i32>().unwrap().csr,
+        corpus.read(&ids).csr::<i32>().unwrap().csr
+    );
+
+    // The directory moves as a whole: the file still finds its members.
+    let moved = dir.path().join("moved");
+    std::fs::create_dir(&moved).unwrap();
+    for name in ["a.dc", "b.dc", "c", "all.corpus.json"] {
+        std::fs::rename(dir.path().join(name), moved.join(name)).unwrap();
+    }
+    let moved_file = moved.join("all.corpus.json");
+    assert_eq!(Corpus::open(&moved_file).unwrap().n_cells(), 560);
+
+    // A member gone: the error names it; a broken file: the file.
+    std::fs::remove_dir_all(moved.join("b.dc")).unwrap();
+    let msg = Corpus::open(&moved_file).err().unwrap().to_string();
+    assert!(msg.contains("b.dc"), "{msg}");
+    std::fs::write(
+        &moved_file,
+        "{\"format\": \"deltacells-corpus\", \"version\": 9}",
+    )
+    .unwrap();
+    let err = Corpus::open(&moved_file).err().unwrap();
+    assert!(
+        matches!(err, deltacells::Error::CorpusFile { ref file, .. } if file.contains("all.corpus.json")),
+        "{err}"
+    );
+    assert!(Corpus::open(moved.join("none.json")).is_err());
+}
