@@ -11,11 +11,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use deltacells::corpus::GeneSpace;
 use deltacells::dataset::build::{
     commit, input_stats, plan, run_task, BuildInput, BuildPlan, InputStats, TaskReport, PLAN_KEY,
 };
 use deltacells::dataset::ingest::{ConvertOptions, Layer};
+use deltacells::dataset::vocab::GeneSpace;
 use deltacells::dataset::{WriterConfig, MANIFEST_KEY};
 use deltacells::storage::{Location, Store, StoreLock};
 use deltacells::{Error, Result};
