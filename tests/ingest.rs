@@ -460,6 +460,18 @@ fn matrix_market_folders_are_staged_and_merged_by_gene_id() {
         assert_eq!(name, &format!("name_{id}"));
     }
 
+    // A listed gene no input has: a zero column whose key is in the key column.
+    let listed = dir.join("listed");
+    let space =
+        deltacells::dataset::vocab::GeneSpace::listed(vec!["e2".into(), "e99".into()]).unwrap();
+    let opts = options.clone().with_genes(space).with_sort_genes(false);
+    build(&inputs, listed.to_str().unwrap(), &opts, &|_| {}).unwrap();
+    let ds = Dataset::open(&listed).unwrap();
+    let table = deltacells::obs::VarTable::from_frame(&ds.var_table().unwrap().unwrap()).unwrap();
+    assert_eq!(table.values("gene_ids").unwrap(), ["e2", "e99"]);
+    let csr = ds.read(0..ds.n_cells()).csr::<i32>().unwrap().csr;
+    assert!(csr.indices.iter().all(|&g| g == 0));
+
     // A rerun that finds the stages of a stopped build reads them instead of
     // transposing again, and writes the same bytes.
     let rerun = dir.join("rerun");

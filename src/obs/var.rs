@@ -219,9 +219,15 @@ impl VarTable {
     /// (a column that input lacks, from the next that has both); a value no
     /// input gives is empty, and a gene no input has gets its key as index.
     /// The index is named as the first table's, columns are in order first
-    /// seen, each of the kind it first had. One table mapped one to one gives
+    /// seen, each of the kind it first had; the column the keys came from
+    /// (`key_column`, when the keys are a column's) holds the key of every
+    /// gene, those no input has included. One table mapped one to one gives
     /// back that table.
-    pub(crate) fn merge(tables: &[(&VarTable, &[Option<u32>])], keys: &[String]) -> VarTable {
+    pub(crate) fn merge(
+        tables: &[(&VarTable, &[Option<u32>])],
+        keys: &[String],
+        key_column: Option<&str>,
+    ) -> VarTable {
         let n = keys.len();
         let index_name = tables.first().map_or("_index", |t| t.0.index_name.as_str());
         let mut index: Vec<Option<String>> = vec![None; n];
@@ -264,7 +270,14 @@ impl VarTable {
             columns: columns
                 .into_iter()
                 .map(|(name, category, v)| {
-                    let v = fill(v);
+                    let v = if key_column == Some(name.as_str()) {
+                        v.into_iter()
+                            .zip(keys)
+                            .map(|(v, k)| v.unwrap_or_else(|| k.clone()))
+                            .collect()
+                    } else {
+                        fill(v)
+                    };
                     (
                         name,
                         if category {

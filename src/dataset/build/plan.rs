@@ -266,7 +266,8 @@ pub fn plan(stats: &[InputStats], out: &str, options: &ConvertOptions) -> Result
                 .enumerate()
                 .filter_map(|(i, s)| s.var.as_ref().map(|t| (t, v.columns(i))))
                 .collect();
-            let var = (!tables.is_empty()).then(|| VarTable::merge(&tables, v.keys()));
+            let var = (!tables.is_empty())
+                .then(|| VarTable::merge(&tables, v.keys(), options.gene_key.as_deref()));
             let names = first_per_gene(stats, v, |s| s.var_names.as_deref())
                 .or_else(|| Some(v.keys().to_vec()));
             (names, var)

@@ -4,7 +4,8 @@
 //! A column an input lacks is missing for its cells (null, or code `-1`).
 //! Each category column gets one global vocabulary: the inputs' own when they
 //! all have the same set of categories (the first input's order), else the
-//! sorted union, unused categories kept (what `anndata.concat` does). Columns
+//! union in natural order (`c2` before `c10`), unused categories kept (what
+//! `anndata.concat` does). Columns
 //! that agree in kind but not in type are widened: integers to `int64`,
 //! integers and floats to `double`; a category column that is a string column
 //! elsewhere (a vocabulary past the writer's limit) becomes a string column,
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use arrow_array::{new_null_array, Array, ArrayRef};
 
 mod arrays;
+mod natural;
 
 use super::schema::{ColumnSchema, Kind, ObsSchema, ObsType};
 use crate::error::{Error, Result};
@@ -321,7 +323,7 @@ impl ObsUnion {
 }
 
 /// The global vocabulary of one column: the inputs' common set in the first
-/// input's order, or the sorted union.
+/// input's order, or the union in natural order.
 fn merge_vocabularies(vocabularies: &[Option<Arc<[String]>>]) -> Vec<String> {
     let present: Vec<&[String]> = vocabularies.iter().flatten().map(|v| &v[..]).collect();
     let Some(first) = present.first() else {
@@ -334,13 +336,15 @@ fn merge_vocabularies(vocabularies: &[Option<Arc<[String]>>]) -> Vec<String> {
     if present.iter().all(|v| set(v) == first_set) {
         return first.to_vec();
     }
-    present
+    let mut union: Vec<String> = present
         .iter()
         .flat_map(|v| v.iter())
         .collect::<BTreeSet<_>>()
         .into_iter()
         .cloned()
-        .collect()
+        .collect();
+    union.sort_by(|a, b| natural::natural_cmp(a, b));
+    union
 }
 
 /// Input code -> global code of one category column.
