@@ -41,7 +41,7 @@ fn runs(name: &str) -> Vec<Run<'_>> {
     let mut text = true;
     while !rest.is_empty() || text && out.is_empty() {
         let end = rest
-            .find(|c: char| c.is_ascii_digit() != !text)
+            .find(|c: char| c.is_ascii_digit() == text)
             .unwrap_or(rest.len());
         let (run, tail) = rest.split_at(end);
         out.push(if text {
