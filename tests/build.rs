@@ -262,8 +262,10 @@ fn the_bytes_do_not_depend_on_threads_and_a_rerun_reuses_intact_tasks() {
     let first = run_task(&p, 0, &store, &mut |_| {}).unwrap();
     assert!(!first.reused);
     assert!(!out.join("manifest.json").exists());
-    // A tile of the second task half-written by a killed worker.
+    // A tile of the second task half-written by a killed worker, and the
+    // temporary file of a put that never finished.
     std::fs::write(out.join("tiles/tile_000002.dct"), b"partial").unwrap();
+    std::fs::write(out.join("tiles/.tile_000003.dct.1-0-0.tmp"), b"cut").unwrap();
     build(&ins, out.to_str().unwrap(), &opts, &|_| {}).unwrap();
     assert_eq!(files(&out), one);
     std::fs::remove_dir_all(dir).unwrap();

@@ -188,6 +188,30 @@ impl Store for LocalStore {
         Ok(())
     }
 
+    fn remove_temporaries(&self, dir: &str) -> Result<usize> {
+        let mut removed = 0;
+        let mut stack = vec![self.path(dir)?];
+        while let Some(d) = stack.pop() {
+            let entries = match fs::read_dir(&d) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io(d.display().to_string(), e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| Error::io(d.display().to_string(), e))?;
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if name.starts_with('.') && name.ends_with(".tmp") {
+                    fs::remove_file(&path).map_err(|e| Error::io(path.display().to_string(), e))?;
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         check_key(prefix.trim_end_matches('/'))?;
         // Walk from the directory part of the prefix; keep keys that match it.

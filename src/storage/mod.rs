@@ -91,6 +91,15 @@ pub trait Store: Send + Sync {
         ))
     }
 
+    /// Removes the temporary files that writers killed mid-put left under
+    /// directory `dir` (`""`: everywhere), and says how many. Only a local
+    /// store has any: an object store's upload is invisible until complete.
+    /// Call it only when no writer is at work (it holds the lock).
+    fn remove_temporaries(&self, dir: &str) -> Result<usize> {
+        let _ = dir;
+        Ok(0)
+    }
+
     /// The keys that start with `prefix`, sorted (temporary files excluded).
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         Err(Error::io(

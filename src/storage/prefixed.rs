@@ -52,6 +52,11 @@ impl Store for Prefixed {
         self.inner.delete(&self.key(key))
     }
 
+    fn remove_temporaries(&self, dir: &str) -> Result<usize> {
+        self.inner
+            .remove_temporaries(self.key(dir).trim_end_matches('/'))
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         Ok(self
             .inner

@@ -5,8 +5,9 @@
 //! number of tiles) and every object it names against the store (it exists,
 //! with the size the task recorded; the CRC-32 is checked where a rerun reuses
 //! an object, by the task itself), writes `gene_order.npy`, `var_names.txt`,
-//! `var.parquet` and `obs/schema.json`, then `manifest.json`, and last removes
-//! the build's own files (`_build/`: the plan, the reports, the stages).
+//! `var.parquet` and `obs/schema.json`, removes the temporary files of writers
+//! killed mid-put, writes `manifest.json`, and last removes the build's own
+//! files (`_build/`: the plan, the reports, the stages).
 //! Until the manifest is there the output is, to every reader, incomplete.
 
 use crate::dataset::build::plan::BuildPlan;
@@ -110,6 +111,9 @@ pub fn commit(plan: &BuildPlan, reports: &[TaskReport], store: &dyn Store) -> Re
             shard_sha256: shards.1,
         });
     }
+    // Writers killed mid-put (a worker, a previous driver) may have left
+    // temporary files beside the objects: the output ends as if they never ran.
+    store.remove_temporaries("")?;
     put_manifest(store, &manifest)?;
     remove_build_files(store)?;
     Ok(manifest)
