@@ -213,6 +213,91 @@ impl GeneSelection {
     }
 }
 
+/// Rows through a gene selection: each row's kept genes renumbered to their
+/// output columns and put in column order, with scratch reused row after row.
+///
+/// A selection in gene order (a monotone one) keeps the row's order, so its
+/// rows are renumbered in one pass. Any other puts each kept count at its
+/// column in a scratch row and marks the column in a bitmap, then reads the
+/// marked columns back in order: linear in the row and in the columns the
+/// row spans (a word per 64 columns), where sorting the pairs costs a log
+/// factor per gene (several times the decode of the row). Rows spread thinly
+/// over many columns are sorted instead.
+#[derive(Debug, Default)]
+pub(crate) struct RowMapper {
+    /// Marked output columns, a bit each; all clear between rows.
+    marks: Vec<u64>,
+    /// The count at each marked column.
+    counts: Vec<i32>,
+    /// `(column, count)` of a row being sorted.
+    pairs: Vec<(i32, i32)>,
+}
+
+impl RowMapper {
+    /// Appends the kept genes of a row (`genes` ascending, with `counts`) to
+    /// `out_genes` and `out_counts` as output columns of `selection`, in
+    /// column order.
+    pub(crate) fn map_row(
+        &mut self,
+        selection: &GeneSelection,
+        genes: &[i32],
+        counts: &[i32],
+        out_genes: &mut Vec<i32>,
+        out_counts: &mut Vec<i32>,
+    ) {
+        if selection.monotone {
+            for (&g, &c) in genes.iter().zip(counts) {
+                if let Some(col) = selection.column(g) {
+                    out_genes.push(col);
+                    out_counts.push(c);
+                }
+            }
+            return;
+        }
+        let n_cols = selection.n_cols as usize;
+        if n_cols / 64 > 4 * genes.len() {
+            self.pairs.clear();
+            self.pairs.extend(
+                genes
+                    .iter()
+                    .zip(counts)
+                    .filter_map(|(&g, &c)| selection.column(g).map(|col| (col, c))),
+            );
+            self.pairs.sort_unstable_by_key(|p| p.0);
+            out_genes.extend(self.pairs.iter().map(|p| p.0));
+            out_counts.extend(self.pairs.iter().map(|p| p.1));
+            return;
+        }
+        if self.counts.len() < n_cols {
+            self.counts.resize(n_cols, 0);
+            self.marks.resize(n_cols.div_ceil(64), 0);
+        }
+        let (mut lo, mut hi) = (usize::MAX, 0usize);
+        for (&g, &c) in genes.iter().zip(counts) {
+            if let Some(col) = selection.column(g) {
+                let col = col as usize;
+                self.counts[col] = c;
+                let word = col >> 6;
+                self.marks[word] |= 1u64 << (col & 63);
+                lo = lo.min(word);
+                hi = hi.max(word);
+            }
+        }
+        if lo > hi {
+            return;
+        }
+        for (w, word) in self.marks[lo..=hi].iter_mut().enumerate() {
+            let mut bits = std::mem::take(word);
+            while bits != 0 {
+                let col = ((lo + w) << 6) + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                out_genes.push(col as i32);
+                out_counts.push(self.counts[col]);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,5 +372,40 @@ mod tests {
         assert!(GeneSelection::mapping(2, &[Some(1), Some(1)], 3).is_err());
         assert!(GeneSelection::mapping(2, &[Some(3), None], 3).is_err());
         assert!(GeneSelection::mapping(3, &[None], 3).is_err());
+    }
+
+    #[test]
+    fn rows_map_into_column_order_whichever_way() {
+        // A mapping of 200 genes onto 300 columns, in reverse and with every
+        // third gene dropped; rows dense (the bitmap) and sparse (the sort).
+        let columns: Vec<Option<u32>> = (0..200u32)
+            .map(|g| (g % 3 != 0).then_some(299 - g))
+            .collect();
+        let reverse = GeneSelection::mapping(200, &columns, 300).unwrap();
+        let forward = GeneSelection::new(200, &(0..200).step_by(2).collect::<Vec<_>>()).unwrap();
+        let mut mapper = RowMapper::default();
+        for selection in [&reverse, &forward] {
+            for row in [(0..200).collect::<Vec<i32>>(), vec![1, 7, 198]] {
+                let counts: Vec<i32> = row.iter().map(|g| g * 10 + 1).collect();
+                let mut want: Vec<(i32, i32)> = row
+                    .iter()
+                    .zip(&counts)
+                    .filter_map(|(&g, &c)| selection.column(g).map(|col| (col, c)))
+                    .collect();
+                want.sort_unstable();
+                let (mut genes, mut values) = (vec![-5], vec![-5]);
+                mapper.map_row(selection, &row, &counts, &mut genes, &mut values);
+                let got: Vec<(i32, i32)> = genes[1..]
+                    .iter()
+                    .copied()
+                    .zip(values[1..].iter().copied())
+                    .collect();
+                assert_eq!(got, want);
+            }
+        }
+        // The marks are clear again: a second row sees none of the first.
+        let (mut genes, mut values) = (Vec::new(), Vec::new());
+        mapper.map_row(&reverse, &[2], &[9], &mut genes, &mut values);
+        assert_eq!((genes, values), (vec![297], vec![9]));
     }
 }
