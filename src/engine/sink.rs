@@ -479,15 +479,11 @@ impl<P: SinkPart> SinkPart for SelectedPart<'_, P> {
     }
 
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
-        self.columns.clear();
-        self.counts.clear();
-        self.mapper.map_row(
-            self.genes,
-            genes,
-            counts,
-            &mut self.columns,
-            &mut self.counts,
-        );
-        self.inner.write_row(row, &self.columns, &self.counts);
+        self.columns.resize(genes.len(), 0);
+        self.counts.resize(genes.len(), 0);
+        let kept = self.mapper.take(self.genes, genes, counts);
+        self.mapper.emit(&mut self.columns, &mut self.counts);
+        self.inner
+            .write_row(row, &self.columns[..kept], &self.counts[..kept]);
     }
 }
