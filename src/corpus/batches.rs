@@ -1,7 +1,7 @@
 //! Training batches over a corpus: the interface of [`Dataset::batches`]
 //! ([`BatchConfig`], [`BatchIter`]) over every tile of every member.
 //!
-//! The corpus is a set of tiles of its own ([`CorpusTiles`]): every
+//! The corpus is a set of tiles of its own (`CorpusTiles`): every
 //! member's tiles one after another, each fetched and cached by its member,
 //! each member's chunks mapped into the vocabulary (and the configured gene
 //! selection) as they decode. The dataset's batch producer runs over it
