@@ -1,14 +1,16 @@
 //! Batches over a corpus: every cell of every member once per epoch, rows
 //! equal to the written counts placed by gene name, a block shuffle mixing
-//! members, equal batches per rank, labels in the unified vocabularies.
+//! members, cells in the epoch order of the members' tiles one after another
+//! whichever strategy makes the batches, equal batches per rank, labels in
+//! the unified vocabularies.
 
 mod corpus_common;
 
 use std::collections::HashSet;
 
 use corpus_common::{expected_dense, member_of, write_member, ObsPlan, Scratch, Written};
-use deltacells::corpus::CorpusSpec;
-use deltacells::dataset::{BatchConfig, BatchRows, Shuffle};
+use deltacells::corpus::{CorpusSpec, GeneSpace};
+use deltacells::dataset::{BatchConfig, BatchRows, EpochOrder, Shuffle};
 use deltacells::{Corpus, Csr, GeneSelection};
 
 fn two(dir: &std::path::Path) -> Vec<Written> {
@@ -151,4 +153,68 @@ fn ranks_get_equal_shares_and_dense_selected_rows() {
     assert!(corpus
         .batches(BatchConfig::default().with_rank(2, 2))
         .is_err());
+}
+
+#[test]
+fn batches_follow_the_epoch_order_whichever_strategy_makes_them() {
+    let dir = Scratch::new("corpus-strategies");
+    let members = two(dir.path());
+    let locations: Vec<String> = members
+        .iter()
+        .map(|w| w.location.display().to_string())
+        .collect();
+    // Both members (the second one's genes mapped, out of order; in the
+    // intersection, some dropped), and the first alone (unmapped).
+    let corpora = [
+        (CorpusSpec::new(locations.clone()), 2),
+        (
+            CorpusSpec::new(locations.clone()).with_genes(GeneSpace::Intersection),
+            2,
+        ),
+        (CorpusSpec::new([locations[0].clone()]), 1),
+    ];
+    let shuffle = Shuffle::Block { window_tiles: 3 };
+    for (spec, n) in corpora {
+        let corpus = Corpus::open_spec(spec).unwrap();
+        let vocab = corpus.var_names().to_vec();
+        let mut limits = vec![0u64];
+        for (m, member) in corpus.members().iter().enumerate() {
+            let own = member.dataset().limits();
+            limits.extend(own[1..].iter().map(|&l| corpus.limits()[m] + l));
+        }
+        let mut order = EpochOrder::new(&limits, shuffle, 5, 1);
+        let epoch = order.cells(0..order.len());
+        // Windows decoded once (CSR rows, dense rows), and reads through a
+        // cache too small for a window.
+        for (dense, cache_bytes) in [(false, 64 << 20), (true, 64 << 20), (false, 1 << 10)] {
+            let config = BatchConfig::default()
+                .with_batch_size(29)
+                .with_seed(5)
+                .with_epoch(1)
+                .with_shuffle(shuffle)
+                .with_dense(dense)
+                .with_cache_bytes(cache_bytes);
+            let mut cells = Vec::new();
+            for batch in corpus.batches_of::<i32>(config).unwrap() {
+                let batch = batch.unwrap();
+                let rows = match &batch.rows {
+                    BatchRows::Csr(csr) => {
+                        for r in 0..csr.n_rows() {
+                            let row =
+                                &csr.indices[csr.indptr[r] as usize..csr.indptr[r + 1] as usize];
+                            assert!(row.windows(2).all(|w| w[0] < w[1]), "genes ascend");
+                        }
+                        dense_of(csr)
+                    }
+                    BatchRows::Dense(d) => d.data().to_vec(),
+                };
+                assert_eq!(rows, expected_dense(&members, &vocab, &batch.cells));
+                cells.extend(batch.cells);
+            }
+            assert_eq!(
+                cells, epoch,
+                "{n} members, dense {dense}, cache {cache_bytes}"
+            );
+        }
+    }
 }

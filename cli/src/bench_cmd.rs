@@ -3,11 +3,12 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use deltacells::dataset::{BatchConfig, Dataset, Recycler, Shuffle, DEFAULT_CACHE_BYTES};
+use deltacells::dataset::{
+    BatchConfig, BatchIter, ReadStats, Recycler, Shuffle, DEFAULT_CACHE_BYTES,
+};
 use deltacells::format::tile::TileView;
 use deltacells::measure::{
     concurrent_read_rate, format_rows, peak_rss, reset_peak_rss, resident, scan_report,
@@ -21,7 +22,8 @@ use crate::output::{out_err, Out};
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://).
+    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://); or
+    /// a corpus file (its full scan, training batches and random batches).
     pub dir: PathBuf,
     /// Threads for the multi-thread scan (default: all cores); 1 thread is always measured.
     #[arg(long)]
@@ -57,7 +59,28 @@ fn cpu_model() -> Option<String> {
     Some(line.split_once(':')?.1.trim().to_string())
 }
 
-fn mib(bytes: u64) -> f64 {
+/// The machine the figures were measured on, for the JSON report.
+pub fn machine_json() -> Value {
+    json!({
+        "cpu": cpu_model(),
+        "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+    })
+}
+
+/// The build that measured them, decoding with `kernel`.
+pub fn build_json(kernel: Backend) -> Value {
+    json!({
+        "deltacells": deltacells::build_info::VERSION,
+        "revision": deltacells::build_info::GIT_REVISION,
+        "rustc": deltacells::build_info::RUSTC_VERSION,
+        "zstd": deltacells::format::zstd_version(),
+        "kernel": kernel.to_string(),
+    })
+}
+
+pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
 
@@ -78,11 +101,14 @@ impl EpochFigures {
     }
 }
 
+/// What makes the batch iterator of a configuration: a dataset's or a corpus's.
+pub type Batches<'a> = &'a dyn Fn(BatchConfig) -> Result<BatchIter<f32>>;
+
 /// Runs an epoch as a training loop would: each batch's buffers go back to
 /// the iterator once the batch is used.
-fn batch_epoch(ds: &Arc<Dataset>, config: BatchConfig) -> Result<EpochFigures> {
+fn batch_epoch(batches: Batches<'_>, config: BatchConfig) -> Result<EpochFigures> {
     let t = Instant::now();
-    let mut iter = ds.batches(config)?;
+    let mut iter = batches(config)?;
     let mut f = EpochFigures {
         cells: 0,
         batches: 0,
@@ -127,13 +153,36 @@ fn scan_json(r: &ScanReport) -> Value {
     })
 }
 
-pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
-    // The tables go to stdout, or nowhere when the figures are printed as JSON.
-    let mut out: Box<dyn Write> = if args.json {
+/// The threads of the measurements (`--threads`, default all cores), and
+/// the counts the scans are measured at: 1, 2 and that many.
+pub fn thread_counts(args: &BenchArgs) -> (usize, Vec<usize>) {
+    let max_threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let mut counts = vec![1];
+    if max_threads > 1 {
+        counts.push(max_threads.min(2));
+    }
+    if max_threads > 2 {
+        counts.push(max_threads);
+    }
+    (max_threads, counts)
+}
+
+/// Where the tables go: stdout, or nowhere when the figures are printed as JSON.
+pub fn tables(args: &BenchArgs) -> Box<dyn Write> {
+    if args.json {
         Box::new(std::io::sink())
     } else {
         Box::new(Out::stdout())
-    };
+    }
+}
+
+pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
+    if crate::corpus_cmd::is_corpus_file(&args.dir) {
+        return crate::corpus_bench::run(args, backend);
+    }
+    let mut out = tables(&args);
     let mut report = serde_json::Map::new();
     let probe = open(&args.dir, backend, Some(1))?;
     let m = probe.manifest().clone();
@@ -149,25 +198,8 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
             "bytes": m.tile_bytes.iter().sum::<u64>(),
         }),
     );
-    report.insert(
-        "machine".into(),
-        json!({
-            "cpu": cpu_model(),
-            "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
-            "os": std::env::consts::OS,
-            "arch": std::env::consts::ARCH,
-        }),
-    );
-    report.insert(
-        "build".into(),
-        json!({
-            "deltacells": deltacells::build_info::VERSION,
-            "revision": deltacells::build_info::GIT_REVISION,
-            "rustc": deltacells::build_info::RUSTC_VERSION,
-            "zstd": deltacells::format::zstd_version(),
-            "kernel": probe.engine().backend().to_string(),
-        }),
-    );
+    report.insert("machine".into(), machine_json());
+    report.insert("build".into(), build_json(probe.engine().backend()));
     writeln!(
         out,
         "dataset {}: {} cells x {} genes, {nnz} nonzeros, {} tiles, {:.1} MiB; zstd {}, kernel {}",
@@ -223,16 +255,7 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     drop(held);
     drop(probe);
 
-    let max_threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let mut thread_counts = vec![1];
-    if max_threads > 1 {
-        thread_counts.push(max_threads.min(2));
-    }
-    if max_threads > 2 {
-        thread_counts.push(max_threads);
-    }
+    let (max_threads, thread_counts) = thread_counts(&args);
     writeln!(
         out,
         "\nfull scan (fetch + CRC + decode into one reused buffer, best of {}):",
@@ -269,73 +292,15 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
         writeln!(out, "peak RSS of the last scan: {:.0} MiB", mib(p)).map_err(out_err)?;
     }
 
-    let ds = Arc::new(open(&args.dir, backend, Some(max_threads))?);
-    let config = |epoch, recycler| {
-        BatchConfig::default()
-            .with_batch_size(args.batch_size)
-            .with_shuffle(Shuffle::Block {
-                window_tiles: args.window,
-            })
-            .with_cache_bytes(args.cache_mb << 20)
-            .with_prefetch(2)
-            .with_epoch(epoch)
-            .with_recycler(recycler)
-    };
-    reset_peak_rss();
-    let before = resident();
-    // A first epoch in fresh buffers, then `reps` more, as a training run has
-    // many: each starts in the buffers the one before gave back. The best of
-    // those is kept, as the scan keeps its best repetition.
-    let first = batch_epoch(&ds, config(0, None))?;
-    let mut next = batch_epoch(&ds, config(1, Some(first.recycler.clone())))?;
-    for epoch in 2..=args.reps.max(1) as u64 {
-        let again = batch_epoch(&ds, config(epoch, Some(next.recycler.clone())))?;
-        if again.cells_per_s() > next.cells_per_s() {
-            next = again;
-        }
-    }
-    writeln!(
-        out,
-        "\ntraining batches ({} cells, block shuffle over {} tiles, prefetch 2, cache {} MiB, {max_threads} threads, batches recycled):",
-        args.batch_size, args.window, args.cache_mb
-    )
-    .map_err(out_err)?;
-    let batch_rss = peak_rss();
-    let n = next.batches.max(1) as f64;
-    writeln!(
-        out,
-        "{} batches an epoch; first epoch {:.0} cells/s ({:.2} of the {max_threads}-thread full scan), later epochs (in the buffers of the one before, best of {}) {:.0} cells/s ({:.2}), {:.1} batches/s; per batch {:.1} chunks touched, {:.2} decoded; peak RSS {:.0} MiB, {:.0} MiB over the {:.0} MiB before the epochs",
-        next.batches,
-        first.cells_per_s(),
-        first.cells_per_s() / scan_rate,
-        args.reps.max(1),
-        next.cells_per_s(),
-        next.cells_per_s() / scan_rate,
-        next.batches as f64 / next.seconds,
-        next.touched as f64 / n,
-        next.decoded as f64 / n,
-        batch_rss.map_or(f64::NAN, mib),
-        batch_rss.zip(before).map_or(f64::NAN, |(p, b)| mib(p.saturating_sub(b))),
-        before.map_or(f64::NAN, mib)
-    )
-    .map_err(out_err)?;
-    report.insert(
-        "batches".into(),
-        json!({
-            "batch_size": args.batch_size,
-            "window_tiles": args.window,
-            "cache_bytes": args.cache_mb << 20,
-            "threads": max_threads,
-            "later_epochs": args.reps.max(1),
-            "cells_per_s": next.cells_per_s(),
-            "vs_full_scan": next.cells_per_s() / scan_rate,
-            "first_epoch_cells_per_s": first.cells_per_s(),
-            "first_epoch_vs_full_scan": first.cells_per_s() / scan_rate,
-            "chunks_decoded_per_batch": next.decoded as f64 / n,
-            "peak_rss_bytes": batch_rss,
-            "rss_before_bytes": before,
-        }),
-    );
+    let ds = open(&args.dir, backend, Some(max_threads))?;
+    training_batches(
+        &mut out,
+        &mut report,
+        &args,
+        max_threads,
+        scan_rate,
+        &|config| ds.batches(config),
+    )?;
 
     // Readers on one dataset at once, over tiles whose decoded chunks fit the
     // cache, so the figure shows how reads share the dataset, not the store.
@@ -391,53 +356,20 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     drop(shared);
 
     if args.random {
-        let n = 50.min(m.n_cells as usize / args.batch_size.max(1)).max(1);
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
-        let t = Instant::now();
-        let (mut decoded, mut touched, mut fetched, mut needed) = (0usize, 0usize, 0u64, 0u64);
-        for _ in 0..n {
-            let cells: Vec<u64> = (0..args.batch_size)
-                .map(|_| next(m.n_cells.max(1)))
-                .collect();
-            let b = ds.read(&cells).csr::<f32>()?;
-            decoded += b.stats.chunks_decoded;
-            touched += b.stats.chunks_touched;
-            fetched += b.stats.bytes_fetched;
-            needed += b.stats.chunk_bytes;
-        }
-        let s = t.elapsed().as_secs_f64();
-        writeln!(
-            out,
-            "uniformly random batches ({} cells, shared 256 MiB cache): {:.0} cells/s; per batch {:.1} chunks touched, {:.1} decoded",
-            args.batch_size,
-            (n * args.batch_size) as f64 / s,
-            touched as f64 / n as f64,
-            decoded as f64 / n as f64
-        )
-        .map_err(out_err)?;
-        writeln!(
-            out,
-            "  bytes requested: {:.1} MiB, {:.2}x the compressed bytes of the chunks holding the cells",
-            mib(fetched),
-            fetched as f64 / needed.max(1) as f64
-        )
-        .map_err(out_err)?;
-        report.insert(
-            "random_batches".into(),
-            json!({
-                "batch_size": args.batch_size,
-                "cells_per_s": (n * args.batch_size) as f64 / s,
-                "chunks_decoded_per_batch": decoded as f64 / n as f64,
-                "bytes_requested_vs_chunk_bytes": fetched as f64 / needed.max(1) as f64,
-            }),
-        );
+        random_batches(&mut out, &mut report, &args, m.n_cells, &|cells| {
+            Ok(ds.read(cells).csr::<f32>()?.stats)
+        })?;
     }
+    finish(out, report, &args)
+}
+
+/// Writes the report files `args.report` asks for, then the figures as JSON
+/// when `args.json` (the tables went to `out`).
+pub fn finish(
+    mut out: Box<dyn Write>,
+    report: serde_json::Map<String, Value>,
+    args: &BenchArgs,
+) -> Result<()> {
     let report = Value::Object(report);
     if let Some(dir) = &args.report {
         for file in crate::report::write(dir, &report)? {
@@ -452,6 +384,143 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
         writeln!(stdout).map_err(out_err)?;
         stdout.finish()?;
     }
+    Ok(())
+}
+
+/// Reads batches of uniformly random cells of `n_cells` with `read` (which
+/// says what each cost), the worst case for a cache.
+pub fn random_batches(
+    out: &mut dyn Write,
+    report: &mut serde_json::Map<String, Value>,
+    args: &BenchArgs,
+    n_cells: u64,
+    read: &dyn Fn(&[u64]) -> Result<ReadStats>,
+) -> Result<()> {
+    let n = 50.min(n_cells as usize / args.batch_size.max(1)).max(1);
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |bound: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    };
+    let t = Instant::now();
+    let (mut decoded, mut touched, mut fetched, mut needed) = (0usize, 0usize, 0u64, 0u64);
+    for _ in 0..n {
+        let cells: Vec<u64> = (0..args.batch_size).map(|_| next(n_cells.max(1))).collect();
+        let stats = read(&cells)?;
+        decoded += stats.chunks_decoded;
+        touched += stats.chunks_touched;
+        fetched += stats.bytes_fetched;
+        needed += stats.chunk_bytes;
+    }
+    let s = t.elapsed().as_secs_f64();
+    writeln!(
+        out,
+        "uniformly random batches ({} cells, shared 256 MiB cache): {:.0} cells/s; per batch {:.1} chunks touched, {:.1} decoded",
+        args.batch_size,
+        (n * args.batch_size) as f64 / s,
+        touched as f64 / n as f64,
+        decoded as f64 / n as f64
+    )
+    .map_err(out_err)?;
+    writeln!(
+        out,
+        "  bytes requested: {:.1} MiB, {:.2}x the compressed bytes of the chunks holding the cells",
+        mib(fetched),
+        fetched as f64 / needed.max(1) as f64
+    )
+    .map_err(out_err)?;
+    report.insert(
+        "random_batches".into(),
+        json!({
+            "batch_size": args.batch_size,
+            "cells_per_s": (n * args.batch_size) as f64 / s,
+            "chunks_decoded_per_batch": decoded as f64 / n as f64,
+            "bytes_requested_vs_chunk_bytes": fetched as f64 / needed.max(1) as f64,
+        }),
+    );
+    Ok(())
+}
+
+/// Measures training batches of `batches` as a training run makes them (a
+/// first epoch in fresh buffers, then `args.reps` more, each in the buffers
+/// the one before gave back; the best is kept), compared with `scan_rate`,
+/// the full scan on `threads` threads.
+pub fn training_batches(
+    out: &mut dyn Write,
+    report: &mut serde_json::Map<String, Value>,
+    args: &BenchArgs,
+    threads: usize,
+    scan_rate: f64,
+    batches: Batches<'_>,
+) -> Result<()> {
+    let config = |epoch, recycler| {
+        BatchConfig::default()
+            .with_batch_size(args.batch_size)
+            .with_shuffle(Shuffle::Block {
+                window_tiles: args.window,
+            })
+            .with_cache_bytes(args.cache_mb << 20)
+            .with_prefetch(2)
+            .with_epoch(epoch)
+            .with_recycler(recycler)
+    };
+    reset_peak_rss();
+    let before = resident();
+    // A first epoch in fresh buffers, then `reps` more, as a training run has
+    // many: each starts in the buffers the one before gave back. The best of
+    // those is kept, as the scan keeps its best repetition.
+    let first = batch_epoch(batches, config(0, None))?;
+    let mut next = batch_epoch(batches, config(1, Some(first.recycler.clone())))?;
+    for epoch in 2..=args.reps.max(1) as u64 {
+        let again = batch_epoch(batches, config(epoch, Some(next.recycler.clone())))?;
+        if again.cells_per_s() > next.cells_per_s() {
+            next = again;
+        }
+    }
+    writeln!(
+        out,
+        "\ntraining batches ({} cells, block shuffle over {} tiles, prefetch 2, cache {} MiB, {threads} threads, batches recycled):",
+        args.batch_size, args.window, args.cache_mb
+    )
+    .map_err(out_err)?;
+    let batch_rss = peak_rss();
+    let n = next.batches.max(1) as f64;
+    writeln!(
+        out,
+        "{} batches an epoch; first epoch {:.0} cells/s ({:.2} of the {threads}-thread full scan), later epochs (in the buffers of the one before, best of {}) {:.0} cells/s ({:.2}), {:.1} batches/s; per batch {:.1} chunks touched, {:.2} decoded; peak RSS {:.0} MiB, {:.0} MiB over the {:.0} MiB before the epochs",
+        next.batches,
+        first.cells_per_s(),
+        first.cells_per_s() / scan_rate,
+        args.reps.max(1),
+        next.cells_per_s(),
+        next.cells_per_s() / scan_rate,
+        next.batches as f64 / next.seconds,
+        next.touched as f64 / n,
+        next.decoded as f64 / n,
+        batch_rss.map_or(f64::NAN, mib),
+        batch_rss.zip(before).map_or(f64::NAN, |(p, b)| mib(p.saturating_sub(b))),
+        before.map_or(f64::NAN, mib)
+    )
+    .map_err(out_err)?;
+    report.insert(
+        "batches".into(),
+        json!({
+            "batch_size": args.batch_size,
+            "window_tiles": args.window,
+            "cache_bytes": args.cache_mb << 20,
+            "threads": threads,
+            "later_epochs": args.reps.max(1),
+            "cells_per_s": next.cells_per_s(),
+            "vs_full_scan": next.cells_per_s() / scan_rate,
+            "first_epoch_cells_per_s": first.cells_per_s(),
+            "first_epoch_vs_full_scan": first.cells_per_s() / scan_rate,
+            "chunks_decoded_per_batch": next.decoded as f64 / n,
+            "peak_rss_bytes": batch_rss,
+            "rss_before_bytes": before,
+        }),
+    );
     Ok(())
 }
 

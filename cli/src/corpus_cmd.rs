@@ -14,16 +14,20 @@ pub fn is_corpus_file(location: &Path) -> bool {
     location.is_file()
 }
 
-/// Opens the corpus file `path` with the chosen kernel backend.
-pub fn open(path: &Path, backend: Backend) -> Result<Corpus> {
-    let engine = EngineConfig::default().with_backend(Some(backend));
+/// Opens the corpus file `path` with the chosen kernel backend (and
+/// `threads` decode threads, default all cores).
+pub fn open(path: &Path, backend: Backend, threads: Option<usize>) -> Result<Corpus> {
+    let mut engine = EngineConfig::default().with_backend(Some(backend));
+    if let Some(t) = threads {
+        engine.threads = t;
+    }
     Corpus::open_with(path, OpenOptions::default().with_engine(engine))
 }
 
 /// Prints the corpus's shape, its gene space and obs columns, and a line
 /// per member.
 pub fn info(path: &Path, backend: Backend) -> Result<()> {
-    let corpus = open(path, backend)?;
+    let corpus = open(path, backend, None)?;
     let spec = corpus.spec();
     let mut out = Out::stdout();
     let w = &mut out;

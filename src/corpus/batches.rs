@@ -1,26 +1,33 @@
 //! Training batches over a corpus: the interface of [`Dataset::batches`]
 //! ([`BatchConfig`], [`BatchIter`]) over every tile of every member.
 //!
-//! The epoch order ([`EpochOrder`]) and the ranks' shares ([`RankShare`])
-//! are those of a dataset whose tiles are the members' tiles one after
-//! another, so a block shuffle mixes every tile of every member and every
-//! rank gets as many batches. Within a batch, rows are grouped by member
-//! (in member order, each member's cells in epoch order): each member's
-//! part is then one read of the member's pipeline through its gene mapping,
-//! into the batch's one output, and through the iterator's cache of that
-//! member, so a chunk a window's batches share is decoded once. Labels come
-//! in the corpus's unified columns ([`CorpusObs`]).
+//! The corpus is a set of tiles of its own (`CorpusTiles`): every
+//! member's tiles one after another, each fetched and cached by its member,
+//! each member's chunks mapped into the vocabulary (and the configured gene
+//! selection) as they decode. The dataset's batch producer runs over it
+//! unchanged, so the epoch order ([`EpochOrder`]) and the ranks' shares
+//! ([`RankShare`]) are those of that one long list of tiles (a block shuffle
+//! mixes every tile of every member, every rank gets as many batches), each
+//! batch's rows come in epoch order, and every strategy of a dataset applies:
+//! a window's CSR batches built at once, the rows of unmapped members
+//! decoded straight into place and the mapped members' chunks decoded and
+//! mapped once per window; dense batches copied out of a decoded window;
+//! reads through a cache when windows do not fit. Labels come in the
+//! corpus's unified columns ([`CorpusObs`]).
 //!
 //! [`Dataset::batches`]: crate::Dataset::batches
+//! [`EpochOrder`]: crate::dataset::EpochOrder
+//! [`RankShare`]: crate::dataset::RankShare
 
-use std::borrow::Cow;
+use std::collections::HashMap;
 
 use super::{Corpus, CorpusObs};
 use crate::dataset::{
-    picked, share_of, Batch, BatchConfig, BatchIter, BatchRows, ChunkCache, EpochOrder, Produce,
-    RankShare, ReadStats, Recycler,
+    batches_over, BatchConfig, BatchIter, BatchTiles, CellLabels, ChunkCache, ReadStats, TileMap,
+    Tiles,
 };
-use crate::engine::{CellSelection, Dense, GeneSelection, Selected, Sink};
+use crate::engine::plan::Piece;
+use crate::engine::{Engine, GeneSelection};
 use crate::error::{Error, Result};
 use crate::kernels::DecodedCount;
 use crate::obs::Labels;
@@ -40,174 +47,142 @@ impl Corpus {
         if let Some(g) = &config.genes {
             self.check_selection(g)?;
         }
-        let (first, step, count) = picked(&config)?;
-        let prefetch = config.prefetch;
-        let producer = CorpusBatches::new(self, config, first, step)?;
-        let total = producer.len().min(count);
-        let recycled = producer.recycled.clone();
-        BatchIter::start(producer, total, prefetch, recycled)
-    }
-
-    /// The first corpus cell of each member tile (the members' tiles one
-    /// after another), then the number of cells; and each such tile's
-    /// member and tile within it.
-    fn tiles(&self) -> (Vec<u64>, Vec<(usize, usize)>) {
-        let mut limits = vec![0u64];
-        let mut tiles = Vec::new();
-        for (m, member) in self.members().iter().enumerate() {
-            let base = self.limits()[m];
-            let own = member.dataset().limits();
-            limits.extend(own[1..].iter().map(|&l| base + l));
-            tiles.extend((0..member.dataset().n_tiles()).map(|t| (m, t)));
-        }
-        (limits, tiles)
-    }
-}
-
-/// Makes one rank's batches of one epoch of a corpus.
-struct CorpusBatches<V> {
-    corpus: Corpus,
-    order: EpochOrder,
-    share: RankShare,
-    first: usize,
-    step: usize,
-    /// Each corpus tile's member and tile within it.
-    tiles: Vec<(usize, usize)>,
-    /// Each member's genes into the batches' columns (`None`: unmapped).
-    genes: Vec<Option<GeneSelection>>,
-    /// Columns of the batches.
-    width: u32,
-    dense: bool,
-    /// The iterator's cache of each member's tiles and decoded chunks.
-    caches: Vec<ChunkCache>,
-    recycled: Recycler,
-    obs: Option<CorpusObs>,
-    _values: std::marker::PhantomData<fn() -> V>,
-}
-
-impl<V: DecodedCount + bytemuck::Pod> CorpusBatches<V> {
-    fn new(
-        corpus: &Corpus,
-        config: BatchConfig,
-        first: usize,
-        step: usize,
-    ) -> Result<CorpusBatches<V>> {
-        let (limits, tiles) = corpus.tiles();
-        let order = EpochOrder::new(&limits, config.shuffle, config.seed, config.epoch);
-        let share = share_of(&order, &config);
-        let genes = (0..corpus.members().len())
-            .map(|m| {
-                corpus
-                    .member_genes(m, config.genes.as_ref())
-                    .map(|g| g.map(Cow::into_owned))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let obs = if config.obs_columns.is_empty() {
+        let obs: Option<Box<dyn CellLabels>> = if config.obs_columns.is_empty() {
             None
         } else {
-            Some(corpus.localize(&config.obs_columns, config.obs_cache_dir.as_deref())?)
+            let obs = self.localize(&config.obs_columns, config.obs_cache_dir.as_deref())?;
+            Some(Box::new(obs))
         };
-        let n = corpus.members().len();
-        let caches = (0..n)
-            .map(|_| ChunkCache::new(config.cache_bytes / n))
-            .collect();
-        let recycled = config
-            .recycler
-            .clone()
-            .unwrap_or_else(|| Recycler::new(config.prefetch + 4));
-        Ok(CorpusBatches {
+        let width = config
+            .genes
+            .as_ref()
+            .map_or(self.n_genes(), |g| g.len() as u32);
+        let tiles = CorpusTiles::new(self, config.genes.as_ref())?;
+        batches_over(tiles, width, None, &config, obs)
+    }
+}
+
+impl CellLabels for CorpusObs {
+    fn labels(&self, cells: &[u64]) -> Result<Labels> {
+        CorpusObs::labels(self, cells)
+    }
+}
+
+/// A corpus's tiles as one set: the members' tiles one after another (see
+/// the module docs).
+pub(crate) struct CorpusTiles {
+    corpus: Corpus,
+    /// The first corpus cell of each tile, then the number of cells.
+    limits: Vec<u64>,
+    /// Each tile's member and tile within it.
+    tiles: Vec<(usize, usize)>,
+    /// Each member's first tile, then the number of tiles.
+    first_tile: Vec<usize>,
+    /// Each member's genes into the output columns (`None`: unmapped).
+    remaps: Vec<Option<GeneSelection>>,
+    /// Each member's cache of tiles and decoded (mapped) chunks.
+    caches: Vec<ChunkCache>,
+}
+
+impl CorpusTiles {
+    /// The tiles of `corpus`, its rows mapped into the vocabulary and then
+    /// `genes` (a selection of vocabulary genes) when given.
+    pub(crate) fn new(corpus: &Corpus, genes: Option<&GeneSelection>) -> Result<CorpusTiles> {
+        let mut limits = vec![0u64];
+        let (mut tiles, mut first_tile) = (Vec::new(), vec![0]);
+        for (m, member) in corpus.members().iter().enumerate() {
+            let base = corpus.limits()[m];
+            let ds = member.dataset();
+            limits.extend(ds.limits()[1..].iter().map(|&l| base + l));
+            tiles.extend((0..ds.n_tiles()).map(|t| (m, t)));
+            first_tile.push(tiles.len());
+        }
+        let remaps = (0..corpus.members().len())
+            .map(|m| Ok(corpus.member_genes(m, genes)?.map(|g| g.into_owned())))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(CorpusTiles {
             corpus: corpus.clone(),
-            order,
-            share,
-            first,
-            step,
+            limits,
             tiles,
-            width: config
-                .genes
-                .as_ref()
-                .map_or(corpus.n_genes(), |g| g.len() as u32),
-            genes,
-            dense: config.dense,
-            caches,
-            recycled,
-            obs,
-            _values: std::marker::PhantomData,
+            first_tile,
+            remaps,
+            caches: Vec::new(),
         })
     }
-
-    /// Number of batches this producer can make.
-    fn len(&self) -> usize {
-        self.share
-            .len()
-            .saturating_sub(self.first)
-            .div_ceil(self.step)
-    }
 }
 
-/// Starts fetching the corpus tiles `wanted` that the members' caches lack
-/// (`tiles`: each corpus tile's member and tile within it).
-fn prefetch(corpus: &Corpus, tiles: &[(usize, usize)], caches: &[ChunkCache], wanted: &[usize]) {
-    for &t in wanted {
-        let (m, local) = tiles[t];
-        if !caches[m].has_tile(local) {
-            corpus.members()[m].dataset().prefetch([local]);
-        }
+impl Tiles for CorpusTiles {
+    fn limits(&self) -> &[u64] {
+        &self.limits
     }
-}
 
-impl<V: DecodedCount + bytemuck::Pod> Produce<V> for CorpusBatches<V> {
-    fn produce(&mut self, pick: usize) -> Result<Batch<V>> {
-        let index = self.first + pick * self.step;
-        let positions = self.share.get(index);
-        let order = &mut self.order;
-        let (tiles, caches, corpus) = (&self.tiles, &self.caches, &self.corpus);
-        let mut cells = order.cells_fetched(positions.clone(), |window| {
-            prefetch(corpus, tiles, caches, window);
-            Ok(())
-        })?;
-        // The tiles of the next batches' window and the window after it
-        // arrive while this batch decodes.
-        let following = order.window_end(positions.end);
-        prefetch(corpus, tiles, caches, order.window_tiles(positions.end));
-        prefetch(corpus, tiles, caches, order.window_tiles(following));
-        let limits = self.corpus.limits();
-        let member = |c: u64| limits.partition_point(|&l| l <= c) - 1;
-        cells.sort_by_key(|&c| member(c));
-        let mut rows = if self.dense {
-            BatchRows::Dense(Dense::default())
-        } else {
-            BatchRows::Csr(self.recycled.take())
-        };
-        rows.start(self.width);
-        let mut stats = ReadStats::default();
+    fn engine(&self) -> &Engine {
+        self.corpus.engine()
+    }
+
+    fn figures(&self, t: usize) -> (u64, u64, u64) {
+        let (m, local) = self.tiles[t];
+        let manifest = self.corpus.members()[m].dataset().manifest();
+        (
+            manifest.tile_nnz[local],
+            manifest.tile_cells[local],
+            manifest.tile_bytes[local],
+        )
+    }
+
+    fn fetch(&self, tiles: &[usize], wanted: &[Piece], stats: &mut ReadStats) -> Result<TileMap> {
+        let mut out = HashMap::with_capacity(tiles.len());
+        // Sorted, each member's tiles are consecutive.
+        let mut sorted = tiles.to_vec();
+        sorted.sort_unstable();
+        let tiles = &sorted[..];
         let mut at = 0;
-        while at < cells.len() {
-            let m = member(cells[at]);
-            let end = at + cells[at..].partition_point(|&c| member(c) == m);
-            let base = limits[m];
-            let local: Vec<u64> = cells[at..end].iter().map(|&c| c - base).collect();
-            let outputs = [CellSelection::ids(&local)];
+        while at < tiles.len() {
+            let m = self.tiles[tiles[at]].0;
+            let end = at + tiles[at..].partition_point(|&t| self.tiles[t].0 == m);
+            let base = self.first_tile[m];
+            let local: Vec<usize> = tiles[at..end].iter().map(|&t| t - base).collect();
+            let local_wanted: Vec<Piece> = wanted
+                .iter()
+                .filter(|p| self.tiles[p.tile].0 == m)
+                .map(|p| Piece {
+                    tile: p.tile - base,
+                    ..p.clone()
+                })
+                .collect();
             let member = &self.corpus.members()[m];
-            let ds = member.dataset();
-            let cache = &self.caches[m];
-            let read = match &self.genes[m] {
-                Some(g) => {
-                    ds.read_outputs(&outputs, &mut [Selected::new(&mut rows, g)], cache, false)
-                }
-                None => ds.read_outputs(&outputs, &mut [&mut rows], cache, false),
-            };
-            stats.add(read.map_err(Error::in_member(member.location()))?);
+            let fetched = member
+                .dataset()
+                .fetch_tiles_for(&local, &local_wanted, &self.caches[m], stats)
+                .map_err(Error::in_member(member.location()))?;
+            out.extend(fetched.into_iter().map(|(t, b)| (t + base, b)));
             at = end;
         }
-        Ok(Batch {
-            labels: match &self.obs {
-                Some(obs) => obs.labels(&cells)?,
-                None => Labels::default(),
-            },
-            index,
-            cells,
-            rows,
-            stats,
-        })
+        Ok(out)
+    }
+
+    fn prefetch(&self, tiles: &[usize]) {
+        for &t in tiles {
+            let (m, local) = self.tiles[t];
+            if !self.caches[m].has_tile(local) {
+                self.corpus.members()[m].dataset().prefetch([local]);
+            }
+        }
+    }
+
+    fn cache(&self, t: usize) -> (&ChunkCache, usize) {
+        let (m, local) = self.tiles[t];
+        (&self.caches[m], local)
+    }
+
+    fn remap(&self, t: usize) -> Option<&GeneSelection> {
+        self.remaps[self.tiles[t].0].as_ref()
+    }
+}
+
+impl BatchTiles for CorpusTiles {
+    fn set_cache_bytes(&mut self, bytes: usize) {
+        let n = self.corpus.members().len();
+        self.caches = (0..n).map(|_| ChunkCache::new(bytes / n)).collect();
     }
 }

@@ -18,17 +18,6 @@ use crate::format::tile::TileView;
 use crate::storage::AlignedBytes;
 
 impl Dataset {
-    /// Fetches every tile in `tiles` that the cache lacks, whole, concurrently
-    /// on the I/O stage.
-    pub(crate) fn fetch_tiles(
-        &self,
-        tiles: &[usize],
-        cache: &ChunkCache,
-        stats: &mut ReadStats,
-    ) -> Result<HashMap<usize, Arc<TileBytes>>> {
-        self.fetch_tiles_for(tiles, &[], cache, stats)
-    }
-
     /// Fetches every tile in `tiles` that the cache lacks, concurrently on
     /// the I/O stage: whole, or, for a read of a few cells on a remote store,
     /// only the byte ranges of the chunks holding the cells of `wanted`.

@@ -8,12 +8,13 @@
 
 mod batches;
 pub mod build;
-mod cache;
+pub(crate) mod cache;
 mod fetch;
 pub mod ingest;
 mod packer;
 mod ranged;
 mod read;
+mod tiles;
 pub mod vocab;
 mod writer;
 
@@ -38,9 +39,10 @@ use crate::format::tile::TileView;
 use crate::obs::{ObsReader, VarFrame};
 use crate::storage::{Fetcher, Location};
 
-pub(crate) use batches::{picked, share_of, Produce};
+pub(crate) use batches::{batches_over, BatchTiles, CellLabels};
 pub(crate) use cache::ChunkCache;
 pub(crate) use read::{csr_batch, dense_batch};
+pub(crate) use tiles::{TileMap, Tiles};
 
 /// Object key of the manifest (written last: a location without it is an
 /// incomplete dataset).

@@ -17,10 +17,11 @@ use std::sync::Arc;
 
 use crate::csr::Csr;
 use crate::dataset::cache::{ChunkCache, TileBytes};
+use crate::dataset::tiles::{read_outputs, Through};
 use crate::dataset::Dataset;
-use crate::engine::decoded::{decode_chunks, DecodedChunk, Unit};
-use crate::engine::execute::{execute, Sources};
-use crate::engine::plan::{pieces, tiles_of, Piece, Policy, ReadPlan};
+use crate::engine::decoded::{DecodedChunk, Unit};
+use crate::engine::execute::Sources;
+use crate::engine::plan::{pieces, Piece, Policy, ReadPlan};
 use crate::engine::{CellSelection, Dense, GeneSelection, Selected, Sink};
 use crate::error::{Error, Result};
 use crate::format::tile::TileView;
@@ -306,24 +307,8 @@ impl Dataset {
         Ok(())
     }
 
-    /// The pieces of `outputs` (one cell selection each), after checking
-    /// that every cell lies in the dataset: the first step of every read,
-    /// from the manifest alone.
-    pub(crate) fn pieces(&self, outputs: &[CellSelection]) -> Result<Vec<Piece>> {
-        let mut all = Vec::new();
-        for (o, cells) in outputs.iter().enumerate() {
-            if let Some(cell) = cells.first_outside(self.n_cells()) {
-                return Err(outside(cell, self.n_cells()));
-            }
-            all.extend(pieces(cells, self.limits(), o));
-        }
-        Ok(all)
-    }
-
-    /// Reads `outputs` (one cell selection each) into `sinks` (started):
-    /// plan, fetch through `cache`, decode the buffered chunks (kept in
-    /// `cache`), execute. `scatter`: every row is decoded straight into its
-    /// place, no chunk buffered (the batches of a window, built at once).
+    /// Reads `outputs` (one cell selection each) into `sinks` (started)
+    /// through `cache` (see [`read_outputs`]).
     pub(crate) fn read_outputs<S: Sink>(
         &self,
         outputs: &[CellSelection],
@@ -331,77 +316,11 @@ impl Dataset {
         cache: &ChunkCache,
         scatter: bool,
     ) -> Result<ReadStats> {
-        let mut stats = ReadStats::default();
-        let pieces = self.pieces(outputs)?;
-        let mut fetched =
-            Fetched::new(self.fetch_tiles_for(&tiles_of(&pieces), &pieces, cache, &mut stats)?);
-        let stored = sinks.iter().all(Sink::stores_rows);
-        let cached = |t: usize, c: usize| cache.has_chunk(t, c);
-        let policy = if scatter {
-            Policy::Scatter
-        } else {
-            Policy::Cached {
-                stored,
-                cached: &cached,
-            }
+        let tiles = Through {
+            dataset: self,
+            cache,
         };
-        let plan = fetched.plan(&pieces, outputs.len(), &policy);
-        self.count_chunks(&plan, &fetched, &mut stats);
-        self.decode_buffered(&plan, &mut fetched, cache, &mut stats)?;
-        execute(self.engine(), &plan, &fetched, sinks)?;
-        Ok(stats)
-    }
-
-    /// Adds what `plan` touches and decodes in place to `stats`.
-    pub(crate) fn count_chunks(&self, plan: &ReadPlan, fetched: &Fetched, stats: &mut ReadStats) {
-        stats.chunks_touched += plan.touched.len();
-        stats.chunk_bytes += plan
-            .touched
-            .iter()
-            .map(|&(t, c)| {
-                let frames = fetched.view(t).chunk(c).frames();
-                frames.map(|r| r.end - r.start).sum::<u64>()
-            })
-            .sum::<u64>();
-        stats.chunks_decoded += plan.decoded_in_place();
-    }
-
-    /// Takes the chunks `plan` copies from out of `cache`, or decodes them
-    /// (into the buffers of chunks the cache evicts to make room) and keeps
-    /// them there for the next request.
-    fn decode_buffered(
-        &self,
-        plan: &ReadPlan,
-        fetched: &mut Fetched,
-        cache: &ChunkCache,
-        stats: &mut ReadStats,
-    ) -> Result<()> {
-        let mut missing = Vec::new();
-        for &(t, c) in &plan.buffered {
-            match cache.chunk(t, c) {
-                Some(chunk) => {
-                    fetched.chunks.insert((t, c), chunk);
-                }
-                None => missing.push((t, c)),
-            }
-        }
-        stats.chunks_decoded += missing.len();
-        let room = missing
-            .iter()
-            .map(|&(t, c)| {
-                let e = fetched.view(t).chunk(c);
-                DecodedChunk::bytes_for(e.nnz() as usize, (e.cell_hi - e.cell_lo) as usize)
-            })
-            .sum();
-        let buffers = cache.make_room(room);
-        let view = |t: usize| fetched.view(t);
-        let decoded = decode_chunks(self.engine(), &view, &missing, buffers)?;
-        for (unit, chunk) in decoded {
-            let chunk = Arc::new(chunk);
-            cache.put_chunk(unit.0, unit.1, chunk.clone());
-            fetched.chunks.insert(unit, chunk);
-        }
-        Ok(())
+        read_outputs(&tiles, outputs, sinks, scatter)
     }
 }
 

@@ -4,6 +4,7 @@
 
 use rayon::prelude::*;
 
+use crate::engine::genes::{GeneSelection, RowMapper};
 use crate::engine::pool::Engine;
 use crate::error::{Error, Result};
 use crate::format::tile::TileView;
@@ -35,6 +36,26 @@ impl DecodedChunk {
         8 * (cells + 1) + 8 * nnz
     }
 
+    /// Maps every row's genes through `genes` in place (kept genes renumbered
+    /// to their output columns, in column order; the others dropped), with
+    /// `mapper`'s scratch reused: the chunk then holds rows in the output's columns.
+    pub fn map_genes(&mut self, genes: &GeneSelection, mapper: &mut RowMapper) {
+        let mut to = 0;
+        for r in 0..self.indptr.len() - 1 {
+            let (start, end) = (self.indptr[r], self.indptr[r + 1]);
+            let kept = mapper.take(genes, &self.indices[start..end], &self.values[start..end]);
+            // The row was taken in whole before any of it is overwritten,
+            // and kept genes are never more than stored ones: `to <= start`.
+            mapper.emit(&mut self.indices[to..], &mut self.values[to..]);
+            self.indptr[r] = to;
+            to += kept;
+        }
+        let last = self.indptr.len() - 1;
+        self.indptr[last] = to;
+        self.indices.truncate(to);
+        self.values.truncate(to);
+    }
+
     /// The genes and counts of local cell `cell` (which must lie in the chunk).
     pub fn row(&self, cell: usize) -> (&[i32], &[i32]) {
         self.rows(cell..cell + 1)
@@ -59,10 +80,12 @@ pub(crate) fn in_tile<E: Into<Error>>(tile: usize) -> impl FnOnce(E) -> Error {
 /// Decodes the chunks `units` whole, in parallel on `engine`, reusing
 /// `buffers` (chunks no longer needed) before allocating: the largest chunks
 /// get the largest buffers, so that few grow (a grown buffer is fresh memory
-/// again). `view(t)` is tile `t`.
-pub(crate) fn decode_chunks<'v>(
+/// again). `view(t)` is tile `t`; `remap(t)`, where its genes land in the
+/// output columns (each chunk mapped once decoded), or `None`.
+pub(crate) fn decode_chunks<'v, 'g>(
     engine: &Engine,
     view: &(dyn Fn(usize) -> TileView<'v> + Sync),
+    remap: &(dyn Fn(usize) -> Option<&'g GeneSelection> + Sync),
     units: &[Unit],
     mut buffers: Vec<DecodedChunk>,
 ) -> Result<Vec<(Unit, DecodedChunk)>> {
@@ -77,7 +100,7 @@ pub(crate) fn decode_chunks<'v>(
         .collect();
     engine.install(|| {
         work.into_par_iter()
-            .map(|((t, c), mut chunk)| {
+            .map_init(RowMapper::default, |mapper, ((t, c), mut chunk)| {
                 let tile = view(t);
                 let e = tile.chunk(c);
                 let n = e.nnz() as usize;
@@ -96,6 +119,9 @@ pub(crate) fn decode_chunks<'v>(
                         d.decode_chunk(&tile, c, &mut chunk.indices, &mut chunk.values)
                     })
                     .map_err(in_tile(t))?;
+                if let Some(genes) = remap(t) {
+                    chunk.map_genes(genes, mapper);
+                }
                 Ok(((t, c), chunk))
             })
             .collect()

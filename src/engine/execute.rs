@@ -102,9 +102,20 @@ fn size_output<S: Sink>(
     offsets.push(0i64);
     let mut total = 0i64;
     for s in segments {
-        let ip = sources.view(s.tile).indptr(s.local.start, s.local.end);
-        offsets.extend(ip.iter().skip(1).map(|&p| total + (p - ip[0])));
-        total += ip[ip.len() - 1] - ip[0];
+        // A copied row is as long as in its decoded chunk (whose genes may
+        // have been mapped, some dropped); any other, as stored.
+        let ip = if s.fill == Fill::Copy {
+            let chunk = sources.decoded((s.tile, s.chunk));
+            let rows = s.local.start - chunk.cell_lo..=s.local.end - chunk.cell_lo;
+            let ip = &chunk.indptr[rows];
+            offsets.extend(ip.iter().skip(1).map(|&p| total + (p - ip[0]) as i64));
+            (ip[0] as i64, ip[ip.len() - 1] as i64)
+        } else {
+            let ip = sources.view(s.tile).indptr(s.local.start, s.local.end);
+            offsets.extend(ip.iter().skip(1).map(|&p| total + (p - ip[0])));
+            (ip[0], ip[ip.len() - 1])
+        };
+        total += ip.1 - ip.0;
     }
     let copied = CopiedGenes { sources, segments };
     let rows = if stores {

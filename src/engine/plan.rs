@@ -87,8 +87,10 @@ pub(crate) enum Policy<'c> {
     },
     /// Every segment copied from chunks decoded beforehand (a decoded window).
     Copy,
-    /// Every segment scattered (the outputs keep rows as stored).
-    Scatter,
+    /// Every segment scattered (the outputs keep rows as stored), except
+    /// those of the tiles `buffered(t)` names, copied from their chunks
+    /// decoded once (a corpus member whose genes are mapped as it decodes).
+    Scatter { buffered: &'c dyn Fn(usize) -> bool },
 }
 
 /// Consecutive rows `local` of chunk `chunk` of `tile`, landing on rows of
@@ -156,7 +158,8 @@ impl ReadPlan {
                         }
                     }
                     Policy::Copy => Fill::Copy,
-                    Policy::Scatter => Fill::Scatter,
+                    Policy::Scatter { buffered } if buffered(p.tile) => Fill::Copy,
+                    Policy::Scatter { .. } => Fill::Scatter,
                 };
                 segments.push(Segment {
                     output: p.output,
@@ -317,11 +320,24 @@ mod tests {
         };
         let cached = ReadPlan::new(&p, 1, &[0, 1], |t| ends[t], &with_cache);
         assert_eq!(cached.buffered, [(0, 0), (1, 0), (1, 1)]);
-        let scattered = ReadPlan::new(&p, 1, &[0, 1], |t| ends[t], &Policy::Scatter);
+        let scatter = Policy::Scatter {
+            buffered: &|_| false,
+        };
+        let scattered = ReadPlan::new(&p, 1, &[0, 1], |t| ends[t], &scatter);
         assert!(scattered.segments.iter().all(|s| s.fill == Fill::Scatter));
         assert!(scattered.buffered.is_empty());
         // Every chunk scattered from decodes once, however many segments read it.
         assert_eq!(scattered.decoded_in_place(), scattered.touched.len());
+        // A tile named buffered is copied from its decoded chunks instead.
+        let second = Policy::Scatter {
+            buffered: &|t| t == 1,
+        };
+        let mixed = ReadPlan::new(&p, 1, &[0, 1], |t| ends[t], &second);
+        assert!(mixed
+            .segments
+            .iter()
+            .all(|s| (s.fill == Fill::Copy) == (s.tile == 1)));
+        assert_eq!(mixed.buffered, [(1, 0), (1, 1)]);
     }
 
     #[test]
@@ -354,7 +370,9 @@ mod tests {
             1,
             &[],
             |_| &[5],
-            &Policy::Scatter,
+            &Policy::Scatter {
+                buffered: &|_| false,
+            },
         );
         assert!(plan.segments.is_empty() && plan.touched.is_empty());
         assert_eq!(plan.rows, [0]);

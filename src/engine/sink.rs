@@ -79,7 +79,7 @@
 //! ```
 
 use crate::csr::Csr;
-use crate::engine::genes::GeneSelection;
+use crate::engine::genes::{GeneSelection, RowMapper};
 use crate::error::{Error, Result};
 use crate::kernels::DecodedCount;
 
@@ -456,7 +456,7 @@ impl<S: Sink> Sink for Selected<'_, S> {
                 genes,
                 columns: Vec::new(),
                 counts: Vec::new(),
-                pairs: Vec::new(),
+                mapper: RowMapper::default(),
             })
             .collect()
     }
@@ -468,8 +468,7 @@ pub struct SelectedPart<'g, P> {
     genes: &'g GeneSelection,
     columns: Vec<i32>,
     counts: Vec<i32>,
-    /// `(column, count)` of a row being sorted (a selection out of gene order).
-    pairs: Vec<(i32, i32)>,
+    mapper: RowMapper,
 }
 
 impl<P: SinkPart> SinkPart for SelectedPart<'_, P> {
@@ -480,28 +479,11 @@ impl<P: SinkPart> SinkPart for SelectedPart<'_, P> {
     }
 
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
-        self.columns.clear();
-        self.counts.clear();
-        for (&g, &c) in genes.iter().zip(counts) {
-            if let Some(col) = self.genes.column(g) {
-                self.columns.push(col);
-                self.counts.push(c);
-            }
-        }
-        if !self.genes.is_monotone() {
-            self.pairs.clear();
-            self.pairs.extend(
-                self.columns
-                    .iter()
-                    .copied()
-                    .zip(self.counts.iter().copied()),
-            );
-            self.pairs.sort_unstable_by_key(|p| p.0);
-            self.columns.clear();
-            self.counts.clear();
-            self.columns.extend(self.pairs.iter().map(|p| p.0));
-            self.counts.extend(self.pairs.iter().map(|p| p.1));
-        }
-        self.inner.write_row(row, &self.columns, &self.counts);
+        self.columns.resize(genes.len(), 0);
+        self.counts.resize(genes.len(), 0);
+        let kept = self.mapper.take(self.genes, genes, counts);
+        self.mapper.emit(&mut self.columns, &mut self.counts);
+        self.inner
+            .write_row(row, &self.columns[..kept], &self.counts[..kept]);
     }
 }

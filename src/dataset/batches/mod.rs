@@ -34,7 +34,9 @@ pub use recycler::Recycler;
 pub use share::RankShare;
 
 use crate::csr::Csr;
+use crate::dataset::cache::ChunkCache;
 use crate::dataset::read::ReadStats;
+use crate::dataset::tiles::Through;
 use crate::dataset::Dataset;
 use crate::engine::{Dense, GeneSelection};
 use crate::error::{Error, Result};
@@ -42,6 +44,7 @@ use crate::kernels::DecodedCount;
 use crate::obs::Labels;
 use prefetch::Prefetch;
 use producer::Producer;
+pub(crate) use producer::{BatchTiles, CellLabels};
 
 /// Configuration of a batch iterator: build it from
 /// [`BatchConfig::default`] with the `with_*` setters.
@@ -204,17 +207,32 @@ enum Source<V: DecodedCount + bytemuck::Pod> {
     Prefetched(Prefetch<Batch<V>>),
 }
 
-/// What makes an iterator's batches: a dataset's [`Producer`], or a
-/// corpus's (`crate::corpus`).
-pub(crate) trait Produce<V>: Send + 'static {
+/// What makes an iterator's batches: a [`Producer`] over a dataset's tiles
+/// or a corpus's.
+trait Produce<V>: Send + 'static {
     /// The iterator's batch number `pick`.
     fn produce(&mut self, pick: usize) -> Result<Batch<V>>;
 }
 
-impl<V: DecodedCount + bytemuck::Pod> Produce<V> for Producer<V> {
+impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Produce<V> for Producer<V, T> {
     fn produce(&mut self, pick: usize) -> Result<Batch<V>> {
         Producer::produce(self, pick)
     }
+}
+
+/// One rank's batches of `config` over `tiles` (see [`Producer::new`]).
+pub(crate) fn batches_over<V: DecodedCount + bytemuck::Pod, T: BatchTiles>(
+    tiles: T,
+    n_genes: u32,
+    genes: Option<GeneSelection>,
+    config: &BatchConfig,
+    obs: Option<Box<dyn CellLabels>>,
+) -> Result<BatchIter<V>> {
+    let (first, step, count) = picked(config)?;
+    let producer = Producer::new(tiles, n_genes, genes, config, (first, step), obs)?;
+    let total = producer.len().min(count);
+    let recycled = producer.recycler();
+    BatchIter::start(producer, total, config.prefetch, recycled)
 }
 
 /// The rank's share of an epoch of `order`, as `config` cuts it.
@@ -261,15 +279,24 @@ impl Dataset {
         &self,
         config: BatchConfig,
     ) -> Result<BatchIter<V>> {
-        let (first, step, count) = picked(&config)?;
+        picked(&config)?;
         if let Some(g) = &config.genes {
             self.check_selection(g)?;
         }
-        let prefetch = config.prefetch;
-        let producer = Producer::new(self, config, first, step)?;
-        let total = producer.len().min(count);
-        let recycled = producer.recycler();
-        BatchIter::start(producer, total, prefetch, recycled)
+        let obs: Option<Box<dyn CellLabels>> = if config.obs_columns.is_empty() {
+            None
+        } else {
+            let reader = self.obs().ok_or_else(|| {
+                Error::Input("obs columns were requested but the dataset has no obs".into())
+            })?;
+            let local = reader.localize(&config.obs_columns, config.obs_cache_dir.as_deref())?;
+            Some(Box::new(local))
+        };
+        let tiles = Through {
+            dataset: self.clone(),
+            cache: ChunkCache::new(0),
+        };
+        batches_over(tiles, self.n_genes(), config.genes.clone(), &config, obs)
     }
 }
 
@@ -277,7 +304,7 @@ impl<V: DecodedCount + bytemuck::Pod> BatchIter<V> {
     /// An iterator of `total` batches from `producer`, `prefetch` of them
     /// made ahead on a thread of their own (0: on demand), in the buffers of
     /// `recycled`.
-    pub(crate) fn start(
+    fn start(
         mut producer: impl Produce<V>,
         total: usize,
         prefetch: usize,

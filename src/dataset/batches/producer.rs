@@ -12,6 +12,7 @@ use crate::dataset::batches::window::{WindowBudget, WindowChunks};
 use crate::dataset::batches::{Batch, BatchConfig, BatchRows};
 use crate::dataset::cache::ChunkCache;
 use crate::dataset::read::ReadStats;
+use crate::dataset::tiles::{read_outputs, Through, Tiles};
 use crate::dataset::Dataset;
 use crate::engine::{AddedRows, CellSelection, CsrPart, DensePart, GeneSelection, Selected, Sink};
 use crate::engine::{Dense, SinkPart};
@@ -34,15 +35,44 @@ pub(crate) enum Strategy<V> {
     Gather,
 }
 
+/// What batches are made from: a set of [`Tiles`] whose cache the producer
+/// sizes once it knows what its windows need.
+pub(crate) trait BatchTiles: Tiles + Send + 'static {
+    /// Gives the tiles a fresh cache of `bytes` in all.
+    fn set_cache_bytes(&mut self, bytes: usize);
+}
+
+impl BatchTiles for Through<Dataset, ChunkCache> {
+    fn set_cache_bytes(&mut self, bytes: usize) {
+        self.cache = ChunkCache::new(bytes);
+    }
+}
+
+/// The labels of a batch's cells: a dataset's localized obs columns, or a
+/// corpus's unified ones.
+pub(crate) trait CellLabels: Send + 'static {
+    /// The columns' values for `cells`, in their order.
+    fn labels(&self, cells: &[u64]) -> Result<Labels>;
+}
+
+impl CellLabels for LocalObs {
+    fn labels(&self, cells: &[u64]) -> Result<Labels> {
+        LocalObs::labels(self, cells)
+    }
+}
+
 /// Makes one rank's batches of one epoch.
-pub(crate) struct Producer<V> {
-    ctx: Ctx,
+pub(crate) struct Producer<V, T> {
+    ctx: Ctx<T>,
     strategy: Strategy<V>,
 }
 
 /// Everything a strategy reads.
-struct Ctx {
-    dataset: Dataset,
+struct Ctx<T> {
+    tiles: T,
+    /// Columns of the rows as the tiles decode.
+    n_genes: u32,
+    /// Genes the batches keep, applied by the output.
     genes: Option<GeneSelection>,
     dense: bool,
     order: EpochOrder,
@@ -50,65 +80,64 @@ struct Ctx {
     /// This iterator yields the rank's batches `first`, `first + step`, ...
     first: usize,
     step: usize,
-    cache: ChunkCache,
     /// Buffers of batches the caller is done with, to build batches in.
     recycled: Recycler,
-    obs: Option<LocalObs>,
+    obs: Option<Box<dyn CellLabels>>,
 }
 
-impl<V: DecodedCount + bytemuck::Pod> Producer<V> {
+impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
+    /// The batches of `config` over `tiles`, whose rows have `n_genes`
+    /// columns as they decode; `genes`, the genes the output keeps of those
+    /// (`config.genes` for a dataset; a corpus maps them as it decodes).
     pub(crate) fn new(
-        dataset: &Dataset,
-        config: BatchConfig,
-        first: usize,
-        step: usize,
-    ) -> Result<Producer<V>> {
-        let order = EpochOrder::new(dataset.limits(), config.shuffle, config.seed, config.epoch);
-        let share = super::share_of(&order, &config);
-        let obs = if config.obs_columns.is_empty() {
-            None
-        } else {
-            let reader = dataset.obs().ok_or_else(|| {
-                Error::Input("obs columns were requested but the dataset has no obs".into())
-            })?;
-            Some(reader.localize(&config.obs_columns, config.obs_cache_dir.as_deref())?)
-        };
+        mut tiles: T,
+        n_genes: u32,
+        genes: Option<GeneSelection>,
+        config: &BatchConfig,
+        (first, step): (usize, usize),
+        obs: Option<Box<dyn CellLabels>>,
+    ) -> Result<Producer<V, T>> {
+        let limits = tiles.limits().to_vec();
+        let order = EpochOrder::new(&limits, config.shuffle, config.seed, config.epoch);
+        let share = super::share_of(&order, config);
         let budget = order
             .has_windows()
-            .then(|| WindowBudget::new(dataset, order.windows(), config.cache_bytes))
+            .then(|| WindowBudget::new(&tiles, order.windows(), config.cache_bytes))
             .flatten();
         let recycled = config.recycler.clone().unwrap_or_else(|| {
             // A window's batches plus those in flight: the most the producer
             // can use at once.
             let window_cells = order
                 .windows()
-                .map(|w| {
-                    let l = dataset.limits();
-                    w.iter().map(|&t| l[t + 1] - l[t]).sum::<u64>()
-                })
+                .map(|w| w.iter().map(|&t| limits[t + 1] - limits[t]).sum::<u64>())
                 .max()
                 .unwrap_or(0);
             let per_window = (window_cells as usize).div_ceil(config.batch_size);
             Recycler::new(per_window + config.prefetch + 2)
         });
+        // Rows decoded into place need CSR of every gene as stored; tiles
+        // whose genes are mapped (a corpus member's) are decoded into
+        // buffers and mapped there first, so their windows are decoded once
+        // and batches copied out of them.
+        let mapped = (0..limits.len() - 1).any(|t| tiles.remap(t).is_some());
         let strategy = match budget {
             None => Strategy::Gather,
-            Some(_) if !config.dense && config.genes.is_none() => {
+            Some(_) if !config.dense && genes.is_none() && !mapped => {
                 Strategy::Scatter(Pending::default())
             }
             Some(_) => Strategy::Window(WindowChunks::default()),
         };
-        let cache_bytes = budget.map_or(config.cache_bytes, |b| b.tile_cache_bytes);
+        tiles.set_cache_bytes(budget.map_or(config.cache_bytes, |b| b.tile_cache_bytes));
         Ok(Producer {
             ctx: Ctx {
-                dataset: dataset.clone(),
-                genes: config.genes,
+                tiles,
+                n_genes,
+                genes,
                 dense: config.dense,
                 order,
                 share,
                 first,
                 step,
-                cache: ChunkCache::new(cache_bytes),
                 recycled,
                 obs,
             },
@@ -154,32 +183,25 @@ impl<V: DecodedCount + bytemuck::Pod> Producer<V> {
 /// A batch: its cells, rows and cost.
 type Made<V> = (Vec<u64>, BatchRows<V>, ReadStats);
 
-impl Ctx {
+impl<T: Tiles> Ctx<T> {
     /// Hands the tiles that the batches after epoch position `next` will
     /// need (its window and the window after it) and the cache lacks to the
     /// I/O stage, so they arrive while this batch decodes.
     fn fetch_ahead(&self, next: u64) {
         let following = self.order.window_end(next);
-        let tiles = self
-            .order
-            .window_tiles(next)
-            .iter()
-            .chain(self.order.window_tiles(following))
-            .copied()
-            .filter(|&t| !self.cache.has_tile(t));
-        self.dataset.prefetch(tiles.collect::<Vec<_>>());
+        self.tiles.prefetch(self.order.window_tiles(next));
+        self.tiles.prefetch(self.order.window_tiles(following));
     }
 
     /// The cells at epoch `positions`, each window's tiles fetched (and
     /// checked) before its cells are listed.
     fn cells(&mut self, positions: Range<u64>, stats: &mut ReadStats) -> Result<Vec<u64>> {
-        let (dataset, cache) = (&self.dataset, &self.cache);
-        self.order.cells_fetched(positions, |tiles| {
-            dataset.fetch_tiles(tiles, cache, stats).map(drop)
-        })
+        let source = &self.tiles;
+        self.order
+            .cells_fetched(positions, |tiles| source.fetch(tiles, &[], stats).map(drop))
     }
 
-    /// Empty rows to build a batch in, started for the dataset's genes.
+    /// Empty rows to build a batch in, started for the tiles' genes.
     fn new_rows<V: DecodedCount + bytemuck::Pod>(&self) -> BatchRows<V> {
         let mut rows = if self.dense {
             BatchRows::Dense(Dense::default())
@@ -187,8 +209,8 @@ impl Ctx {
             BatchRows::Csr(self.recycled.take())
         };
         match &self.genes {
-            Some(g) => Selected::new(&mut rows, g).start(self.dataset.n_genes()),
-            None => rows.start(self.dataset.n_genes()),
+            Some(g) => Selected::new(&mut rows, g).start(self.n_genes),
+            None => rows.start(self.n_genes),
         }
         rows
     }
@@ -201,7 +223,7 @@ impl Ctx {
         index: usize,
         positions: Range<u64>,
     ) -> Result<Made<V>> {
-        let n_cols = u64::from(self.dataset.n_genes());
+        let n_cols = u64::from(self.n_genes);
         if positions.is_empty() {
             let rows = BatchRows::Csr(Csr::empty(n_cols));
             return Ok((Vec::new(), rows, ReadStats::default()));
@@ -245,7 +267,7 @@ impl Ctx {
             if lo < hi {
                 let cells = self.cells(lo..hi, &mut stats)?;
                 let mut rows: Csr<V> = self.recycled.take();
-                rows.start(self.dataset.n_genes());
+                rows.start(self.n_genes);
                 parts.push(Part {
                     index,
                     cells,
@@ -258,10 +280,7 @@ impl Ctx {
         let outputs: Vec<CellSelection> =
             parts.iter().map(|p| CellSelection::ids(&p.cells)).collect();
         let mut sinks: Vec<&mut Csr<V>> = parts.iter_mut().map(|p| &mut p.rows).collect();
-        stats.add(
-            self.dataset
-                .read_outputs(&outputs, &mut sinks, &self.cache, true)?,
-        );
+        stats.add(read_outputs(&self.tiles, &outputs, &mut sinks, true)?);
         pending.add(w, parts);
         Ok(stats)
     }
@@ -282,12 +301,11 @@ impl Ctx {
             let w = self.order.window_of(at);
             let stop = positions.end.min(self.order.window_end(at));
             let part = self.cells(at..stop, &mut stats)?;
-            let tiles = self.order.window(w);
-            stats.add(chunks.enter(&self.dataset, w, tiles, &self.cache)?);
+            stats.add(chunks.enter(&self.tiles, w, self.order.window(w))?);
             let part_cells = CellSelection::ids(&part);
             match &self.genes {
-                Some(g) => chunks.copy(&self.dataset, &part_cells, Selected::new(&mut rows, g))?,
-                None => chunks.copy(&self.dataset, &part_cells, &mut rows)?,
+                Some(g) => chunks.copy(&self.tiles, &part_cells, Selected::new(&mut rows, g))?,
+                None => chunks.copy(&self.tiles, &part_cells, &mut rows)?,
             }
             cells.extend_from_slice(&part);
             at = stop;
@@ -306,10 +324,10 @@ impl Ctx {
         self.fetch_ahead(positions.end);
         let mut rows = self.new_rows::<V>();
         let outputs = [CellSelection::ids(&cells)];
-        let (ds, cache) = (&self.dataset, &self.cache);
+        let tiles = &self.tiles;
         let mut stats = match &self.genes {
-            Some(g) => ds.read_outputs(&outputs, &mut [Selected::new(&mut rows, g)], cache, false),
-            None => ds.read_outputs(&outputs, &mut [&mut rows], cache, false),
+            Some(g) => read_outputs(tiles, &outputs, &mut [Selected::new(&mut rows, g)], false),
+            None => read_outputs(tiles, &outputs, &mut [&mut rows], false),
         }?;
         stats.tiles_fetched += fetched.tiles_fetched;
         Ok((cells, rows, stats))

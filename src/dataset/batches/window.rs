@@ -16,10 +16,9 @@
 
 use std::sync::Arc;
 
-use crate::dataset::cache::ChunkCache;
 use crate::dataset::read::{Fetched, ReadStats};
-use crate::dataset::Dataset;
-use crate::engine::decoded::{decode_chunks, DecodedChunk};
+use crate::dataset::tiles::{decode_into, pieces_in, Tiles};
+use crate::engine::decoded::DecodedChunk;
 use crate::engine::execute::{execute, Sources};
 use crate::engine::plan::Policy;
 use crate::engine::{CellSelection, Sink};
@@ -39,23 +38,22 @@ impl WindowBudget {
     /// the cache, and the next window's tiles being fetched ahead must all fit. `None` when they do
     /// not: batches are then assembled chunk by chunk through a cache that
     /// re-decodes what it had to evict.
-    pub(crate) fn new<'w>(
-        dataset: &Dataset,
+    pub(crate) fn new<'w, T: Tiles + ?Sized>(
+        tiles: &T,
         windows: impl Iterator<Item = &'w [usize]>,
         cache_bytes: usize,
     ) -> Option<WindowBudget> {
-        let m = dataset.manifest();
         let (mut decoded, mut compressed) = (0u64, 0u64);
-        for tiles in windows {
+        for window in windows {
             let sum =
-                |f: &dyn Fn(usize) -> u64| tiles.iter().fold(0u64, |a, &t| a.saturating_add(f(t)));
+                |f: &dyn Fn(usize) -> u64| window.iter().fold(0u64, |a, &t| a.saturating_add(f(t)));
             decoded = decoded.max(sum(&|t| {
-                m.tile_nnz[t]
-                    .saturating_add(m.tile_cells[t])
+                let (nnz, cells, _) = tiles.figures(t);
+                nnz.saturating_add(cells)
                     .saturating_add(1)
                     .saturating_mul(8)
             }));
-            compressed = compressed.max(sum(&|t| m.tile_bytes[t]));
+            compressed = compressed.max(sum(&|t| tiles.figures(t).2));
         }
         // Batches built in fresh buffers get an eighth more room (see
         // `scatter::sized`): counted here, so the bound holds either way.
@@ -79,14 +77,13 @@ pub(crate) struct WindowChunks {
 }
 
 impl WindowChunks {
-    /// Makes window `w` (tiles `tiles`) the decoded one, decoding it unless
-    /// it already is.
-    pub(crate) fn enter(
+    /// Makes window `w` (tiles `window` of `tiles`) the decoded one,
+    /// decoding it unless it already is.
+    pub(crate) fn enter<T: Tiles + ?Sized>(
         &mut self,
-        dataset: &Dataset,
+        tiles: &T,
         w: usize,
-        tiles: &[usize],
-        cache: &ChunkCache,
+        window: &[usize],
     ) -> Result<ReadStats> {
         let mut stats = ReadStats::default();
         if self.window == Some(w) {
@@ -98,17 +95,15 @@ impl WindowChunks {
                 self.spare.push(chunk);
             }
         }
-        self.fetched = Fetched::new(dataset.fetch_tiles(tiles, cache, &mut stats)?);
-        let units: Vec<(usize, usize)> = tiles
+        self.fetched = Fetched::new(tiles.fetch(window, &[], &mut stats)?);
+        let units: Vec<(usize, usize)> = window
             .iter()
             .flat_map(|&t| (0..self.fetched.view(t).n_chunks()).map(move |c| (t, c)))
             .collect();
         stats.chunks_touched += units.len();
         stats.chunks_decoded += units.len();
-        let fetched = &self.fetched;
-        let view = |t: usize| fetched.view(t);
         let spare = std::mem::take(&mut self.spare);
-        let decoded = decode_chunks(dataset.engine(), &view, &units, spare)?;
+        let decoded = decode_into(tiles, &self.fetched, &units, spare)?;
         self.fetched
             .chunks
             .extend(decoded.into_iter().map(|(u, c)| (u, Arc::new(c))));
@@ -116,15 +111,16 @@ impl WindowChunks {
         Ok(stats)
     }
 
-    /// Appends the rows of `cells` (all in the decoded window) to `sink`.
-    pub(crate) fn copy<S: Sink>(
+    /// Appends the rows of `cells` of `tiles` (all in the decoded window)
+    /// to `sink`.
+    pub(crate) fn copy<T: Tiles + ?Sized, S: Sink>(
         &self,
-        dataset: &Dataset,
+        tiles: &T,
         cells: &CellSelection,
         sink: S,
     ) -> Result<()> {
-        let pieces = dataset.pieces(std::slice::from_ref(cells))?;
+        let pieces = pieces_in(tiles.limits(), std::slice::from_ref(cells))?;
         let plan = self.fetched.plan(&pieces, 1, &Policy::Copy);
-        execute(dataset.engine(), &plan, &self.fetched, &mut [sink])
+        execute(tiles.engine(), &plan, &self.fetched, &mut [sink])
     }
 }
