@@ -7,11 +7,11 @@
 //!
 //! 1. [`input_stats`], one task per input ([`stats`]): counts, gene keys,
 //!    gene totals, obs schemas; inputs that need a transpose are staged.
-//! 2. [`plan()`] on the driver ([`plan`]): the vocabulary and its order, the
+//! 2. [`plan()`] on the driver ([`plan`](mod@plan)): the vocabulary and its order, the
 //!    tiles, the write tasks, the global obs schema.
 //! 3. [`run_task`], one per write task ([`task`]): tiles and an obs shard
 //!    put at their final keys, then a report.
-//! 4. [`commit`] on the driver ([`commit`](mod@commit)): reports checked, side files, the
+//! 4. [`commit()`] on the driver ([`commit`](mod@commit)): reports checked, side files, the
 //!    manifest last, the build's own files removed.
 //!
 //! The output depends on the inputs and options alone: any number of
@@ -19,11 +19,11 @@
 //! input conversion. A rerun after any failure reuses every task whose
 //! objects are intact and rewrites the others with the same bytes.
 
-mod commit;
-mod input;
-mod plan;
-mod stats;
-mod task;
+pub mod commit;
+pub mod input;
+pub mod plan;
+pub mod stats;
+pub mod task;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,7 @@
 //!
 //! Nothing is loaded whole. Inputs stored by cell (CSR, dense, Cell Ranger,
 //! whose columns are cells) are read in blocks of cells and handed to the
-//! [`DatasetWriter`], which encodes tiles as they fill. Sorting genes by
+//! [`DatasetWriter`](crate::DatasetWriter), which encodes tiles as they fill. Sorting genes by
 //! decreasing total counts needs the totals before the first tile, so such
 //! inputs are read twice: a first pass sums the genes (and checks every value,
 //! so a bad value is refused before any tile is written), the second writes.
