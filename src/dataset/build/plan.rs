@@ -246,16 +246,7 @@ pub fn plan(stats: &[InputStats], out: &str, options: &ConvertOptions) -> Result
         name,
         values: stats.iter().map(|s| s.input.stem()).collect(),
     });
-    let names: Vec<String> = stats.iter().map(|s| s.input.describe()).collect();
-    let union_inputs: Vec<InputObs> = inputs
-        .iter()
-        .zip(&names)
-        .map(|(p, name)| InputObs {
-            name,
-            schema: &p.obs,
-        })
-        .collect();
-    let union = ObsUnion::new(&union_inputs, source.as_ref(), options.max_categories)?;
+    let union = union_of(&inputs, source.as_ref(), options.max_categories)?;
     let obs = (!union.schema().columns.is_empty()).then(|| union.schema().clone());
 
     let (var_names, var) = match &vocab {
@@ -335,6 +326,24 @@ pub fn plan(stats: &[InputStats], out: &str, options: &ConvertOptions) -> Result
     };
     plan.fingerprint = fingerprint_of(&plan.body());
     Ok(plan)
+}
+
+/// The union of the inputs' obs, plus the source column.
+fn union_of(
+    inputs: &[PlanInput],
+    source: Option<&SourceColumn>,
+    max_categories: usize,
+) -> Result<ObsUnion> {
+    let names: Vec<String> = inputs.iter().map(|p| p.input.describe()).collect();
+    let inputs: Vec<InputObs> = inputs
+        .iter()
+        .zip(&names)
+        .map(|(p, name)| InputObs {
+            name,
+            schema: &p.obs,
+        })
+        .collect();
+    ObsUnion::new(&inputs, source, max_categories)
 }
 
 fn fingerprint_of(body: &Value) -> String {
@@ -592,17 +601,7 @@ impl BuildPlan {
 
     /// The obs union the tasks convert each input's columns with.
     pub(crate) fn obs_union(&self) -> Result<ObsUnion> {
-        let names: Vec<String> = self.inputs.iter().map(|p| p.input.describe()).collect();
-        let inputs: Vec<InputObs> = self
-            .inputs
-            .iter()
-            .zip(&names)
-            .map(|(p, name)| InputObs {
-                name,
-                schema: &p.obs,
-            })
-            .collect();
-        ObsUnion::new(&inputs, self.source.as_ref(), self.max_categories)
+        union_of(&self.inputs, self.source.as_ref(), self.max_categories)
     }
 
     /// The converter options a task opens inputs with.
