@@ -11,10 +11,6 @@ from ._dataset import Dataset
 from ._tables import var_frame
 from .errors import InputError
 
-#: What `genes=` takes besides a list of gene keys.
-GENE_SPACES = ("union", "intersection")
-
-
 class Corpus(Dataset):
     """Several deltacells datasets read as one matrix over one gene
     vocabulary, nothing rewritten (the engine's `Corpus`).
@@ -48,11 +44,7 @@ class Corpus(Dataset):
         if isinstance(locations, (str, os.PathLike)):
             raise InputError("a Corpus takes a list of dataset locations "
                              "(deltacells.open reads a corpus file)")
-        if isinstance(genes, str):
-            if genes not in GENE_SPACES:
-                raise InputError(f"genes must be one of {GENE_SPACES} or a list of gene keys, "
-                                 f"not {genes!r}")
-        else:
+        if not isinstance(genes, str):
             genes = [str(g) for g in genes]
         self._spec: Optional[tuple] = (
             [os.fspath(loc) for loc in locations], genes, gene_key, source_column)
@@ -161,4 +153,4 @@ def open_location(location: "Union[str, os.PathLike[str]]", **options: Any) -> D
     return Dataset(location, **options)
 
 
-__all__: Sequence[str] = ["Corpus", "GENE_SPACES"]
+__all__: Sequence[str] = ["Corpus"]

@@ -68,6 +68,29 @@ pub trait Matrix: Send + Sync + 'static {
     ) -> deltacells::Result<BatchIter<V>>;
 }
 
+/// [`Matrix::csr`] and [`Matrix::csr_into`]: the same request, `read`, on a
+/// dataset and on a corpus.
+macro_rules! reads {
+    () => {
+        fn csr<V: DecodedCount>(
+            &self,
+            cells: CellSelection,
+            genes: Option<&GeneSelection>,
+        ) -> deltacells::Result<CsrBatch<V>> {
+            self.read(cells).genes(genes).csr()
+        }
+
+        fn csr_into<V: DecodedCount>(
+            &self,
+            cells: Range<u64>,
+            genes: Option<&GeneSelection>,
+            out: &mut Csr<V>,
+        ) -> deltacells::Result<ReadStats> {
+            self.read(cells).genes(genes).csr_into(out)
+        }
+    };
+}
+
 impl Matrix for Dataset {
     fn n_cells(&self) -> u64 {
         Dataset::n_cells(self)
@@ -99,22 +122,7 @@ impl Matrix for Dataset {
         Dataset::engine(self)
     }
 
-    fn csr<V: DecodedCount>(
-        &self,
-        cells: CellSelection,
-        genes: Option<&GeneSelection>,
-    ) -> deltacells::Result<CsrBatch<V>> {
-        self.read(cells).genes(genes).csr()
-    }
-
-    fn csr_into<V: DecodedCount>(
-        &self,
-        cells: Range<u64>,
-        genes: Option<&GeneSelection>,
-        out: &mut Csr<V>,
-    ) -> deltacells::Result<ReadStats> {
-        self.read(cells).genes(genes).csr_into(out)
-    }
+    reads!();
 
     fn batches_of<V: DecodedCount + bytemuck::Pod>(
         &self,
@@ -166,22 +174,7 @@ impl Matrix for Corpus {
         Corpus::engine(self)
     }
 
-    fn csr<V: DecodedCount>(
-        &self,
-        cells: CellSelection,
-        genes: Option<&GeneSelection>,
-    ) -> deltacells::Result<CsrBatch<V>> {
-        self.read(cells).genes(genes).csr()
-    }
-
-    fn csr_into<V: DecodedCount>(
-        &self,
-        cells: Range<u64>,
-        genes: Option<&GeneSelection>,
-        out: &mut Csr<V>,
-    ) -> deltacells::Result<ReadStats> {
-        self.read(cells).genes(genes).csr_into(out)
-    }
+    reads!();
 
     fn batches_of<V: DecodedCount + bytemuck::Pod>(
         &self,
