@@ -14,6 +14,7 @@ use deltacells::engine::EngineConfig;
 use deltacells::{Backend, Csr, Error, Result};
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 
+use crate::matrix::Matrix;
 use crate::output::{out_err, Out};
 
 /// Opens `dir` with the chosen kernel backend (and default threads).
@@ -149,7 +150,8 @@ pub enum CatFormat {
 
 #[derive(Args, Debug)]
 pub struct CatArgs {
-    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://).
+    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://); or a
+    /// corpus file (see docs/corpus-format.md), whose columns are its gene vocabulary.
     dir: PathBuf,
     /// Cells as `A:B` (half-open), `A` or a comma-separated list of those.
     #[arg(long, default_value = "0:100")]
@@ -197,7 +199,7 @@ const CAT_PIECE_CELLS: u64 = 1 << 16;
 /// Reads `spans` piece by piece (cut at tile boundaries and at
 /// [`CAT_PIECE_CELLS`]), calling `f` with each piece's first cell and rows.
 fn for_each_piece(
-    ds: &Dataset,
+    ds: &impl Matrix,
     spans: &[Range<u64>],
     genes: Option<&GeneSelection>,
     mut f: impl FnMut(u64, &Csr<i32>) -> Result<()>,
@@ -205,18 +207,15 @@ fn for_each_piece(
     for span in spans {
         let mut at = span.start;
         while at < span.end {
-            let (tile, _) = ds.locate(at)?;
-            let end = span
-                .end
-                .min(ds.limits()[tile + 1])
-                .min(at + CAT_PIECE_CELLS);
-            f(at, &ds.read(at..end).genes(genes).csr::<i32>()?.csr)?;
+            let end = span.end.min(ds.tile_end(at)?).min(at + CAT_PIECE_CELLS);
+            f(at, &ds.csr(at..end, genes)?)?;
             at = end;
         }
     }
     Ok(())
 }
-fn selection(ds: &Dataset, spec: &str) -> Result<GeneSelection> {
+
+fn selection(ds: &impl Matrix, spec: &str) -> Result<GeneSelection> {
     let items: Vec<&str> = spec.split(',').filter(|s| !s.is_empty()).collect();
     if items.iter().all(|s| s.parse::<u32>().is_ok()) {
         let genes: Vec<u32> = items.iter().map(|s| s.parse().expect("checked")).collect();
@@ -229,19 +228,27 @@ fn selection(ds: &Dataset, spec: &str) -> Result<GeneSelection> {
 }
 
 pub fn cat(args: CatArgs, backend: Backend) -> Result<()> {
-    let ds = open(&args.dir, backend, None)?;
+    if crate::corpus_cmd::is_corpus_file(&args.dir) {
+        let corpus = crate::corpus_cmd::open(&args.dir, backend, None)?;
+        return cat_of(&corpus, &args);
+    }
+    cat_of(&open(&args.dir, backend, None)?, &args)
+}
+
+/// `cat` of a dataset or a corpus.
+fn cat_of(ds: &impl Matrix, args: &CatArgs) -> Result<()> {
     let spans = parse_cells(&args.cells, ds.n_cells())?;
     let sel = args
         .genes
         .as_deref()
-        .map(|g| selection(&ds, g))
+        .map(|g| selection(ds, g))
         .transpose()?;
     let mut out = Out::stdout();
     if let CatFormat::Mtx = args.format {
         // The size line comes first: count in a first pass (the chunks stay
         // in the dataset's cache for the second).
         let (mut rows, mut nnz) = (0u64, 0usize);
-        for_each_piece(&ds, &spans, sel.as_ref(), |_, csr| {
+        for_each_piece(ds, &spans, sel.as_ref(), |_, csr| {
             rows += csr.n_rows() as u64;
             nnz += csr.nnz();
             Ok(())
@@ -260,7 +267,7 @@ pub fn cat(args: CatArgs, backend: Backend) -> Result<()> {
         writeln!(out, "{rows} {cols} {nnz}").map_err(out_err)?;
     }
     let mut row = 0u64;
-    for_each_piece(&ds, &spans, sel.as_ref(), |first, csr| {
+    for_each_piece(ds, &spans, sel.as_ref(), |first, csr| {
         for (i, w) in csr.indptr.windows(2).enumerate() {
             for j in w[0] as usize..w[1] as usize {
                 let (g, v) = (csr.indices[j], csr.values[j]);

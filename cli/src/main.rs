@@ -11,6 +11,7 @@ mod corpus_bench;
 mod corpus_cmd;
 mod dataset_cmd;
 mod demo_cmd;
+mod matrix;
 mod obs_cmd;
 mod output;
 mod report;

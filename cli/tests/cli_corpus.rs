@@ -1,13 +1,15 @@
-//! `deltacells info` on a corpus file: the corpus's shape, gene space, obs
-//! columns and a line per member; a corpus file naming a missing dataset
-//! fails naming it.
+//! The command line on a corpus file: `info` (the corpus's shape, gene
+//! space, obs columns and a line per member; a corpus file naming a missing
+//! dataset fails naming it), `cat` (every cell's counts in the vocabulary's
+//! columns, checked against what each member was written with) and
+//! `bench --json`.
 
 mod common;
 #[path = "../../tests/corpus_common/mod.rs"]
 mod corpus_common;
 
 use common::run_cli as deltacells;
-use corpus_common::{write_member, ObsPlan, Scratch};
+use corpus_common::{write_member, ObsPlan, Scratch, Written};
 use deltacells::corpus::CorpusSpec;
 use deltacells::Corpus;
 
@@ -58,4 +60,140 @@ fn info_describes_a_corpus_and_names_a_missing_member() {
     let (ok, _, err) = deltacells(&["info", file.to_str().unwrap()]);
     assert!(!ok);
     assert!(err.contains("b.dc"), "{err}");
+}
+
+/// Two members with different genes in different orders (the second's
+/// sorted by totals), saved as a corpus file; the file and the members.
+fn two_members(dir: &Scratch) -> (std::path::PathBuf, Vec<Written>) {
+    let plan = ObsPlan {
+        categories: vec![("cell_type", vec!["T", "B", "NK"])],
+        floats: vec!["score"],
+    };
+    let a = write_member(
+        &dir.path().join("a.dc"),
+        &["g0", "g1", "g2"],
+        40,
+        16,
+        false,
+        &plan,
+        3,
+    );
+    let b = write_member(
+        &dir.path().join("b.dc"),
+        &["g3", "g1", "g0", "g4"],
+        30,
+        8,
+        true,
+        &plan,
+        4,
+    );
+    let spec = CorpusSpec::new([
+        a.location.display().to_string(),
+        b.location.display().to_string(),
+    ]);
+    let file = dir.path().join("ab.json");
+    Corpus::open_spec(spec).unwrap().save(&file).unwrap();
+    (file, vec![a, b])
+}
+
+/// `(cell, column, count)` of every nonzero of `cat`'s TSV output.
+fn tsv_entries(out: &str) -> Vec<(u64, u32, u32)> {
+    out.lines()
+        .map(|line| {
+            let f: Vec<&str> = line.split('\t').collect();
+            assert_eq!(f.len(), 3, "{line}");
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn cat_prints_a_corpus_in_the_vocabulary_s_columns() {
+    let dir = Scratch::new("cli-corpus-cat");
+    let (file, members) = two_members(&dir);
+    let corpus = Corpus::open(&file).unwrap();
+    let vocabulary = corpus.var_names().to_vec();
+    // The expected entries, from what each member was written with.
+    let mut want = Vec::new();
+    let mut cell = 0u64;
+    for m in &members {
+        for counts in &m.cells {
+            for (column, gene) in vocabulary.iter().enumerate() {
+                if let Some(&v) = counts.get(gene) {
+                    want.push((cell, column as u32, v));
+                }
+            }
+            cell += 1;
+        }
+    }
+    let path = file.to_str().unwrap();
+    let (ok, out, err) = deltacells(&["cat", path, "--cells", "0:70"]);
+    assert!(ok, "{err}");
+    assert_eq!(tsv_entries(&out), want);
+
+    // Spans across the members' edge, single cells, and genes by name.
+    let (ok, out, err) = deltacells(&["cat", path, "--cells", "38:42,69", "--genes", "g4,g0"]);
+    assert!(ok, "{err}");
+    let g4 = vocabulary.iter().position(|g| g == "g4").unwrap() as u32;
+    let mut picked: Vec<(u64, u32, u32)> = want
+        .iter()
+        .filter(|(c, _, _)| (38..42).contains(c) || *c == 69)
+        .filter_map(|&(c, g, v)| match g {
+            _ if g == g4 => Some((c, 0, v)),
+            0 => Some((c, 1, v)),
+            _ => None,
+        })
+        .collect();
+    // A row's entries in column order, as its stored order need not be.
+    let mut got = tsv_entries(&out);
+    got.sort_by_key(|&(c, g, _)| (c, g));
+    picked.sort_by_key(|&(c, g, _)| (c, g));
+    assert_eq!(got, picked);
+
+    // Matrix Market: the size line counts the whole selection.
+    let (ok, out, err) = deltacells(&["cat", path, "--cells", "0:70", "--format", "mtx"]);
+    assert!(ok, "{err}");
+    let size = out.lines().find(|l| !l.starts_with('%')).unwrap();
+    assert_eq!(size, format!("70 {} {}", vocabulary.len(), want.len()));
+
+    let (ok, _, err) = deltacells(&["cat", path, "--genes", "NOT_A_GENE"]);
+    assert!(!ok);
+    assert!(err.contains("NOT_A_GENE"), "{err}");
+}
+
+#[test]
+fn bench_json_on_a_corpus_file_reports_the_corpus() {
+    let dir = Scratch::new("cli-corpus-bench");
+    let (file, _) = two_members(&dir);
+    let (ok, out, err) = deltacells(&[
+        "bench",
+        file.to_str().unwrap(),
+        "--reps",
+        "1",
+        "--threads",
+        "2",
+        "--batch-size",
+        "16",
+        "--random",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    let dataset = &report["dataset"];
+    assert_eq!(dataset["datasets"], 2);
+    assert_eq!(dataset["cells"], 70);
+    assert_eq!(dataset["genes"], 5);
+    let scans = report["full_scan"].as_array().unwrap();
+    assert!(!scans.is_empty());
+    assert!(scans
+        .iter()
+        .all(|s| s["cells_per_s"].as_f64().unwrap() > 0.0));
+    for key in ["batches", "random_batches"] {
+        assert!(report[key]["cells_per_s"].as_f64().unwrap() > 0.0, "{key}");
+    }
+    assert!(report["build"]["zstd"].is_string());
 }

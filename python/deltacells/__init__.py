@@ -9,6 +9,8 @@
     for position, cells, X, obs in ds.batches(batch_size=256, seed=1): ...
     deltacells.write(adata, "out_dc")    # scipy, dense or AnnData in
     deltacells.build(["a.h5ad", "b.h5ad"], "ab_dc", gene_key="gene_ids", client=None)
+    corpus = deltacells.Corpus(["a_dc", "b_dc"], genes="union")  # read as one, nothing rewritten
+    corpus.save("ab.json"); corpus = deltacells.open("ab.json")
 
 `deltacells.torch.CellDataset` is the PyTorch loader.
 """
@@ -19,6 +21,7 @@ from typing import Optional as _Optional
 from . import _deltacells
 from ._batches import Batch, Batches
 from ._build import BuildSummary, build
+from ._corpus import Corpus, open_location
 from ._dataset import Dataset
 from ._formats import FORMATS, CsrArrays
 from ._write import write
@@ -30,14 +33,15 @@ __version__: str = _deltacells.__version__
 def open(location: "str | _os.PathLike[str]", *, threads: _Optional[int] = None,  # noqa: A001
          pin: bool = False, cache_bytes: _Optional[int] = None) -> Dataset:
     """Opens the dataset at `location` (a directory, or any location the
-    engine accepts), checking its manifest and side files.
+    engine accepts), checking its manifest and side files; a corpus file
+    (`Corpus.save`) opens as its `Corpus`.
 
     `threads`: decode threads (default: every core); `pin`: pin them to cores
     (off by default: several Python processes usually share a host);
     `cache_bytes`: bound of the cache of tiles and decoded chunks shared by reads.
     """
-    return Dataset(location, threads=threads, pin=pin, cache_bytes=cache_bytes)
+    return open_location(location, threads=threads, pin=pin, cache_bytes=cache_bytes)
 
 
-__all__ = ["open", "write", "build", "BuildSummary", "Dataset", "Batch", "Batches", "CsrArrays", "FORMATS",
+__all__ = ["open", "write", "build", "BuildSummary", "Dataset", "Corpus", "Batch", "Batches", "CsrArrays", "FORMATS",
            "DeltacellsError", "FormatError", "InputError", "StorageError", "__version__"]

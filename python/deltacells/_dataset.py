@@ -62,9 +62,22 @@ class Dataset:
             _INHERITED.append(self._handle)
             self._handle = None
         if self._handle is None:
-            self._handle = _deltacells.Dataset(self._location, **self._options)
+            self._handle = self._open_handle()
             self._pid = os.getpid()
         return self._handle
+
+    def _open_handle(self) -> Any:
+        """The engine's handle, opened in this process."""
+        return _deltacells.Dataset(self._location, **self._options)
+
+    def _reopened(self, **options: Any) -> "Dataset":
+        """The same data opened anew (as another process does), with the open
+        `options` (`threads`, `pin`, `cache_bytes`) changed."""
+        state = self.__getstate__()
+        state["options"] = {**state["options"], **options}
+        new = object.__new__(type(self))
+        new.__setstate__(state)
+        return new
 
     def __getstate__(self) -> dict:
         return {"location": self._location, "options": self._options}

@@ -7,12 +7,14 @@ an obs or var column is `(kind, values, mask, categories)` (see
 """
 
 from os import PathLike
-from typing import Iterator, List, Optional, Sequence, Tuple, Union, final
+from typing import (Iterator, List, Optional, Protocol, Sequence, Tuple, TypedDict, Union,
+                    final)
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import Unpack
 
-__all__ = ["Dataset", "BatchIter", "RankShare", "Writer", "BuildDriver", "build_stats", "build_task",
+__all__ = ["Dataset", "Corpus", "BatchIter", "RankShare", "Writer", "BuildDriver", "build_stats", "build_task",
            "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS", "DEFAULT_LEVEL", "DEFAULT_TILES_PER_TASK",
            "kernel_backend"]
 
@@ -29,11 +31,15 @@ _Column = Tuple[str, Union[np.ndarray, List[Optional[str]]], Optional[npt.NDArra
 _Rows = Union[Tuple[str, npt.NDArray[np.int64], npt.NDArray[np.int32], np.ndarray, int],
              Tuple[str, np.ndarray]]
 _BatchTuple = Tuple[int, npt.NDArray[np.int64], _Rows, List[Tuple[str, _Column]]]
+# The settings `batches` takes by name, every one of them (see deltacells._dataset).
+_BatchOptions = TypedDict("_BatchOptions", {
+    "batch_size": int, "seed": int, "epoch": int, "shuffle": str, "window_tiles": int,
+    "rank": int, "world_size": int, "drop_last": bool, "prefetch": int, "cache_bytes": int,
+    "genes": Optional[npt.NDArray[np.int64]], "dense": bool, "obs_columns": Sequence[str],
+    "obs_cache_dir": Union[str, PathLike[str], None], "dtype": str})
 
-@final
-class Dataset:
-    def __new__(cls, location: str, threads: Optional[int] = None, pin: bool = False,
-                cache_bytes: Optional[int] = None) -> "Dataset": ...
+class _Matrix(Protocol):
+    """What Dataset and Corpus share (one block of methods in the extension)."""
     @property
     def n_obs(self) -> int: ...
     @property
@@ -42,12 +48,6 @@ class Dataset:
     def n_tiles(self) -> int: ...
     @property
     def limits(self) -> npt.NDArray[np.int64]: ...
-    @property
-    def metadata(self) -> str: ...
-    @property
-    def var_names(self) -> Optional[List[str]]: ...
-    @property
-    def gene_order(self) -> Optional[npt.NDArray[np.int32]]: ...
     @property
     def obs_schema(self) -> List[Tuple[str, str, Optional[List[str]]]]: ...
     @property
@@ -60,14 +60,44 @@ class Dataset:
     def read_tile(self, tile: int, genes: Optional[npt.NDArray[np.int64]] = None,
                   dtype: str = "float32") -> _CsrParts: ...
     def obs_column(self, name: str, cells: Optional[npt.NDArray[np.int64]] = None) -> _Column: ...
+    def batches(self, *, first: int = 0, count: Optional[int] = None,
+                **options: Unpack[_BatchOptions]) -> BatchIter: ...
+
+@final
+class Dataset(_Matrix):
+    def __new__(cls, location: str, threads: Optional[int] = None, pin: bool = False,
+                cache_bytes: Optional[int] = None) -> "Dataset": ...
+    @property
+    def metadata(self) -> str: ...
+    @property
+    def var_names(self) -> Optional[List[str]]: ...
+    @property
+    def gene_order(self) -> Optional[npt.NDArray[np.int32]]: ...
     def var_table(self) -> Optional[Tuple[List[str], List[Tuple[str, _Column]]]]: ...
     def verify(self) -> Tuple[int, int, int, int]: ...
-    def batches(self, *, batch_size: int, seed: int, epoch: int, shuffle: str,
-                window_tiles: int, rank: int, world_size: int, drop_last: bool, prefetch: int,
-                cache_bytes: int, genes: Optional[npt.NDArray[np.int64]] = None,
-                dense: bool = False, obs_columns: Sequence[str] = ...,
-                obs_cache_dir: Union[str, PathLike[str], None] = None, first: int = 0,
-                count: Optional[int] = None, dtype: str = "float32") -> BatchIter: ...
+
+_Genes = Union[str, Sequence[str]]
+
+@final
+class Corpus(_Matrix):
+    def __new__(cls, locations: Sequence[str], genes: Optional[_Genes] = None,
+                gene_key: Optional[str] = None, source_column: Optional[str] = None,
+                threads: Optional[int] = None, pin: bool = False,
+                cache_bytes: Optional[int] = None) -> "Corpus": ...
+    @staticmethod
+    def open(path: Union[str, PathLike[str]], threads: Optional[int] = None, pin: bool = False,
+             cache_bytes: Optional[int] = None) -> "Corpus": ...
+    def save(self, path: Union[str, PathLike[str]]) -> None: ...
+    @property
+    def spec(self) -> Tuple[List[str], Tuple[Optional[str], Optional[List[str]]], Optional[str],
+                            str]: ...
+    @property
+    def members(self) -> List[Tuple[str, str, int, int]]: ...
+    @property
+    def metadata(self) -> str: ...
+    @property
+    def var_names(self) -> List[str]: ...
+    def verify(self) -> Tuple[int, int, int, int]: ...
 
 @final
 class BatchIter:

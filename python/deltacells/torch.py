@@ -31,6 +31,7 @@ import torch
 import torch.utils.data
 
 from ._batches import Batches
+from ._corpus import open_location
 from ._dataset import _INHERITED, SHUFFLES, Dataset
 from ._formats import dtype_name
 from .errors import InputError
@@ -41,9 +42,10 @@ _OUTPUTS = ("csr", "dense")
 class CellDataset(torch.utils.data.IterableDataset):
     """Batches of cells as dicts `{"X": ..., "cells": int64 ids, <obs column>: ...}`.
 
-    * `dataset`: a location, or a `deltacells.Dataset` already open (used as
-      it is in the process that opened it; DataLoader workers and other
-      processes open its location themselves).
+    * `dataset`: a location (a corpus file reads as its corpus), or a
+      `deltacells.Dataset` or `deltacells.Corpus` already open (used as it is
+      in the process that opened it; DataLoader workers and other processes
+      open the same data themselves).
     * `batch_size`: cells per batch; every rank yields the same number of
       batches; `drop_last` drops the cells that do not fill a batch on every
       rank, otherwise every cell comes exactly once per epoch.
@@ -130,7 +132,10 @@ class CellDataset(torch.utils.data.IterableDataset):
                 self._dataset = self._given
             else:
                 threads = self.threads or max(1, (os.cpu_count() or 1) // max(1, workers))
-                self._dataset = Dataset(self.location, threads=threads, pin=False)
+                if self._given is not None:
+                    self._dataset = self._given._reopened(threads=threads, pin=False)
+                else:
+                    self._dataset = open_location(self.location, threads=threads, pin=False)
             self._dataset_pid = os.getpid()
         return self._dataset
 
@@ -138,7 +143,6 @@ class CellDataset(torch.utils.data.IterableDataset):
         state = self.__dict__.copy()
         state["_dataset"] = None  # each process opens its own
         state["_dataset_pid"] = None
-        state["_given"] = None
         # Spawned workers have no process group: resolve the rank here.
         state["_world"] = self.rank_world()
         return state

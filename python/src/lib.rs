@@ -13,8 +13,10 @@ mod arrays;
 mod batches;
 mod build;
 mod columns;
+mod corpus;
 mod dataset;
 mod errors;
+mod matrix;
 mod pool;
 mod writer;
 
@@ -23,6 +25,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyDataset>()?;
+    m.add_class::<corpus::PyCorpus>()?;
     m.add_class::<batches::PyBatchIter>()?;
     m.add_class::<batches::PyRankShare>()?;
     m.add_class::<writer::PyWriter>()?;

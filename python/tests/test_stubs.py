@@ -25,7 +25,10 @@ def test_the_package_is_marked_typed_and_ships_the_extension_stub():
 
 def test_the_stub_names_every_class_member_function_and_constant_of_the_extension():
     tree = stub()
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    # Private classes (protocols of what several classes share) hold members
+    # of the public classes that name them as bases.
+    every = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    classes = {name: node for name, node in every.items() if not name.startswith("_")}
     functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
     constants = {node.target.id for node in tree.body if isinstance(node, ast.AnnAssign)}
     runtime_classes = {name for name in dir(_deltacells)
@@ -36,7 +39,9 @@ def test_the_stub_names_every_class_member_function_and_constant_of_the_extensio
     assert functions == runtime_functions
     assert constants == public(dir(_deltacells)) - runtime_classes - runtime_functions | {"__version__"}
     for name, node in classes.items():
-        declared = {d.name for d in node.body if isinstance(d, ast.FunctionDef)}
+        bodies = [node] + [every[b.id] for b in node.bases
+                           if isinstance(b, ast.Name) and b.id in every]
+        declared = {d.name for n in bodies for d in n.body if isinstance(d, ast.FunctionDef)}
         runtime = getattr(_deltacells, name)
         assert public(declared) == public(dir(runtime)) - public(dir(object)), name
         for dunder in declared - public(declared):

@@ -1,0 +1,282 @@
+"""`deltacells.Corpus`: datasets with different genes and obs read as one,
+checked against `anndata.concat(..., join="outer")` of the members read back
+one by one, aligned by var names."""
+
+import pickle
+
+import anndata
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from conftest import counts, loader_order
+
+import deltacells
+from deltacells.errors import DeltacellsError, InputError
+
+N_CELLS = (300, 200, 150)
+
+
+def member_frames(rng):
+    """Three members: gene subsets in different orders, different obs columns
+    and categories, distinct cell names."""
+    genes_a = [f"G{i}" for i in range(60)]
+    genes_b = [f"G{i}" for i in rng.permutation(np.arange(20, 80))] + ["H0", "H1"]
+    genes_c = [f"G{i}" for i in rng.permutation(np.arange(0, 90, 3))]
+    genes = (genes_a, genes_b, genes_c)
+    obs = (
+        pd.DataFrame({
+            "cell_type": pd.Categorical(rng.choice(["T", "B"], size=N_CELLS[0])),
+            "score": rng.random(N_CELLS[0]),
+        }),
+        pd.DataFrame({
+            "cell_type": pd.Categorical(rng.choice(["B", "NK", "c10", "c2"], size=N_CELLS[1])),
+            "n": rng.integers(0, 100, size=N_CELLS[1]).astype(np.int64),
+            "donor": rng.choice(["d1", "d2"], size=N_CELLS[1]).astype(object),
+        }),
+        pd.DataFrame({
+            "score": rng.random(N_CELLS[2]),
+            "n": rng.integers(0, 100, size=N_CELLS[2]).astype(np.int32),
+        }),
+    )
+    for prefix, frame in zip("abc", obs):
+        frame.index = pd.Index([f"{prefix}{i}" for i in range(len(frame))], name="cell")
+    return genes, obs
+
+
+@pytest.fixture(scope="module")
+def members(tmp_path_factory):
+    """The members' locations, written with `deltacells.write`."""
+    rng = np.random.default_rng(11)
+    genes, obs = member_frames(rng)
+    root = tmp_path_factory.mktemp("corpus")
+    paths = []
+    for i, (g, o) in enumerate(zip(genes, obs)):
+        X = counts(len(o), len(g), density=0.1, seed=20 + i)
+        var = pd.DataFrame({"gene_ids": [f"ENS{name}" for name in g]},
+                           index=pd.Index(g, name="gene"))
+        path = root / f"part_{'abc'[i]}.dc"
+        deltacells.write(X, path, obs=o, var=var, tile_size=64, level=3)
+        paths.append(path)
+    return paths
+
+
+def concat(paths, join="outer"):
+    """The members read back one by one and concatenated as anndata does,
+    with the source column."""
+    adatas = [deltacells.open(p).to_anndata(dtype="int32") for p in paths]
+    keys = [p.stem for p in paths]
+    return anndata.concat(adatas, join=join, label="dataset_id", keys=keys)
+
+
+def aligned(adata, var_names):
+    """`adata.X` as a dense int array with columns in `var_names` order."""
+    X = adata.X.toarray() if sp.issparse(adata.X) else np.asarray(adata.X)
+    at = {name: j for j, name in enumerate(adata.var_names)}
+    out = np.zeros((adata.n_obs, len(var_names)), dtype=np.int64)
+    for j, name in enumerate(var_names):
+        if name in at:
+            out[:, j] = X[:, at[name]]
+    return out
+
+
+@pytest.fixture(scope="module")
+def union(members):
+    corpus = deltacells.Corpus(members)
+    want = concat(members)
+    return corpus, want, aligned(want, list(corpus.var_names))
+
+
+def test_the_shape_and_vocabulary_are_the_members_union(members, union):
+    corpus, want, _ = union
+    assert corpus.n_obs == sum(N_CELLS) == want.n_obs
+    assert sorted(corpus.var_names) == sorted(want.var_names)
+    # The union in the order first seen, member by member.
+    seen = []
+    for p in members:
+        for name in deltacells.open(p).var_names:
+            if name not in seen:
+                seen.append(name)
+    assert list(corpus.var_names) == seen
+    assert [m["name"] for m in corpus.members] == [p.stem for p in members]
+    assert [m["n_obs"] for m in corpus.members] == list(N_CELLS)
+    assert corpus.tile_limits[-1] == corpus.n_obs
+    assert corpus.n_tiles == sum(deltacells.open(p).n_tiles for p in members)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32"])
+def test_csr_and_dense_reads_equal_the_outer_concat(union, dtype):
+    corpus, _, dense = union
+    X = corpus.read(dtype=dtype)
+    assert X.shape == dense.shape and X.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(X.toarray(), dense)
+    np.testing.assert_array_equal(corpus.read(format="numpy", dtype=dtype), dense)
+
+
+def test_ranges_and_random_ids_read_their_rows(union):
+    corpus, _, dense = union
+    for start, stop in [(0, 1), (250, 420), (299, 301), (490, 650), (0, 650), (640, 650)]:
+        np.testing.assert_array_equal(corpus[start:stop].toarray(), dense[start:stop])
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, corpus.n_obs, size=400)
+    ids[:5] = [649, 0, 300, 299, 0]  # member edges, duplicates
+    np.testing.assert_array_equal(corpus.read(ids, dtype="int32").toarray(), dense[ids])
+    np.testing.assert_array_equal(corpus.read(ids, format="numpy"), dense[ids])
+    mask = rng.random(corpus.n_obs) < 0.3
+    np.testing.assert_array_equal(corpus.read(mask).toarray(), dense[mask])
+
+
+def test_gene_selections_by_name_follow_the_vocabulary(union):
+    corpus, _, dense = union
+    names = ["H1", "G0", "G87", "G30"]
+    cols = [list(corpus.var_names).index(n) for n in names]
+    np.testing.assert_array_equal(corpus.read(slice(100, 500), genes=names).toarray(),
+                                  dense[100:500][:, cols])
+    np.testing.assert_array_equal(corpus.read([5, 640, 310], genes=cols, format="numpy"),
+                                  dense[[5, 640, 310]][:, cols])
+
+
+def test_iter_tiles_covers_every_member_in_order(union):
+    corpus, _, dense = union
+    rows = [t.toarray() for t in corpus.iter_tiles(dtype="int32")]
+    assert len(rows) == corpus.n_tiles
+    np.testing.assert_array_equal(np.vstack(rows), dense)
+
+
+def test_obs_is_the_unified_obs_with_the_source_column(union):
+    corpus, want, _ = union
+    obs = corpus.obs
+    assert list(obs.index) == list(want.obs_names)
+    assert set(obs.columns) == set(want.obs.columns)
+    assert list(obs.columns)[-1] == "dataset_id"
+    for name in want.obs.columns:
+        got, exp = obs[name], want.obs[name]
+        if isinstance(exp.dtype, pd.CategoricalDtype):
+            assert isinstance(got.dtype, pd.CategoricalDtype), name
+            assert list(got.cat.categories) == list(exp.cat.categories), name
+            assert list(got.astype(object).fillna("<na>")) == \
+                list(exp.astype(object).fillna("<na>")), name
+        elif exp.dtype == object:
+            assert list(got.fillna("<na>")) == list(exp.fillna("<na>")), name
+        else:
+            np.testing.assert_array_equal(got.to_numpy(dtype=float, na_value=np.nan),
+                                          exp.to_numpy(dtype=float, na_value=np.nan),
+                                          err_msg=name)
+    # Some cells, in any order.
+    ids = [640, 3, 305, 3]
+    part = corpus.read_obs(["cell_type", "dataset_id"], cells=ids)
+    assert list(part.index) == [want.obs_names[i] for i in ids]
+    assert list(part["dataset_id"]) == [want.obs["dataset_id"].iloc[i] for i in ids]
+
+
+def test_to_anndata_equals_the_concat(union):
+    corpus, want, dense = union
+    adata = corpus.to_anndata(dtype="int32")
+    np.testing.assert_array_equal(adata.X.toarray(), dense)
+    assert list(adata.obs_names) == list(want.obs_names)
+    assert list(adata.var_names) == list(corpus.var_names)
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_one_epoch_of_batches_gives_every_cell_once_in_equal_shares(union, world_size):
+    corpus, want, dense = union
+    seen, lengths = [], []
+    for rank in range(world_size):
+        batches = corpus.batches(64, seed=5, rank=rank, world_size=world_size, dtype="int32",
+                                 obs_columns=["cell_type", "dataset_id"], window_tiles=2)
+        got = list(batches)
+        lengths.append(len(got))
+        assert len(got) == len(batches)
+        for b in got:
+            np.testing.assert_array_equal(b.X.toarray(), dense[b.cells])
+            codes = want.obs["dataset_id"].to_numpy()[b.cells]
+            assert list(b.obs["dataset_id"]) == list(codes)
+            seen.extend(b.cells.tolist())
+    assert len(set(lengths)) == 1
+    assert sorted(seen) == list(range(corpus.n_obs))
+
+
+def test_block_shuffle_mixes_members(union):
+    corpus, _, dense = union
+    batches = list(corpus.batches(50, seed=9, format="numpy"))
+    first = sorted(c for b in batches for c in b.cells)
+    assert first == list(range(corpus.n_obs))
+    # Cells of several members come in the first half of the epoch.
+    half = np.concatenate([b.cells for b in batches[:len(batches) // 2]])
+    assert len({np.searchsorted([300, 500], c, side="right") for c in half}) > 1
+    for b in batches:
+        np.testing.assert_array_equal(b.X, dense[b.cells])
+
+
+def test_intersection_and_listed_genes(members):
+    inner = deltacells.Corpus(members, genes="intersection")
+    want = concat(members, join="inner")
+    assert sorted(inner.var_names) == sorted(want.var_names)
+    np.testing.assert_array_equal(inner.read(dtype="int32").toarray(),
+                                  aligned(want, list(inner.var_names)))
+    listed = ["G3", "NOPE", "H0", "G59"]
+    corpus = deltacells.Corpus(members, genes=listed)
+    assert list(corpus.var_names) == listed
+    np.testing.assert_array_equal(corpus.read(format="numpy", dtype="int32"),
+                                  aligned(concat(members), listed))
+
+
+def test_genes_matched_by_a_var_column(members, union):
+    corpus, _, dense = union
+    by_id = deltacells.Corpus(members, gene_key="gene_ids")
+    assert list(by_id.var_names) == [f"ENS{n}" for n in corpus.var_names]
+    assert by_id.gene_key == "gene_ids"
+    np.testing.assert_array_equal(by_id.read(dtype="int32").toarray(), dense)
+
+
+def test_a_saved_corpus_opens_as_the_same_corpus(members, union, tmp_path):
+    corpus, _, dense = union
+    path = members[0].parent / "all.json"
+    corpus.save(path)
+    opened = deltacells.open(path)
+    assert isinstance(opened, deltacells.Corpus)
+    assert opened.location == str(path)
+    assert opened.locations == corpus.locations
+    assert list(opened.var_names) == list(corpus.var_names)
+    np.testing.assert_array_equal(opened.read(dtype="int32").toarray(), dense)
+    # A pickled corpus reopens the same members.
+    again = pickle.loads(pickle.dumps(opened))
+    np.testing.assert_array_equal(again.read(slice(280, 330), dtype="int32").toarray(),
+                                  dense[280:330])
+    assert again.source_column == "dataset_id" and again.genes == "union"
+
+
+def test_cell_dataset_over_a_corpus_in_two_workers(union):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from deltacells.torch import CellDataset
+
+    corpus, _, dense = union
+    ds = CellDataset(corpus, batch_size=40, seed=2, output="dense", dtype="int32",
+                     obs_columns=["dataset_id"])
+    want = [b.cells.tolist() for b in corpus.batches(40, seed=2)]
+    got = list(DataLoader(ds, batch_size=None, num_workers=2))
+    assert [b["cells"].tolist() for b in got] == loader_order(want, 2)
+    assert sorted(c for b in got for c in b["cells"].tolist()) == list(range(corpus.n_obs))
+    for b in got:
+        np.testing.assert_array_equal(b["X"].numpy(), dense[b["cells"].numpy()])
+        assert isinstance(b["dataset_id"], torch.Tensor)
+
+
+def test_bad_corpora_are_refused_with_the_member_named(members, tmp_path):
+    missing = tmp_path / "nowhere.dc"
+    with pytest.raises(DeltacellsError, match="nowhere"):
+        deltacells.Corpus([members[0], missing])
+    with pytest.raises(InputError, match="genes"):
+        deltacells.Corpus(members, genes="everything")
+    with pytest.raises(InputError):
+        deltacells.Corpus(str(members[0]))
+    with pytest.raises(DeltacellsError, match="part_a"):
+        deltacells.Corpus(members, gene_key="no_such_column")
+    with pytest.raises(DeltacellsError):
+        deltacells.Corpus([members[0], members[1]], genes=["H0", "H0"])
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "deltacells-corpus", "version": 1, "members": []}')
+    with pytest.raises(DeltacellsError, match="bad.json"):
+        deltacells.open(bad)
