@@ -9,6 +9,7 @@
     for position, cells, X, obs in ds.batches(batch_size=256, seed=1): ...
     deltacells.write(adata, "out_dc")    # scipy, dense or AnnData in
     deltacells.build(["a.h5ad", "b.h5ad"], "ab_dc", gene_key="gene_ids", client=None)
+    stats = deltacells.gene_stats("pbmc_dc")  # pandas.DataFrame: n_cells, sum, mean, var, norm_*
 
 `deltacells.torch.CellDataset` is the PyTorch loader.
 """
@@ -21,6 +22,7 @@ from ._batches import Batch, Batches
 from ._build import BuildSummary, build
 from ._dataset import Dataset
 from ._formats import FORMATS, CsrArrays
+from ._stats import gene_stats
 from ._write import write
 from .errors import DeltacellsError, FormatError, InputError, StorageError
 
@@ -39,5 +41,6 @@ def open(location: "str | _os.PathLike[str]", *, threads: _Optional[int] = None,
     return Dataset(location, threads=threads, pin=pin, cache_bytes=cache_bytes)
 
 
-__all__ = ["open", "write", "build", "BuildSummary", "Dataset", "Batch", "Batches", "CsrArrays", "FORMATS",
+__all__ = ["open", "write", "build", "gene_stats", "BuildSummary", "Dataset", "Batch", "Batches", "CsrArrays",
+           "FORMATS",
            "DeltacellsError", "FormatError", "InputError", "StorageError", "__version__"]

@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = ["Dataset", "BatchIter", "RankShare", "Writer", "BuildDriver", "build_stats", "build_task",
-           "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS", "DEFAULT_LEVEL", "DEFAULT_TILES_PER_TASK",
-           "kernel_backend"]
+           "gene_stats", "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS", "DEFAULT_LEVEL",
+           "DEFAULT_TILES_PER_TASK", "kernel_backend"]
 
 __version__: str
 DEFAULT_TILE_SIZE: int
@@ -99,6 +99,8 @@ class Writer:
 # A build's steps (see deltacells._build): statistics, plans and task reports cross as JSON text.
 def build_stats(input: str, index: int, out: str, options_json: str) -> str: ...
 def build_task(plan_json: str, task: int) -> Tuple[str, bool]: ...
+def gene_stats(dataset: Dataset, gene_key: Optional[str] = None) -> Tuple[str, List[str],
+                                                                         List[Tuple[str, np.ndarray]]]: ...
 
 @final
 class BuildDriver:

@@ -16,6 +16,7 @@ mod columns;
 mod dataset;
 mod errors;
 mod pool;
+mod stats;
 mod writer;
 
 use pyo3::prelude::*;
@@ -29,6 +30,7 @@ fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<build::PyBuildDriver>()?;
     m.add_function(wrap_pyfunction!(build::build_stats, m)?)?;
     m.add_function(wrap_pyfunction!(build::build_task, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::gene_stats, m)?)?;
     m.add("__version__", deltacells::build_info::VERSION)?;
     m.add("DEFAULT_TILE_SIZE", deltacells::dataset::DEFAULT_TILE_SIZE)?;
     m.add(

@@ -1,0 +1,29 @@
+"""Per-gene statistics of a dataset (the engine's `Dataset::gene_stats`)."""
+
+import os
+from typing import Any, Optional, Union
+
+from . import _deltacells
+from ._dataset import Dataset
+
+
+def gene_stats(location: Union[str, "os.PathLike[str]", Dataset], *, gene_key: Optional[str] = None) -> Any:
+    """Per-gene statistics of every cell of the dataset at `location` (or of
+    an open `Dataset`), as a pandas DataFrame indexed by the gene key (the
+    var names, or the `var.parquet` column `gene_key`), one row per gene in
+    column order, with the columns of `deltacells stats`' gene_stats.parquet:
+
+    `n_cells` (cells with a count above zero), `sum`, `mean`, `var` of the
+    counts; `norm_mean`, `norm_var` of the normalized counts
+    `count / cell_total * 10_000` (`cell_total` over all the dataset's genes);
+    `norm_median`, the median of the nonzero normalized counts from a sketch
+    with 1% relative error (NaN for a gene no cell expresses). Variances are
+    over all cells, zeros included (ddof 0). The engine computes everything
+    in parallel, with exact sums; the Rust docs of `deltacells::dataset::gene_stats`
+    give the formulas and their order of floating-point operations.
+    """
+    import pandas as pd
+
+    ds = location if isinstance(location, Dataset) else Dataset(location)
+    key, keys, columns = _deltacells.gene_stats(ds._h, gene_key)
+    return pd.DataFrame(dict(columns), index=pd.Index(keys, name=key, dtype=object))
