@@ -71,7 +71,7 @@ impl Dtype {
 }
 
 /// Non-negative ids from an int64 array.
-fn ids(a: &PyReadonlyArray1<'_, i64>, what: &str) -> PyResult<Vec<u64>> {
+pub(crate) fn ids(a: &PyReadonlyArray1<'_, i64>, what: &str) -> PyResult<Vec<u64>> {
     a.as_array()
         .iter()
         .map(|&c| {
