@@ -156,6 +156,21 @@ fn every_gene_normalized_and_logged_as_the_formulas_say() {
         &expected(&m, &picked, &all, Some(1e4), true)[..]
     );
     assert!(rows.rows.data()[GENES..2 * GENES].iter().all(|&v| v == 0.0));
+    // The same cells as CSR: decoded whole chunks (uncached) and copied
+    // spans of cached ones give the same values.
+    for read in [ds.read(&picked[..]).uncached(), ds.read(&picked[..])] {
+        let csr = read.normalize(1e4).log1p().csr::<f32>().unwrap().csr;
+        assert_eq!(densify(&csr), rows.rows.data());
+    }
+    let tiles = ds
+        .read(60..200)
+        .uncached()
+        .normalize(1e4)
+        .csr::<f32>()
+        .unwrap()
+        .csr;
+    let span: Vec<u64> = (60..200).collect();
+    assert_eq!(densify(&tiles), expected(&m, &span, &all, Some(1e4), false));
 }
 
 #[test]

@@ -23,7 +23,8 @@ use crate::engine::decoded::{decode_chunks, DecodedChunk, Unit};
 use crate::engine::execute::{execute, Sources};
 use crate::engine::plan::{pieces, tiles_of, Piece, Policy, ReadPlan};
 use crate::engine::{
-    CellSelection, Dense, GeneSelection, Selected, Sink, Transform, Transformed, ValueSink,
+    CellSelection, Dense, GeneSelection, Selected, Sink, Transform, Transformed, TransformedCsr,
+    ValueSink,
 };
 use crate::error::{Error, Result};
 use crate::format::tile::TileView;
@@ -130,7 +131,18 @@ impl<'a> Read<'a> {
         if self.transform.is_identity() {
             return self.run(out);
         }
-        self.run_transformed(as_f32::<Csr<V>, Csr<f32>>(out)?)
+        let out = as_f32::<Csr<V>, Csr<f32>>(out)?;
+        match self.genes {
+            // Every gene: rows decode in place and are transformed there.
+            None => {
+                self.transform.check()?;
+                let mut sink = TransformedCsr::new(out, self.transform);
+                sink.start(self.dataset.n_genes());
+                let ds = self.dataset;
+                ds.read_started(&self.cells, None, self.cached, sink)
+            }
+            Some(_) => self.run_transformed(out),
+        }
     }
 
     /// The rows as dense row-major values of type `V` (all genes, or the

@@ -306,6 +306,14 @@ impl<V: Copy> CsrPart<'_, V> {
         (start, (self.indptr[row + 1] - self.indptr[0]) as usize)
     }
 
+    /// Calls `f` with each of the part's rows' values, in order.
+    pub(crate) fn for_each_row(&mut self, mut f: impl FnMut(&mut [V])) {
+        for r in 0..self.indptr.len() - 1 {
+            let (start, end) = self.span(r);
+            f(&mut self.values[start..end]);
+        }
+    }
+
     /// Writes row `row` from its columns (ascending) and values, which
     /// fill exactly the length the row was sized to.
     pub(crate) fn write_values(&mut self, row: usize, columns: &[i32], values: &[V]) {

@@ -21,7 +21,10 @@
 //! total is 0 has no stored count, so it stays all zeros. The total comes
 //! from the same decoded row the values do: every gene of the row reaches
 //! the output through [`SinkPart::write_row`] before the gene selection is
-//! applied, so nothing is decoded twice.
+//! applied (or, for CSR rows of every gene, is decoded in place and rewritten
+//! as values by its task: `transform_csr.rs`), so nothing is decoded twice.
+//! Within a row, the value of each count below 64 is computed once and
+//! reused: the same value, fewer logarithms.
 
 use crate::csr::Csr;
 use crate::engine::genes::GeneSelection;
@@ -259,25 +262,75 @@ impl<P: ValuePart> SinkPart for TransformedPart<'_, P> {
 
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
         let total: u64 = counts.iter().map(|&c| u64::from(c as u32)).sum();
-        let t = self.transform;
-        self.pairs.clear();
-        for (&g, &c) in genes.iter().zip(counts) {
-            let column = match self.genes {
-                None => Some(g),
-                Some(s) => s.column(g),
-            };
-            if let Some(col) = column {
-                self.pairs.push((col, t.value(c as u32, total)));
-            }
-        }
-        if self.genes.is_some_and(|s| !s.is_monotone()) {
-            self.pairs.sort_unstable_by_key(|p| p.0);
-        }
+        let mut values = RowValues::new(self.transform, total);
         self.columns.clear();
         self.values.clear();
-        self.columns.extend(self.pairs.iter().map(|p| p.0));
-        self.values.extend(self.pairs.iter().map(|p| p.1));
+        match self.genes {
+            None => {
+                self.columns.extend_from_slice(genes);
+                self.values
+                    .extend(counts.iter().map(|&c| values.of(c as u32)));
+            }
+            Some(s) if s.is_monotone() => {
+                for (&g, &c) in genes.iter().zip(counts) {
+                    if let Some(col) = s.column(g) {
+                        self.columns.push(col);
+                        self.values.push(values.of(c as u32));
+                    }
+                }
+            }
+            Some(s) => {
+                self.pairs.clear();
+                for (&g, &c) in genes.iter().zip(counts) {
+                    if let Some(col) = s.column(g) {
+                        self.pairs.push((col, values.of(c as u32)));
+                    }
+                }
+                self.pairs.sort_unstable_by_key(|p| p.0);
+                self.columns.extend(self.pairs.iter().map(|p| p.0));
+                self.values.extend(self.pairs.iter().map(|p| p.1));
+            }
+        }
         self.inner.write_values(row, &self.columns, &self.values);
+    }
+}
+
+/// Counts below this have their value remembered within a row: most stored
+/// counts of single-cell data are small, so a row of thousands of nonzeros
+/// computes a few dozen logarithms, each the same value the formula gives.
+const MEMO_COUNTS: usize = 64;
+
+/// The values of one row's counts (one cell total), small counts memoized.
+pub(crate) struct RowValues {
+    transform: Transform,
+    total: u64,
+    /// Bit `c`: `memo[c]` holds the value of count `c`.
+    known: u64,
+    memo: [f32; MEMO_COUNTS],
+}
+
+impl RowValues {
+    pub(crate) fn new(transform: Transform, total: u64) -> RowValues {
+        RowValues {
+            transform,
+            total,
+            known: 0,
+            memo: [0.0; MEMO_COUNTS],
+        }
+    }
+
+    /// The value of `count`.
+    #[inline]
+    pub(crate) fn of(&mut self, count: u32) -> f32 {
+        let c = count as usize;
+        if c >= MEMO_COUNTS {
+            return self.transform.value(count, self.total);
+        }
+        if self.known & (1 << c) == 0 {
+            self.memo[c] = self.transform.value(count, self.total);
+            self.known |= 1 << c;
+        }
+        self.memo[c]
     }
 }
 
