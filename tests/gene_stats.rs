@@ -178,6 +178,13 @@ fn halves_merge_into_the_whole_with_any_thread_count() {
         b.merge(&first).unwrap();
         assert_eq!(bits(&b.table()), whole, "cut {cut}, merged the other way");
     }
+    // Through bytes (a task's share handed to another process) alike.
+    let mut carried = GeneStats::from_bytes(&ds.gene_stats_of(0..333).unwrap().to_bytes()).unwrap();
+    let rest = ds.gene_stats_of(333..CELLS as u64).unwrap().to_bytes();
+    carried
+        .merge(&GeneStats::from_bytes(&rest).unwrap())
+        .unwrap();
+    assert_eq!(bits(&carried.table()), whole);
     // Rows added directly (any CSR over the genes) agree too.
     let mut direct = GeneStats::new(GENES as u32);
     direct.add_csr(csr(&m).as_ref()).unwrap();
@@ -196,6 +203,43 @@ fn bad_requests_are_errors() {
     let empty = ds.gene_stats_of(5..5).unwrap().table();
     assert!(empty.mean.iter().chain(&empty.norm_var).all(|v| v.is_nan()));
     assert!(gene_keys(&ds, Some("no_such_column")).is_err());
+    let bytes = ds.gene_stats().unwrap().to_bytes();
+    for cut in [0, 7, 19, 100, bytes.len() - 1] {
+        assert!(
+            GeneStats::from_bytes(&bytes[..cut]).is_err(),
+            "cut at {cut}"
+        );
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(GeneStats::from_bytes(&longer).is_err());
+    let mut renamed = bytes.clone();
+    renamed[0] = b'X';
+    assert!(GeneStats::from_bytes(&renamed).is_err());
+    let mut huge = bytes.clone();
+    huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(GeneStats::from_bytes(&huge).is_err());
+    // A sketch of another length than its cells: the first gene's count.
+    let mut miscounted = bytes;
+    miscounted[20] ^= 1;
+    assert!(GeneStats::from_bytes(&miscounted).is_err());
+    // Any byte changed gives statistics or an error, never a panic.
+    let mut small = GeneStats::new(2);
+    let rows = Csr {
+        n_cols: 2,
+        indptr: vec![0, 2, 3],
+        indices: vec![0, 1, 1],
+        values: vec![3i32, 900, 4],
+    };
+    small.add_csr(rows.as_ref()).unwrap();
+    let bytes = small.to_bytes();
+    for i in 0..bytes.len() {
+        for flip in [0x01u8, 0x80, 0xff] {
+            let mut b = bytes.clone();
+            b[i] ^= flip;
+            let _ = GeneStats::from_bytes(&b);
+        }
+    }
 }
 
 #[test]

@@ -13,7 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = ["Dataset", "BatchIter", "RankShare", "Writer", "BuildDriver", "build_stats", "build_task",
-           "gene_stats", "read_transformed", "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS", "DEFAULT_LEVEL",
+           "gene_stats", "gene_stats_part", "read_transformed",
+           "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS", "DEFAULT_LEVEL",
            "DEFAULT_TILES_PER_TASK", "kernel_backend"]
 
 __version__: str
@@ -103,8 +104,9 @@ def read_transformed(dataset: Dataset, start: int, stop: int, cells: Optional[np
                      genes: Optional[npt.NDArray[np.int64]] = None, normalize: Optional[float] = None,
                      log1p: bool = False, dense: bool = False,
                      dtype: str = "float32") -> Union[_CsrParts, Tuple[np.ndarray, int, int]]: ...
-def gene_stats(dataset: Dataset, gene_key: Optional[str] = None) -> Tuple[str, List[str],
-                                                                         List[Tuple[str, np.ndarray]]]: ...
+def gene_stats(dataset: Dataset, gene_key: Optional[str] = None,
+               parts: Optional[Sequence[bytes]] = None) -> Tuple[str, List[str], List[Tuple[str, np.ndarray]]]: ...
+def gene_stats_part(dataset: Dataset, start: int, stop: int) -> bytes: ...
 
 @final
 class BuildDriver:

@@ -54,3 +54,17 @@ def test_gene_stats_of_an_open_dataset_keyed_by_a_var_column(small):
     pd.testing.assert_frame_equal(by_names.reset_index(drop=True), by_key.reset_index(drop=True))
     with pytest.raises(InputError, match="no_such"):
         deltacells.gene_stats(ds, gene_key="no_such")
+
+
+def test_shares_computed_on_dask_workers_merge_into_the_same_figures(small):
+    import distributed
+    path, _, _, _ = small
+    whole = deltacells.gene_stats(path)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        for tiles in [1, 3]:
+            pd.testing.assert_frame_equal(deltacells.gene_stats(path, client=client, tiles_per_task=tiles),
+                                          whole, check_exact=True)
+    with pytest.raises(InputError, match="not gene statistics"):
+        deltacells._deltacells.gene_stats(deltacells.open(path)._h, None, [b"garbage"])

@@ -46,8 +46,10 @@
 //! the order partial results are merged in: the statistics of two cell
 //! ranges (or of datasets over the same genes, in the same order) merged
 //! with [`GeneStats::merge`] equal those of one pass over both, bit for bit.
+//! [`GeneStats::to_bytes`] carries a task's share to another process.
 
 mod accumulate;
+mod bytes;
 mod table;
 
 use std::ops::Range;
