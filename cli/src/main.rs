@@ -15,6 +15,7 @@ mod matrix;
 mod obs_cmd;
 mod output;
 mod report;
+mod stats_cmd;
 mod tile_cmd;
 mod ts2diff_cmd;
 mod xdelta_cmd;
@@ -48,6 +49,8 @@ enum Command {
     Info(dataset_cmd::InfoArgs),
     /// Check a dataset completely: manifest, side files, every tile decoded.
     Verify(dataset_cmd::VerifyArgs),
+    /// Per-gene statistics of a dataset (cells expressing, sums, means, variances, medians) as Parquet.
+    Stats(stats_cmd::StatsArgs),
     /// Print cells of a dataset as TSV or Matrix Market.
     Cat(dataset_cmd::CatArgs),
     /// Convert a 10x folder or a scipy CSR .npz into a dataset.
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo_cmd::run(args, backend),
             Command::Info(args) => dataset_cmd::info(args, backend),
             Command::Verify(args) => dataset_cmd::verify(args, backend),
+            Command::Stats(args) => stats_cmd::run(args, backend),
             Command::Cat(args) => dataset_cmd::cat(args, backend),
             Command::Convert(args) => dataset_cmd::convert_cmd(args),
             Command::Bench(args) => bench_cmd::run(args, backend),

@@ -294,3 +294,46 @@ fn convert_of_several_inputs_builds_one_dataset() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn stats_writes_gene_stats_parquet_with_the_column_sums() {
+    use arrow_array::{Array, UInt64Array};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let ds = testdata().join("deltacells/datasets/exceptions_70k");
+    let want = expected_csr(&testdata().join("deltacells/datasets/exceptions_70k.expected.npz"));
+    let out = std::env::temp_dir().join(format!(
+        "deltacells-cli-{}-stats.parquet",
+        std::process::id()
+    ));
+    let (ok, stdout, stderr) = deltacells(&[
+        "stats",
+        ds.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("70000 genes over 300 cells"), "{stdout}");
+    let bytes = bytes::Bytes::from(std::fs::read(&out).unwrap());
+    std::fs::remove_file(&out).ok();
+    let batch = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .unwrap()
+        .with_batch_size(70_000)
+        .build()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let mut sums = vec![0u64; 70_000];
+    for (&g, &c) in want.indices.iter().zip(&want.values) {
+        sums[g as usize] += u64::from(c as u32);
+    }
+    let col = batch.column_by_name("sum").unwrap();
+    let got = col.as_any().downcast_ref::<UInt64Array>().unwrap().values();
+    assert!(
+        got[..] == sums[..],
+        "the sums differ from the matrix's column sums"
+    );
+    assert_eq!((batch.num_rows(), batch.num_columns()), (70_000, 8));
+    let (ok, _, stderr) = deltacells(&["stats", ds.to_str().unwrap(), "--gene-key", "nope"]);
+    assert!(!ok && stderr.contains("nope"), "{stderr}");
+}

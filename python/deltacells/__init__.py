@@ -11,6 +11,7 @@
     deltacells.build(["a.h5ad", "b.h5ad"], "ab_dc", gene_key="gene_ids", client=None)
     corpus = deltacells.Corpus(["a_dc", "b_dc"], genes="union")  # read as one, nothing rewritten
     corpus.save("ab.json"); corpus = deltacells.open("ab.json")
+    stats = deltacells.gene_stats("pbmc_dc")  # pandas.DataFrame: n_cells, sum, mean, var, norm_*
 
 `deltacells.torch.CellDataset` is the PyTorch loader.
 """
@@ -24,6 +25,7 @@ from ._build import BuildSummary, build
 from ._corpus import Corpus, open_location
 from ._dataset import Dataset
 from ._formats import FORMATS, CsrArrays
+from ._stats import gene_stats
 from ._write import write
 from .errors import DeltacellsError, FormatError, InputError, StorageError
 
@@ -43,5 +45,6 @@ def open(location: "str | _os.PathLike[str]", *, threads: _Optional[int] = None,
     return open_location(location, threads=threads, pin=pin, cache_bytes=cache_bytes)
 
 
-__all__ = ["open", "write", "build", "BuildSummary", "Dataset", "Corpus", "Batch", "Batches", "CsrArrays", "FORMATS",
+__all__ = ["open", "write", "build", "gene_stats", "BuildSummary", "Dataset", "Corpus", "Batch", "Batches",
+           "CsrArrays", "FORMATS",
            "DeltacellsError", "FormatError", "InputError", "StorageError", "__version__"]

@@ -13,6 +13,7 @@ import numpy as np
 from . import _deltacells
 from ._batches import Batches
 from ._formats import FORMATS, check_format, convert, dtype_name
+from ._transform import read_transformed
 from ._tables import (index_column, index_name, pandas_column, range_names, string_index,
                       var_frame)
 from .errors import InputError
@@ -306,10 +307,19 @@ class Dataset:
     # -- reads -------------------------------------------------------------------
 
     def read(self, cells: Any = slice(None), genes: Any = None, format: str = "csr_matrix",
-             dtype: Any = np.float32) -> Any:
+             dtype: Any = np.float32, *, missing: str = "error", normalize: Optional[float] = None,
+             log1p: bool = False) -> Any:
         """Rows of `cells` (ids in any order, duplicates allowed, a slice, a
         range or a boolean mask; order kept), keeping only `genes` (indices or
         names, in the order given) when given. Columns follow `var_names`.
+
+        `missing`: "error" (a name the dataset lacks raises) or "zero" (it
+        reads as a column of zeros: a fixed gene vocabulary over any dataset).
+        `normalize`: a target sum, each cell divided by its total over all
+        the dataset's genes (before the gene selection) and multiplied by it,
+        as scanpy's `normalize_total`; `log1p`: `log(1 + x)` after that, as
+        scanpy's `log1p`. Both run in the engine as rows decode, into float32
+        values (formats as below; "numpy" rows are written dense directly).
 
         `format`: "csr_matrix" (`scipy.sparse.csr_matrix` over the decoded
         buffers), "csr_array" (`scipy.sparse.csr_array`, the same buffers),
@@ -318,6 +328,8 @@ class Dataset:
         `dtype`: float32 or int32 (exact counts).
         """
         check_format(format)
+        if missing != "error" or normalize is not None or log1p:
+            return read_transformed(self, cells, genes, format, dtype, missing, normalize, log1p)
         span, ids = self._cells(cells)
         g = self._genes(genes)
         dt = dtype_name(dtype)

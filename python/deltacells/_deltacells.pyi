@@ -15,8 +15,9 @@ import numpy.typing as npt
 from typing_extensions import Unpack
 
 __all__ = ["Dataset", "Corpus", "BatchIter", "RankShare", "Writer", "BuildDriver", "build_stats", "build_task",
-           "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS", "DEFAULT_LEVEL", "DEFAULT_TILES_PER_TASK",
-           "kernel_backend"]
+           "gene_stats", "gene_stats_part", "read_transformed",
+           "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS", "DEFAULT_LEVEL",
+           "DEFAULT_TILES_PER_TASK", "kernel_backend"]
 
 __version__: str
 DEFAULT_TILE_SIZE: int
@@ -129,6 +130,13 @@ class Writer:
 # A build's steps (see deltacells._build): statistics, plans and task reports cross as JSON text.
 def build_stats(input: str, index: int, out: str, options_json: str) -> str: ...
 def build_task(plan_json: str, task: int) -> Tuple[str, bool]: ...
+def read_transformed(dataset: Dataset, start: int, stop: int, cells: Optional[npt.NDArray[np.int64]] = None,
+                     genes: Optional[npt.NDArray[np.int64]] = None, normalize: Optional[float] = None,
+                     log1p: bool = False, dense: bool = False,
+                     dtype: str = "float32") -> Union[_CsrParts, Tuple[np.ndarray, int, int]]: ...
+def gene_stats(dataset: Dataset, gene_key: Optional[str] = None,
+               parts: Optional[Sequence[bytes]] = None) -> Tuple[str, List[str], List[Tuple[str, np.ndarray]]]: ...
+def gene_stats_part(dataset: Dataset, start: int, stop: int) -> bytes: ...
 
 @final
 class BuildDriver:

@@ -18,6 +18,8 @@ mod dataset;
 mod errors;
 mod matrix;
 mod pool;
+mod stats;
+mod transform;
 mod writer;
 
 use pyo3::prelude::*;
@@ -32,6 +34,9 @@ fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<build::PyBuildDriver>()?;
     m.add_function(wrap_pyfunction!(build::build_stats, m)?)?;
     m.add_function(wrap_pyfunction!(build::build_task, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::gene_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::gene_stats_part, m)?)?;
+    m.add_function(wrap_pyfunction!(transform::read_transformed, m)?)?;
     m.add("__version__", deltacells::build_info::VERSION)?;
     m.add("DEFAULT_TILE_SIZE", deltacells::dataset::DEFAULT_TILE_SIZE)?;
     m.add(

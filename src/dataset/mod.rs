@@ -10,6 +10,7 @@ mod batches;
 pub mod build;
 pub(crate) mod cache;
 mod fetch;
+pub mod gene_stats;
 pub mod ingest;
 mod packer;
 mod ranged;
@@ -27,6 +28,7 @@ pub use batches::{
     Batch, BatchConfig, BatchIter, BatchRows, BatchRowsPart, EpochOrder, Pick, RankShare, Recycler,
     Shuffle, DEFAULT_WINDOW_TILES,
 };
+pub use gene_stats::{GeneStats, GeneTable};
 pub use read::{CsrBatch, DenseBatch, Read, ReadStats};
 pub use writer::{DatasetWriter, WriterConfig, DEFAULT_TILE_SIZE};
 

@@ -1,8 +1,9 @@
 //! Reading any cells: one request, planned, fetched, executed into a sink.
 //!
 //! [`Dataset::read`] takes a [`CellSelection`] and returns a [`Read`]: a gene
-//! selection and the cache are options of the request, and its output is
-//! chosen last ([`Read::csr`], [`Read::dense`], [`Read::csr_into`] or any
+//! selection, a transform ([`Read::normalize`], [`Read::log1p`]: see
+//! [`crate::engine::Transform`] for the formulas) and the cache are options
+//! of the request, and its output is chosen last ([`Read::csr`], [`Read::dense`], [`Read::csr_into`] or any
 //! [`Sink`] with [`Read::into_sink`]). Every read goes the same way:
 //!
 //! 1. *plan* the tiles: the selection cut at the manifest's tile limits;
@@ -22,7 +23,10 @@ use crate::dataset::Dataset;
 use crate::engine::decoded::{DecodedChunk, Unit};
 use crate::engine::execute::Sources;
 use crate::engine::plan::{pieces, Piece, Policy, ReadPlan};
-use crate::engine::{CellSelection, Dense, GeneSelection, Selected, Sink};
+use crate::engine::{
+    CellSelection, Dense, GeneSelection, Selected, Sink, Transform, Transformed, TransformedCsr,
+    ValueSink,
+};
 use crate::error::{Error, Result};
 use crate::format::tile::TileView;
 use crate::kernels::DecodedCount;
@@ -82,6 +86,7 @@ pub struct Read<'a> {
     dataset: &'a Dataset,
     cells: CellSelection,
     genes: Option<&'a GeneSelection>,
+    transform: Transform,
     cached: bool,
 }
 
@@ -90,6 +95,22 @@ impl<'a> Read<'a> {
     /// `None` keeps every gene.
     pub fn genes(mut self, genes: impl Into<Option<&'a GeneSelection>>) -> Read<'a> {
         self.genes = genes.into();
+        self
+    }
+
+    /// Divides each cell by its total over all the dataset's genes (before
+    /// the gene selection) and multiplies by `target_sum`, as scanpy's
+    /// `normalize_total`: the output holds `f32` values
+    /// ([`Read::csr`]`::<f32>` or [`Read::dense`]`::<f32>`).
+    pub fn normalize(mut self, target_sum: f64) -> Read<'a> {
+        self.transform = self.transform.normalize(target_sum);
+        self
+    }
+
+    /// Takes `ln(1 + x)` of every value (after normalizing), as scanpy's
+    /// `log1p`: the output holds `f32` values.
+    pub fn log1p(mut self) -> Read<'a> {
+        self.transform = self.transform.log1p();
         self
     }
 
@@ -108,18 +129,44 @@ impl<'a> Read<'a> {
     /// The rows into `out`, reusing its allocations: a scan that reads tile
     /// after tile into one buffer allocates nothing once warm.
     pub fn csr_into<V: DecodedCount>(&self, out: &mut Csr<V>) -> Result<ReadStats> {
-        self.run(out)
+        if self.transform.is_identity() {
+            return self.run(out);
+        }
+        let out = as_f32::<Csr<V>, Csr<f32>>(out)?;
+        match self.genes {
+            // Every gene: rows decode in place and are transformed there.
+            None => {
+                self.transform.check()?;
+                let mut sink = TransformedCsr::new(out, self.transform);
+                sink.start(self.dataset.n_genes());
+                let ds = self.dataset;
+                ds.read_started(&self.cells, None, self.cached, sink)
+            }
+            Some(_) => self.run_transformed(out),
+        }
     }
 
     /// The rows as dense row-major values of type `V` (all genes, or the
     /// selected ones in the selection's order).
     pub fn dense<V: DecodedCount>(self) -> Result<DenseBatch<V>> {
-        dense_batch(&self.cells, |out| self.run(out))
+        dense_batch(&self.cells, |out| {
+            if self.transform.is_identity() {
+                return self.run(out);
+            }
+            self.run_transformed(as_f32::<Dense<V>, Dense<f32>>(out)?)
+        })
     }
 
     /// The rows into any output (see [`Sink`]); with a gene selection, the
-    /// output sees the selected genes only.
+    /// output sees the selected genes only. Counts as stored: a transform
+    /// writes into [`Read::csr`] or [`Read::dense`] outputs only.
     pub fn into_sink<S: Sink>(self, sink: S) -> Result<ReadStats> {
+        if !self.transform.is_identity() {
+            return Err(Error::Input(
+                "a normalized or log1p read writes CSR or dense f32 rows, not a custom output"
+                    .into(),
+            ));
+        }
         self.run(sink)
     }
 
@@ -131,6 +178,29 @@ impl<'a> Read<'a> {
         sink.start(self.genes.map_or(ds.n_genes(), |g| g.len() as u32));
         ds.read_started(&self.cells, self.genes, self.cached, sink)
     }
+
+    /// The transformed rows into `out`: every row reaches the output whole
+    /// (its total over every gene), then selected and transformed there.
+    fn run_transformed<S: ValueSink>(&self, out: S) -> Result<ReadStats> {
+        let ds = self.dataset;
+        self.transform.check()?;
+        if let Some(g) = self.genes {
+            ds.check_selection(g)?;
+        }
+        let mut sink = Transformed::new(out, self.genes, self.transform);
+        sink.start(ds.n_genes());
+        ds.read_started(&self.cells, None, self.cached, sink)
+    }
+}
+
+/// `out` as the `f32` output `F` a transformed read fills, or the error for
+/// a request of counts of another type.
+fn as_f32<O: std::any::Any, F: std::any::Any>(out: &mut O) -> Result<&mut F> {
+    (out as &mut dyn std::any::Any)
+        .downcast_mut::<F>()
+        .ok_or_else(|| {
+            Error::Input("normalized and log1p values are f32: read them as f32, not i32".into())
+        })
 }
 
 impl Dataset {
@@ -270,6 +340,7 @@ impl Dataset {
             dataset: self,
             cells: cells.into(),
             genes: None,
+            transform: Transform::NONE,
             cached: true,
         }
     }

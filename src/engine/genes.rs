@@ -151,24 +151,32 @@ impl GeneSelection {
     /// Keeps the genes named `names`, looked up in `var_names` (the dataset's
     /// gene names in column order). Unknown or ambiguous names are errors.
     pub fn by_names(var_names: &[String], names: &[&str]) -> Result<GeneSelection> {
-        let mut index = std::collections::HashMap::with_capacity(var_names.len());
-        for (i, n) in var_names.iter().enumerate() {
-            index
-                .entry(n.as_str())
-                .and_modify(|v: &mut Option<u32>| *v = None)
-                .or_insert(Some(i as u32));
-        }
-        let genes = names
-            .iter()
-            .map(|&n| match index.get(n) {
-                Some(Some(i)) => Ok(*i),
-                Some(None) => Err(Error::Input(format!(
-                    "gene name {n:?} appears more than once in var_names"
-                ))),
-                None => Err(Error::Input(format!("no gene named {n:?}"))),
-            })
+        let genes = names_to_genes(var_names, names)?
+            .into_iter()
+            .zip(names)
+            .map(|(g, n)| g.ok_or_else(|| Error::Input(format!("no gene named {n:?}"))))
             .collect::<Result<Vec<_>>>()?;
         GeneSelection::new(var_names.len() as u32, &genes)
+    }
+
+    /// The vocabulary `names` (output column `k` is `names[k]`) over the
+    /// genes `var_names`: a name the dataset lacks is a column of zeros
+    /// (a [`GeneSelection::mapping`]), where [`GeneSelection::by_names`]
+    /// refuses it. Ambiguous or repeated names are errors.
+    pub fn by_names_or_zero(var_names: &[String], names: &[&str]) -> Result<GeneSelection> {
+        let mut columns = vec![None; var_names.len()];
+        for (k, (gene, name)) in names_to_genes(var_names, names)?
+            .into_iter()
+            .zip(names)
+            .enumerate()
+        {
+            if let Some(g) = gene {
+                if columns[g as usize].replace(k as u32).is_some() {
+                    return Err(Error::Input(format!("gene name {name:?} is listed twice")));
+                }
+            }
+        }
+        GeneSelection::mapping(var_names.len() as u32, &columns, names.len() as u32)
     }
 
     /// Number of output columns (for a mapping, more than the genes kept).
@@ -331,6 +339,28 @@ impl RowMapper {
     }
 }
 
+/// The column of each of `names` in `var_names` (`None`: no such gene);
+/// a name `var_names` holds twice is an error.
+fn names_to_genes(var_names: &[String], names: &[&str]) -> Result<Vec<Option<u32>>> {
+    let mut index = std::collections::HashMap::with_capacity(var_names.len());
+    for (i, n) in var_names.iter().enumerate() {
+        index
+            .entry(n.as_str())
+            .and_modify(|v: &mut Option<u32>| *v = None)
+            .or_insert(Some(i as u32));
+    }
+    names
+        .iter()
+        .map(|&n| match index.get(n) {
+            Some(Some(i)) => Ok(Some(*i)),
+            Some(None) => Err(Error::Input(format!(
+                "gene name {n:?} appears more than once in var_names"
+            ))),
+            None => Ok(None),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,6 +384,14 @@ mod tests {
         );
         assert!(GeneSelection::by_names(&names, &["A"]).is_err());
         assert!(GeneSelection::by_names(&names, &["Z"]).is_err());
+        let vocab = GeneSelection::by_names_or_zero(&names, &["Z", "C", "B"]).unwrap();
+        assert_eq!(
+            (vocab.len(), vocab.column(3), vocab.column(1)),
+            (3, Some(1), Some(2))
+        );
+        assert_eq!((vocab.column(0), vocab.column(2)), (None, None));
+        assert!(GeneSelection::by_names_or_zero(&names, &["A"]).is_err());
+        assert!(GeneSelection::by_names_or_zero(&names, &["C", "C"]).is_err());
     }
 
     #[test]

@@ -17,9 +17,14 @@ mod genes;
 pub(crate) mod plan;
 mod pool;
 mod sink;
+mod transform;
+mod transform_csr;
 
 pub use cells::CellSelection;
 pub use decoder::{ChunkDecoder, RowOut};
 pub use genes::GeneSelection;
 pub use pool::{Engine, EngineConfig};
 pub use sink::{AddedRows, CsrPart, Dense, DensePart, Selected, SelectedPart, Sink, SinkPart};
+pub use transform::Transform;
+pub(crate) use transform::{Transformed, ValueSink};
+pub(crate) use transform_csr::TransformedCsr;

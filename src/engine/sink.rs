@@ -293,10 +293,33 @@ impl<V: DecodedCount> SinkPart for CsrPart<'_, V> {
     }
 
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
-        let start = (self.indptr[row] - self.indptr[0]) as usize;
-        let end = (self.indptr[row + 1] - self.indptr[0]) as usize;
+        let (start, end) = self.span(row);
         self.indices[start..end].copy_from_slice(genes);
         convert(&mut self.values[start..end], counts);
+    }
+}
+
+impl<V: Copy> CsrPart<'_, V> {
+    /// Where row `row`'s nonzeros lie in the part's slices.
+    fn span(&self, row: usize) -> (usize, usize) {
+        let start = (self.indptr[row] - self.indptr[0]) as usize;
+        (start, (self.indptr[row + 1] - self.indptr[0]) as usize)
+    }
+
+    /// Calls `f` with each of the part's rows' values, in order.
+    pub(crate) fn for_each_row(&mut self, mut f: impl FnMut(&mut [V])) {
+        for r in 0..self.indptr.len() - 1 {
+            let (start, end) = self.span(r);
+            f(&mut self.values[start..end]);
+        }
+    }
+
+    /// Writes row `row` from its columns (ascending) and values, which
+    /// fill exactly the length the row was sized to.
+    pub(crate) fn write_values(&mut self, row: usize, columns: &[i32], values: &[V]) {
+        let (start, end) = self.span(row);
+        self.indices[start..end].copy_from_slice(columns);
+        self.values[start..end].copy_from_slice(values);
     }
 }
 
@@ -386,6 +409,16 @@ impl<V: DecodedCount> SinkPart for DensePart<'_, V> {
         let out = &mut self.data[row * self.n_cols..(row + 1) * self.n_cols];
         for (&g, &c) in genes.iter().zip(counts) {
             out[g as usize] = V::from_u32(c as u32);
+        }
+    }
+}
+
+impl<V: Copy> DensePart<'_, V> {
+    /// Writes row `row`'s `values` at `columns` (the other columns stay zero).
+    pub(crate) fn write_values(&mut self, row: usize, columns: &[i32], values: &[V]) {
+        let out = &mut self.data[row * self.n_cols..(row + 1) * self.n_cols];
+        for (&c, &v) in columns.iter().zip(values) {
+            out[c as usize] = v;
         }
     }
 }

@@ -1,0 +1,51 @@
+"""Per-gene statistics of a dataset (the engine's `Dataset::gene_stats`),
+in this process or as tasks on a Dask client whose shares merge exactly."""
+
+import os
+from typing import Any, Optional, Union
+
+from . import _deltacells
+from ._dataset import Dataset
+from .errors import InputError
+
+
+def _part(ds: Dataset, start: int, stop: int) -> bytes:
+    """One task's statistics, of cells `start..stop` (runs on a worker)."""
+    return _deltacells.gene_stats_part(ds._h, start, stop)
+
+
+def gene_stats(location: Union[str, "os.PathLike[str]", Dataset], *, gene_key: Optional[str] = None,
+               client: Any = None, tiles_per_task: int = 8) -> Any:
+    """Per-gene statistics of every cell of the dataset at `location` (or of
+    an open `Dataset`), as a pandas DataFrame indexed by the gene key (the
+    var names, or the `var.parquet` column `gene_key`), one row per gene in
+    column order, with the columns of `deltacells stats`' gene_stats.parquet:
+
+    `n_cells` (cells with a count above zero), `sum`, `mean`, `var` of the
+    counts; `norm_mean`, `norm_var` of the normalized counts
+    `count / cell_total * 10_000` (`cell_total` over all the dataset's genes);
+    `norm_median`, the median of the nonzero normalized counts from a sketch
+    with 1% relative error (NaN for a gene no cell expresses). Variances are
+    over all cells, zeros included (ddof 0). The engine computes everything
+    in parallel, with exact sums; the Rust docs of `deltacells::dataset::gene_stats`
+    give the formulas and their order of floating-point operations.
+
+    `client`: a `distributed.Client`: one task per `tiles_per_task` tiles
+    runs on its workers, and their shares merge here into exactly the
+    figures of one pass.
+    """
+    import pandas as pd
+
+    ds = location if isinstance(location, Dataset) else Dataset(location)
+    parts = None
+    if client is not None:
+        if tiles_per_task < 1:
+            raise InputError("tiles_per_task must be at least 1")
+        limits = [int(x) for x in ds.tile_limits]
+        starts = limits[:-1:tiles_per_task]
+        stops = starts[1:] + [limits[-1]]
+        futures = client.map(_part, [ds] * len(starts), starts, stops, key="deltacells-gene-stats",
+                             pure=False)
+        parts = client.gather(futures)
+    key, keys, columns = _deltacells.gene_stats(ds._h, gene_key, parts)
+    return pd.DataFrame(dict(columns), index=pd.Index(keys, name=key, dtype=object))

@@ -1,0 +1,208 @@
+//! Per-gene accumulators, and the pass that adds rows to them in parallel
+//! over blocks of genes (each block owned by one task, so no locks and no
+//! per-task copies of the accumulators).
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+use sketches_ddsketch::{Config, DDSketch};
+
+use crate::csr::CsrRef;
+use crate::error::{Error, Result};
+
+/// Each cell's normalized values sum to this (scanpy's and Geneformer's 10,000).
+pub const TARGET_SUM: f64 = 10_000.0;
+
+/// Relative error the median sketch guarantees (DDSketch's `alpha`).
+pub const MEDIAN_RELATIVE_ERROR: f64 = 0.01;
+
+/// The sketch's bin limit: values from 1e-9 to 1e4 span about 1,500 bins at
+/// [`MEDIAN_RELATIVE_ERROR`], so a gene's sketch never collapses bins.
+const SKETCH_BINS: u32 = 2048;
+
+/// Smallest value the sketch tells from zero: below every normalized value
+/// of a cell whose total is under 10^13 counts.
+const SKETCH_MIN_VALUE: f64 = 1e-9;
+
+/// `2^64`: normalized values are summed as fixed-point integers of this scale.
+pub(crate) const FIXED_ONE: f64 = 18_446_744_073_709_551_616.0;
+
+/// The sketch configuration every gene's sketch uses (merges need one config).
+pub(crate) fn sketch_config() -> Config {
+    Config::new(MEDIAN_RELATIVE_ERROR, SKETCH_BINS, SKETCH_MIN_VALUE)
+}
+
+/// One gene's sums over the cells seen so far.
+#[derive(Clone)]
+pub(crate) struct GeneAcc {
+    /// Cells with a count above zero.
+    pub(crate) n_cells: u64,
+    /// Sum of counts.
+    pub(crate) sum: u64,
+    /// Sum of squared counts.
+    pub(crate) sum_sq: u128,
+    /// Sum of normalized values, each rounded to a multiple of `2^-64`, in
+    /// units of `2^-64`.
+    pub(crate) norm_sum: u128,
+    /// Sum of squared normalized values, in the same fixed point.
+    pub(crate) norm_sq: u128,
+    /// The nonzero normalized values.
+    pub(crate) sketch: DDSketch,
+}
+
+impl GeneAcc {
+    pub(crate) fn new(config: Config) -> GeneAcc {
+        GeneAcc {
+            n_cells: 0,
+            sum: 0,
+            sum_sq: 0,
+            norm_sum: 0,
+            norm_sq: 0,
+            sketch: DDSketch::new(config),
+        }
+    }
+
+    /// Adds a cell with `count` (above zero) and normalized value `x`;
+    /// `None` if a sum overflows.
+    fn add(&mut self, count: u32, x: f64) -> Option<()> {
+        let c = u128::from(count);
+        self.n_cells += 1;
+        self.sum = self.sum.checked_add(u64::from(count))?;
+        self.sum_sq = self.sum_sq.checked_add(c * c)?;
+        self.norm_sum = self.norm_sum.checked_add(fixed(x))?;
+        self.norm_sq = self.norm_sq.checked_add(fixed(x * x))?;
+        self.sketch.add(x);
+        Some(())
+    }
+
+    /// Adds `other`'s cells; `None` if a sum overflows.
+    pub(crate) fn merge(&mut self, other: &GeneAcc) -> Option<()> {
+        self.n_cells = self.n_cells.checked_add(other.n_cells)?;
+        self.sum = self.sum.checked_add(other.sum)?;
+        self.sum_sq = self.sum_sq.checked_add(other.sum_sq)?;
+        self.norm_sum = self.norm_sum.checked_add(other.norm_sum)?;
+        self.norm_sq = self.norm_sq.checked_add(other.norm_sq)?;
+        self.sketch.merge(&other.sketch).ok()
+    }
+}
+
+/// `x` (at most `2^78`) as an integer number of `2^-64`, rounded to nearest.
+#[inline]
+fn fixed(x: f64) -> u128 {
+    (x * FIXED_ONE).round() as u128
+}
+
+/// A cell's normalized value of `count`: `(count / total) * 10_000`, two f64
+/// operations, each rounded to nearest.
+#[inline]
+pub fn normalized(count: u32, total: u64) -> f64 {
+    (f64::from(count) / total as f64) * TARGET_SUM
+}
+
+/// Each row's total count (counts read as `u32`).
+pub(crate) fn row_totals(rows: CsrRef<'_, i32>) -> Vec<u64> {
+    (0..rows.n_rows())
+        .into_par_iter()
+        .with_min_len(256)
+        .map(|r| {
+            let (lo, hi) = (rows.indptr[r] as usize, rows.indptr[r + 1] as usize);
+            rows.values[lo..hi]
+                .iter()
+                .map(|&c| u64::from(c as u32))
+                .sum()
+        })
+        .collect()
+}
+
+/// Cuts `0..n_genes` into about `n_blocks` ranges holding similar numbers of
+/// `rows`' nonzeros (genes of real data differ by orders of magnitude).
+pub(crate) fn balanced_blocks(n_genes: usize, rows: CsrRef<'_, i32>, n_blocks: usize) -> Vec<u32> {
+    let mut per_gene = vec![0u64; n_genes];
+    for &g in rows.indices {
+        per_gene[g as usize] += 1;
+    }
+    let total: u64 = per_gene.iter().sum();
+    let share = total / n_blocks.max(1) as u64 + 1;
+    let mut cuts = vec![0u32];
+    let mut filled = 0u64;
+    for (g, &n) in per_gene.iter().enumerate() {
+        filled += n;
+        if filled >= share && g + 1 < n_genes {
+            cuts.push(g as u32 + 1);
+            filled = 0;
+        }
+    }
+    cuts.push(n_genes as u32);
+    cuts.dedup();
+    cuts
+}
+
+/// Adds `rows` (over every gene, each row's total in `totals`) to `genes`,
+/// one parallel task per block of genes (`cuts`: block starts, then the end).
+/// Within a block, cells are added in row order; every sum is exact, so the
+/// result does not depend on the blocks.
+pub(crate) fn add_rows(
+    genes: &mut [GeneAcc],
+    cuts: &[u32],
+    rows: CsrRef<'_, i32>,
+    totals: &[u64],
+) -> Result<()> {
+    let mut blocks: Vec<(Range<u32>, &mut [GeneAcc])> = Vec::with_capacity(cuts.len());
+    let mut rest = genes;
+    for w in cuts.windows(2) {
+        let (block, tail) = std::mem::take(&mut rest).split_at_mut((w[1] - w[0]) as usize);
+        blocks.push((w[0]..w[1], block));
+        rest = tail;
+    }
+    blocks.into_par_iter().try_for_each(|(range, block)| {
+        for (r, &total) in totals.iter().enumerate() {
+            let (lo, hi) = (rows.indptr[r] as usize, rows.indptr[r + 1] as usize);
+            let (idx, val) = (&rows.indices[lo..hi], &rows.values[lo..hi]);
+            let start = idx.partition_point(|&g| (g as u32) < range.start);
+            let end = start + idx[start..].partition_point(|&g| (g as u32) < range.end);
+            for (&g, &c) in idx[start..end].iter().zip(&val[start..end]) {
+                let count = c as u32;
+                if count == 0 {
+                    continue;
+                }
+                block[(g as u32 - range.start) as usize]
+                    .add(count, normalized(count, total))
+                    .ok_or_else(|| overflow(g as u32))?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The error for a gene whose sums no longer fit.
+pub(crate) fn overflow(gene: u32) -> Error {
+    Error::Input(format!(
+        "gene {gene}: its statistics overflow (more than about 10^11 cells)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_point_keeps_every_bit_of_values_above_2_to_minus_11() {
+        let x = normalized(3, 7);
+        assert_eq!(fixed(x) as f64 / FIXED_ONE, x);
+        assert_eq!(fixed(TARGET_SUM), 10_000u128 << 64);
+    }
+
+    #[test]
+    fn blocks_cover_every_gene_once() {
+        let rows = CsrRef {
+            n_cols: 6,
+            indptr: &[0, 3, 5],
+            indices: &[0, 1, 5, 0, 1],
+            values: &[1i32, 1, 1, 1, 1],
+        };
+        let cuts = balanced_blocks(6, rows, 3);
+        assert_eq!((cuts[0], *cuts.last().unwrap()), (0, 6));
+        assert!(cuts.windows(2).all(|w| w[0] < w[1]));
+        assert!(cuts.len() >= 3);
+    }
+}

@@ -1,0 +1,353 @@
+//! Transforms fused into reads: each cell normalized to a total and/or
+//! log-transformed, as scanpy's `normalize_total(target_sum=...)` and
+//! `log1p` define them, written as `f32` straight into the output (CSR or
+//! dense) while the rows are decoded: no second pass over the output.
+//!
+//! # Formulas, in the order the floating-point operations run
+//!
+//! For a cell with counts `c[g]` (read as `u32`) and total
+//! `t = Σ c[g]` over *all* the dataset's genes (a `u64`, summed before any
+//! gene selection, so a selection of a few genes is normalized by the whole
+//! cell, as scanpy normalizes before subsetting), each stored count becomes
+//!
+//! 1. `x = f64(c)`;
+//! 2. with `normalize(target_sum)`: `x = (x / f64(t)) * target_sum` (two f64
+//!    operations, each rounded to nearest; the same value as the gene
+//!    statistics' normalized counts for `target_sum = 10,000`);
+//! 3. with `log1p`: `x = ln(1 + x)`, as `f64::ln_1p` computes it;
+//! 4. the output value is `x as f32` (rounded to nearest once, at the end).
+//!
+//! Counts that are not stored stay zero (`ln(1 + 0) = 0`), and a cell whose
+//! total is 0 has no stored count, so it stays all zeros. The total comes
+//! from the same decoded row the values do: every gene of the row reaches
+//! the output through [`SinkPart::write_row`] before the gene selection is
+//! applied (or, for CSR rows of every gene, is decoded in place and rewritten
+//! as values by its task: `transform_csr.rs`), so nothing is decoded twice.
+//! Within a row, the value of each count below 64 is computed once and
+//! reused: the same value, fewer logarithms.
+
+use crate::csr::Csr;
+use crate::engine::genes::GeneSelection;
+use crate::engine::sink::{AddedRows, CsrPart, Dense, DensePart, Sink, SinkPart};
+use crate::error::{Error, Result};
+
+/// What a read does to counts before writing them (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Transform {
+    target_sum: Option<f64>,
+    log1p: bool,
+}
+
+impl Transform {
+    /// Counts as stored.
+    pub const NONE: Transform = Transform {
+        target_sum: None,
+        log1p: false,
+    };
+
+    /// Also divides each cell by its total and multiplies by `target_sum`.
+    pub fn normalize(self, target_sum: f64) -> Transform {
+        Transform {
+            target_sum: Some(target_sum),
+            ..self
+        }
+    }
+
+    /// Also takes `ln(1 + x)` of every value (after normalizing).
+    pub fn log1p(self) -> Transform {
+        Transform {
+            log1p: true,
+            ..self
+        }
+    }
+
+    /// The normalization's target sum, if any.
+    pub fn target_sum(&self) -> Option<f64> {
+        self.target_sum
+    }
+
+    /// Whether values are log-transformed.
+    pub fn is_log1p(&self) -> bool {
+        self.log1p
+    }
+
+    /// Whether counts are left as stored.
+    pub fn is_identity(&self) -> bool {
+        *self == Transform::NONE
+    }
+
+    /// Refuses a target sum that is not a positive finite number.
+    pub fn check(&self) -> Result<()> {
+        match self.target_sum {
+            Some(t) if !(t.is_finite() && t > 0.0) => Err(Error::Input(format!(
+                "normalize target_sum must be a positive finite number, not {t}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The output value of a stored `count` in a cell of total `total`.
+    #[inline]
+    pub fn value(&self, count: u32, total: u64) -> f32 {
+        let mut x = f64::from(count);
+        if let Some(target) = self.target_sum {
+            x = (x / total as f64) * target;
+        }
+        if self.log1p {
+            x = x.ln_1p();
+        }
+        x as f32
+    }
+}
+
+/// An output of `f32` values written column by column: what a transformed
+/// read fills ([`Csr<f32>`], [`Dense<f32>`]).
+pub(crate) trait ValueSink: Send {
+    /// One task's rows.
+    type Part<'p>: ValuePart
+    where
+        Self: 'p;
+    /// As [`Sink::start`].
+    fn start_values(&mut self, n_cols: u32);
+    /// As [`Sink::extend`]: each row's length is its number of values.
+    fn extend_values(&mut self, rows: &AddedRows<'_>) -> Result<()>;
+    /// As [`Sink::split`].
+    fn split_values(&mut self, cuts: &[usize]) -> Vec<Self::Part<'_>>;
+}
+
+/// Rows of a [`ValueSink`].
+pub(crate) trait ValuePart: Send {
+    /// Writes row `row`: `values` at `columns` (ascending).
+    fn write_values(&mut self, row: usize, columns: &[i32], values: &[f32]);
+}
+
+/// Implements [`ValueSink`] for an `f32` output through its [`Sink`] impl.
+macro_rules! value_sink {
+    ($out:ty, $part:ident) => {
+        impl ValueSink for $out {
+            type Part<'p> = $part<'p, f32>;
+            fn start_values(&mut self, n_cols: u32) {
+                Sink::start(self, n_cols)
+            }
+            fn extend_values(&mut self, rows: &AddedRows<'_>) -> Result<()> {
+                Sink::extend(self, rows)
+            }
+            fn split_values(&mut self, cuts: &[usize]) -> Vec<$part<'_, f32>> {
+                Sink::split(self, cuts)
+            }
+        }
+
+        impl ValuePart for $part<'_, f32> {
+            fn write_values(&mut self, row: usize, columns: &[i32], values: &[f32]) {
+                $part::write_values(self, row, columns, values)
+            }
+        }
+    };
+}
+
+value_sink!(Csr<f32>, CsrPart);
+value_sink!(Dense<f32>, DensePart);
+
+impl<S: ValueSink> ValueSink for &mut S {
+    type Part<'p>
+        = S::Part<'p>
+    where
+        Self: 'p;
+    fn start_values(&mut self, n_cols: u32) {
+        (**self).start_values(n_cols)
+    }
+    fn extend_values(&mut self, rows: &AddedRows<'_>) -> Result<()> {
+        (**self).extend_values(rows)
+    }
+    fn split_values(&mut self, cuts: &[usize]) -> Vec<Self::Part<'_>> {
+        (**self).split_values(cuts)
+    }
+}
+
+/// A transformed output: each row's total from all its genes, then the
+/// gene selection (or mapping) when given, then the values of the
+/// transform, into `inner`.
+pub(crate) struct Transformed<'g, S> {
+    inner: S,
+    genes: Option<&'g GeneSelection>,
+    transform: Transform,
+    kept: Vec<i64>,
+}
+
+impl<'g, S: ValueSink> Transformed<'g, S> {
+    /// `inner` over the columns of `genes` (every gene when `None`).
+    pub(crate) fn new(
+        inner: S,
+        genes: Option<&'g GeneSelection>,
+        transform: Transform,
+    ) -> Transformed<'g, S> {
+        Transformed {
+            inner,
+            genes,
+            transform,
+            kept: Vec::new(),
+        }
+    }
+}
+
+impl<S: ValueSink> Sink for Transformed<'_, S> {
+    type Part<'p>
+        = TransformedPart<'p, S::Part<'p>>
+    where
+        Self: 'p;
+
+    fn stores_rows(&self) -> bool {
+        false
+    }
+
+    fn start(&mut self, n_cols: u32) {
+        self.inner
+            .start_values(self.genes.map_or(n_cols, |g| g.len() as u32));
+    }
+
+    fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
+        let Some(selection) = self.genes else {
+            return self.inner.extend_values(rows);
+        };
+        self.kept.clear();
+        self.kept.push(0);
+        let mut total = 0i64;
+        for r in 0..rows.len() {
+            let genes = rows.genes(r).ok_or_else(|| {
+                Error::Input("a transformed read needs each row's genes to size its rows".into())
+            })?;
+            total += genes
+                .iter()
+                .filter(|&&g| selection.column(g).is_some())
+                .count() as i64;
+            self.kept.push(total);
+        }
+        self.inner.extend_values(&AddedRows::new(&self.kept))
+    }
+
+    fn split(&mut self, cuts: &[usize]) -> Vec<Self::Part<'_>> {
+        let (genes, transform) = (self.genes, self.transform);
+        self.inner
+            .split_values(cuts)
+            .into_iter()
+            .map(|inner| TransformedPart {
+                inner,
+                genes,
+                transform,
+                pairs: Vec::new(),
+                columns: Vec::new(),
+                values: Vec::new(),
+            })
+            .collect()
+    }
+}
+
+/// Rows of a [`Transformed`] output.
+pub(crate) struct TransformedPart<'g, P> {
+    inner: P,
+    genes: Option<&'g GeneSelection>,
+    transform: Transform,
+    /// `(column, value)` of the row being written.
+    pairs: Vec<(i32, f32)>,
+    columns: Vec<i32>,
+    values: Vec<f32>,
+}
+
+impl<P: ValuePart> SinkPart for TransformedPart<'_, P> {
+    type Value = f32;
+
+    fn stored(&mut self) -> Option<(&mut [i32], &mut [f32])> {
+        None
+    }
+
+    fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
+        let total: u64 = counts.iter().map(|&c| u64::from(c as u32)).sum();
+        let mut values = RowValues::new(self.transform, total);
+        self.columns.clear();
+        self.values.clear();
+        match self.genes {
+            None => {
+                self.columns.extend_from_slice(genes);
+                self.values
+                    .extend(counts.iter().map(|&c| values.of(c as u32)));
+            }
+            Some(s) if s.is_monotone() => {
+                for (&g, &c) in genes.iter().zip(counts) {
+                    if let Some(col) = s.column(g) {
+                        self.columns.push(col);
+                        self.values.push(values.of(c as u32));
+                    }
+                }
+            }
+            Some(s) => {
+                self.pairs.clear();
+                for (&g, &c) in genes.iter().zip(counts) {
+                    if let Some(col) = s.column(g) {
+                        self.pairs.push((col, values.of(c as u32)));
+                    }
+                }
+                self.pairs.sort_unstable_by_key(|p| p.0);
+                self.columns.extend(self.pairs.iter().map(|p| p.0));
+                self.values.extend(self.pairs.iter().map(|p| p.1));
+            }
+        }
+        self.inner.write_values(row, &self.columns, &self.values);
+    }
+}
+
+/// Counts below this have their value remembered within a row: most stored
+/// counts of single-cell data are small, so a row of thousands of nonzeros
+/// computes a few dozen logarithms, each the same value the formula gives.
+const MEMO_COUNTS: usize = 64;
+
+/// The values of one row's counts (one cell total), small counts memoized.
+pub(crate) struct RowValues {
+    transform: Transform,
+    total: u64,
+    /// Bit `c`: `memo[c]` holds the value of count `c`.
+    known: u64,
+    memo: [f32; MEMO_COUNTS],
+}
+
+impl RowValues {
+    pub(crate) fn new(transform: Transform, total: u64) -> RowValues {
+        RowValues {
+            transform,
+            total,
+            known: 0,
+            memo: [0.0; MEMO_COUNTS],
+        }
+    }
+
+    /// The value of `count`.
+    #[inline]
+    pub(crate) fn of(&mut self, count: u32) -> f32 {
+        let c = count as usize;
+        if c >= MEMO_COUNTS {
+            return self.transform.value(count, self.total);
+        }
+        if self.known & (1 << c) == 0 {
+            self.memo[c] = self.transform.value(count, self.total);
+            self.known |= 1 << c;
+        }
+        self.memo[c]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_follow_the_documented_operations() {
+        let n = Transform::NONE.normalize(1e4);
+        assert_eq!(n.value(3, 7), ((3.0f64 / 7.0) * 1e4) as f32);
+        let l = n.log1p();
+        assert_eq!(l.value(3, 7), ((3.0f64 / 7.0) * 1e4).ln_1p() as f32);
+        assert_eq!(Transform::NONE.log1p().value(5, 100), 6f64.ln() as f32);
+        assert!(Transform::NONE.is_identity() && !l.is_identity());
+        assert!(Transform::NONE.normalize(0.0).check().is_err());
+        assert!(Transform::NONE.normalize(f64::NAN).check().is_err());
+        assert!(l.check().is_ok());
+    }
+}
