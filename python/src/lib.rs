@@ -18,6 +18,7 @@ mod dataset;
 mod errors;
 mod matrix;
 mod pool;
+mod tokenize;
 mod writer;
 
 use pyo3::prelude::*;
@@ -28,6 +29,7 @@ fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<corpus::PyCorpus>()?;
     m.add_class::<batches::PyBatchIter>()?;
     m.add_class::<batches::PyRankShare>()?;
+    m.add_class::<tokenize::PyTokenizer>()?;
     m.add_class::<writer::PyWriter>()?;
     m.add_class::<build::PyBuildDriver>()?;
     m.add_function(wrap_pyfunction!(build::build_stats, m)?)?;

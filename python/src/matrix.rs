@@ -20,6 +20,7 @@ use deltacells::dataset::{
 use deltacells::engine::Engine;
 use deltacells::kernels::DecodedCount;
 use deltacells::obs::{Label, ObsSchema};
+use deltacells::tokenize::{TokenBatch, TokenColumns, Tokenizer};
 use deltacells::{Corpus, Csr, Dataset, Error};
 use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;
@@ -31,6 +32,7 @@ use crate::batches::PyBatchIter;
 use crate::columns;
 use crate::errors::{to_py, OrRaise};
 use crate::pool::{Buffers, Pooled};
+use crate::tokenize::{token_dict, PyTokenizer};
 
 /// A count matrix Python reads and batches: a dataset, or a corpus of them.
 /// Each method is the library's request of that name, so nothing here
@@ -61,6 +63,14 @@ pub trait Matrix: Send + Sync + 'static {
         genes: Option<&GeneSelection>,
         out: &mut Csr<V>,
     ) -> deltacells::Result<ReadStats>;
+    /// `tokenizer`'s table for this matrix's genes.
+    fn token_columns(&self, tokenizer: &Tokenizer) -> deltacells::Result<TokenColumns>;
+    /// `cells` tokenized by `columns` (made by [`Matrix::token_columns`]).
+    fn tokens(
+        &self,
+        cells: CellSelection,
+        columns: &TokenColumns,
+    ) -> deltacells::Result<TokenBatch>;
     /// One rank's batches of one epoch.
     fn batches_of<V: DecodedCount + bytemuck::Pod>(
         &self,
@@ -87,6 +97,14 @@ macro_rules! reads {
             out: &mut Csr<V>,
         ) -> deltacells::Result<ReadStats> {
             self.read(cells).genes(genes).csr_into(out)
+        }
+
+        fn tokens(
+            &self,
+            cells: CellSelection,
+            columns: &TokenColumns,
+        ) -> deltacells::Result<TokenBatch> {
+            self.read(cells).tokens(columns)
         }
     };
 }
@@ -120,6 +138,10 @@ impl Matrix for Dataset {
 
     fn engine(&self) -> &Engine {
         Dataset::engine(self)
+    }
+
+    fn token_columns(&self, tokenizer: &Tokenizer) -> deltacells::Result<TokenColumns> {
+        tokenizer.for_dataset(self)
     }
 
     reads!();
@@ -172,6 +194,10 @@ impl Matrix for Corpus {
 
     fn engine(&self) -> &Engine {
         Corpus::engine(self)
+    }
+
+    fn token_columns(&self, tokenizer: &Tokenizer) -> deltacells::Result<TokenColumns> {
+        tokenizer.for_corpus(self)
     }
 
     reads!();
@@ -369,20 +395,69 @@ impl<M: Matrix> Handle<M> {
     }
 
     /// `rows` as CSR arrays `(indptr, indices, data, n_cols)`, keeping only
-    /// `genes` when given, with `dtype` values.
+    /// `genes` when given, with `dtype` values; with a `tokenizer`, the dict
+    /// of its arrays instead (see [`token_dict`]).
     pub fn read<'py>(
         &self,
         py: Python<'py>,
         rows: Rows,
         genes: Option<PyReadonlyArray1<'_, i64>>,
         dtype: &str,
-    ) -> PyResult<Bound<'py, PyTuple>> {
+        tokenizer: Option<&PyTokenizer>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let genes = genes.map(|g| g.as_array().to_vec());
         let genes = self.selection(py, genes.as_deref())?;
-        match Dtype::parse(dtype)? {
-            Dtype::F32 => self.read_as::<f32>(py, rows, genes),
-            Dtype::I32 => self.read_as::<i32>(py, rows, genes),
+        if let Some(tokenizer) = tokenizer {
+            return self.tokens(py, rows, genes, tokenizer);
         }
+        Ok(match Dtype::parse(dtype)? {
+            Dtype::F32 => self.read_as::<f32>(py, rows, genes)?.into_any(),
+            Dtype::I32 => self.read_as::<i32>(py, rows, genes)?.into_any(),
+        })
+    }
+
+    fn tokens<'py>(
+        &self,
+        py: Python<'py>,
+        rows: Rows,
+        genes: Option<GeneSelection>,
+        tokenizer: &PyTokenizer,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if genes.is_some() {
+            return Err(PyValueError::new_err(
+                "a tokenizer reads every gene of a row: read without genes",
+            ));
+        }
+        let m = self.get(py)?;
+        let cells = self.cells_of(py, rows)?;
+        let batch = py
+            .detach(|| {
+                let columns = tokenizer.columns(m, |t, m| m.token_columns(t))?;
+                m.tokens(cells, &columns)
+            })
+            .or_raise(py)?;
+        Ok(token_dict(py, batch)?.into_any())
+    }
+
+    /// The cells `rows` names.
+    fn cells_of(&self, py: Python<'_>, rows: Rows) -> PyResult<CellSelection> {
+        Ok(match rows {
+            Rows::Cells(cells) => cells.into(),
+            Rows::Range(a, b) => (a..b).into(),
+            Rows::Tile(t) => self.tile_range(py, t)?.into(),
+        })
+    }
+
+    /// The cells of tile `t`.
+    fn tile_range(&self, py: Python<'_>, t: usize) -> PyResult<Range<u64>> {
+        let limits = self.get(py)?.tile_limits();
+        if t + 1 >= limits.len() {
+            return Err(to_py(
+                py,
+                Error::Input(format!("tile {t} is outside 0..{}", limits.len() - 1)),
+            ));
+        }
+        Ok(limits[t]..limits[t + 1])
     }
 
     fn read_as<'py, V: DecodedCount + Pooled>(
@@ -400,16 +475,7 @@ impl<M: Matrix> Handle<M> {
                 return arrays::csr(py, batch.csr).into_pyobject(py);
             }
             Rows::Range(a, b) => a..b,
-            Rows::Tile(t) => {
-                let limits = m.tile_limits();
-                if t + 1 >= limits.len() {
-                    return Err(to_py(
-                        py,
-                        Error::Input(format!("tile {t} is outside 0..{}", limits.len() - 1)),
-                    ));
-                }
-                limits[t]..limits[t + 1]
-            }
+            Rows::Tile(t) => self.tile_range(py, t)?,
         };
         // Ranges and tiles (the scans) read into recycled buffers.
         let mut csr = self.buffers.csr::<V>();
@@ -515,21 +581,23 @@ macro_rules! matrix_methods {
 
             /// `cells` (any order, duplicates allowed; order kept) as CSR
             /// arrays `(indptr, indices, data, n_cols)`, keeping only `genes`
-            /// when given.
-            #[pyo3(signature = (cells, genes=None, dtype="float32"))]
+            /// when given; with a `tokenizer`, the dict of its arrays.
+            #[pyo3(signature = (cells, genes=None, dtype="float32", tokenizer=None))]
             fn read_cells<'py>(
                 &self,
                 py: Python<'py>,
                 cells: numpy::PyReadonlyArray1<'_, i64>,
                 genes: Option<numpy::PyReadonlyArray1<'_, i64>>,
                 dtype: &str,
-            ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+                tokenizer: Option<PyRef<'_, $crate::tokenize::PyTokenizer>>,
+            ) -> PyResult<Bound<'py, PyAny>> {
                 let cells = $crate::matrix::ids(&cells, "cell")?;
-                self.0.read(py, $crate::matrix::Rows::Cells(cells), genes, dtype)
+                let rows = $crate::matrix::Rows::Cells(cells);
+                self.0.read(py, rows, genes, dtype, tokenizer.as_deref())
             }
 
-            /// Cells `start..stop` as CSR arrays.
-            #[pyo3(signature = (start, stop, genes=None, dtype="float32"))]
+            /// Cells `start..stop` as CSR arrays (or tokens, as `read_cells`).
+            #[pyo3(signature = (start, stop, genes=None, dtype="float32", tokenizer=None))]
             fn read_range<'py>(
                 &self,
                 py: Python<'py>,
@@ -537,8 +605,10 @@ macro_rules! matrix_methods {
                 stop: u64,
                 genes: Option<numpy::PyReadonlyArray1<'_, i64>>,
                 dtype: &str,
-            ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
-                self.0.read(py, $crate::matrix::Rows::Range(start, stop), genes, dtype)
+                tokenizer: Option<PyRef<'_, $crate::tokenize::PyTokenizer>>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                let rows = $crate::matrix::Rows::Range(start, stop);
+                self.0.read(py, rows, genes, dtype, tokenizer.as_deref())
             }
 
             /// Every cell of tile `tile` as CSR arrays.
@@ -549,8 +619,8 @@ macro_rules! matrix_methods {
                 tile: usize,
                 genes: Option<numpy::PyReadonlyArray1<'_, i64>>,
                 dtype: &str,
-            ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
-                self.0.read(py, $crate::matrix::Rows::Tile(tile), genes, dtype)
+            ) -> PyResult<Bound<'py, PyAny>> {
+                self.0.read(py, $crate::matrix::Rows::Tile(tile), genes, dtype, None)
             }
 
             /// Obs column `name` for `cells` (all cells when `None`), as

@@ -25,10 +25,11 @@
 //! # let dir = std::env::temp_dir().join(format!("deltacells-tokenize-doc-{}", std::process::id()));
 //! # let _ = std::fs::remove_dir_all(&dir);
 //! # let csr = deltacells::Csr { n_cols: 3, indptr: vec![0, 3, 4], indices: vec![0, 1, 2, 1], values: vec![4i32, 1, 7, 2] };
-//! # let mut w = deltacells::dataset::DatasetWriter::create(&dir, 3, deltacells::dataset::WriterConfig::default())?;
+//! # let names = Some(vec!["A".into(), "B".into(), "C".into()]);
+//! # let config = deltacells::dataset::WriterConfig::default().with_var_names(names);
+//! # let mut w = deltacells::dataset::DatasetWriter::create(&dir, 3, config)?;
 //! # w.push(csr.as_ref())?;
 //! # w.finish()?;
-//! # std::fs::write(dir.join("var_names.txt"), "A\nB\nC\n")?;
 //! let ds = deltacells::open(&dir)?;
 //! let tokens = GeneMap::new([("<pad>", 0), ("A", 10), ("B", 11), ("C", 12)])?;
 //! let medians = GeneMap::new([("A", 1.0), ("B", 1.0), ("C", 2.0)])?;

@@ -11,11 +11,17 @@ impl Read<'_> {
     /// order. A tokenizer reads every gene of a row (a cell's total is over
     /// all its genes), so a read with a gene selection is refused.
     pub fn tokenize(self, tokenizer: &Tokenizer) -> Result<TokenBatch> {
-        let (ds, cells, selected) = self.request();
+        let columns = tokenizer.for_dataset(self.request().0)?;
+        self.tokens(&columns)
+    }
+
+    /// The rows tokenized by `columns`, a tokenizer already resolved for
+    /// this dataset ([`Tokenizer::for_dataset`]): what repeated reads use.
+    pub fn tokens(self, columns: &TokenColumns) -> Result<TokenBatch> {
+        let (_, cells, selected) = self.request();
         refuse_selection(selected)?;
-        let columns = tokenizer.for_dataset(ds)?;
         let cells: Vec<u64> = cells.iter().collect();
-        tokens_of(cells, &columns, |sink| self.into_sink(sink))
+        tokens_of(cells, columns, |sink| self.into_sink(sink))
     }
 }
 
@@ -23,11 +29,17 @@ impl CorpusRead<'_> {
     /// The rows tokenized by `tokenizer` over the corpus's vocabulary (see
     /// [`Read::tokenize`]).
     pub fn tokenize(self, tokenizer: &Tokenizer) -> Result<TokenBatch> {
-        let (corpus, cells, selected) = self.request();
+        let columns = tokenizer.for_corpus(self.request().0)?;
+        self.tokens(&columns)
+    }
+
+    /// The rows tokenized by `columns`, resolved for this corpus
+    /// ([`Tokenizer::for_corpus`]).
+    pub fn tokens(self, columns: &TokenColumns) -> Result<TokenBatch> {
+        let (_, cells, selected) = self.request();
         refuse_selection(selected)?;
-        let columns = tokenizer.for_corpus(corpus)?;
         let cells: Vec<u64> = cells.iter().collect();
-        tokens_of(cells, &columns, |sink| self.into_sink(sink))
+        tokens_of(cells, columns, |sink| self.into_sink(sink))
     }
 }
 
