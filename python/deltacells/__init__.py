@@ -11,6 +11,7 @@
     deltacells.build(["a.h5ad", "b.h5ad"], "ab_dc", gene_key="gene_ids", client=None)
     corpus = deltacells.Corpus(["a_dc", "b_dc"], genes="union")  # read as one, nothing rewritten
     corpus.save("ab.json"); corpus = deltacells.open("ab.json")
+    tokens = ds.read(range(256), tokenizer=deltacells.tokenize.Geneformer("tokens.tsv", "medians.tsv"))
 
 `deltacells.torch.CellDataset` is the PyTorch loader.
 """
@@ -18,7 +19,7 @@
 import os as _os
 from typing import Optional as _Optional
 
-from . import _deltacells
+from . import _deltacells, tokenize
 from ._batches import Batch, Batches
 from ._build import BuildSummary, build
 from ._corpus import Corpus, open_location
@@ -44,4 +45,4 @@ def open(location: "str | _os.PathLike[str]", *, threads: _Optional[int] = None,
 
 
 __all__ = ["open", "write", "build", "BuildSummary", "Dataset", "Corpus", "Batch", "Batches", "CsrArrays", "FORMATS",
-           "DeltacellsError", "FormatError", "InputError", "StorageError", "__version__"]
+           "DeltacellsError", "FormatError", "InputError", "StorageError", "tokenize", "__version__"]
