@@ -53,10 +53,13 @@ fn token_map(py: Python<'_>, tokens: MapArg<i64>) -> PyResult<GeneMap<i32>> {
 #[pyclass(name = "Tokenizer", module = "deltacells._deltacells", frozen)]
 pub struct PyTokenizer {
     tokenizer: Tokenizer,
-    /// The matrix the table was made for (a `Weak` keeps its address from
-    /// being reused while held) and the table.
-    last: Mutex<Option<(Weak<dyn Any + Send + Sync>, Arc<TokenColumns>)>>,
+    /// The last table made.
+    last: Mutex<Option<Resolved>>,
 }
+
+/// A table and the matrix it was made for (a `Weak` keeps the matrix's
+/// address from being reused while held).
+type Resolved = (Weak<dyn Any + Send + Sync>, Arc<TokenColumns>);
 
 impl PyTokenizer {
     fn new(tokenizer: Tokenizer) -> PyTokenizer {
