@@ -20,7 +20,6 @@ use deltacells::dataset::{
 use deltacells::engine::Engine;
 use deltacells::kernels::DecodedCount;
 use deltacells::obs::{Label, ObsSchema};
-use deltacells::tokenize::{TokenBatch, TokenColumns, Tokenizer};
 use deltacells::{Corpus, Csr, Dataset, Error};
 use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;
@@ -32,12 +31,12 @@ use crate::batches::PyBatchIter;
 use crate::columns;
 use crate::errors::{to_py, OrRaise};
 use crate::pool::{Buffers, Pooled};
-use crate::tokenize::{token_dict, PyTokenizer};
+use crate::tokenize::{PyTokenizer, TokenMatrix};
 
 /// A count matrix Python reads and batches: a dataset, or a corpus of them.
 /// Each method is the library's request of that name, so nothing here
 /// decodes on its own.
-pub trait Matrix: Send + Sync + 'static {
+pub trait Matrix: TokenMatrix + Send + Sync + 'static {
     /// Number of rows.
     fn n_cells(&self) -> u64;
     /// Number of columns.
@@ -63,14 +62,6 @@ pub trait Matrix: Send + Sync + 'static {
         genes: Option<&GeneSelection>,
         out: &mut Csr<V>,
     ) -> deltacells::Result<ReadStats>;
-    /// `tokenizer`'s table for this matrix's genes.
-    fn token_columns(&self, tokenizer: &Tokenizer) -> deltacells::Result<TokenColumns>;
-    /// `cells` tokenized by `columns` (made by [`Matrix::token_columns`]).
-    fn tokens(
-        &self,
-        cells: CellSelection,
-        columns: &TokenColumns,
-    ) -> deltacells::Result<TokenBatch>;
     /// One rank's batches of one epoch.
     fn batches_of<V: DecodedCount + bytemuck::Pod>(
         &self,
@@ -97,14 +88,6 @@ macro_rules! reads {
             out: &mut Csr<V>,
         ) -> deltacells::Result<ReadStats> {
             self.read(cells).genes(genes).csr_into(out)
-        }
-
-        fn tokens(
-            &self,
-            cells: CellSelection,
-            columns: &TokenColumns,
-        ) -> deltacells::Result<TokenBatch> {
-            self.read(cells).tokens(columns)
         }
     };
 }
@@ -138,10 +121,6 @@ impl Matrix for Dataset {
 
     fn engine(&self) -> &Engine {
         Dataset::engine(self)
-    }
-
-    fn token_columns(&self, tokenizer: &Tokenizer) -> deltacells::Result<TokenColumns> {
-        tokenizer.for_dataset(self)
     }
 
     reads!();
@@ -194,10 +173,6 @@ impl Matrix for Corpus {
 
     fn engine(&self) -> &Engine {
         Corpus::engine(self)
-    }
-
-    fn token_columns(&self, tokenizer: &Tokenizer) -> deltacells::Result<TokenColumns> {
-        tokenizer.for_corpus(self)
     }
 
     reads!();
@@ -395,8 +370,7 @@ impl<M: Matrix> Handle<M> {
     }
 
     /// `rows` as CSR arrays `(indptr, indices, data, n_cols)`, keeping only
-    /// `genes` when given, with `dtype` values; with a `tokenizer`, the dict
-    /// of its arrays instead (see [`token_dict`]).
+    /// `genes` when given, with `dtype` values; with a tokenizer, its dict.
     pub fn read<'py>(
         &self,
         py: Python<'py>,
@@ -415,41 +389,8 @@ impl<M: Matrix> Handle<M> {
             Dtype::I32 => self.read_as::<i32>(py, rows, genes)?.into_any(),
         })
     }
-
-    fn tokens<'py>(
-        &self,
-        py: Python<'py>,
-        rows: Rows,
-        genes: Option<GeneSelection>,
-        tokenizer: &PyTokenizer,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        if genes.is_some() {
-            return Err(PyValueError::new_err(
-                "a tokenizer reads every gene of a row: read without genes",
-            ));
-        }
-        let m = self.get(py)?;
-        let cells = self.cells_of(py, rows)?;
-        let batch = py
-            .detach(|| {
-                let columns = tokenizer.columns(m, |t, m| m.token_columns(t))?;
-                m.tokens(cells, &columns)
-            })
-            .or_raise(py)?;
-        Ok(token_dict(py, batch)?.into_any())
-    }
-
-    /// The cells `rows` names.
-    fn cells_of(&self, py: Python<'_>, rows: Rows) -> PyResult<CellSelection> {
-        Ok(match rows {
-            Rows::Cells(cells) => cells.into(),
-            Rows::Range(a, b) => (a..b).into(),
-            Rows::Tile(t) => self.tile_range(py, t)?.into(),
-        })
-    }
-
     /// The cells of tile `t`.
-    fn tile_range(&self, py: Python<'_>, t: usize) -> PyResult<Range<u64>> {
+    pub(crate) fn tile_range(&self, py: Python<'_>, t: usize) -> PyResult<Range<u64>> {
         let limits = self.get(py)?.tile_limits();
         if t + 1 >= limits.len() {
             return Err(to_py(

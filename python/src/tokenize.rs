@@ -7,13 +7,18 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use deltacells::dataset::GeneSelection;
 use deltacells::tokenize::{GeneMap, Geneformer, ScGpt, TokenBatch, TokenColumns, Tokenizer};
 use numpy::{IntoPyArray, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use deltacells::dataset::CellSelection;
+use deltacells::{Corpus, Dataset};
+
 use crate::errors::OrRaise;
+use crate::matrix::{Handle, Matrix, Rows};
 
 /// A mapping by gene key: given as a dict, or a two-column file.
 #[derive(FromPyObject)]
@@ -159,4 +164,80 @@ pub fn token_dict(py: Python<'_>, batch: TokenBatch) -> PyResult<Bound<'_, PyDic
     let mask: Vec<bool> = rows.attention_mask.iter().map(|&m| m != 0).collect();
     dict.set_item("attention_mask", mask.into_pyarray(py).reshape(shape)?)?;
     Ok(dict)
+}
+
+/// What a matrix adds to be tokenized: its tokenizer tables and tokenized
+/// reads, the library's own on a dataset and on a corpus.
+pub trait TokenMatrix {
+    /// `tokenizer`'s table for this matrix's genes.
+    fn token_columns(&self, tokenizer: &Tokenizer) -> deltacells::Result<TokenColumns>;
+    /// `cells` tokenized by `columns` (made by [`TokenMatrix::token_columns`]).
+    fn tokens(
+        &self,
+        cells: CellSelection,
+        columns: &TokenColumns,
+    ) -> deltacells::Result<TokenBatch>;
+}
+
+impl TokenMatrix for Dataset {
+    fn token_columns(&self, tokenizer: &Tokenizer) -> deltacells::Result<TokenColumns> {
+        tokenizer.for_dataset(self)
+    }
+
+    fn tokens(
+        &self,
+        cells: CellSelection,
+        columns: &TokenColumns,
+    ) -> deltacells::Result<TokenBatch> {
+        self.read(cells).tokens(columns)
+    }
+}
+
+impl TokenMatrix for Corpus {
+    fn token_columns(&self, tokenizer: &Tokenizer) -> deltacells::Result<TokenColumns> {
+        tokenizer.for_corpus(self)
+    }
+
+    fn tokens(
+        &self,
+        cells: CellSelection,
+        columns: &TokenColumns,
+    ) -> deltacells::Result<TokenBatch> {
+        self.read(cells).tokens(columns)
+    }
+}
+
+impl<M: Matrix> Handle<M> {
+    /// `rows` tokenized by `tokenizer` (see [`token_dict`]).
+    pub(crate) fn tokens<'py>(
+        &self,
+        py: Python<'py>,
+        rows: Rows,
+        genes: Option<GeneSelection>,
+        tokenizer: &PyTokenizer,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if genes.is_some() {
+            return Err(PyValueError::new_err(
+                "a tokenizer reads every gene of a row: read without genes",
+            ));
+        }
+        let m = self.get(py)?;
+        let cells = self.cells_of(py, rows)?;
+        let batch = py
+            .detach(|| {
+                let columns = tokenizer.columns(m, |t, m| m.token_columns(t))?;
+                m.tokens(cells, &columns)
+            })
+            .or_raise(py)?;
+        Ok(token_dict(py, batch)?.into_any())
+    }
+
+    /// The cells `rows` names.
+    fn cells_of(&self, py: Python<'_>, rows: Rows) -> PyResult<CellSelection> {
+        Ok(match rows {
+            Rows::Cells(cells) => cells.into(),
+            Rows::Range(a, b) => (a..b).into(),
+            Rows::Tile(t) => self.tile_range(py, t)?.into(),
+        })
+    }
 }
