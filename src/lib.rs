@@ -13,6 +13,7 @@
 //! * [`engine`]: joins the two: decoding chunks and tiles into caller buffers.
 //! * [`storage`]: where bytes live (directories, memory, object storage: `s3://`).
 //! * [`dataset`] and [`obs`]: datasets of tiles, the manifest, per-cell metadata.
+//! * [`tokenize`]: Geneformer and scGPT tokens, written as rows decode.
 //!
 //! Beside them, two modules for the tools (the `deltacells` command-line
 //! tool, the benches and the tests), each behind a cargo feature of its own
@@ -43,6 +44,7 @@ mod setters;
 pub mod storage;
 #[cfg(feature = "synth")]
 pub mod synth;
+pub mod tokenize;
 
 pub use corpus::{Corpus, CorpusSpec};
 pub use csr::{Csr, CsrRef};

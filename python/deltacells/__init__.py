@@ -12,6 +12,7 @@
     corpus = deltacells.Corpus(["a_dc", "b_dc"], genes="union")  # read as one, nothing rewritten
     corpus.save("ab.json"); corpus = deltacells.open("ab.json")
     stats = deltacells.gene_stats("pbmc_dc")  # pandas.DataFrame: n_cells, sum, mean, var, norm_*
+    tokens = ds.read(range(256), tokenizer=deltacells.tokenize.Geneformer("tokens.tsv", "medians.tsv"))
 
 `deltacells.torch.CellDataset` is the PyTorch loader.
 """
@@ -19,7 +20,7 @@
 import os as _os
 from typing import Optional as _Optional
 
-from . import _deltacells
+from . import _deltacells, tokenize
 from ._batches import Batch, Batches
 from ._build import BuildSummary, build
 from ._corpus import Corpus, open_location
@@ -47,4 +48,4 @@ def open(location: "str | _os.PathLike[str]", *, threads: _Optional[int] = None,
 
 __all__ = ["open", "write", "build", "gene_stats", "BuildSummary", "Dataset", "Corpus", "Batch", "Batches",
            "CsrArrays", "FORMATS",
-           "DeltacellsError", "FormatError", "InputError", "StorageError", "__version__"]
+           "DeltacellsError", "FormatError", "InputError", "StorageError", "tokenize", "__version__"]

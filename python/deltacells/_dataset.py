@@ -308,7 +308,7 @@ class Dataset:
 
     def read(self, cells: Any = slice(None), genes: Any = None, format: str = "csr_matrix",
              dtype: Any = np.float32, *, missing: str = "error", normalize: Optional[float] = None,
-             log1p: bool = False) -> Any:
+             log1p: bool = False, tokenizer: Any = None) -> Any:
         """Rows of `cells` (ids in any order, duplicates allowed, a slice, a
         range or a boolean mask; order kept), keeping only `genes` (indices or
         names, in the order given) when given. Columns follow `var_names`.
@@ -326,7 +326,19 @@ class Dataset:
         "torch" (a `torch.sparse_csr_tensor`, values not copied), "arrays"
         (`CsrArrays`: the CSR's numpy arrays) or "numpy" (a dense array).
         `dtype`: float32 or int32 (exact counts).
+
+        With a `tokenizer` (`deltacells.tokenize.Geneformer` or `ScGPT`, which
+        read every gene, so without `genes`): a dict of numpy arrays
+        `[cells, max_len]`: `input_ids` (int32), `values` (float32, scGPT) and
+        `attention_mask` (bool), for exactly `cells`, in order.
         """
+        if tokenizer is not None:
+            if genes is not None:
+                raise InputError("a tokenizer reads every gene of a row: read without genes")
+            span, ids = self._cells(cells)
+            if span is not None:
+                return self._h.read_range(span[0], span[1], tokenizer=tokenizer._t)
+            return self._h.read_cells(ids, tokenizer=tokenizer._t)
         check_format(format)
         if missing != "error" or normalize is not None or log1p:
             return read_transformed(self, cells, genes, format, dtype, missing, normalize, log1p)

@@ -7,14 +7,14 @@ an obs or var column is `(kind, values, mask, categories)` (see
 """
 
 from os import PathLike
-from typing import (Iterator, List, Optional, Protocol, Sequence, Tuple, TypedDict, Union,
+from typing import (Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, TypedDict, Union,
                     final)
 
 import numpy as np
 import numpy.typing as npt
 from typing_extensions import Unpack
 
-__all__ = ["Dataset", "Corpus", "BatchIter", "RankShare", "Writer", "BuildDriver", "build_stats", "build_task",
+__all__ = ["Dataset", "Corpus", "BatchIter", "RankShare", "Tokenizer", "Writer", "BuildDriver", "build_stats", "build_task",
            "gene_stats", "gene_stats_part", "read_transformed",
            "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS", "DEFAULT_LEVEL",
            "DEFAULT_TILES_PER_TASK", "kernel_backend"]
@@ -39,6 +39,20 @@ _BatchOptions = TypedDict("_BatchOptions", {
     "genes": Optional[npt.NDArray[np.int64]], "dense": bool, "obs_columns": Sequence[str],
     "obs_cache_dir": Union[str, PathLike[str], None], "dtype": str})
 
+# A token map or gene medians: a dict, or the path of a two-column file.
+_Map = Union[Dict[str, int], Dict[str, float], str]
+
+@final
+class Tokenizer:
+    @staticmethod
+    def geneformer(tokens: _Map, medians: _Map, max_len: int, special_tokens: bool,
+                   gene_key: Optional[str]) -> "Tokenizer": ...
+    @staticmethod
+    def scgpt(tokens: _Map, n_bins: int, max_len: int, log1p: bool, normalize: Optional[float],
+              gene_key: Optional[str], seed: int, epoch: int) -> "Tokenizer": ...
+    @property
+    def max_len(self) -> int: ...
+
 class _Matrix(Protocol):
     """What Dataset and Corpus share (one block of methods in the extension)."""
     @property
@@ -53,11 +67,14 @@ class _Matrix(Protocol):
     def obs_schema(self) -> List[Tuple[str, str, Optional[List[str]]]]: ...
     @property
     def engine(self) -> Tuple[int, bool, str]: ...
+    # With a tokenizer: {"input_ids", "values" (scGPT), "attention_mask"}, each [cells, max_len].
     def read_cells(self, cells: npt.NDArray[np.int64],
                    genes: Optional[npt.NDArray[np.int64]] = None,
-                   dtype: str = "float32") -> _CsrParts: ...
+                   dtype: str = "float32",
+                   tokenizer: Optional[Tokenizer] = None) -> Union[_CsrParts, Dict[str, np.ndarray]]: ...
     def read_range(self, start: int, stop: int, genes: Optional[npt.NDArray[np.int64]] = None,
-                   dtype: str = "float32") -> _CsrParts: ...
+                   dtype: str = "float32",
+                   tokenizer: Optional[Tokenizer] = None) -> Union[_CsrParts, Dict[str, np.ndarray]]: ...
     def read_tile(self, tile: int, genes: Optional[npt.NDArray[np.int64]] = None,
                   dtype: str = "float32") -> _CsrParts: ...
     def obs_column(self, name: str, cells: Optional[npt.NDArray[np.int64]] = None) -> _Column: ...

@@ -20,6 +20,7 @@ mod matrix;
 mod pool;
 mod stats;
 mod transform;
+mod tokenize;
 mod writer;
 
 use pyo3::prelude::*;
@@ -30,6 +31,7 @@ fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<corpus::PyCorpus>()?;
     m.add_class::<batches::PyBatchIter>()?;
     m.add_class::<batches::PyRankShare>()?;
+    m.add_class::<tokenize::PyTokenizer>()?;
     m.add_class::<writer::PyWriter>()?;
     m.add_class::<build::PyBuildDriver>()?;
     m.add_function(wrap_pyfunction!(build::build_stats, m)?)?;

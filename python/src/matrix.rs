@@ -31,11 +31,12 @@ use crate::batches::PyBatchIter;
 use crate::columns;
 use crate::errors::{to_py, OrRaise};
 use crate::pool::{Buffers, Pooled};
+use crate::tokenize::{PyTokenizer, TokenMatrix};
 
 /// A count matrix Python reads and batches: a dataset, or a corpus of them.
 /// Each method is the library's request of that name, so nothing here
 /// decodes on its own.
-pub trait Matrix: Send + Sync + 'static {
+pub trait Matrix: TokenMatrix + Send + Sync + 'static {
     /// Number of rows.
     fn n_cells(&self) -> u64;
     /// Number of columns.
@@ -369,20 +370,35 @@ impl<M: Matrix> Handle<M> {
     }
 
     /// `rows` as CSR arrays `(indptr, indices, data, n_cols)`, keeping only
-    /// `genes` when given, with `dtype` values.
+    /// `genes` when given, with `dtype` values; with a tokenizer, its dict.
     pub fn read<'py>(
         &self,
         py: Python<'py>,
         rows: Rows,
         genes: Option<PyReadonlyArray1<'_, i64>>,
         dtype: &str,
-    ) -> PyResult<Bound<'py, PyTuple>> {
+        tokenizer: Option<&PyTokenizer>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let genes = genes.map(|g| g.as_array().to_vec());
         let genes = self.selection(py, genes.as_deref())?;
-        match Dtype::parse(dtype)? {
-            Dtype::F32 => self.read_as::<f32>(py, rows, genes),
-            Dtype::I32 => self.read_as::<i32>(py, rows, genes),
+        if let Some(tokenizer) = tokenizer {
+            return self.tokens(py, rows, genes, tokenizer);
         }
+        Ok(match Dtype::parse(dtype)? {
+            Dtype::F32 => self.read_as::<f32>(py, rows, genes)?.into_any(),
+            Dtype::I32 => self.read_as::<i32>(py, rows, genes)?.into_any(),
+        })
+    }
+    /// The cells of tile `t`.
+    pub(crate) fn tile_range(&self, py: Python<'_>, t: usize) -> PyResult<Range<u64>> {
+        let limits = self.get(py)?.tile_limits();
+        if t + 1 >= limits.len() {
+            return Err(to_py(
+                py,
+                Error::Input(format!("tile {t} is outside 0..{}", limits.len() - 1)),
+            ));
+        }
+        Ok(limits[t]..limits[t + 1])
     }
 
     fn read_as<'py, V: DecodedCount + Pooled>(
@@ -400,16 +416,7 @@ impl<M: Matrix> Handle<M> {
                 return arrays::csr(py, batch.csr).into_pyobject(py);
             }
             Rows::Range(a, b) => a..b,
-            Rows::Tile(t) => {
-                let limits = m.tile_limits();
-                if t + 1 >= limits.len() {
-                    return Err(to_py(
-                        py,
-                        Error::Input(format!("tile {t} is outside 0..{}", limits.len() - 1)),
-                    ));
-                }
-                limits[t]..limits[t + 1]
-            }
+            Rows::Tile(t) => self.tile_range(py, t)?,
         };
         // Ranges and tiles (the scans) read into recycled buffers.
         let mut csr = self.buffers.csr::<V>();
@@ -515,21 +522,23 @@ macro_rules! matrix_methods {
 
             /// `cells` (any order, duplicates allowed; order kept) as CSR
             /// arrays `(indptr, indices, data, n_cols)`, keeping only `genes`
-            /// when given.
-            #[pyo3(signature = (cells, genes=None, dtype="float32"))]
+            /// when given; with a `tokenizer`, the dict of its arrays.
+            #[pyo3(signature = (cells, genes=None, dtype="float32", tokenizer=None))]
             fn read_cells<'py>(
                 &self,
                 py: Python<'py>,
                 cells: numpy::PyReadonlyArray1<'_, i64>,
                 genes: Option<numpy::PyReadonlyArray1<'_, i64>>,
                 dtype: &str,
-            ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+                tokenizer: Option<PyRef<'_, $crate::tokenize::PyTokenizer>>,
+            ) -> PyResult<Bound<'py, PyAny>> {
                 let cells = $crate::matrix::ids(&cells, "cell")?;
-                self.0.read(py, $crate::matrix::Rows::Cells(cells), genes, dtype)
+                let rows = $crate::matrix::Rows::Cells(cells);
+                self.0.read(py, rows, genes, dtype, tokenizer.as_deref())
             }
 
-            /// Cells `start..stop` as CSR arrays.
-            #[pyo3(signature = (start, stop, genes=None, dtype="float32"))]
+            /// Cells `start..stop` as CSR arrays (or tokens, as `read_cells`).
+            #[pyo3(signature = (start, stop, genes=None, dtype="float32", tokenizer=None))]
             fn read_range<'py>(
                 &self,
                 py: Python<'py>,
@@ -537,8 +546,10 @@ macro_rules! matrix_methods {
                 stop: u64,
                 genes: Option<numpy::PyReadonlyArray1<'_, i64>>,
                 dtype: &str,
-            ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
-                self.0.read(py, $crate::matrix::Rows::Range(start, stop), genes, dtype)
+                tokenizer: Option<PyRef<'_, $crate::tokenize::PyTokenizer>>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                let rows = $crate::matrix::Rows::Range(start, stop);
+                self.0.read(py, rows, genes, dtype, tokenizer.as_deref())
             }
 
             /// Every cell of tile `tile` as CSR arrays.
@@ -549,8 +560,8 @@ macro_rules! matrix_methods {
                 tile: usize,
                 genes: Option<numpy::PyReadonlyArray1<'_, i64>>,
                 dtype: &str,
-            ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
-                self.0.read(py, $crate::matrix::Rows::Tile(tile), genes, dtype)
+            ) -> PyResult<Bound<'py, PyAny>> {
+                self.0.read(py, $crate::matrix::Rows::Tile(tile), genes, dtype, None)
             }
 
             /// Obs column `name` for `cells` (all cells when `None`), as

@@ -65,6 +65,11 @@ impl<'a> CorpusRead<'a> {
         self.run(sink)
     }
 
+    /// The corpus, the cells, and whether a gene selection is set.
+    pub(crate) fn request(&self) -> (&'a Corpus, &CellSelection, bool) {
+        (self.corpus, &self.cells, self.genes.is_some())
+    }
+
     fn run<S: Sink>(&self, mut sink: S) -> Result<ReadStats> {
         let corpus = self.corpus;
         if let Some(g) = self.genes {

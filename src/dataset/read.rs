@@ -170,6 +170,11 @@ impl<'a> Read<'a> {
         self.run(sink)
     }
 
+    /// The dataset, the cells, and whether a gene selection is set.
+    pub(crate) fn request(&self) -> (&'a Dataset, &CellSelection, bool) {
+        (self.dataset, &self.cells, self.genes.is_some())
+    }
+
     fn run<S: Sink>(&self, mut sink: S) -> Result<ReadStats> {
         let ds = self.dataset;
         if let Some(g) = self.genes {

@@ -24,6 +24,7 @@ pub use cells::CellSelection;
 pub use decoder::{ChunkDecoder, RowOut};
 pub use genes::GeneSelection;
 pub use pool::{Engine, EngineConfig};
+pub(crate) use sink::split_off;
 pub use sink::{AddedRows, CsrPart, Dense, DensePart, Selected, SelectedPart, Sink, SinkPart};
 pub use transform::Transform;
 pub(crate) use transform::{Transformed, ValueSink};

@@ -1,0 +1,76 @@
+"""Tokenizers for single-cell foundation models, fused into decode.
+
+    import deltacells
+    from deltacells.tokenize import Geneformer, ScGPT
+    ds = deltacells.open("pbmc_dc")
+    tok = Geneformer("tokens.tsv", "medians.tsv", special_tokens=True)
+    batch = ds.read(range(256), tokenizer=tok)   # {"input_ids", "attention_mask"}
+    batch = ds.read(range(256), tokenizer=ScGPT({"<pad>": 0, "<cls>": 1, "CD3E": 2}))
+    # {"input_ids", "values", "attention_mask"}, each [cells, max_len]
+
+`tokens` and `medians` are mappings, or two-column files (TSV or CSV:
+gene key, value; a header line is allowed), keyed by the dataset's gene key:
+its var names, or the `var` column `gene_key`. `<pad>`, `<cls>` and `<eos>`
+are entries of `tokens`. The exact semantics (formulas, the order of
+floating-point operations, how ties and sampling go) are those of the
+library's `deltacells::tokenize` module, documented there.
+"""
+
+import os
+from typing import Any, Mapping, Optional, Union
+
+from . import _deltacells
+
+__all__ = ["Geneformer", "ScGPT", "Tokenizer"]
+
+_Map = Union[Mapping[str, Any], str, "os.PathLike[str]"]
+
+
+def _mapping(m: _Map) -> Any:
+    """A path as text, or the mapping as a dict (what the extension takes)."""
+    if isinstance(m, (str, os.PathLike)):
+        return os.fspath(m)
+    return dict(m)
+
+
+class Tokenizer:
+    """What `Dataset.read(..., tokenizer=)` takes: one of the classes below."""
+
+    _t: _deltacells.Tokenizer
+
+    @property
+    def max_len(self) -> int:
+        """Tokens per row."""
+        return self._t.max_len
+
+
+class Geneformer(Tokenizer):
+    """Geneformer's rank-value tokens: each cell's genes that have a token
+    and a median, by decreasing `((count / n_counts) * 10_000) / median`
+    (float64, in that order; `n_counts` the cell's total over all its
+    genes), ties by increasing token id; the first `max_len` of them, or with
+    `special_tokens` `<cls>`, the first `max_len - 2`, then `<eos>`; then
+    `<pad>`. Rows have `input_ids` and `attention_mask`."""
+
+    def __init__(self, tokens: _Map, medians: _Map, max_len: int = 2048,
+                 special_tokens: bool = False, gene_key: Optional[str] = None) -> None:
+        self._t = _deltacells.Tokenizer.geneformer(_mapping(tokens), _mapping(medians), max_len,
+                                                  special_tokens, gene_key)
+
+
+class ScGPT(Tokenizer):
+    """scGPT's binned values: `<cls>` (value 0), then each cell's nonzero
+    genes in `tokens` (column order), valued by their bin
+    `np.digitize(x, np.quantile(x, np.linspace(0, 1, n_bins - 1)))` over the
+    cell's values `x` (counts, or `count / n_counts * normalize` when
+    `normalize` is a target sum, then `log1p` when asked); then `<pad>`
+    (value -2). A cell with more than `max_len - 1` such genes keeps
+    `max_len - 1` of them drawn without replacement, deterministically in
+    `(seed, epoch, cell)`, in column order, binned over all of them."""
+
+    def __init__(self, tokens: _Map, n_bins: int = 51, max_len: int = 1200, log1p: bool = False,
+                 normalize: Optional[float] = None, gene_key: Optional[str] = None,
+                 seed: int = 0, epoch: int = 0) -> None:
+        self._t = _deltacells.Tokenizer.scgpt(_mapping(tokens), n_bins, max_len, log1p,
+                                             None if normalize is None else float(normalize),
+                                             gene_key, seed, epoch)

@@ -1,0 +1,163 @@
+"""Tokenized reads against per-cell numpy tokenizers written here: Geneformer
+with `np.argsort` (ties by token id), scGPT with
+`np.digitize(x, np.quantile(x, np.linspace(0, 1, n_bins - 1)))`."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+import deltacells
+from deltacells.tokenize import Geneformer, ScGPT
+
+N_GENES = 600
+PAD, CLS, EOS = 0, 1, 2
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Cells of 0 to ~550 genes with small counts (ties), written; the matrix
+    as the dataset reads it back, and dictionaries missing some genes."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for cell in range(150):
+        n = 550 if cell % 11 == 2 else int(rng.integers(0, 120))
+        genes = np.sort(rng.choice(N_GENES, size=n, replace=False))
+        counts = rng.integers(1, 3 if cell % 4 == 0 else 40, size=n)
+        rows.append(sp.csr_matrix((counts, (np.zeros(n, int), genes)), shape=(1, N_GENES)))
+    X = sp.vstack(rows).tocsr()
+    var = pd.DataFrame({"gene_ids": [f"ENSG{g:05d}" for g in range(N_GENES)]},
+                       index=[f"g{g}" for g in range(N_GENES)])
+    out = tmp_path_factory.mktemp("tok") / "ds"
+    deltacells.write(X, out, var=var, tile_size=40)
+    ds = deltacells.open(out)
+    names = list(ds.var_names)
+    stored = ds.read(slice(None), dtype=np.int32)
+    perm = rng.permutation(N_GENES) + 3
+    tokens = {n: int(perm[g]) for g, n in enumerate(names) if g % 9 != 4}
+    tokens.update({"<pad>": PAD, "<cls>": CLS, "<eos>": EOS})
+    medians = {n: float([0.5, 1.0, 1.0, 2.0][g % 4]) for g, n in enumerate(names) if g % 7 != 1}
+    return ds, stored, names, tokens, medians, out
+
+
+def geneformer_numpy(X, names, tokens, medians, max_len, special):
+    ids = np.full((X.shape[0], max_len), PAD, np.int32)
+    for i in range(X.shape[0]):
+        row = X.getrow(i)
+        total = row.data.astype(np.float64).sum()
+        keep = [(names[g], c) for g, c in zip(row.indices, row.data)
+                if names[g] in tokens and names[g] in medians]
+        tok = np.array([tokens[k] for k, _ in keep], np.int64)
+        v = np.array([c / total * 10_000 / medians[k] for k, c in keep], np.float64)
+        order = np.lexsort((tok, -v))  # by -v, then token
+        picked = list(tok[order][:max_len - 2 if special else max_len])
+        if special:
+            picked = [CLS] + picked + [EOS]
+        ids[i, :len(picked)] = picked
+    return ids
+
+
+def scgpt_numpy(X, names, tokens, n_bins, max_len, normalize=None, log1p=False):
+    ids = np.full((X.shape[0], max_len), PAD, np.int32)
+    values = np.full((X.shape[0], max_len), -2.0, np.float32)
+    for i in range(X.shape[0]):
+        row = X.getrow(i)
+        total = row.data.astype(np.float64).sum()
+        keep = [(tokens[names[g]], c) for g, c in zip(row.indices, row.data) if names[g] in tokens]
+        ids[i, 0], values[i, 0] = CLS, 0
+        if not keep:
+            continue
+        tok = np.array([t for t, _ in keep])
+        x = np.array([c for _, c in keep], np.float64)
+        if normalize is not None:
+            x = x / total * normalize
+        if log1p:
+            x = np.log1p(x)
+        bins = np.digitize(x, np.quantile(x, np.linspace(0, 1, n_bins - 1)))
+        n = min(len(tok), max_len - 1)
+        ids[i, 1:1 + n], values[i, 1:1 + n] = tok[:n], bins[:n]
+    return ids, values
+
+
+@pytest.mark.parametrize("max_len,special", [(2048, False), (64, True), (30, False), (3, True)])
+def test_geneformer_matches_numpy(data, max_len, special):
+    ds, X, names, tokens, medians, _ = data
+    cells = np.r_[np.arange(150)[::-3], np.arange(40)]
+    got = ds.read(cells, tokenizer=Geneformer(tokens, medians, max_len=max_len,
+                                              special_tokens=special))
+    assert set(got) == {"input_ids", "attention_mask"}
+    want = geneformer_numpy(X[cells], names, tokens, medians, max_len, special)
+    np.testing.assert_array_equal(got["input_ids"], want)
+    assert got["input_ids"].dtype == np.int32 and got["attention_mask"].dtype == np.bool_
+    lengths = [(len(r) - (r == PAD).sum()) for r in want]
+    np.testing.assert_array_equal(got["attention_mask"].sum(axis=1), lengths)
+
+
+@pytest.mark.parametrize("n_bins,normalize,log1p", [(51, None, False), (2, None, False),
+                                                    (11, 1e4, True), (51, None, True)])
+def test_scgpt_bins_match_numpy_for_every_cell(data, n_bins, normalize, log1p):
+    ds, X, names, tokens, _, _ = data
+    tok = ScGPT(tokens, n_bins=n_bins, max_len=600, normalize=normalize, log1p=log1p)
+    got = ds.read(slice(None), tokenizer=tok)
+    ids, values = scgpt_numpy(X, names, tokens, n_bins, 600, normalize, log1p)
+    np.testing.assert_array_equal(got["input_ids"], ids)
+    np.testing.assert_array_equal(got["values"], values)
+    np.testing.assert_array_equal(got["attention_mask"], ids != PAD)
+
+
+def test_scgpt_samples_long_cells_from_their_binned_genes(data):
+    ds, X, names, tokens, _, _ = data
+    tok = ScGPT(tokens, max_len=100)
+    got = ds.read(range(150), tokenizer=tok)
+    full_ids, full_values = scgpt_numpy(X, names, tokens, 51, 600)
+    again = ds.read([13, 2], tokenizer=tok)
+    sampled = 0
+    for i in range(150):
+        whole = {(t, v) for t, v in zip(full_ids[i, 1:], full_values[i, 1:]) if t != PAD}
+        row = {(t, v) for t, v in zip(got["input_ids"][i, 1:], got["values"][i, 1:]) if t != PAD}
+        if len(whole) > 99:
+            sampled += 1
+            assert len(row) == 99 and row <= whole
+        else:
+            assert row == whole
+    assert sampled >= 3
+    np.testing.assert_array_equal(again["input_ids"], got["input_ids"][[13, 2]])
+    other = ds.read([13], tokenizer=ScGPT(tokens, max_len=100, epoch=1))
+    assert not np.array_equal(other["input_ids"][0], got["input_ids"][13])
+
+
+def test_dictionaries_load_from_files_and_a_var_column(data, tmp_path):
+    ds, X, names, tokens, medians, _ = data
+    by_id = dict(zip(ds.var_names, ds.var["gene_ids"]))
+    t = tmp_path / "tokens.tsv"
+    t.write_text("gene\ttoken\n" + "".join(f"{by_id.get(k, k)}\t{v}\n" for k, v in tokens.items()))
+    m = tmp_path / "medians.csv"
+    m.write_text("".join(f"{by_id[k]},{v}\n" for k, v in medians.items()))
+    got = ds.read(range(20), tokenizer=Geneformer(t, str(m), gene_key="gene_ids"))
+    want = ds.read(range(20), tokenizer=Geneformer(tokens, medians))
+    np.testing.assert_array_equal(got["input_ids"], want["input_ids"])
+
+
+def test_bad_input_is_refused_before_any_read(data, tmp_path):
+    ds, _, _, tokens, medians, _ = data
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("g1\t1\ng2\tnot-a-number\n")
+    errors = (deltacells.InputError, ValueError)
+    with pytest.raises(errors, match="line 2"):
+        Geneformer(bad, medians)
+    with pytest.raises(errors, match="positive"):
+        Geneformer(tokens, {**medians, "g0": 0.0})
+    with pytest.raises(errors, match="positive"):
+        Geneformer(tokens, {**medians, "g0": -1.0})
+    with pytest.raises(errors, match="at least 3"):
+        Geneformer(tokens, medians, max_len=2, special_tokens=True)
+    with pytest.raises(errors, match="at least 1"):
+        Geneformer(tokens, medians, max_len=0)
+    with pytest.raises(errors, match="n_bins"):
+        ScGPT(tokens, n_bins=1)
+    with pytest.raises(errors, match="at least 2"):
+        ScGPT(tokens, max_len=1)
+    with pytest.raises(errors, match="<cls>"):
+        ScGPT({"<pad>": 0, "g1": 3})
+    with pytest.raises(errors, match="genes"):
+        ds.read([0], genes=[1, 2], tokenizer=ScGPT(tokens))

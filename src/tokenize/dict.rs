@@ -1,0 +1,146 @@
+//! Token dictionaries and gene medians: mappings keyed by a dataset's gene
+//! key, given directly or loaded from two-column text files.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+
+/// Values keyed by gene key (a var name, or a `var` column's value): a
+/// token dictionary (`GeneMap<i32>`) or gene medians (`GeneMap<f64>`).
+///
+/// A file holds one `key<TAB>value` or `key,value` pair a line (the
+/// separator is the first line's: a tab if it has one, else a comma); blank
+/// lines are skipped, and so is a first line whose value is not a number (a
+/// header such as `gene,token`). Every other line must parse, and a key may
+/// appear once.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GeneMap<V> {
+    values: HashMap<String, V>,
+}
+
+impl<V: Copy + FromStr> GeneMap<V> {
+    /// The pairs `pairs`; a key given twice is an error.
+    pub fn new<K: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Result<GeneMap<V>> {
+        let mut values = HashMap::new();
+        for (k, v) in pairs {
+            let k = k.into();
+            if values.insert(k.clone(), v).is_some() {
+                return Err(Error::Input(format!("gene key {k:?} is given twice")));
+            }
+        }
+        Ok(GeneMap { values })
+    }
+
+    /// The pairs of the two-column file at `path` (see the type's docs).
+    pub fn from_file(path: &Path) -> Result<GeneMap<V>> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+        Self::parse(&text).map_err(|e| Error::Input(format!("{}: {e}", path.display())))
+    }
+
+    /// The pairs of a two-column text (see the type's docs); the error
+    /// names the line.
+    pub fn parse(text: &str) -> std::result::Result<GeneMap<V>, String> {
+        let sep = match text.lines().next() {
+            Some(first) if first.contains('\t') => '\t',
+            _ => ',',
+        };
+        let mut values = HashMap::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim_end_matches('\r');
+            if line.trim().is_empty() {
+                continue;
+            }
+            let mut fields = line.split(sep);
+            let (Some(key), Some(value), None) = (fields.next(), fields.next(), fields.next())
+            else {
+                return Err(format!(
+                    "line {}: expected two fields separated by {sep:?}, found {line:?}",
+                    i + 1
+                ));
+            };
+            let (key, value) = (key.trim(), value.trim());
+            let Ok(value) = value.parse::<V>() else {
+                if i == 0 {
+                    continue;
+                }
+                return Err(format!("line {}: {value:?} is not a number", i + 1));
+            };
+            if key.is_empty() {
+                return Err(format!("line {}: empty gene key", i + 1));
+            }
+            if values.insert(key.to_string(), value).is_some() {
+                return Err(format!("line {}: gene key {key:?} is given twice", i + 1));
+            }
+        }
+        Ok(GeneMap { values })
+    }
+}
+
+impl<V: Copy> GeneMap<V> {
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<V> {
+        self.values.get(key).copied()
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether no key is mapped.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// Every `(key, value)`, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, V)> {
+        self.values.iter().map(|(k, &v)| (k.as_str(), v))
+    }
+}
+
+/// The token of special token `name` (`<pad>`, `<cls>`, `<eos>`), which
+/// `tokens` must hold.
+pub(crate) fn special(tokens: &GeneMap<i32>, name: &str, why: &str) -> Result<i32> {
+    tokens.get(name).ok_or_else(|| {
+        Error::Input(format!(
+            "the token dictionary has no {name} token, which {why} needs"
+        ))
+    })
+}
+
+/// Checks that every token id is non-negative (an embedding row).
+pub(crate) fn check_tokens(tokens: &GeneMap<i32>) -> Result<()> {
+    match tokens.iter().find(|&(_, t)| t < 0) {
+        Some((k, t)) => Err(Error::Input(format!(
+            "token of gene {k:?} is {t}: token ids are non-negative"
+        ))),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_tabs_commas_and_a_header() {
+        let m = GeneMap::<i32>::parse("gene\ttoken\nA\t3\n\nB\t4\r\n").unwrap();
+        assert_eq!((m.get("A"), m.get("B"), m.len()), (Some(3), Some(4), 2));
+        let m = GeneMap::<f64>::parse("A,1.5\nB,2").unwrap();
+        assert_eq!((m.get("A"), m.get("B")), (Some(1.5), Some(2.0)));
+    }
+
+    #[test]
+    fn refuses_bad_lines_and_duplicates() {
+        let e = GeneMap::<i32>::parse("A,1\nB,x\n").unwrap_err();
+        assert!(e.contains("line 2"), "{e}");
+        let e = GeneMap::<i32>::parse("A,1\nB\n").unwrap_err();
+        assert!(e.contains("two fields"), "{e}");
+        let e = GeneMap::<i32>::parse("A,1\nA,2\n").unwrap_err();
+        assert!(e.contains("twice"), "{e}");
+        assert!(GeneMap::new([("A", 1), ("A", 2)]).is_err());
+    }
+}

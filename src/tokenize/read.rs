@@ -1,0 +1,65 @@
+//! `tokenize` on a read of a dataset or a corpus: the request's cells into
+//! a [`TokenSink`].
+
+use super::{TokenBatch, TokenColumns, TokenSink, Tokenizer};
+use crate::corpus::CorpusRead;
+use crate::dataset::{Read, ReadStats};
+use crate::error::{Error, Result};
+
+impl Read<'_> {
+    /// The rows tokenized by `tokenizer`, for exactly the requested cells in
+    /// order. A tokenizer reads every gene of a row (a cell's total is over
+    /// all its genes), so a read with a gene selection is refused.
+    pub fn tokenize(self, tokenizer: &Tokenizer) -> Result<TokenBatch> {
+        let columns = tokenizer.for_dataset(self.request().0)?;
+        self.tokens(&columns)
+    }
+
+    /// The rows tokenized by `columns`, a tokenizer already resolved for
+    /// this dataset ([`Tokenizer::for_dataset`]): what repeated reads use.
+    pub fn tokens(self, columns: &TokenColumns) -> Result<TokenBatch> {
+        let (_, cells, selected) = self.request();
+        refuse_selection(selected)?;
+        let cells: Vec<u64> = cells.iter().collect();
+        tokens_of(cells, columns, |sink| self.into_sink(sink))
+    }
+}
+
+impl CorpusRead<'_> {
+    /// The rows tokenized by `tokenizer` over the corpus's vocabulary (see
+    /// [`Read::tokenize`]).
+    pub fn tokenize(self, tokenizer: &Tokenizer) -> Result<TokenBatch> {
+        let columns = tokenizer.for_corpus(self.request().0)?;
+        self.tokens(&columns)
+    }
+
+    /// The rows tokenized by `columns`, resolved for this corpus
+    /// ([`Tokenizer::for_corpus`]).
+    pub fn tokens(self, columns: &TokenColumns) -> Result<TokenBatch> {
+        let (_, cells, selected) = self.request();
+        refuse_selection(selected)?;
+        let cells: Vec<u64> = cells.iter().collect();
+        tokens_of(cells, columns, |sink| self.into_sink(sink))
+    }
+}
+
+fn refuse_selection(selected: bool) -> Result<()> {
+    if selected {
+        return Err(Error::Input(
+            "a tokenizer reads every gene of a row: read without a gene selection".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The rows of `cells` that `read` writes into a [`TokenSink`].
+fn tokens_of(
+    cells: Vec<u64>,
+    columns: &TokenColumns,
+    read: impl FnOnce(&mut TokenSink<'_>) -> Result<ReadStats>,
+) -> Result<TokenBatch> {
+    let mut sink = TokenSink::new(columns, &cells);
+    let stats = read(&mut sink)?;
+    let rows = sink.into_rows();
+    Ok(TokenBatch { cells, rows, stats })
+}

@@ -1,0 +1,170 @@
+//! The tokenizers' output: fixed-width rows of tokens, values and mask,
+//! written by the read pipeline from each row's genes and exact counts.
+
+use super::geneformer::RankScratch;
+use super::scgpt::BinScratch;
+use super::{Columns, TokenColumns};
+use crate::engine::split_off;
+use crate::engine::{AddedRows, Sink, SinkPart};
+use crate::error::{Error, Result};
+
+/// Tokenized rows: `max_len` entries per row, row after row.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TokenRows {
+    /// Entries per row.
+    pub max_len: usize,
+    /// Token ids, padded with `<pad>`.
+    pub input_ids: Vec<i32>,
+    /// Each token's value where the model takes one (scGPT's bins; `<cls>`
+    /// 0, padding -2), else `None`.
+    pub values: Option<Vec<f32>>,
+    /// 1 for a token, 0 for padding.
+    pub attention_mask: Vec<u8>,
+}
+
+impl TokenRows {
+    /// Number of rows.
+    pub fn n_rows(&self) -> usize {
+        self.input_ids.len().checked_div(self.max_len).unwrap_or(0)
+    }
+}
+
+/// A [`Sink`] that tokenizes each row it receives (every gene of the row,
+/// so that its total is the cell's) with `columns`; rows are cells
+/// `cells[0]`, `cells[1]`, ... in the order the read adds them (the cells
+/// seed scGPT's sampling).
+pub struct TokenSink<'t> {
+    columns: &'t TokenColumns,
+    cells: &'t [u64],
+    rows: TokenRows,
+    /// The columns the read was started over.
+    n_cols: usize,
+}
+
+impl<'t> TokenSink<'t> {
+    /// An empty output of the rows of `cells`, tokenized by `columns`.
+    pub fn new(columns: &'t TokenColumns, cells: &'t [u64]) -> TokenSink<'t> {
+        TokenSink {
+            columns,
+            cells,
+            rows: TokenRows {
+                max_len: columns.max_len(),
+                ..TokenRows::default()
+            },
+            n_cols: columns.n_cols(),
+        }
+    }
+
+    /// The rows written.
+    pub fn into_rows(self) -> TokenRows {
+        self.rows
+    }
+}
+
+impl<'t> Sink for TokenSink<'t> {
+    type Part<'p>
+        = TokenPart<'p>
+    where
+        Self: 'p;
+
+    fn stores_rows(&self) -> bool {
+        false
+    }
+
+    fn start(&mut self, n_cols: u32) {
+        self.n_cols = n_cols as usize;
+        self.rows.input_ids.clear();
+        self.rows.attention_mask.clear();
+        self.rows.values = matches!(self.columns.kind, Columns::ScGpt(_)).then(Vec::new);
+    }
+
+    fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
+        if self.n_cols != self.columns.n_cols() {
+            return Err(Error::Input(format!(
+                "a tokenizer resolved for {} genes cannot read rows of {}",
+                self.columns.n_cols(),
+                self.n_cols
+            )));
+        }
+        let n_rows = self.rows.n_rows() + rows.len();
+        if n_rows > self.cells.len() {
+            return Err(Error::Input(format!(
+                "a token output for {} cells was given {n_rows} rows",
+                self.cells.len()
+            )));
+        }
+        let len = n_rows * self.rows.max_len;
+        self.rows.input_ids.resize(len, 0);
+        self.rows.attention_mask.resize(len, 0);
+        if let Some(v) = &mut self.rows.values {
+            v.resize(len, 0.0);
+        }
+        Ok(())
+    }
+
+    fn split(&mut self, cuts: &[usize]) -> Vec<TokenPart<'_>> {
+        let added = cuts.last().copied().unwrap_or(0);
+        let width = self.rows.max_len;
+        let first = self.rows.n_rows() - added;
+        let mut ids = &mut self.rows.input_ids[first * width..];
+        let mut mask = &mut self.rows.attention_mask[first * width..];
+        let mut values = self.rows.values.as_mut().map(|v| &mut v[first * width..]);
+        let columns = self.columns;
+        cuts.windows(2)
+            .map(|w| {
+                let len = (w[1] - w[0]) * width;
+                TokenPart {
+                    columns,
+                    cells: &self.cells[first + w[0]..first + w[1]],
+                    width,
+                    ids: split_off(&mut ids, len),
+                    mask: split_off(&mut mask, len),
+                    values: match values.as_mut() {
+                        Some(v) => split_off(v, len),
+                        None => &mut [],
+                    },
+                    rank: RankScratch::default(),
+                    bins: BinScratch::default(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Consecutive rows of a [`TokenSink`].
+pub struct TokenPart<'p> {
+    columns: &'p TokenColumns,
+    cells: &'p [u64],
+    width: usize,
+    ids: &'p mut [i32],
+    mask: &'p mut [u8],
+    /// Empty for Geneformer, which has no values.
+    values: &'p mut [f32],
+    rank: RankScratch,
+    bins: BinScratch,
+}
+
+impl SinkPart for TokenPart<'_> {
+    type Value = i32;
+
+    fn stored(&mut self) -> Option<(&mut [i32], &mut [i32])> {
+        None
+    }
+
+    fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
+        let span = row * self.width..(row + 1) * self.width;
+        let (ids, mask) = (&mut self.ids[span.clone()], &mut self.mask[span.clone()]);
+        match &self.columns.kind {
+            Columns::Geneformer(g) => g.row(genes, counts, ids, mask, &mut self.rank),
+            Columns::ScGpt(s) => s.row(
+                self.cells[row],
+                genes,
+                counts,
+                ids,
+                &mut self.values[span],
+                mask,
+                &mut self.bins,
+            ),
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! The tokenizers against straightforward implementations written here:
+//! Geneformer sorted with float comparisons, scGPT binned with a numpy-style
+//! quantile and digitize, on data with ties, cells longer and shorter than
+//! the rows, and genes outside the dictionaries.
+
+use std::collections::BTreeSet;
+
+use deltacells::tokenize::{GeneMap, Geneformer, ScGpt, TokenBatch, Tokenizer};
+use deltacells::{Csr, Dataset, DatasetWriter, GeneSelection, WriterConfig};
+
+const GENES: u32 = 3000;
+const PAD: i32 = 0;
+const CLS: i32 = 1;
+const EOS: i32 = 2;
+
+/// A reproducible matrix (a plain LCG): cells of 0 to ~400 genes, and every
+/// 17th of ~2,600, with small counts so that values tie often.
+fn matrix(n: usize) -> Csr<i32> {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |bound: u64| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        (state >> 33) % bound
+    };
+    let mut m = Csr::empty(u64::from(GENES));
+    for cell in 0..n {
+        let len = if cell % 17 == 3 { 4000 } else { next(400) };
+        let genes: BTreeSet<i32> = (0..len).map(|_| next(u64::from(GENES)) as i32).collect();
+        for g in genes {
+            m.indices.push(g);
+            m.values
+                .push(1 + next(if cell % 5 == 0 { 3 } else { 60 }) as i32);
+        }
+        m.indptr.push(m.indices.len() as i64);
+    }
+    m
+}
+
+fn name(g: usize) -> String {
+    format!("G{g}")
+}
+
+/// Tokens: a permutation of the columns (so token order is not column
+/// order), with every 10th gene left out, and the special tokens.
+fn tokens() -> GeneMap<i32> {
+    let genes = (0..GENES as usize)
+        .filter(|g| g % 10 != 7)
+        .map(|g| (name(g), 3 + ((g * 1907) % GENES as usize) as i32));
+    let special = ["<pad>", "<cls>", "<eos>"]
+        .into_iter()
+        .zip([PAD, CLS, EOS])
+        .map(|(k, t)| (k.to_string(), t));
+    GeneMap::new(genes.chain(special)).unwrap()
+}
+
+/// Medians from a few values (ties), every 13th gene left out.
+fn medians() -> GeneMap<f64> {
+    let values = [0.5, 1.0, 1.0, 2.0, 0.1];
+    GeneMap::new(
+        (0..GENES as usize)
+            .filter(|g| g % 13 != 5)
+            .map(|g| (name(g), values[g % values.len()])),
+    )
+    .unwrap()
+}
+
+fn dataset(dir: &std::path::Path, m: &Csr<i32>) -> Dataset {
+    let _ = std::fs::remove_dir_all(dir);
+    let config = WriterConfig::default()
+        .with_tile_size(40)
+        .with_n_chunks(3)
+        .with_var_names(Some((0..GENES as usize).map(name).collect()));
+    let mut w = DatasetWriter::create(dir, GENES, config).unwrap();
+    w.push(m.as_ref()).unwrap();
+    w.finish().unwrap();
+    deltacells::open(dir).unwrap()
+}
+
+struct Dir(std::path::PathBuf);
+impl Dir {
+    fn new(name: &str) -> Dir {
+        Dir(std::env::temp_dir().join(format!("deltacells-tokenize-{}-{name}", std::process::id())))
+    }
+}
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn row(m: &Csr<i32>, cell: usize) -> (&[i32], &[i32]) {
+    let (a, b) = (m.indptr[cell] as usize, m.indptr[cell + 1] as usize);
+    (&m.indices[a..b], &m.values[a..b])
+}
+
+/// Geneformer's row of one cell, the plain way.
+fn geneformer_row(m: &Csr<i32>, cell: usize, max_len: usize, special: bool) -> (Vec<i32>, Vec<u8>) {
+    let (tok, med) = (tokens(), medians());
+    let (genes, counts) = row(m, cell);
+    let total: f64 = counts.iter().map(|&c| f64::from(c)).sum();
+    let mut genes: Vec<(f64, i32)> = genes
+        .iter()
+        .zip(counts)
+        .filter_map(|(&g, &c)| {
+            let (t, md) = (tok.get(&name(g as usize))?, med.get(&name(g as usize))?);
+            Some((((f64::from(c) / total) * 10_000.0) / md, t))
+        })
+        .collect();
+    genes.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
+    let mut ids: Vec<i32> = Vec::new();
+    let body = if special { max_len - 2 } else { max_len };
+    if special {
+        ids.push(CLS);
+    }
+    ids.extend(genes.iter().take(body).map(|g| g.1));
+    if special {
+        ids.push(EOS);
+    }
+    let mut mask = vec![1u8; ids.len()];
+    ids.resize(max_len, PAD);
+    mask.resize(max_len, 0);
+    (ids, mask)
+}
+
+/// `np.quantile(x, np.linspace(0, 1, points))`, written out as numpy runs it.
+fn np_quantile(x: &[f64], points: usize) -> Vec<f64> {
+    let mut s = x.to_vec();
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let q: Vec<f64> = if points == 1 {
+        vec![0.0]
+    } else {
+        let step = 1.0 / (points - 1) as f64;
+        let mut q: Vec<f64> = (0..points).map(|j| j as f64 * step).collect();
+        q[points - 1] = 1.0;
+        q
+    };
+    let n = s.len();
+    q.iter()
+        .map(|&q| {
+            let vi = (n - 1) as f64 * q;
+            let (prev, next) = if vi >= (n - 1) as f64 {
+                (n - 1, n - 1)
+            } else {
+                (vi.floor() as usize, vi.floor() as usize + 1)
+            };
+            let gamma = if vi >= (n - 1) as f64 {
+                vi + 1.0
+            } else {
+                vi - vi.floor()
+            };
+            let (a, b) = (s[prev], s[next]);
+            let d = b - a;
+            let lerp = a + d * gamma;
+            if gamma >= 0.5 {
+                b - d * (1.0 - gamma)
+            } else {
+                lerp
+            }
+        })
+        .collect()
+}
+
+/// scGPT's genes and bins of one cell (before any sampling), the plain way.
+fn scgpt_genes(
+    m: &Csr<i32>,
+    cell: usize,
+    n_bins: usize,
+    norm: Option<f64>,
+    log1p: bool,
+) -> Vec<(i32, f32)> {
+    let tok = tokens();
+    let (genes, counts) = row(m, cell);
+    let total: f64 = counts.iter().map(|&c| f64::from(c)).sum();
+    let (ids, x): (Vec<i32>, Vec<f64>) = genes
+        .iter()
+        .zip(counts)
+        .filter_map(|(&g, &c)| {
+            let mut x = f64::from(c);
+            if let Some(t) = norm {
+                x = x / total * t;
+            }
+            if log1p {
+                x = x.ln_1p();
+            }
+            Some((tok.get(&name(g as usize))?, x))
+        })
+        .unzip();
+    if x.is_empty() {
+        return Vec::new();
+    }
+    let edges = np_quantile(&x, n_bins - 1);
+    ids.into_iter()
+        .zip(&x)
+        .map(|(t, &x)| (t, edges.iter().filter(|&&e| e <= x).count() as f32))
+        .collect()
+}
+
+fn geneformer(max_len: usize, special: bool) -> Tokenizer {
+    let g = Geneformer::new(tokens(), medians()).unwrap();
+    Tokenizer::Geneformer(g.with_max_len(max_len, special).unwrap())
+}
+
+fn scgpt(n_bins: usize, max_len: usize, norm: Option<f64>, log1p: bool) -> Tokenizer {
+    let s = ScGpt::new(tokens()).unwrap().with_n_bins(n_bins).unwrap();
+    let s = s
+        .with_max_len(max_len)
+        .unwrap()
+        .with_transform(norm, log1p)
+        .unwrap();
+    Tokenizer::ScGpt(s)
+}
+
+fn row_of(b: &TokenBatch, r: usize) -> std::ops::Range<usize> {
+    r * b.rows.max_len..(r + 1) * b.rows.max_len
+}
+
+#[test]
+fn geneformer_matches_a_float_sort_with_ties_by_token() {
+    let dir = Dir::new("geneformer");
+    let m = matrix(120);
+    let ds = dataset(&dir.0, &m);
+    let order: Vec<u64> = (0..120u64).rev().step_by(3).chain(0..40).collect();
+    for (max_len, special) in [
+        (2048, false),
+        (2048, true),
+        (50, false),
+        (3, true),
+        (1, false),
+    ] {
+        let tok = geneformer(max_len, special);
+        let b = ds.read(order.clone()).tokenize(&tok).unwrap();
+        assert_eq!(b.cells, order);
+        assert!(b.rows.values.is_none());
+        assert_eq!(b.rows.input_ids.len(), order.len() * max_len);
+        for (r, &cell) in order.iter().enumerate() {
+            let (ids, mask) = geneformer_row(&m, cell as usize, max_len, special);
+            assert_eq!(
+                b.rows.input_ids[row_of(&b, r)],
+                ids,
+                "cell {cell}, max_len {max_len}"
+            );
+            assert_eq!(b.rows.attention_mask[row_of(&b, r)], mask, "cell {cell}");
+        }
+    }
+}
+
+#[test]
+fn scgpt_bins_match_numpy_for_every_cell() {
+    let dir = Dir::new("scgpt");
+    let m = matrix(120);
+    let ds = dataset(&dir.0, &m);
+    for (n_bins, norm, log1p) in [
+        (51, None, false),
+        (2, None, false),
+        (7, Some(1e4), true),
+        (51, Some(3.0), false),
+    ] {
+        let tok = scgpt(n_bins, 5000, norm, log1p);
+        let b = ds.read(0..120).tokenize(&tok).unwrap();
+        let values = b.rows.values.as_ref().unwrap();
+        for cell in 0..120 {
+            let want = scgpt_genes(&m, cell, n_bins, norm, log1p);
+            let span = row_of(&b, cell);
+            let (ids, vals, mask) = (
+                &b.rows.input_ids[span.clone()],
+                &values[span.clone()],
+                &b.rows.attention_mask[span],
+            );
+            assert_eq!((ids[0], vals[0], mask[0]), (CLS, 0.0, 1));
+            let n = want.len();
+            let got: Vec<(i32, f32)> = ids[1..=n]
+                .iter()
+                .copied()
+                .zip(vals[1..=n].iter().copied())
+                .collect();
+            assert_eq!(got, want, "cell {cell}, {n_bins} bins");
+            assert!(ids[n + 1..].iter().all(|&t| t == PAD));
+            assert!(vals[n + 1..].iter().all(|&v| v == -2.0));
+            assert!(mask[..=n].iter().all(|&x| x == 1) && mask[n + 1..].iter().all(|&x| x == 0));
+        }
+    }
+}
+
+#[test]
+fn scgpt_samples_long_cells_deterministically_with_bins_over_all_genes() {
+    let dir = Dir::new("sample");
+    let m = matrix(60);
+    let ds = dataset(&dir.0, &m);
+    let max_len = 100;
+    let tok = scgpt(51, max_len, None, false);
+    let b = ds.read(0..60).tokenize(&tok).unwrap();
+    let again = ds.read([20u64, 3, 37]).tokenize(&tok).unwrap();
+    let values = b.rows.values.as_ref().unwrap();
+    let mut sampled = 0;
+    for cell in 0..60 {
+        let all = scgpt_genes(&m, cell, 51, None, false);
+        let span = row_of(&b, cell);
+        let got: Vec<(i32, f32)> = b.rows.input_ids[span.clone()][1..]
+            .iter()
+            .copied()
+            .zip(values[span][1..].iter().copied())
+            .take_while(|&(t, _)| t != PAD)
+            .collect();
+        if all.len() > max_len - 1 {
+            sampled += 1;
+            assert_eq!(got.len(), max_len - 1);
+            // A subsequence of the cell's genes, in column order, with the bins over all of them.
+            let mut rest = all.iter();
+            assert!(got.iter().all(|g| rest.any(|a| a == g)), "cell {cell}");
+        } else {
+            assert_eq!(got, all, "cell {cell}");
+        }
+    }
+    assert!(sampled >= 3, "the data has long cells");
+    // The same cell gives the same row in any read; another epoch draws anew.
+    let av = again.rows.values.as_ref().unwrap();
+    for (r, cell) in [20usize, 3, 37].into_iter().enumerate() {
+        assert_eq!(
+            again.rows.input_ids[row_of(&again, r)],
+            b.rows.input_ids[row_of(&b, cell)]
+        );
+        assert_eq!(av[row_of(&again, r)], values[row_of(&b, cell)]);
+    }
+    let Tokenizer::ScGpt(s) = scgpt(51, max_len, None, false) else {
+        unreachable!()
+    };
+    let other = ds
+        .read([3u64])
+        .tokenize(&Tokenizer::ScGpt(s.with_seed(0, 1)))
+        .unwrap();
+    assert_ne!(other.rows.input_ids, b.rows.input_ids[row_of(&b, 3)]);
+}
+
+#[test]
+fn bad_settings_are_refused_before_any_read() {
+    let bad_median = GeneMap::new([("G1", 0.0)]).unwrap();
+    assert!(Geneformer::new(tokens(), bad_median).is_err());
+    let negative = GeneMap::new([("G1", -1.0)]).unwrap();
+    assert!(Geneformer::new(tokens(), negative).is_err());
+    let g = || Geneformer::new(tokens(), medians()).unwrap();
+    assert!(g().with_max_len(0, false).is_err());
+    assert!(g().with_max_len(2, true).is_err());
+    assert!(g().with_max_len(1, false).is_ok());
+    let no_pad = GeneMap::new([("G1", 4)]).unwrap();
+    assert!(Geneformer::new(no_pad.clone(), medians()).is_err());
+    assert!(ScGpt::new(no_pad).is_err());
+    let s = || ScGpt::new(tokens()).unwrap();
+    assert!(s().with_n_bins(1).is_err());
+    assert!(s().with_max_len(1).is_err());
+    assert!(s().with_transform(Some(0.0), false).is_err());
+
+    let dir = Dir::new("bad");
+    let _ = std::fs::create_dir_all(&dir.0);
+    let file = dir.0.join("tokens.tsv");
+    std::fs::write(&file, "gene\ttoken\nG1\t4\nG2\tfour\n").unwrap();
+    let err = GeneMap::<i32>::from_file(&file).unwrap_err().to_string();
+    assert!(err.contains("line 3"), "{err}");
+    std::fs::write(&file, "gene\ttoken\nG1\t4\n<pad>\t0\n").unwrap();
+    assert_eq!(GeneMap::<i32>::from_file(&file).unwrap().get("G1"), Some(4));
+}
+
+#[test]
+fn a_gene_selection_or_an_unknown_gene_key_is_refused() {
+    let dir = Dir::new("refused");
+    let m = matrix(10);
+    let ds = dataset(&dir.0, &m);
+    let sel = GeneSelection::new(GENES, &[1, 2]).unwrap();
+    assert!(ds
+        .read(0..2)
+        .genes(&sel)
+        .tokenize(&geneformer(10, false))
+        .is_err());
+    let g = Geneformer::new(tokens(), medians())
+        .unwrap()
+        .with_gene_key(Some("gene_ids".into()));
+    assert!(ds.read(0..2).tokenize(&Tokenizer::Geneformer(g)).is_err());
+}
