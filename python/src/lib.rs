@@ -19,8 +19,8 @@ mod errors;
 mod matrix;
 mod pool;
 mod stats;
-mod transform;
 mod tokenize;
+mod transform;
 mod writer;
 
 use pyo3::prelude::*;
