@@ -347,3 +347,43 @@ fn the_shared_datasets_build_into_one_read_by_gene_name() {
     assert_eq!(&source.categories.clone().unwrap()[..], names);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A corpus over the inputs, nothing rewritten, reads exactly the merged
+/// dataset's matrix in vocabulary order (through its `gene_order`).
+#[test]
+fn a_corpus_of_the_inputs_reads_the_merged_datasets_matrix() {
+    let dir = tmpdir("corpus");
+    let ins = inputs(&dir);
+    let out = dir.join("merged");
+    build(&ins, out.to_str().unwrap(), &options(), &|_| {}).unwrap();
+    let merged = Dataset::open(&out).unwrap();
+    let locations: Vec<String> = (0..parts().len())
+        .map(|i| dir.join(format!("part{i}")).display().to_string())
+        .collect();
+    let corpus = deltacells::Corpus::open_spec(deltacells::CorpusSpec::new(locations)).unwrap();
+    assert_eq!(corpus.var_names().len(), merged.n_genes() as usize);
+    // Merged output column j is vocabulary gene gene_order[j].
+    let order = merged.gene_order().unwrap();
+    let m = merged.read(0..merged.n_cells()).csr::<i32>().unwrap().csr;
+    let c = corpus.read(0..corpus.n_cells()).csr::<i32>().unwrap().csr;
+    assert_eq!(m.indptr, c.indptr);
+    for r in 0..m.n_rows() {
+        let (a, b) = (m.indptr[r] as usize, m.indptr[r + 1] as usize);
+        let mut row: Vec<(i32, i32)> = (a..b)
+            .map(|j| (order[m.indices[j] as usize], m.values[j]))
+            .collect();
+        row.sort_unstable();
+        let want: Vec<(i32, i32)> = (a..b).map(|j| (c.indices[j], c.values[j])).collect();
+        assert_eq!(row, want, "cell {r}");
+    }
+    assert_eq!(
+        corpus.var_names(),
+        &(0..merged.n_genes() as usize)
+            .map(|v| {
+                let j = order.iter().position(|&g| g as usize == v).unwrap();
+                merged.var_names().unwrap()[j].clone()
+            })
+            .collect::<Vec<_>>()[..]
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
