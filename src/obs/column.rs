@@ -182,6 +182,25 @@ impl ObsColumn {
         self.len() == 0
     }
 
+    /// Cells `start..start + len` of the column, with the same vocabulary
+    /// (`None` past its end).
+    pub(crate) fn slice(&self, start: usize, len: usize) -> Option<ObsColumn> {
+        if start.checked_add(len)? > self.len() {
+            return None;
+        }
+        let data = match &self.data {
+            ColumnData::Category { categories, codes } => ColumnData::Category {
+                categories: categories.clone(),
+                codes: codes[start..start + len].to_vec(),
+            },
+            ColumnData::Plain(a) => ColumnData::Plain(a.slice(start, len)),
+        };
+        Some(ObsColumn {
+            name: self.name.clone(),
+            data,
+        })
+    }
+
     /// The column's schema entry and the array stored in the shards: category
     /// codes in the smallest signed type that holds the largest code, or
     /// strings when the vocabulary exceeds `max_categories`.

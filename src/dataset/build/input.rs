@@ -238,8 +238,17 @@ impl<'a> Reader<'a> {
             Reader::File(opened) => names
                 .iter()
                 .map(|name| {
+                    // Only the task's cells are encoded: how a column is
+                    // stored depends on its vocabulary, not on its rows.
                     let column = find_column(&opened.side.obs, name)?;
-                    Ok(column.encode(max_categories)?.1.slice(start, len))
+                    let part = column.slice(start, len).ok_or_else(|| {
+                        Error::Input(format!(
+                            "obs column {name:?} has {} cells, not the {} the plan reads",
+                            column.len(),
+                            start + len
+                        ))
+                    })?;
+                    Ok(part.encode(max_categories)?.1)
                 })
                 .collect(),
             Reader::Dataset(ds) => {
@@ -266,6 +275,14 @@ impl<'a> Reader<'a> {
                     .collect()
             }
         }
+    }
+}
+
+/// An input error, with the input's name in front when it lacks it.
+pub(crate) fn named(e: Error, name: &str) -> Error {
+    match e {
+        Error::Input(msg) if !msg.contains(name) => Error::Input(format!("{name}: {msg}")),
+        e => e,
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use crate::dataset::build::input::BuildInput;
+use crate::dataset::build::input::{named, BuildInput};
 use crate::dataset::ingest::{open_input, Cells, ConvertOptions, Phase, Progress, Rows, Side};
 use crate::dataset::vocab::dataset_keys;
 use crate::dataset::OpenOptions;
@@ -132,10 +132,7 @@ pub fn input_stats(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<InputStats> {
     let name = input.describe();
-    let named = |e: Error| match e {
-        Error::Input(msg) if !msg.contains(&name) => Error::Input(format!("{name}: {msg}")),
-        e => e,
-    };
+    let named = |e: Error| named(e, &name);
     let mut counted = 0u64;
     let file = match input {
         BuildInput::Dataset(location) => {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef};
 use serde_json::{json, Value};
 
-use crate::dataset::build::input::Reader;
+use crate::dataset::build::input::{named, Reader};
 use crate::dataset::build::plan::BuildPlan;
 use crate::dataset::packer::TilePacker;
 use crate::error::{Error, Result};
@@ -270,12 +270,4 @@ pub fn run_task(
     }
     store.put(&report_key(task), report.to_json().as_bytes())?;
     Ok(report)
-}
-
-/// An input error, with the input's name in front when it lacks it.
-fn named(e: Error, name: &str) -> Error {
-    match e {
-        Error::Input(msg) if !msg.contains(name) => Error::Input(format!("{name}: {msg}")),
-        e => e,
-    }
 }
