@@ -25,7 +25,6 @@ pub mod plan;
 pub mod stats;
 pub mod task;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
@@ -44,29 +43,28 @@ pub use task::{run_task, ObjectRecord, TaskReport};
 /// Key of the plan a build is running (a record for people and tools).
 pub const PLAN_KEY: &str = "_build/plan.json";
 
-/// Progress summed over tasks running at once.
+/// Progress summed over tasks running at once; the lock also keeps the
+/// reports in increasing order.
 struct Tally<'p> {
-    done: AtomicU64,
+    done: Mutex<u64>,
     total: u64,
-    phase: Phase,
     report: &'p (dyn Fn(Progress) + Sync),
-    /// Serialises reports so they arrive in increasing order.
-    order: Mutex<()>,
 }
 
 impl Tally<'_> {
     fn add(&self, n: u64) {
-        let _order = self
-            .order
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let done = self.done.fetch_add(n, Ordering::Relaxed) + n;
+        let mut done = lock(&self.done);
+        *done += n;
         (self.report)(Progress {
-            phase: self.phase,
-            done,
+            phase: Phase::Writing,
+            done: *done,
             total: self.total,
         });
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Runs the statistics tasks of `inputs` on this process's threads and plans
@@ -79,20 +77,20 @@ pub fn plan_inputs(
     options: &ConvertOptions,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<BuildPlan> {
-    // Counting: each task reports its own position; the sum is shown.
-    let seen: Vec<AtomicU64> = inputs.iter().map(|_| AtomicU64::new(0)).collect();
-    let order = Mutex::new(());
+    // Counting: each task reports its own `(done, total)`; the sums over
+    // the inputs that have reported are shown.
+    let seen = Mutex::new(vec![(0u64, 0u64); inputs.len()]);
     let one = |(i, input): (usize, &BuildInput)| {
         input_stats(input, i, store, options, &mut |p: Progress| {
-            let _order = order
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            seen[i].store(p.done, Ordering::Relaxed);
+            let mut seen = lock(&seen);
+            seen[i] = (p.done, p.total);
             if inputs.len() == 1 {
                 progress(p);
             } else if p.phase == Phase::Counting {
-                let done = seen.iter().map(|s| s.load(Ordering::Relaxed)).sum();
-                progress(Progress { done, ..p });
+                let (done, total) = seen
+                    .iter()
+                    .fold((0, 0), |(d, t), &(sd, st)| (d + sd, t + st));
+                progress(Progress { done, total, ..p });
             }
         })
     };
@@ -134,11 +132,9 @@ pub fn build_into(
     let plan = plan_inputs(inputs, &store, out, options, progress)?;
     store.put(PLAN_KEY, plan.to_json().as_bytes())?;
     let tally = Tally {
-        done: AtomicU64::new(0),
+        done: Mutex::new(0),
         total: plan.inputs.iter().map(|p| p.n_cells).sum(),
-        phase: Phase::Writing,
         report: progress,
-        order: Mutex::new(()),
     };
     let reports = (0..plan.tasks.len())
         .into_par_iter()
