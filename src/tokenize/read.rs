@@ -4,6 +4,7 @@
 use super::{TokenBatch, TokenColumns, TokenSink, Tokenizer};
 use crate::corpus::CorpusRead;
 use crate::dataset::{Read, ReadStats};
+use crate::engine::CellSelection;
 use crate::error::{Error, Result};
 
 impl Read<'_> {
@@ -19,8 +20,7 @@ impl Read<'_> {
     /// this dataset ([`Tokenizer::for_dataset`]): what repeated reads use.
     pub fn tokens(self, columns: &TokenColumns) -> Result<TokenBatch> {
         let (_, cells, selected) = self.request();
-        refuse_selection(selected)?;
-        let cells: Vec<u64> = cells.iter().collect();
+        let cells = requested(cells, selected)?;
         tokens_of(cells, columns, |sink| self.into_sink(sink))
     }
 }
@@ -37,19 +37,19 @@ impl CorpusRead<'_> {
     /// ([`Tokenizer::for_corpus`]).
     pub fn tokens(self, columns: &TokenColumns) -> Result<TokenBatch> {
         let (_, cells, selected) = self.request();
-        refuse_selection(selected)?;
-        let cells: Vec<u64> = cells.iter().collect();
+        let cells = requested(cells, selected)?;
         tokens_of(cells, columns, |sink| self.into_sink(sink))
     }
 }
 
-fn refuse_selection(selected: bool) -> Result<()> {
+/// The request's cells, refused when the read selects genes.
+fn requested(cells: &CellSelection, selected: bool) -> Result<Vec<u64>> {
     if selected {
         return Err(Error::Input(
             "a tokenizer reads every gene of a row: read without a gene selection".into(),
         ));
     }
-    Ok(())
+    Ok(cells.iter().collect())
 }
 
 /// The rows of `cells` that `read` writes into a [`TokenSink`].
