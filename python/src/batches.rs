@@ -4,16 +4,19 @@
 
 use std::sync::Mutex;
 
-use deltacells::dataset::{Batch, BatchIter, BatchRows, RankShare, Recycler};
+use deltacells::dataset::{
+    Batch, BatchConfig, BatchIter, BatchRows, Pick, RankShare, Recycler, Shuffle,
+};
 use deltacells::kernels::DecodedCount;
 use numpy::{Element, IntoPyArray, PyArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::arrays;
 use crate::columns;
 use crate::errors::OrRaise;
+use crate::matrix::{Dtype, Handle, Matrix};
 use crate::pool;
 
 /// A batch iterator of either count type.
@@ -183,5 +186,97 @@ impl PyRankShare {
     fn worker_resume(&self, worker: usize, workers: usize, delivered: usize) -> (usize, usize) {
         let span = self.0.worker_resume(worker, workers, delivered);
         (span.start, span.end)
+    }
+}
+
+/// The settings of `batches`, as the package's `batches` passes them (every
+/// one by name).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct BatchArgs {
+    batch_size: usize,
+    seed: u64,
+    epoch: u64,
+    shuffle: String,
+    window_tiles: usize,
+    rank: usize,
+    world_size: usize,
+    drop_last: bool,
+    prefetch: usize,
+    cache_bytes: usize,
+    genes: Option<Vec<i64>>,
+    dense: bool,
+    obs_columns: Vec<String>,
+    obs_cache_dir: Option<std::path::PathBuf>,
+    dtype: String,
+}
+
+/// How many settings [`BatchArgs`] has: a call passing any other is refused,
+/// so a misspelt one is never silently ignored.
+const BATCH_ARGS: usize = 15;
+
+impl BatchArgs {
+    /// The settings in `options`, every one present and no other.
+    pub fn from_dict(options: Option<&Bound<'_, PyDict>>) -> PyResult<BatchArgs> {
+        let options = options.ok_or_else(|| PyValueError::new_err("batches needs its settings"))?;
+        if options.len() != BATCH_ARGS {
+            let names: Vec<String> = options.keys().iter().map(|k| k.to_string()).collect();
+            return Err(PyValueError::new_err(format!(
+                "batches takes {BATCH_ARGS} settings, not {names:?}"
+            )));
+        }
+        options.extract()
+    }
+}
+
+impl<M: Matrix> Handle<M> {
+    /// One rank's batches of one epoch with `args`' settings: all of them
+    /// from position `first`, or the `count` batches from there (how a
+    /// data-loader worker takes its span). `shuffle` is what [`Shuffle`]
+    /// parses (`"none"`, `"block"`, `"random"`); a block shuffle's windows
+    /// hold `window_tiles` tiles.
+    pub fn batches(
+        &self,
+        py: Python<'_>,
+        args: BatchArgs,
+        first: usize,
+        count: Option<usize>,
+    ) -> PyResult<PyBatchIter> {
+        let dtype = Dtype::parse(&args.dtype)?;
+        let shuffle = match args.shuffle.parse::<Shuffle>() {
+            Ok(Shuffle::Block { .. }) => Shuffle::Block {
+                window_tiles: args.window_tiles,
+            },
+            Ok(other) => other,
+            Err(e) => return Err(PyValueError::new_err(e.to_string())),
+        };
+        let genes = self.selection(py, args.genes.as_deref())?;
+        let m = self.get(py)?.clone();
+        let config = BatchConfig::default()
+            .with_batch_size(args.batch_size)
+            .with_seed(args.seed)
+            .with_epoch(args.epoch)
+            .with_shuffle(shuffle)
+            .with_rank(args.rank, args.world_size)
+            .with_drop_last(args.drop_last)
+            .with_prefetch(args.prefetch)
+            .with_cache_bytes(args.cache_bytes)
+            .with_genes(genes)
+            .with_dense(args.dense)
+            .with_obs_columns(args.obs_columns)
+            .with_obs_cache_dir(args.obs_cache_dir)
+            .with_recycler(self.last_batch_buffers().clone())
+            .with_pick(match count {
+                Some(count) => Pick::Range(first..first.saturating_add(count)),
+                None => Pick::Strided { first, step: 1 },
+            });
+        let iter = py
+            .detach(move || match dtype {
+                Dtype::F32 => m.batches_of::<f32>(config).map(PyBatchIter::from),
+                Dtype::I32 => m.batches_of::<i32>(config).map(PyBatchIter::from),
+            })
+            .or_raise(py)?;
+        *self.last_batch_buffers() = Some(iter.recycler());
+        Ok(iter)
     }
 }

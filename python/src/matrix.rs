@@ -14,8 +14,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use deltacells::dataset::{
-    BatchConfig, BatchIter, CellSelection, CsrBatch, GeneSelection, Pick, ReadStats, Recycler,
-    Shuffle,
+    BatchConfig, BatchIter, CellSelection, CsrBatch, GeneSelection, ReadStats, Recycler,
 };
 use deltacells::engine::Engine;
 use deltacells::kernels::DecodedCount;
@@ -24,10 +23,9 @@ use deltacells::{Corpus, Csr, Dataset, Error};
 use numpy::PyReadonlyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::PyTuple;
 
 use crate::arrays;
-use crate::batches::PyBatchIter;
 use crate::columns;
 use crate::errors::{to_py, OrRaise};
 use crate::pool::{Buffers, Pooled};
@@ -197,13 +195,13 @@ pub enum Rows {
 
 /// Values as float32 (what training wants) or int32 (exact counts).
 #[derive(Clone, Copy)]
-enum Dtype {
+pub(crate) enum Dtype {
     F32,
     I32,
 }
 
 impl Dtype {
-    fn parse(name: &str) -> PyResult<Dtype> {
+    pub(crate) fn parse(name: &str) -> PyResult<Dtype> {
         match name {
             "float32" => Ok(Dtype::F32),
             "int32" => Ok(Dtype::I32),
@@ -222,46 +220,6 @@ pub fn ids(a: &PyReadonlyArray1<'_, i64>, what: &str) -> PyResult<Vec<u64>> {
             u64::try_from(c).map_err(|_| PyValueError::new_err(format!("{what} {c} is negative")))
         })
         .collect()
-}
-
-/// The settings of `batches`, as the package's `batches` passes them (every
-/// one by name).
-#[derive(FromPyObject)]
-#[pyo3(from_item_all)]
-pub struct BatchArgs {
-    batch_size: usize,
-    seed: u64,
-    epoch: u64,
-    shuffle: String,
-    window_tiles: usize,
-    rank: usize,
-    world_size: usize,
-    drop_last: bool,
-    prefetch: usize,
-    cache_bytes: usize,
-    genes: Option<Vec<i64>>,
-    dense: bool,
-    obs_columns: Vec<String>,
-    obs_cache_dir: Option<std::path::PathBuf>,
-    dtype: String,
-}
-
-/// How many settings [`BatchArgs`] has: a call passing any other is refused,
-/// so a misspelt one is never silently ignored.
-const BATCH_ARGS: usize = 15;
-
-impl BatchArgs {
-    /// The settings in `options`, every one present and no other.
-    pub fn from_dict(options: Option<&Bound<'_, PyDict>>) -> PyResult<BatchArgs> {
-        let options = options.ok_or_else(|| PyValueError::new_err("batches needs its settings"))?;
-        if options.len() != BATCH_ARGS {
-            let names: Vec<String> = options.keys().iter().map(|k| k.to_string()).collect();
-            return Err(PyValueError::new_err(format!(
-                "batches takes {BATCH_ARGS} settings, not {names:?}"
-            )));
-        }
-        options.extract()
-    }
 }
 
 /// `(name, kind, categories)` of an obs column.
@@ -304,7 +262,7 @@ impl<M: Matrix> Handle<M> {
         Ok(&self.inner)
     }
 
-    fn last_batch_buffers(&self) -> MutexGuard<'_, Option<Recycler>> {
+    pub(crate) fn last_batch_buffers(&self) -> MutexGuard<'_, Option<Recycler>> {
         self.batch_buffers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -354,7 +312,11 @@ impl<M: Matrix> Handle<M> {
         )
     }
 
-    fn selection(&self, py: Python<'_>, genes: Option<&[i64]>) -> PyResult<Option<GeneSelection>> {
+    pub(crate) fn selection(
+        &self,
+        py: Python<'_>,
+        genes: Option<&[i64]>,
+    ) -> PyResult<Option<GeneSelection>> {
         let Some(genes) = genes else { return Ok(None) };
         // A negative gene is refused as such; one past u32 as out of range.
         let genes: Vec<u32> = genes
@@ -423,56 +385,6 @@ impl<M: Matrix> Handle<M> {
         py.detach(|| m.csr_into(range, genes.as_ref(), &mut csr))
             .or_raise(py)?;
         self.buffers.arrays(py, csr)?.into_pyobject(py)
-    }
-
-    /// One rank's batches of one epoch with `args`' settings: all of them
-    /// from position `first`, or the `count` batches from there (how a
-    /// data-loader worker takes its span). `shuffle` is what [`Shuffle`]
-    /// parses (`"none"`, `"block"`, `"random"`); a block shuffle's windows
-    /// hold `window_tiles` tiles.
-    pub fn batches(
-        &self,
-        py: Python<'_>,
-        args: BatchArgs,
-        first: usize,
-        count: Option<usize>,
-    ) -> PyResult<PyBatchIter> {
-        let dtype = Dtype::parse(&args.dtype)?;
-        let shuffle = match args.shuffle.parse::<Shuffle>() {
-            Ok(Shuffle::Block { .. }) => Shuffle::Block {
-                window_tiles: args.window_tiles,
-            },
-            Ok(other) => other,
-            Err(e) => return Err(PyValueError::new_err(e.to_string())),
-        };
-        let genes = self.selection(py, args.genes.as_deref())?;
-        let m = self.get(py)?.clone();
-        let config = BatchConfig::default()
-            .with_batch_size(args.batch_size)
-            .with_seed(args.seed)
-            .with_epoch(args.epoch)
-            .with_shuffle(shuffle)
-            .with_rank(args.rank, args.world_size)
-            .with_drop_last(args.drop_last)
-            .with_prefetch(args.prefetch)
-            .with_cache_bytes(args.cache_bytes)
-            .with_genes(genes)
-            .with_dense(args.dense)
-            .with_obs_columns(args.obs_columns)
-            .with_obs_cache_dir(args.obs_cache_dir)
-            .with_recycler(self.last_batch_buffers().clone())
-            .with_pick(match count {
-                Some(count) => Pick::Range(first..first.saturating_add(count)),
-                None => Pick::Strided { first, step: 1 },
-            });
-        let iter = py
-            .detach(move || match dtype {
-                Dtype::F32 => m.batches_of::<f32>(config).map(PyBatchIter::from),
-                Dtype::I32 => m.batches_of::<i32>(config).map(PyBatchIter::from),
-            })
-            .or_raise(py)?;
-        *self.last_batch_buffers() = Some(iter.recycler());
-        Ok(iter)
     }
 }
 
@@ -588,7 +500,7 @@ macro_rules! matrix_methods {
                 count: Option<usize>,
                 options: Option<&Bound<'_, pyo3::types::PyDict>>,
             ) -> PyResult<$crate::batches::PyBatchIter> {
-                let args = $crate::matrix::BatchArgs::from_dict(options)?;
+                let args = $crate::batches::BatchArgs::from_dict(options)?;
                 self.0.batches(py, args, first, count)
             }
 
