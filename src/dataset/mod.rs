@@ -26,7 +26,7 @@ pub use crate::engine::{CellSelection, GeneSelection};
 pub use crate::storage::{AlignedBytes, LocalStore, MemoryStore, Store};
 pub use batches::{
     Batch, BatchConfig, BatchIter, BatchRows, BatchRowsPart, EpochOrder, Pick, RankShare, Recycler,
-    Shuffle, DEFAULT_WINDOW_TILES,
+    Shuffle, Weights, DEFAULT_WINDOW_TILES,
 };
 pub use gene_stats::{GeneStats, GeneTable};
 pub use read::{CsrBatch, DenseBatch, Read, ReadStats};

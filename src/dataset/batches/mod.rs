@@ -2,8 +2,10 @@
 //!
 //! The pieces, one module each:
 //!
+//! * [`sampling`]: which cells an epoch serves (every cell, a subset, or
+//!   draws with replacement by [`Weights`]);
 //! * [`order`]: the epoch's cell order ([`EpochOrder`], by [`Shuffle`]), a
-//!   pure value of the manifest and `(seed, epoch)`;
+//!   pure value of the manifest, the population and `(seed, epoch)`;
 //! * [`share`]: each rank's and loader worker's share of it ([`RankShare`]);
 //! * [`producer`]: how a batch's rows are made, an explicit [`Strategy`]
 //!   chosen once per iterator from the order and the memory bound;
@@ -21,16 +23,19 @@ mod order;
 mod prefetch;
 mod producer;
 mod recycler;
+mod sampling;
 mod scatter;
 mod share;
 mod window;
 
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use order::{EpochOrder, Shuffle, DEFAULT_WINDOW_TILES};
 pub use producer::BatchRowsPart;
 pub use recycler::Recycler;
+pub use sampling::Weights;
 pub use share::RankShare;
 
 use crate::csr::Csr;
@@ -78,6 +83,16 @@ pub struct BatchConfig {
     pub obs_columns: Vec<String>,
     /// Cache directory for localized obs (default: see [`crate::obs::cache_root`]).
     pub obs_cache_dir: Option<PathBuf>,
+    /// Serve only these cells (ids, any order; each once per epoch unless
+    /// drawn with replacement). Block shuffle keeps its locality inside the
+    /// subset: tiles holding none of its cells are never read.
+    pub cells: Option<Arc<[u64]>>,
+    /// Draw cells with replacement by these weights (see [`Weights`]).
+    pub weights: Weights,
+    /// Draws per epoch, all ranks together (default: the cells of the
+    /// subset, or of the dataset); given without weights, the draws are
+    /// uniform with replacement.
+    pub samples_per_epoch: Option<u64>,
     /// Which of the rank's batches this iterator yields (default: all).
     pub pick: Pick,
     /// Buffers to build batches in: the previous epoch's
@@ -124,6 +139,9 @@ impl Default for BatchConfig {
             dense: false,
             obs_columns: Vec::new(),
             obs_cache_dir: None,
+            cells: None,
+            weights: Weights::None,
+            samples_per_epoch: None,
             pick: Pick::All,
             recycler: None,
         }
@@ -157,6 +175,12 @@ crate::setters!(BatchConfig {
     with_recycler: recycler: Option<Recycler>,
     /// Sets [`BatchConfig::genes`].
     with_genes: genes: Option<GeneSelection>,
+    /// Sets [`BatchConfig::cells`].
+    with_cells: cells: Option<Arc<[u64]>>,
+    /// Sets [`BatchConfig::weights`].
+    with_weights: weights: Weights,
+    /// Sets [`BatchConfig::samples_per_epoch`].
+    with_samples_per_epoch: samples_per_epoch: Option<u64>,
 });
 
 impl BatchConfig {
@@ -220,16 +244,32 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Produce<V> for Producer<V, 
     }
 }
 
-/// One rank's batches of `config` over `tiles` (see [`Producer::new`]).
+/// One rank's batches of `config` over `tiles` (see [`Producer::new`]);
+/// `balance` holds the obs columns a [`Weights::Balance`] names.
 pub(crate) fn batches_over<V: DecodedCount + bytemuck::Pod, T: BatchTiles>(
     tiles: T,
     n_genes: u32,
     genes: Option<GeneSelection>,
     config: &BatchConfig,
     obs: Option<Box<dyn CellLabels>>,
+    balance: Option<&dyn CellLabels>,
 ) -> Result<BatchIter<V>> {
     let (first, step, count) = picked(config)?;
-    let producer = Producer::new(tiles, n_genes, genes, config, (first, step), obs)?;
+    let request = sampling::Request {
+        cells: config.cells.as_deref(),
+        weights: &config.weights,
+        samples: config.samples_per_epoch,
+    };
+    let population = sampling::Population::resolve(&request, tiles.limits(), balance)?;
+    let producer = Producer::new(
+        tiles,
+        n_genes,
+        genes,
+        config,
+        population,
+        (first, step),
+        obs,
+    )?;
     let total = producer.len().min(count);
     let recycled = producer.recycler();
     BatchIter::start(producer, total, config.prefetch, recycled)
@@ -283,20 +323,36 @@ impl Dataset {
         if let Some(g) = &config.genes {
             self.check_selection(g)?;
         }
+        let localize = |columns: &[String]| {
+            let reader = self.obs().ok_or_else(|| {
+                Error::Input(format!(
+                    "obs columns {columns:?} were requested but the dataset has no obs"
+                ))
+            })?;
+            reader.localize(columns, config.obs_cache_dir.as_deref())
+        };
         let obs: Option<Box<dyn CellLabels>> = if config.obs_columns.is_empty() {
             None
         } else {
-            let reader = self.obs().ok_or_else(|| {
-                Error::Input("obs columns were requested but the dataset has no obs".into())
-            })?;
-            let local = reader.localize(&config.obs_columns, config.obs_cache_dir.as_deref())?;
-            Some(Box::new(local))
+            Some(Box::new(localize(&config.obs_columns)?))
+        };
+        let balance = match &config.weights {
+            Weights::Balance(columns) => Some(localize(columns)?),
+            _ => None,
         };
         let tiles = Through {
             dataset: self.clone(),
             cache: ChunkCache::new(0),
         };
-        batches_over(tiles, self.n_genes(), config.genes.clone(), &config, obs)
+        let balance = balance.as_ref().map(|b| b as &dyn CellLabels);
+        batches_over(
+            tiles,
+            self.n_genes(),
+            config.genes.clone(),
+            &config,
+            obs,
+            balance,
+        )
     }
 }
 

@@ -6,6 +6,7 @@ use std::ops::Range;
 use crate::csr::Csr;
 use crate::dataset::batches::order::EpochOrder;
 use crate::dataset::batches::recycler::Recycler;
+use crate::dataset::batches::sampling::Population;
 use crate::dataset::batches::scatter::{Part, Pending};
 use crate::dataset::batches::share::RankShare;
 use crate::dataset::batches::window::{WindowBudget, WindowChunks};
@@ -88,17 +89,25 @@ struct Ctx<T> {
 impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
     /// The batches of `config` over `tiles`, whose rows have `n_genes`
     /// columns as they decode; `genes`, the genes the output keeps of those
-    /// (`config.genes` for a dataset; a corpus maps them as it decodes).
+    /// (`config.genes` for a dataset; a corpus maps them as it decodes);
+    /// `population`, the cells the epoch serves (resolved from `config`).
     pub(crate) fn new(
         mut tiles: T,
         n_genes: u32,
         genes: Option<GeneSelection>,
         config: &BatchConfig,
+        population: Population,
         (first, step): (usize, usize),
         obs: Option<Box<dyn CellLabels>>,
     ) -> Result<Producer<V, T>> {
         let limits = tiles.limits().to_vec();
-        let order = EpochOrder::new(&limits, config.shuffle, config.seed, config.epoch);
+        let order = EpochOrder::of(
+            &limits,
+            population,
+            config.shuffle,
+            config.seed,
+            config.epoch,
+        );
         let share = super::share_of(&order, config);
         let budget = order
             .has_windows()
@@ -107,9 +116,9 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
         let recycled = config.recycler.clone().unwrap_or_else(|| {
             // A window's batches plus those in flight: the most the producer
             // can use at once.
-            let window_cells = order
-                .windows()
-                .map(|w| w.iter().map(|&t| limits[t + 1] - limits[t]).sum::<u64>())
+            let window_cells = (0..order.windows().count())
+                .map(|w| order.window_span(w))
+                .map(|s| s.end - s.start)
                 .max()
                 .unwrap_or(0);
             let per_window = (window_cells as usize).div_ceil(config.batch_size);
