@@ -63,9 +63,20 @@ impl Corpus {
             }
             _ => None,
         };
+        let tokens = match config.batch_tokenizer() {
+            Some(t) => Some(t.for_corpus(self)?),
+            None => None,
+        };
+        if tokens.is_some() && config.genes.is_some() {
+            return Err(Error::Input(
+                "a tokenizer reads every gene of the vocabulary: ask for tokens without a gene \
+                 selection"
+                    .into(),
+            ));
+        }
         let tiles = CorpusTiles::new(self, config.genes.as_ref())?;
         let balance = balance.as_ref().map(|b| b as &dyn CellLabels);
-        batches_over(tiles, width, None, &config, obs, balance)
+        batches_over(tiles, width, None, tokens, &config, obs, balance)
     }
 }
 

@@ -20,6 +20,7 @@
 //! [`Strategy`]: producer::Strategy
 
 mod order;
+mod output;
 mod prefetch;
 mod producer;
 mod recycler;
@@ -33,7 +34,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use order::{EpochOrder, Shuffle, DEFAULT_WINDOW_TILES};
-pub use producer::BatchRowsPart;
 pub use recycler::Recycler;
 pub use sampling::Weights;
 pub use share::RankShare;
@@ -43,10 +43,11 @@ use crate::dataset::cache::ChunkCache;
 use crate::dataset::read::ReadStats;
 use crate::dataset::tiles::Through;
 use crate::dataset::Dataset;
-use crate::engine::{Dense, GeneSelection};
+use crate::engine::{Dense, GeneSelection, Transform};
 use crate::error::{Error, Result};
 use crate::kernels::DecodedCount;
 use crate::obs::Labels;
+use crate::tokenize::{TokenColumns, TokenRows, Tokenizer};
 use prefetch::Prefetch;
 use producer::Producer;
 pub(crate) use producer::{BatchTiles, CellLabels};
@@ -78,6 +79,15 @@ pub struct BatchConfig {
     pub genes: Option<GeneSelection>,
     /// Dense rows instead of CSR.
     pub dense: bool,
+    /// Counts normalized and/or log-transformed into `f32` values, as
+    /// [`crate::dataset::Read::normalize`] computes them (each cell's total
+    /// over all its genes, before the gene selection).
+    pub transform: Transform,
+    /// Tokenized rows ([`BatchRows::Tokens`]) instead of counts, over every
+    /// gene (no selection, no transform: scGPT takes its own). scGPT's gene
+    /// sampling is keyed by the batches' seed and epoch, so each epoch
+    /// samples anew.
+    pub tokenizer: Option<Tokenizer>,
     /// Obs columns returned with every batch as [`Batch::labels`] (empty: none,
     /// and no obs byte is read). Localized when the iterator is created.
     pub obs_columns: Vec<String>,
@@ -137,6 +147,8 @@ impl Default for BatchConfig {
             cache_bytes: 512 << 20,
             genes: None,
             dense: false,
+            transform: Transform::NONE,
+            tokenizer: None,
             obs_columns: Vec::new(),
             obs_cache_dir: None,
             cells: None,
@@ -165,6 +177,10 @@ crate::setters!(BatchConfig {
     with_cache_bytes: cache_bytes: usize,
     /// Sets [`BatchConfig::dense`].
     with_dense: dense: bool,
+    /// Sets [`BatchConfig::transform`].
+    with_transform: transform: Transform,
+    /// Sets [`BatchConfig::tokenizer`].
+    with_tokenizer: tokenizer: Option<Tokenizer>,
     /// Sets [`BatchConfig::obs_columns`].
     with_obs_columns: obs_columns: Vec<String>,
     /// Sets [`BatchConfig::obs_cache_dir`].
@@ -184,6 +200,14 @@ crate::setters!(BatchConfig {
 });
 
 impl BatchConfig {
+    /// The tokenizer, its scGPT sampling keyed by the batches' seed and epoch.
+    pub(crate) fn batch_tokenizer(&self) -> Option<Tokenizer> {
+        self.tokenizer.clone().map(|t| match t {
+            Tokenizer::ScGpt(s) => Tokenizer::ScGpt(s.with_seed(self.seed, self.epoch)),
+            other => other,
+        })
+    }
+
     /// Sets [`BatchConfig::rank`] and [`BatchConfig::world_size`].
     pub fn with_rank(mut self, rank: usize, world_size: usize) -> Self {
         self.rank = rank;
@@ -199,6 +223,8 @@ pub enum BatchRows<V> {
     Csr(Csr<V>),
     /// Dense row-major rows.
     Dense(Dense<V>),
+    /// Tokenized rows ([`BatchConfig::tokenizer`]).
+    Tokens(TokenRows),
 }
 
 /// One training batch, with counts of type `V` (`f32` by default, or `i32`).
@@ -245,11 +271,15 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Produce<V> for Producer<V, 
 }
 
 /// One rank's batches of `config` over `tiles` (see [`Producer::new`]);
-/// `balance` holds the obs columns a [`Weights::Balance`] names.
+/// `genes`, the selection the output applies; `tokens`, the tokenizer
+/// resolved for the tiles' columns; `balance` holds the obs columns a
+/// [`Weights::Balance`] names.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn batches_over<V: DecodedCount + bytemuck::Pod, T: BatchTiles>(
     tiles: T,
     n_genes: u32,
     genes: Option<GeneSelection>,
+    tokens: Option<TokenColumns>,
     config: &BatchConfig,
     obs: Option<Box<dyn CellLabels>>,
     balance: Option<&dyn CellLabels>,
@@ -261,10 +291,16 @@ pub(crate) fn batches_over<V: DecodedCount + bytemuck::Pod, T: BatchTiles>(
         samples: config.samples_per_epoch,
     };
     let population = sampling::Population::resolve(&request, tiles.limits(), balance)?;
+    let output = output::BatchOutput {
+        dense: config.dense,
+        genes,
+        transform: config.transform,
+        tokens,
+    };
     let producer = Producer::new(
         tiles,
         n_genes,
-        genes,
+        output,
         config,
         population,
         (first, step),
@@ -344,15 +380,13 @@ impl Dataset {
             dataset: self.clone(),
             cache: ChunkCache::new(0),
         };
+        let tokens = match config.batch_tokenizer() {
+            Some(t) => Some(t.for_dataset(self)?),
+            None => None,
+        };
         let balance = balance.as_ref().map(|b| b as &dyn CellLabels);
-        batches_over(
-            tiles,
-            self.n_genes(),
-            config.genes.clone(),
-            &config,
-            obs,
-            balance,
-        )
+        let genes = config.genes.clone();
+        batches_over(tiles, self.n_genes(), genes, tokens, &config, obs, balance)
     }
 }
 
