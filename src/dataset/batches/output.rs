@@ -171,6 +171,10 @@ impl ValueSink for CountRows<f32> {
     fn split_values(&mut self, cuts: &[usize]) -> Vec<CountRowsPart<'_, f32>> {
         Sink::split(self, cuts)
     }
+
+    fn sized_by_values(&self) -> bool {
+        matches!(self, CountRows::Csr(_))
+    }
 }
 
 impl ValuePart for CountRowsPart<'_, f32> {
