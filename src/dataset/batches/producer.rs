@@ -6,6 +6,7 @@ use std::ops::Range;
 use crate::csr::Csr;
 use crate::dataset::batches::order::EpochOrder;
 use crate::dataset::batches::recycler::Recycler;
+use crate::dataset::batches::remaining::RemainingOrder;
 use crate::dataset::batches::scatter::{Part, Pending};
 use crate::dataset::batches::share::RankShare;
 use crate::dataset::batches::window::{WindowBudget, WindowChunks};
@@ -75,7 +76,7 @@ struct Ctx<T> {
     /// Genes the batches keep, applied by the output.
     genes: Option<GeneSelection>,
     dense: bool,
-    order: EpochOrder,
+    order: RemainingOrder,
     share: RankShare,
     /// This iterator yields the rank's batches `first`, `first + step`, ...
     first: usize,
@@ -99,7 +100,8 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
     ) -> Result<Producer<V, T>> {
         let limits = tiles.limits().to_vec();
         let order = EpochOrder::new(&limits, config.shuffle, config.seed, config.epoch);
-        let share = super::share_of(&order, config);
+        let order = RemainingOrder::new(order, &config.delivered)?;
+        let share = super::share_of(order.len(), config);
         let budget = order
             .has_windows()
             .then(|| WindowBudget::new(&tiles, order.windows(), config.cache_bytes))
