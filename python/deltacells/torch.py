@@ -78,6 +78,8 @@ class CellDataset(torch.utils.data.IterableDataset):
     `Dataset.batches` gives the same batches without torch. Call
     `set_epoch(epoch)` before each epoch (in a Lightning module, from
     `on_train_epoch_start`): the order of an epoch depends on `(seed, epoch)`.
+    `state_dict`/`load_state_dict` resume an epoch at a batch boundary, with
+    the same world size and loader workers or with others.
     """
 
     def __init__(self, dataset: "Union[str, os.PathLike[str], Dataset]", batch_size: int = 256,
@@ -169,7 +171,7 @@ class CellDataset(torch.utils.data.IterableDataset):
         return 0, 1
 
     def __len__(self) -> int:
-        """Batches per rank per epoch (the same on every rank)."""
+        """Batches per rank of a whole epoch (the same on every rank)."""
         return len(self._batches(self._open(1), prefetch=0, obs_columns=[]))
 
     def _batches(self, ds: Dataset, prefetch: int, obs_columns: Sequence[str],
