@@ -87,7 +87,7 @@ pub struct BatchConfig {
     pub pick: Pick,
     /// Epoch positions already delivered, as sorted disjoint ranges (see
     /// [`Remaining::new`]): the ranks share the rest of the epoch instead of
-    /// all of it, as [`resume`] describes (default: none, a fresh epoch).
+    /// all of it, as [`Remaining`] says (default: none, a fresh epoch).
     pub delivered: Vec<Range<u64>>,
     /// Buffers to build batches in: the previous epoch's
     /// [`BatchIter::recycler`], so that an epoch starts in the buffers the

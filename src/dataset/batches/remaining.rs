@@ -116,6 +116,7 @@ impl RemainingOrder {
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)] // lists of delivered ranges
 mod tests {
     use super::*;
     use crate::dataset::batches::Shuffle;

@@ -70,8 +70,11 @@ pub struct JobShape {
 }
 
 /// The epoch positions a job resumed from delivered ranges still serves, in
-/// epoch order (see the [module docs](self)): position `i` of this
-/// sequence is the `i`-th epoch position not yet delivered.
+/// epoch order: position `i` of this sequence is the `i`-th epoch position
+/// not yet delivered. A job's ranks share it as [`RankShare`] shares a
+/// fresh epoch of that many cells; [`JobShape::after`] says what remains
+/// once they have delivered some batches. (The semantics in full, with what
+/// they guarantee, are the docs of `src/dataset/batches/resume.rs`.)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Remaining {
     /// Cells in the epoch.
@@ -280,6 +283,8 @@ impl Remaining {
 }
 
 #[cfg(test)]
+// Lists of delivered ranges, some of them bad on purpose.
+#[allow(clippy::single_range_in_vec_init, clippy::reversed_empty_ranges)]
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
