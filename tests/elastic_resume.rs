@@ -5,6 +5,7 @@
 //! every cell comes exactly once.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use deltacells::dataset::{BatchRows, JobShape, Pick, RankShare, Remaining};
 use deltacells::synth::{Synth, SynthConfig};
@@ -44,12 +45,18 @@ impl Drop for Dir {
     }
 }
 
-/// One rank's first `take` batches as a loader over `shape.workers`
+/// One rank's first `take` batches of an epoch of `epoch` positions, as a loader over `shape.workers`
 /// workers delivers them (one from each worker's span in turn), each
 /// worker an iterator of its own over its span; every batch checked
 /// against a read of its cells.
-fn loader_take(ds: &Dataset, config: &BatchConfig, shape: JobShape, take: usize) -> Vec<Vec<u64>> {
-    let n = Remaining::new(CELLS, &config.delivered).unwrap().len();
+fn loader_take(
+    ds: &Dataset,
+    config: &BatchConfig,
+    shape: JobShape,
+    epoch: u64,
+    take: usize,
+) -> Vec<Vec<u64>> {
+    let n = Remaining::new(epoch, &config.delivered).unwrap().len();
     let share = RankShare::new(
         n,
         config.batch_size,
@@ -133,7 +140,8 @@ fn jobs_of_three_shapes_share_one_epoch_and_every_cell_comes_once() {
                                 .with_delivered(remaining.delivered());
                             let all = ds.batches_of::<i32>(config.clone()).unwrap().len();
                             counts.push(all);
-                            let batches = loader_take(&ds, &config, shape, stop.unwrap_or(all));
+                            let batches =
+                                loader_take(&ds, &config, shape, CELLS, stop.unwrap_or(all));
                             for c in batches.into_iter().flatten() {
                                 *seen.entry(c).or_default() += 1;
                             }
@@ -154,6 +162,53 @@ fn jobs_of_three_shapes_share_one_epoch_and_every_cell_comes_once() {
                     }
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn subsets_and_draws_resume_by_epoch_position() {
+    let (_dir, ds) = dataset("populations");
+    let subset: Arc<[u64]> = (0..CELLS).filter(|c| c % 3 != 1).collect();
+    // A subset (each of its cells once), and uniform draws with replacement:
+    // a resumed epoch serves the same positions, so the same draws.
+    for (cells, samples) in [(Some(subset), None), (None, Some(450))] {
+        for shuffle in [Shuffle::Block { window_tiles: 2 }, Shuffle::Random] {
+            let base = BatchConfig::default()
+                .with_batch_size(20)
+                .with_seed(8)
+                .with_shuffle(shuffle)
+                .with_cells(cells.clone())
+                .with_samples_per_epoch(samples);
+            let mut whole: Vec<u64> = ds
+                .batches(base.clone())
+                .unwrap()
+                .flat_map(|b| b.unwrap().cells)
+                .collect();
+            whole.sort_unstable();
+            let epoch = whole.len() as u64;
+            let mut remaining = Remaining::all(epoch);
+            let mut got = Vec::new();
+            let jobs = [
+                (JobShape::new(2, 2, 20, false), Some(4)),
+                (JobShape::new(3, 1, 20, false), None),
+            ];
+            for (shape, stop) in jobs {
+                let mut counts = Vec::new();
+                for rank in 0..shape.world_size {
+                    let config = base
+                        .clone()
+                        .with_rank(rank, shape.world_size)
+                        .with_delivered(remaining.delivered());
+                    let all = ds.batches(config.clone()).unwrap().len();
+                    counts.push(all);
+                    let batches = loader_take(&ds, &config, shape, epoch, stop.unwrap_or(all));
+                    got.extend(batches.into_iter().flatten());
+                }
+                remaining = shape.after(&remaining, stop.unwrap_or(counts[0])).unwrap();
+            }
+            got.sort_unstable();
+            assert_eq!(got, whole, "{shuffle} {samples:?}");
         }
     }
 }

@@ -33,6 +33,10 @@
 //! ([`JobShape::after`]): ranges of the original epoch order again, so resumes
 //! compose, each job a shape of its own.
 //!
+//! Positions are places in the epoch order whatever cells it serves: every
+//! cell, a subset's, or draws with replacement (a resumed epoch serves the
+//! same draws; "cell" below means a position's cell).
+//!
 //! # What it guarantees
 //!
 //! The delivered sets of the jobs of an epoch are disjoint, so no cell comes
