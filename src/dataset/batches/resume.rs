@@ -35,16 +35,17 @@
 //!
 //! Positions are places in the epoch order whatever cells it serves: every
 //! cell, a subset's, or draws with replacement (a resumed epoch serves the
-//! same draws; "cell" below means a position's cell).
+//! same draws).
 //!
 //! # What it guarantees
 //!
-//! The delivered sets of the jobs of an epoch are disjoint, so no cell comes
-//! twice. When the job that finishes the epoch does not drop its last cells,
-//! every cell of the epoch comes exactly once over all its jobs (cells an
-//! earlier job dropped were never delivered, so they remain for the next).
-//! When it does (`drop_last`), the cells never delivered are the ones it
-//! dropped: fewer than its `world_size * batch_size`.
+//! The delivered sets of the jobs of an epoch are disjoint, so no position
+//! comes twice. When the job that finishes the epoch does not drop its last
+//! cells, every position of the epoch comes exactly once over all its jobs
+//! (so every cell once, without replacement; positions an earlier job
+//! dropped were never delivered, so they remain for the next). When it does
+//! (`drop_last`), the positions never delivered are the ones it dropped:
+//! fewer than its `world_size * batch_size`.
 //!
 //! Resuming with the shape of the job that stopped can instead continue that
 //! very job, the same batches in the same order: its delivered ranges from
