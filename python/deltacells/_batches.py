@@ -50,7 +50,7 @@ class Batches:
         """The core's account of the rank's batches (`_deltacells.RankShare`)."""
         o = self._options
         return _deltacells.RankShare(self._dataset.n_obs, o["batch_size"], o["rank"],
-                                     o["world_size"], o["drop_last"])
+                                     o["world_size"], o["drop_last"], o["delivered"])
 
     def _bounds(self) -> "tuple[int, int]":
         if self._stop is None:

@@ -386,7 +386,8 @@ class Dataset:
                 obs_columns: "str | Sequence[str]" = (), format: str = "csr_matrix",
                 dtype: Any = np.float32, drop_last: bool = False, rank: int = 0,
                 world_size: int = 1, prefetch: int = 2, cache_bytes: int = 512 << 20,
-                obs_cache_dir: "str | os.PathLike[str] | None" = None) -> Batches:
+                obs_cache_dir: "str | os.PathLike[str] | None" = None,
+                delivered: "Sequence[tuple[int, int]]" = ()) -> Batches:
         """One rank's training batches of one epoch, as `Batch(position, cells,
         X, obs)`, decoded ahead on the engine while the caller works (no torch
         needed; `deltacells.torch.CellDataset` takes the same settings).
@@ -407,6 +408,11 @@ class Dataset:
         * `prefetch`: batches decoded ahead; `cache_bytes`: bound of the
           decoded tiles and chunks the iterator keeps; `obs_cache_dir`: where
           obs columns are localized (see the format's obs cache).
+        * `delivered`: epoch positions (places in the epoch's order, not
+          cell ids) already delivered, as sorted disjoint `(start, stop)`
+          pairs: the ranks share the rest of the epoch, in its order, as they
+          would a whole epoch (how `CellDataset` resumes an epoch with
+          another world size or worker count).
         """
         check_format(format)
         if shuffle not in SHUFFLES:
@@ -424,6 +430,7 @@ class Dataset:
             "obs_columns": [obs_columns] if isinstance(obs_columns, str) else list(obs_columns),
             "obs_cache_dir": None if obs_cache_dir is None else os.fspath(obs_cache_dir),
             "dtype": dtype_name(dtype),
+            "delivered": [(int(start), int(stop)) for start, stop in delivered],
         }
         return Batches(self, options, format)
 

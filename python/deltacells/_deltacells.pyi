@@ -14,7 +14,8 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import Unpack
 
-__all__ = ["Dataset", "Corpus", "BatchIter", "RankShare", "Tokenizer", "Writer", "BuildDriver", "build_stats", "build_task",
+__all__ = ["Dataset", "Corpus", "BatchIter", "RankShare", "Tokenizer", "Writer", "BuildDriver",
+           "delivered_after", "build_stats", "build_task",
            "gene_stats", "gene_stats_part", "read_transformed",
            "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS", "DEFAULT_LEVEL",
            "DEFAULT_TILES_PER_TASK", "kernel_backend"]
@@ -37,7 +38,8 @@ _BatchOptions = TypedDict("_BatchOptions", {
     "batch_size": int, "seed": int, "epoch": int, "shuffle": str, "window_tiles": int,
     "rank": int, "world_size": int, "drop_last": bool, "prefetch": int, "cache_bytes": int,
     "genes": Optional[npt.NDArray[np.int64]], "dense": bool, "obs_columns": Sequence[str],
-    "obs_cache_dir": Union[str, PathLike[str], None], "dtype": str})
+    "obs_cache_dir": Union[str, PathLike[str], None], "dtype": str,
+    "delivered": Sequence[Tuple[int, int]]})
 
 # A token map or gene medians: a dict, or the path of a two-column file.
 _Map = Union[Dict[str, int], Dict[str, float], str]
@@ -126,7 +128,7 @@ class BatchIter:
 @final
 class RankShare:
     def __new__(cls, n_obs: int, batch_size: int, rank: int, world_size: int,
-                drop_last: bool) -> "RankShare": ...
+                drop_last: bool, delivered: Sequence[Tuple[int, int]] = ...) -> "RankShare": ...
     def __len__(self) -> int: ...
     def worker_resume(self, worker: int, workers: int, delivered: int) -> Tuple[int, int]: ...
 
@@ -145,6 +147,9 @@ class Writer:
     def abort(self) -> None: ...
 
 # A build's steps (see deltacells._build): statistics, plans and task reports cross as JSON text.
+def delivered_after(n_obs: int, delivered: Sequence[Tuple[int, int]], world_size: int,
+                    workers: int, batch_size: int, drop_last: bool,
+                    consumed: int) -> List[Tuple[int, int]]: ...
 def build_stats(input: str, index: int, out: str, options_json: str) -> str: ...
 def build_task(plan_json: str, task: int) -> Tuple[str, bool]: ...
 def read_transformed(dataset: Dataset, start: int, stop: int, cells: Optional[npt.NDArray[np.int64]] = None,

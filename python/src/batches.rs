@@ -1,11 +1,16 @@
 //! `_deltacells.BatchIter`: one rank's (or one loader worker's) training
-//! batches, decoded ahead by the engine while Python works; and
-//! `_deltacells.RankShare`, how a rank's batches split among loader workers.
+//! batches, decoded ahead by the engine while Python works;
+//! `_deltacells.RankShare`, how a rank's batches split among loader workers;
+//! and `_deltacells.delivered_after`, what an epoch has delivered once a job
+//! has taken some batches (elastic resume).
 
 use std::sync::Mutex;
 
+use std::ops::Range;
+
 use deltacells::dataset::{
-    Batch, BatchConfig, BatchIter, BatchRows, Pick, RankShare, Recycler, Shuffle,
+    Batch, BatchConfig, BatchIter, BatchRows, JobShape, Pick, RankShare, Recycler, Remaining,
+    Shuffle,
 };
 use deltacells::kernels::DecodedCount;
 use numpy::{Element, IntoPyArray, PyArrayMethods};
@@ -154,14 +159,19 @@ pub struct PyRankShare(RankShare);
 
 #[pymethods]
 impl PyRankShare {
-    /// The batches of rank `rank` of `world_size` over an epoch of `n_obs` cells.
+    /// The batches of rank `rank` of `world_size` over an epoch of `n_obs`
+    /// cells, less the epoch positions `delivered` (`(start, stop)` pairs,
+    /// sorted and disjoint: what remains is shared, see `Remaining`).
     #[new]
+    #[pyo3(signature = (n_obs, batch_size, rank, world_size, drop_last, delivered=Vec::new()))]
     fn new(
+        py: Python<'_>,
         n_obs: u64,
         batch_size: usize,
         rank: usize,
         world_size: usize,
         drop_last: bool,
+        delivered: Vec<(u64, u64)>,
     ) -> PyResult<PyRankShare> {
         if batch_size == 0 {
             return Err(PyValueError::new_err("batch_size must be at least 1"));
@@ -171,8 +181,13 @@ impl PyRankShare {
                 "rank {rank} is outside 0..{world_size}"
             )));
         }
+        let remaining = Remaining::new(n_obs, &ranges(&delivered)).or_raise(py)?;
         Ok(PyRankShare(RankShare::new(
-            n_obs, batch_size, rank, world_size, drop_last,
+            remaining.len(),
+            batch_size,
+            rank,
+            world_size,
+            drop_last,
         )))
     }
 
@@ -187,6 +202,37 @@ impl PyRankShare {
         let span = self.0.worker_resume(worker, workers, delivered);
         (span.start, span.end)
     }
+}
+
+/// `(start, stop)` pairs as ranges.
+fn ranges(pairs: &[(u64, u64)]) -> Vec<Range<u64>> {
+    pairs.iter().map(|&(start, stop)| start..stop).collect()
+}
+
+/// The epoch positions an epoch of `n_obs` cells has delivered, as sorted
+/// `(start, stop)` pairs, once a job of `world_size` ranks with `workers`
+/// loader workers each, serving what `delivered` left (see `RankShare`), has
+/// delivered `consumed` batches on every rank (the core's `JobShape::after`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn delivered_after(
+    py: Python<'_>,
+    n_obs: u64,
+    delivered: Vec<(u64, u64)>,
+    world_size: usize,
+    workers: usize,
+    batch_size: usize,
+    drop_last: bool,
+    consumed: usize,
+) -> PyResult<Vec<(u64, u64)>> {
+    let remaining = Remaining::new(n_obs, &ranges(&delivered)).or_raise(py)?;
+    let shape = JobShape::new(world_size, workers, batch_size, drop_last);
+    let after = shape.after(&remaining, consumed).or_raise(py)?;
+    Ok(after
+        .delivered()
+        .into_iter()
+        .map(|r| (r.start, r.end))
+        .collect())
 }
 
 /// The settings of `batches`, as the package's `batches` passes them (every
@@ -209,11 +255,12 @@ pub struct BatchArgs {
     obs_columns: Vec<String>,
     obs_cache_dir: Option<std::path::PathBuf>,
     dtype: String,
+    delivered: Vec<(u64, u64)>,
 }
 
 /// How many settings [`BatchArgs`] has: a call passing any other is refused,
 /// so a misspelt one is never silently ignored.
-const BATCH_ARGS: usize = 15;
+const BATCH_ARGS: usize = 16;
 
 impl BatchArgs {
     /// The settings in `options`, every one present and no other.
@@ -265,6 +312,7 @@ impl<M: Matrix> Handle<M> {
             .with_dense(args.dense)
             .with_obs_columns(args.obs_columns)
             .with_obs_cache_dir(args.obs_cache_dir)
+            .with_delivered(ranges(&args.delivered))
             .with_recycler(self.last_batch_buffers().clone())
             .with_pick(match count {
                 Some(count) => Pick::Range(first..first.saturating_add(count)),

@@ -7,6 +7,8 @@
 //! * [`order`]: the epoch's cell order ([`EpochOrder`], by [`Shuffle`]), a
 //!   pure value of the manifest, the population and `(seed, epoch)`;
 //! * [`share`]: each rank's and loader worker's share of it ([`RankShare`]);
+//! * [`resume`]: what an epoch has delivered, and the rest of it that a
+//!   job of any shape resumes ([`Remaining`], [`JobShape`]);
 //! * [`producer`]: how a batch's rows are made, an explicit [`Strategy`]
 //!   chosen once per iterator from the order and the memory bound;
 //! * [`prefetch`]: the thread producing batches ahead of the caller;
@@ -24,6 +26,8 @@ mod output;
 mod prefetch;
 mod producer;
 mod recycler;
+mod remaining;
+mod resume;
 mod sampling;
 mod scatter;
 mod share;
@@ -35,6 +39,7 @@ use std::sync::Arc;
 
 pub use order::{EpochOrder, Shuffle, DEFAULT_WINDOW_TILES};
 pub use recycler::Recycler;
+pub use resume::{JobShape, Remaining};
 pub use sampling::Weights;
 pub use share::RankShare;
 
@@ -105,6 +110,10 @@ pub struct BatchConfig {
     pub samples_per_epoch: Option<u64>,
     /// Which of the rank's batches this iterator yields (default: all).
     pub pick: Pick,
+    /// Epoch positions already delivered, as sorted disjoint ranges (see
+    /// [`Remaining::new`]): the ranks share the rest of the epoch instead of
+    /// all of it, as [`Remaining`] says (default: none, a fresh epoch).
+    pub delivered: Vec<Range<u64>>,
     /// Buffers to build batches in: the previous epoch's
     /// [`BatchIter::recycler`], so that an epoch starts in the buffers the
     /// last one gave back instead of faulting in fresh pages for its first
@@ -155,6 +164,7 @@ impl Default for BatchConfig {
             weights: Weights::None,
             samples_per_epoch: None,
             pick: Pick::All,
+            delivered: Vec::new(),
             recycler: None,
         }
     }
@@ -187,6 +197,8 @@ crate::setters!(BatchConfig {
     with_obs_cache_dir: obs_cache_dir: Option<PathBuf>,
     /// Sets [`BatchConfig::pick`].
     with_pick: pick: Pick,
+    /// Sets [`BatchConfig::delivered`].
+    with_delivered: delivered: Vec<Range<u64>>,
     /// Sets [`BatchConfig::recycler`].
     with_recycler: recycler: Option<Recycler>,
     /// Sets [`BatchConfig::genes`].
@@ -311,10 +323,10 @@ pub(crate) fn batches_over<V: DecodedCount + bytemuck::Pod, T: BatchTiles>(
     BatchIter::start(producer, total, config.prefetch, recycled)
 }
 
-/// The rank's share of an epoch of `order`, as `config` cuts it.
-pub(crate) fn share_of(order: &EpochOrder, config: &BatchConfig) -> RankShare {
+/// The rank's share of an epoch of `n` positions, as `config` cuts it.
+pub(crate) fn share_of(n: u64, config: &BatchConfig) -> RankShare {
     RankShare::new(
-        order.len(),
+        n,
         config.batch_size,
         config.rank,
         config.world_size,

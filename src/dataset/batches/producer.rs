@@ -7,6 +7,7 @@ use crate::csr::Csr;
 use crate::dataset::batches::order::EpochOrder;
 use crate::dataset::batches::output::{BatchOutput, Run};
 use crate::dataset::batches::recycler::Recycler;
+use crate::dataset::batches::remaining::RemainingOrder;
 use crate::dataset::batches::sampling::Population;
 use crate::dataset::batches::scatter::{Part, Pending};
 use crate::dataset::batches::share::RankShare;
@@ -75,7 +76,7 @@ struct Ctx<T> {
     n_genes: u32,
     /// What the rows are written as.
     output: BatchOutput,
-    order: EpochOrder,
+    order: RemainingOrder,
     share: RankShare,
     /// This iterator yields the rank's batches `first`, `first + step`, ...
     first: usize,
@@ -109,7 +110,8 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
             config.seed,
             config.epoch,
         );
-        let share = super::share_of(&order, config);
+        let order = RemainingOrder::new(order, &config.delivered)?;
+        let share = super::share_of(order.len(), config);
         let budget = order
             .has_windows()
             .then(|| WindowBudget::new(&tiles, order.windows(), config.cache_bytes))
