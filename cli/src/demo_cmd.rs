@@ -72,7 +72,9 @@ pub fn run(args: DemoArgs, backend: Backend) -> Result<()> {
     // Synthetic gene names, and each cell's type as a categorical obs
     // column: what the bench's tokenized and balanced batches read.
     let names = (0..args.genes).map(|g| format!("SYN{g:05}")).collect();
-    let types = (0..synth.config().n_types).map(|t| format!("type {t:02}")).collect();
+    let types = (0..synth.config().n_types)
+        .map(|t| format!("type {t:02}"))
+        .collect();
     let codes = (0..args.cells).map(|c| synth.cell_type(c) as i32).collect();
     let obs = ObsConfig::new(vec![ObsColumn::category("cell_type", types, codes)?]);
     let config = WriterConfig::default()

@@ -182,12 +182,18 @@ pub fn model_batches(
         figures.push(json!({"kind": what, "cells_per_s": r, "vs_plain_csr": r / plain}));
     }
     if stats.is_none() {
-        writeln!(out, "  (tokenizers and the gene vocabulary skipped: the dataset has no var names)")
-            .map_err(out_err)?;
+        writeln!(
+            out,
+            "  (tokenizers and the gene vocabulary skipped: the dataset has no var names)"
+        )
+        .map_err(out_err)?;
     }
     match &balance {
         Some(c) => writeln!(out, "  (balanced on the obs column {c:?})"),
-        None => writeln!(out, "  (balanced batches skipped: the dataset has no categorical obs column)"),
+        None => writeln!(
+            out,
+            "  (balanced batches skipped: the dataset has no categorical obs column)"
+        ),
     }
     .map_err(out_err)?;
     report.insert(

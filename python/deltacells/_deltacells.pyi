@@ -31,7 +31,7 @@ _CsrParts = Tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], np.ndarray, int]
 _Column = Tuple[str, Union[np.ndarray, List[Optional[str]]], Optional[npt.NDArray[np.bool_]],
                Optional[List[str]]]
 _Rows = Union[Tuple[str, npt.NDArray[np.int64], npt.NDArray[np.int32], np.ndarray, int],
-             Tuple[str, np.ndarray]]
+             Tuple[str, np.ndarray], Tuple[str, Dict[str, np.ndarray]]]
 _BatchTuple = Tuple[int, npt.NDArray[np.int64], _Rows, List[Tuple[str, _Column]]]
 # The settings `batches` takes by name, every one of them (see deltacells._dataset).
 _BatchOptions = TypedDict("_BatchOptions", {
@@ -39,7 +39,10 @@ _BatchOptions = TypedDict("_BatchOptions", {
     "rank": int, "world_size": int, "drop_last": bool, "prefetch": int, "cache_bytes": int,
     "genes": Optional[npt.NDArray[np.int64]], "dense": bool, "obs_columns": Sequence[str],
     "obs_cache_dir": Union[str, PathLike[str], None], "dtype": str,
-    "delivered": Sequence[Tuple[int, int]]})
+    "delivered": Sequence[Tuple[int, int]], "cells": Optional[npt.NDArray[np.uint64]],
+    "weights": Optional[npt.NDArray[np.float64]], "balance": Sequence[str],
+    "samples_per_epoch": Optional[int], "normalize": Optional[float], "log1p": bool,
+    "tokenizer": Optional["Tokenizer"]})
 
 # A token map or gene medians: a dict, or the path of a two-column file.
 _Map = Union[Dict[str, int], Dict[str, float], str]

@@ -69,6 +69,14 @@ class CellDataset(torch.utils.data.IterableDataset):
       and booleans as tensors (missing numbers as NaN), strings as lists.
     * `output`: "csr" (`torch.sparse_csr_tensor`, values not copied) or
       "dense" rows; `dtype`: float32 or int32 (exact counts).
+    * `cells`, `weights`, `balance`, `samples_per_epoch`: a subset of cells,
+      or draws with replacement by weight or balancing the classes of
+      categorical obs columns (see `Dataset.batches`); every rank still
+      yields as many batches.
+    * `normalize`, `log1p`: float32 values as `Dataset.read` computes them.
+    * `tokenizer` (`deltacells.tokenize.Geneformer` or `ScGPT`): instead of
+      `"X"`, the batch holds the tokenizer's `input_ids`, `attention_mask`
+      (and scGPT's `values`) as `[batch, max_len]` tensors.
     * `rank`/`world_size`: default from `torch.distributed` when initialised
       (as under `torchrun` or a Lightning `Trainer`), read when iterating.
     * `prefetch`: batches decoded ahead by the engine, per worker.
@@ -89,7 +97,11 @@ class CellDataset(torch.utils.data.IterableDataset):
                  prefetch: int = 2, rank: Optional[int] = None,
                  world_size: Optional[int] = None, threads: Optional[int] = None,
                  cache_bytes: int = 512 << 20,
-                 obs_cache_dir: "Union[str, os.PathLike[str], None]" = None):
+                 obs_cache_dir: "Union[str, os.PathLike[str], None]" = None,
+                 cells: Any = None, weights: Any = None,
+                 balance: "Union[str, Sequence[str], None]" = None,
+                 samples_per_epoch: Optional[int] = None, normalize: Optional[float] = None,
+                 log1p: bool = False, tokenizer: Any = None):
         super().__init__()
         if shuffle not in SHUFFLES:
             raise InputError(f"shuffle must be one of {SHUFFLES}, not {shuffle!r}")
@@ -125,6 +137,13 @@ class CellDataset(torch.utils.data.IterableDataset):
         self.threads = threads
         self.cache_bytes = int(cache_bytes)
         self.obs_cache_dir = None if obs_cache_dir is None else os.fspath(obs_cache_dir)
+        self.cells = None if cells is None else np.asarray(cells)
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
+        self.balance = balance
+        self.samples_per_epoch = samples_per_epoch
+        self.normalize = normalize
+        self.log1p = bool(log1p)
+        self.tokenizer = tokenizer
         self.epoch = 0
         self._resume: Optional[_Resume] = None  # the state this epoch's next pass resumes
         self._position = 0  # batches this pass's in-process iteration delivered
@@ -183,7 +202,13 @@ class CellDataset(torch.utils.data.IterableDataset):
             format="numpy" if self.output == "dense" else "torch", dtype=self.dtype,
             drop_last=self.drop_last, rank=rank, world_size=world, prefetch=prefetch,
             cache_bytes=self.cache_bytes, obs_cache_dir=self.obs_cache_dir,
-            delivered=delivered)
+            delivered=delivered, cells=self.cells, weights=self.weights, balance=self.balance,
+            samples_per_epoch=self.samples_per_epoch, normalize=self.normalize,
+            log1p=self.log1p, tokenizer=self.tokenizer)
+
+    def _epoch_cells(self) -> int:
+        """The cells an epoch serves: the subset's, the draws, or every cell."""
+        return self._batches(self._open(1), prefetch=0, obs_columns=[]).epoch_cells
 
     # -- epochs and resuming -----------------------------------------------------
 
@@ -260,7 +285,7 @@ class CellDataset(torch.utils.data.IterableDataset):
             workers, taken = max(1, int(num_workers)), int(consumed)
         delivered, start = self._pass(workers)
         return {"seed": self.seed, "epoch": self.epoch, "shuffle": self._order(),
-                "epoch_cells": self._open(1).n_obs, "batch_size": self.batch_size,
+                "epoch_cells": self._epoch_cells(), "batch_size": self.batch_size,
                 "drop_last": self.drop_last, "world": list(self.rank_world()),
                 "num_workers": workers, "delivered_before": [list(r) for r in delivered],
                 "next_batch": start + taken}
@@ -274,7 +299,7 @@ class CellDataset(torch.utils.data.IterableDataset):
         if state.get("shuffle", self._order()) != self._order():
             raise InputError(f"the state was saved with shuffle {state['shuffle']!r}, "
                              f"this dataset has {self._order()!r}")
-        cells = self._open(1).n_obs
+        cells = self._epoch_cells()
         if state.get("epoch_cells", cells) != cells:
             raise InputError(f"the state was saved over an epoch of {state['epoch_cells']} "
                              f"cells; this one has {cells}")
@@ -308,8 +333,11 @@ class CellDataset(torch.utils.data.IterableDataset):
             self._position = 0
         for taken, batch in enumerate(batches.for_worker(worker, workers, start)):
             X = batch.X
-            out = {"X": torch.from_numpy(X) if isinstance(X, np.ndarray) else X,
-                   "cells": torch.from_numpy(batch.cells)}
+            if isinstance(X, dict):
+                out = {k: torch.from_numpy(v) for k, v in X.items()}
+            else:
+                out = {"X": torch.from_numpy(X) if isinstance(X, np.ndarray) else X}
+            out["cells"] = torch.from_numpy(batch.cells)
             for name, values in batch.obs.items():
                 out[name] = _label(values)
             if info is None:

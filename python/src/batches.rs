@@ -10,10 +10,11 @@ use std::ops::Range;
 
 use deltacells::dataset::{
     Batch, BatchConfig, BatchIter, BatchRows, JobShape, Pick, RankShare, Recycler, Remaining,
-    Shuffle,
+    Shuffle, Weights,
 };
+use deltacells::engine::Transform;
 use deltacells::kernels::DecodedCount;
-use numpy::{Element, IntoPyArray, PyArrayMethods};
+use numpy::{Element, IntoPyArray, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -23,6 +24,7 @@ use crate::columns;
 use crate::errors::OrRaise;
 use crate::matrix::{Dtype, Handle, Matrix};
 use crate::pool;
+use crate::tokenize::PyTokenizer;
 
 /// A batch iterator of either count type.
 enum Counts {
@@ -109,6 +111,10 @@ where
             let (n_cols, data) = dense.into_parts();
             let matrix = data.into_pyarray(py).reshape([n, n_cols])?;
             ("dense", matrix).into_pyobject(py)?.into_any()
+        }
+        BatchRows::Tokens(tokens) => {
+            let dict = crate::tokenize::token_rows_dict(py, tokens, n)?;
+            ("tokens", dict).into_pyobject(py)?.into_any()
         }
     };
     let labels = batch
@@ -239,7 +245,7 @@ pub fn delivered_after(
 /// one by name).
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
-pub struct BatchArgs {
+pub struct BatchArgs<'py> {
     batch_size: usize,
     seed: u64,
     epoch: u64,
@@ -256,15 +262,22 @@ pub struct BatchArgs {
     obs_cache_dir: Option<std::path::PathBuf>,
     dtype: String,
     delivered: Vec<(u64, u64)>,
+    cells: Option<PyReadonlyArray1<'py, u64>>,
+    weights: Option<PyReadonlyArray1<'py, f64>>,
+    balance: Vec<String>,
+    samples_per_epoch: Option<u64>,
+    normalize: Option<f64>,
+    log1p: bool,
+    tokenizer: Option<Bound<'py, PyTokenizer>>,
 }
 
 /// How many settings [`BatchArgs`] has: a call passing any other is refused,
 /// so a misspelt one is never silently ignored.
-const BATCH_ARGS: usize = 16;
+const BATCH_ARGS: usize = 23;
 
-impl BatchArgs {
+impl<'py> BatchArgs<'py> {
     /// The settings in `options`, every one present and no other.
-    pub fn from_dict(options: Option<&Bound<'_, PyDict>>) -> PyResult<BatchArgs> {
+    pub fn from_dict(options: Option<&Bound<'py, PyDict>>) -> PyResult<BatchArgs<'py>> {
         let options = options.ok_or_else(|| PyValueError::new_err("batches needs its settings"))?;
         if options.len() != BATCH_ARGS {
             let names: Vec<String> = options.keys().iter().map(|k| k.to_string()).collect();
@@ -285,10 +298,30 @@ impl<M: Matrix> Handle<M> {
     pub fn batches(
         &self,
         py: Python<'_>,
-        args: BatchArgs,
+        args: BatchArgs<'_>,
         first: usize,
         count: Option<usize>,
     ) -> PyResult<PyBatchIter> {
+        if args.weights.is_some() && !args.balance.is_empty() {
+            return Err(PyValueError::new_err("give weights or balance, not both"));
+        }
+        let weights = match (&args.weights, args.balance.is_empty()) {
+            (Some(w), _) => Weights::PerCell(w.as_slice()?.into()),
+            (None, false) => Weights::Balance(args.balance.clone()),
+            (None, true) => Weights::None,
+        };
+        let cells = match &args.cells {
+            Some(c) => Some(c.as_slice()?.into()),
+            None => None,
+        };
+        let mut transform = Transform::NONE;
+        if let Some(target) = args.normalize {
+            transform = transform.normalize(target);
+        }
+        if args.log1p {
+            transform = transform.log1p();
+        }
+        let tokenizer = args.tokenizer.as_ref().map(|t| t.get().tokenizer().clone());
         let dtype = Dtype::parse(&args.dtype)?;
         let shuffle = match args.shuffle.parse::<Shuffle>() {
             Ok(Shuffle::Block { .. }) => Shuffle::Block {
@@ -313,6 +346,11 @@ impl<M: Matrix> Handle<M> {
             .with_obs_columns(args.obs_columns)
             .with_obs_cache_dir(args.obs_cache_dir)
             .with_delivered(ranges(&args.delivered))
+            .with_cells(cells)
+            .with_weights(weights)
+            .with_samples_per_epoch(args.samples_per_epoch)
+            .with_transform(transform)
+            .with_tokenizer(tokenizer)
             .with_recycler(self.last_batch_buffers().clone())
             .with_pick(match count {
                 Some(count) => Pick::Range(first..first.saturating_add(count)),

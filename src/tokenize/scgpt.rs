@@ -242,7 +242,15 @@ impl ScGptColumns {
         quantile_edges(n, self.n_bins, kth, &mut s.edges);
         let body = self.max_len - 1;
         if n > body {
-            sample(n, body, self.seed, self.epoch, cell, &mut s.picked, &mut s.marks);
+            sample(
+                n,
+                body,
+                self.seed,
+                self.epoch,
+                cell,
+                &mut s.picked,
+                &mut s.marks,
+            );
         } else {
             s.picked.clear();
             s.picked.extend(0..n as u32);
