@@ -37,8 +37,11 @@ pub struct Geneformer {
 /// per-column table.
 #[derive(Clone, Debug)]
 pub(crate) struct GeneformerColumns {
-    /// Per column: its token and median, or `None` (skipped).
-    pub(crate) columns: Vec<Option<(i32, f64)>>,
+    /// Per column: its token, or -1 (skipped: no token or no median);
+    /// tokens are non-negative (checked).
+    pub(crate) tokens: Vec<i32>,
+    /// Per column: its median (NaN where skipped).
+    pub(crate) medians: Vec<f64>,
     pub(crate) pad: i32,
     /// `<cls>` and `<eos>`, with special tokens.
     pub(crate) special: Option<(i32, i32)>,
@@ -109,13 +112,17 @@ impl Geneformer {
 
     /// The table for columns named `keys`.
     pub(crate) fn columns(&self, keys: &[String]) -> GeneformerColumns {
-        let columns = keys
+        let (tokens, medians) = keys
             .iter()
-            .map(|k| Some((self.tokens.get(k)?, self.medians.get(k)?)))
-            .collect();
+            .map(|k| match (self.tokens.get(k), self.medians.get(k)) {
+                (Some(t), Some(m)) => (t, m),
+                _ => (-1, f64::NAN),
+            })
+            .unzip();
         let token = |name| self.tokens.get(name).expect("checked when configured");
         GeneformerColumns {
-            columns,
+            tokens,
+            medians,
             pad: token("<pad>"),
             special: self
                 .special_tokens
@@ -125,6 +132,9 @@ impl Geneformer {
         }
     }
 }
+
+/// Counts whose scaled value a row computes up front.
+const MEMO: usize = 32;
 
 /// Reused buffers of [`GeneformerColumns::row`].
 #[derive(Default)]
@@ -148,9 +158,16 @@ impl GeneformerColumns {
         let n_counts = counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>() as f64;
         let exact = &mut scratch.exact;
         exact.clear();
+        // `(count / n_counts) * target_sum` of the small counts, each
+        // computed once per cell: the same value, fewer divisions.
+        let scaled = |c: u32| (f64::from(c) / n_counts) * self.target_sum;
+        let memo: [f64; MEMO] = std::array::from_fn(|c| scaled(c as u32));
         for (&g, &c) in genes.iter().zip(counts) {
-            if let Some((token, median)) = self.columns[g as usize] {
-                let v = ((f64::from(c as u32) / n_counts) * self.target_sum) / median;
+            let token = self.tokens[g as usize];
+            if token >= 0 {
+                let c = c as u32;
+                let x = memo.get(c as usize).copied().unwrap_or_else(|| scaled(c));
+                let v = x / self.medians[g as usize];
                 exact.push((!v.to_bits(), token));
             }
         }

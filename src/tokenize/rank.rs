@@ -8,8 +8,9 @@
 //! pass into about as many buckets as pairs, over the keys' span, leaves
 //! buckets of a few pairs each: those are sorted in place (a bucket still
 //! large, as exact ties or a tight cluster make, is bucketed again over its
-//! own span; one of equal keys is sorted by token alone). Linear in the
-//! pairs and the buckets, and the same order as a full sort of the pairs.
+//! own span; one of equal keys is sorted by token alone, unless it already
+//! is). Linear in the pairs and the buckets, and the same order as a full
+//! sort of the pairs.
 
 /// Buckets this small are sorted directly.
 const SMALL: usize = 32;
@@ -37,22 +38,28 @@ pub(crate) fn rank(pairs: &mut Vec<(u64, i32)>, buffers: &mut RankBuffers) {
 }
 
 /// Sorts `from` into `to` (as long): counted into buckets by the high bits
-/// of `key - min`, each bucket then sorted (large ones bucketed again).
+/// of `key - min`, stably, each bucket then sorted (large ones bucketed
+/// again). A run of equal keys keeps the order it came in, which is token
+/// order whenever tokens increase with the columns (a dictionary made in
+/// the dataset's gene order): such runs are checked and left as they are.
 fn bucket(from: &[(u64, i32)], to: &mut [(u64, i32)], counts: &mut Vec<u32>) {
     let lo = from.iter().map(|p| p.0).min().unwrap_or(0);
     let hi = from.iter().map(|p| p.0).max().unwrap_or(0);
     if lo == hi {
         to.copy_from_slice(from);
-        to.sort_unstable_by_key(|p| p.1);
+        if !to.is_sorted_by_key(|p| p.1) {
+            to.sort_unstable_by_key(|p| p.1);
+        }
         return;
     }
     let bits = from.len().next_power_of_two().trailing_zeros();
+    let n_buckets = 1usize << bits;
     let span = hi - lo;
-    // `span >> shift` has at most `bits` bits: every bucket index is below `2^bits`.
+    // `span >> shift` has at most `bits` bits: every bucket index is below `n_buckets`.
     let shift = (64 - span.leading_zeros()).saturating_sub(bits);
     let at = |key: u64| ((key - lo) >> shift) as usize;
     counts.clear();
-    counts.resize((1 << bits) + 1, 0);
+    counts.resize(n_buckets + 1, 0);
     for p in from {
         counts[at(p.0) + 1] += 1;
     }
@@ -66,21 +73,32 @@ fn bucket(from: &[(u64, i32)], to: &mut [(u64, i32)], counts: &mut Vec<u32>) {
         to[*slot as usize] = *p;
         *slot += 1;
     }
-    let mut start = 0usize;
-    let ends: Vec<usize> = counts[..1 << bits]
-        .iter()
-        .map(|&e| e as usize)
-        .filter(|&e| e > 0)
-        .collect();
-    for end in ends {
-        let part = &mut to[start..end];
-        if part.len() > SMALL {
-            let copy = part.to_vec();
-            bucket(&copy, part, &mut Vec::new());
-        } else if part.len() > 1 {
-            part.sort_unstable();
+    let mut begin = 0usize;
+    for b in 0..n_buckets {
+        let end = counts[b] as usize;
+        let part = &mut to[begin..end];
+        match part.len() {
+            0 | 1 => {}
+            2..=SMALL => insertion_sort(part),
+            _ => {
+                let copy = part.to_vec();
+                bucket(&copy, part, &mut Vec::new());
+            }
         }
-        start = end;
+        begin = end;
+    }
+}
+
+/// Sorts a few pairs in place.
+fn insertion_sort(part: &mut [(u64, i32)]) {
+    for i in 1..part.len() {
+        let p = part[i];
+        let mut j = i;
+        while j > 0 && part[j - 1] > p {
+            part[j] = part[j - 1];
+            j -= 1;
+        }
+        part[j] = p;
     }
 }
 
