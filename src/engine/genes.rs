@@ -2,7 +2,11 @@
 //! given, or mapped into a wider space of columns (a corpus vocabulary) where
 //! the columns no gene lands on read as zeros.
 
+use std::sync::OnceLock;
+
 use crate::error::{Error, Result};
+use crate::kernels::rows::RowKernels;
+use crate::kernels::KernelTable;
 
 /// Which genes to keep and where each lands.
 ///
@@ -21,6 +25,8 @@ pub struct GeneSelection {
     n_genes: u32,
     /// Whether output columns increase with gene index (rows then need no re-sort).
     monotone: bool,
+    /// Whether every gene of the dataset has a column (rows keep their length).
+    total: bool,
 }
 
 /// Gene -> output column, in memory proportional to the selection.
@@ -97,6 +103,7 @@ impl GeneSelection {
             return Err(Error::Input(format!("gene {} is selected twice", w[0].0)));
         }
         let monotone = pairs.windows(2).all(|w| w[0].1 < w[1].1);
+        let total = pairs.len() == n_genes as usize;
         let dense_limit = (DENSE_SPAN_PER_GENE * pairs.len()).max(DENSE_SPAN_MIN);
         let lookup = match (pairs.first(), pairs.last()) {
             (Some(&(first, _)), Some(&(last, _))) if ((last - first) as usize) < dense_limit => {
@@ -114,6 +121,7 @@ impl GeneSelection {
             n_cols,
             n_genes,
             monotone,
+            total,
         })
     }
 
@@ -215,6 +223,12 @@ impl GeneSelection {
         self.monotone
     }
 
+    /// Whether every gene of the dataset is kept, so that a mapped row is as
+    /// long as stored (and can be mapped where it was decoded).
+    pub(crate) fn keeps_every_gene(&self) -> bool {
+        self.total
+    }
+
     /// Number of dataset genes this selection was built for.
     pub fn n_genes(&self) -> usize {
         self.n_genes as usize
@@ -226,36 +240,79 @@ impl GeneSelection {
 ///
 /// A row is taken in ([`RowMapper::take`]), then written out
 /// ([`RowMapper::emit`]), so the output may overwrite the row it came from
-/// (a decoded chunk mapped in place). A selection in gene order (a monotone
-/// one) keeps the row's order. Any other puts each kept count at its column
-/// in a scratch row and marks the column in a bitmap, then reads the marked
-/// columns back in order: linear in the row and in the columns it spans (a
-/// word per 64 columns), where sorting the pairs costs a log factor per gene
-/// (several times the decode of the row). Rows spread thinly over many
-/// columns are sorted instead.
-#[derive(Debug, Default)]
-pub(crate) struct RowMapper {
+/// (a decoded chunk mapped in place, or a row decoded into its batch). A
+/// selection in gene order (a monotone one) keeps the row's order. Any other
+/// marks each kept gene's column in a bitmap, a bit per output column; a
+/// running count of the bits before each word then gives every gene its
+/// place in the row (the bits below its column), and it is written there.
+/// Every step is a fixed amount of work per gene and per 64 columns, with no
+/// branch on the data: sorting the pairs costs a log factor per gene, and
+/// reading the bits back one by one a mispredicted branch per word (each
+/// several times the decode of a gene). Rows spread thinly over many columns
+/// are sorted instead.
+#[derive(Debug)]
+pub(crate) struct RowMapper<V = i32> {
+    /// Counts the marks ([`RowKernels::ranks`]).
+    kernels: &'static RowKernels,
     /// Marked output columns, a bit each; clear outside `take .. emit`.
     marks: Vec<u64>,
-    /// The count at each marked column.
-    counts: Vec<i32>,
+    /// The number of marked columns before each word of `marks`.
+    before: Vec<u32>,
+    /// Words of `marks` the row taken spans.
+    words: usize,
+    /// Output column of each kept gene of the row taken, in the row's order
+    /// (when marked).
+    columns: Vec<u32>,
+    /// The count of each of `columns`.
+    counts: Vec<V>,
+    /// The place of each of `columns` in the row put in column order.
+    at: Vec<u32>,
     /// Whether the row taken was marked (else it is in `pairs`).
     marked: bool,
     /// `(column, count)` of the row taken, in column order, when not marked.
-    pairs: Vec<(i32, i32)>,
-    /// Genes kept of the row taken.
-    kept: usize,
+    pairs: Vec<(i32, V)>,
 }
 
-impl RowMapper {
+impl<V> Default for RowMapper<V> {
+    /// A mapper on the best row kernels this CPU runs (every table gives
+    /// the same rows; the choice changes only the speed).
+    fn default() -> Self {
+        RowMapper::new(best_row_kernels())
+    }
+}
+
+/// The richest row kernel table this CPU runs, found once.
+fn best_row_kernels() -> &'static RowKernels {
+    static BEST: OnceLock<&'static RowKernels> = OnceLock::new();
+    BEST.get_or_init(|| {
+        RowKernels::available()
+            .last()
+            .copied()
+            .unwrap_or_else(RowKernels::scalar)
+    })
+}
+
+impl<V> RowMapper<V> {
+    /// A mapper whose ranks `kernels` count.
+    pub(crate) fn new(kernels: &'static RowKernels) -> RowMapper<V> {
+        RowMapper {
+            kernels,
+            marks: Vec::new(),
+            before: Vec::new(),
+            words: 0,
+            columns: Vec::new(),
+            counts: Vec::new(),
+            at: Vec::new(),
+            marked: false,
+            pairs: Vec::new(),
+        }
+    }
+}
+
+impl<V: Copy + Default> RowMapper<V> {
     /// Takes in a row (`genes` ascending, with `counts`) through
     /// `selection`; returns how many of its genes are kept.
-    pub(crate) fn take(
-        &mut self,
-        selection: &GeneSelection,
-        genes: &[i32],
-        counts: &[i32],
-    ) -> usize {
+    pub(crate) fn take(&mut self, selection: &GeneSelection, genes: &[i32], counts: &[V]) -> usize {
         let n_cols = selection.n_cols as usize;
         self.pairs.clear();
         self.marked = false;
@@ -269,20 +326,27 @@ impl RowMapper {
             if !selection.monotone {
                 self.pairs.sort_unstable_by_key(|p| p.0);
             }
-            self.kept = self.pairs.len();
-            return self.kept;
+            return self.pairs.len();
         }
-        if self.counts.len() < n_cols {
-            self.counts.resize(n_cols, 0);
-            self.marks.resize(n_cols.div_ceil(64), 0);
+        self.words = n_cols.div_ceil(64);
+        if self.marks.len() < self.words {
+            self.marks.resize(self.words, 0);
+            self.before.resize(self.words, 0);
         }
-        // Rows this dense span most of the columns' words: every word is
-        // read back, none is tracked.
+        // Written by index (no capacity check per gene), cut to the kept.
+        let n = genes.len().min(counts.len());
+        self.columns.resize(n, 0);
+        self.counts.resize(n, V::default());
         let mut kept = 0usize;
-        let (marks, slots) = (&mut self.marks[..], &mut self.counts[..]);
-        let mut mark = |col: usize, c: i32| {
-            slots[col] = c;
-            marks[col >> 6] |= 1u64 << (col & 63);
+        let (marks, columns, kept_counts) = (
+            &mut self.marks[..],
+            &mut self.columns[..],
+            &mut self.counts[..],
+        );
+        let mut mark = |col: u32, c: V| {
+            columns[kept] = col;
+            kept_counts[kept] = c;
+            marks[(col >> 6) as usize] |= 1u64 << (col & 63);
             kept += 1;
         };
         match &selection.lookup {
@@ -292,7 +356,7 @@ impl RowMapper {
                     let at = (g as u32).wrapping_sub(*first) as usize;
                     if let Some(&col) = table.get(at) {
                         if col >= 0 {
-                            mark(col as usize, c);
+                            mark(col as u32, c);
                         }
                     }
                 }
@@ -300,21 +364,23 @@ impl RowMapper {
             Lookup::Sparse(_) => {
                 for (&g, &c) in genes.iter().zip(counts) {
                     if let Some(col) = selection.column(g) {
-                        mark(col as usize, c);
+                        mark(col as u32, c);
                     }
                 }
             }
         }
+        self.columns.truncate(kept);
+        self.counts.truncate(kept);
         self.marked = true;
-        self.kept = kept;
         kept
     }
 
     /// Writes the row taken last to the front of `out_genes` and
     /// `out_counts` (each at least as long as the genes kept), in column order.
-    pub(crate) fn emit(&mut self, out_genes: &mut [i32], out_counts: &mut [i32]) {
-        let (out_genes, out_counts) = (&mut out_genes[..self.kept], &mut out_counts[..self.kept]);
+    pub(crate) fn emit(&mut self, out_genes: &mut [i32], out_counts: &mut [V]) {
         if !std::mem::take(&mut self.marked) {
+            let kept = self.pairs.len();
+            let (out_genes, out_counts) = (&mut out_genes[..kept], &mut out_counts[..kept]);
             for ((g, c), &(col, count)) in out_genes
                 .iter_mut()
                 .zip(out_counts.iter_mut())
@@ -325,17 +391,21 @@ impl RowMapper {
             }
             return;
         }
-        let mut at = 0;
-        for (w, word) in self.marks.iter_mut().enumerate() {
-            let mut bits = std::mem::take(word);
-            while bits != 0 {
-                let col = (w << 6) + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                out_genes[at] = col as i32;
-                out_counts[at] = self.counts[col];
-                at += 1;
-            }
+        let kept = self.columns.len();
+        let (out_genes, out_counts) = (&mut out_genes[..kept], &mut out_counts[..kept]);
+        let marks = &mut self.marks[..self.words];
+        self.at.resize(kept, 0);
+        self.kernels.ranks(
+            marks,
+            &mut self.before[..self.words],
+            &self.columns,
+            &mut self.at,
+        );
+        for ((&at, &col), &c) in self.at.iter().zip(&self.columns).zip(&self.counts) {
+            out_genes[at as usize] = col as i32;
+            out_counts[at as usize] = c;
         }
+        marks.fill(0);
     }
 }
 
@@ -475,6 +545,18 @@ mod tests {
                     .collect();
                 assert_eq!(got, want);
                 assert_eq!((genes[kept], values[kept]), (-5, -5));
+                // In place, with float counts: the row overwritten by itself.
+                let mut floats = RowMapper::<f32>::default();
+                let (mut genes, mut values): (Vec<i32>, Vec<f32>) =
+                    (row.clone(), counts.iter().map(|&c| c as f32).collect());
+                assert_eq!(floats.take(selection, &genes, &values), kept);
+                floats.emit(&mut genes, &mut values);
+                let got: Vec<(i32, i32)> = genes[..kept]
+                    .iter()
+                    .zip(&values[..kept])
+                    .map(|(&g, &v)| (g, v as i32))
+                    .collect();
+                assert_eq!(got, want);
             }
         }
         // The marks are clear again: a second row sees none of the first.
