@@ -25,6 +25,7 @@ use crate::engine::sink::{convert, AddedRows, RowGenes, Sink, SinkPart};
 use crate::engine::RowOut;
 use crate::error::{Error, Result};
 use crate::format::tile::TileView;
+use crate::kernels::Count;
 
 /// Target of nonzeros per copy task: big enough to amortise scheduling,
 /// small enough to spread a batch over every worker.
@@ -275,7 +276,7 @@ fn scatter<P: SinkPart>(
 
 /// Maps decoded `rows` through `genes` where they lie (every gene kept, so
 /// each row keeps its length).
-fn map_in_place<V: Copy + Default>(
+fn map_in_place<V: Count>(
     genes: &GeneSelection,
     mapper: &mut RowMapper<V>,
     rows: &mut [RowOut<'_, V>],

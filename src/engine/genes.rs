@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 use crate::kernels::rows::RowKernels;
-use crate::kernels::KernelTable;
+use crate::kernels::{Count, KernelTable};
 
 /// Which genes to keep and where each lands.
 ///
@@ -252,7 +252,7 @@ impl GeneSelection {
 /// are sorted instead.
 #[derive(Debug)]
 pub(crate) struct RowMapper<V = i32> {
-    /// Counts the marks ([`RowKernels::ranks`]).
+    /// Places the marked columns ([`RowKernels::place`]).
     kernels: &'static RowKernels,
     /// Marked output columns, a bit each; clear outside `take .. emit`.
     marks: Vec<u64>,
@@ -265,8 +265,6 @@ pub(crate) struct RowMapper<V = i32> {
     columns: Vec<u32>,
     /// The count of each of `columns`.
     counts: Vec<V>,
-    /// The place of each of `columns` in the row put in column order.
-    at: Vec<u32>,
     /// Whether the row taken was marked (else it is in `pairs`).
     marked: bool,
     /// `(column, count)` of the row taken, in column order, when not marked.
@@ -302,14 +300,13 @@ impl<V> RowMapper<V> {
             words: 0,
             columns: Vec::new(),
             counts: Vec::new(),
-            at: Vec::new(),
             marked: false,
             pairs: Vec::new(),
         }
     }
 }
 
-impl<V: Copy + Default> RowMapper<V> {
+impl<V: Count> RowMapper<V> {
     /// Takes in a row (`genes` ascending, with `counts`) through
     /// `selection`; returns how many of its genes are kept.
     pub(crate) fn take(&mut self, selection: &GeneSelection, genes: &[i32], counts: &[V]) -> usize {
@@ -333,8 +330,11 @@ impl<V: Copy + Default> RowMapper<V> {
             self.marks.resize(self.words, 0);
             self.before.resize(self.words, 0);
         }
-        // Written by index (no capacity check per gene), cut to the kept.
         let n = genes.len().min(counts.len());
+        if self.take_every_gene(selection, &genes[..n], &counts[..n]) {
+            return n;
+        }
+        // Written by index (no capacity check per gene), cut to the kept.
         self.columns.resize(n, 0);
         self.counts.resize(n, V::default());
         let mut kept = 0usize;
@@ -375,6 +375,38 @@ impl<V: Copy + Default> RowMapper<V> {
         kept
     }
 
+    /// Takes in a row through a mapping that keeps every gene (a corpus
+    /// member's genes all in the vocabulary, the common case): no gene is
+    /// dropped, so the counts are copied whole and every column is marked.
+    /// `false` (nothing taken) for any other selection, or a gene outside
+    /// the dataset.
+    fn take_every_gene(&mut self, selection: &GeneSelection, genes: &[i32], counts: &[V]) -> bool {
+        let Lookup::Dense { first: 0, table } = &selection.lookup else {
+            return false;
+        };
+        if !selection.total {
+            return false;
+        }
+        let mut outside = false;
+        self.columns.clear();
+        self.columns.extend(genes.iter().map(|&g| {
+            let col = table.get(g as u32 as usize).copied().unwrap_or(-1);
+            outside |= col < 0;
+            col as u32
+        }));
+        if outside {
+            return false;
+        }
+        let marks = &mut self.marks[..self.words];
+        for &col in &self.columns {
+            marks[(col >> 6) as usize] |= 1u64 << (col & 63);
+        }
+        self.counts.clear();
+        self.counts.extend_from_slice(counts);
+        self.marked = true;
+        true
+    }
+
     /// Writes the row taken last to the front of `out_genes` and
     /// `out_counts` (each at least as long as the genes kept), in column order.
     pub(crate) fn emit(&mut self, out_genes: &mut [i32], out_counts: &mut [V]) {
@@ -392,19 +424,16 @@ impl<V: Copy + Default> RowMapper<V> {
             return;
         }
         let kept = self.columns.len();
-        let (out_genes, out_counts) = (&mut out_genes[..kept], &mut out_counts[..kept]);
         let marks = &mut self.marks[..self.words];
-        self.at.resize(kept, 0);
-        self.kernels.ranks(
+        self.kernels.place(
             marks,
             &mut self.before[..self.words],
-            &self.columns,
-            &mut self.at,
+            (&self.columns, bytemuck::cast_slice(&self.counts)),
+            (
+                &mut out_genes[..kept],
+                bytemuck::cast_slice_mut(&mut out_counts[..kept]),
+            ),
         );
-        for ((&at, &col), &c) in self.at.iter().zip(&self.columns).zip(&self.counts) {
-            out_genes[at as usize] = col as i32;
-            out_counts[at as usize] = c;
-        }
         marks.fill(0);
     }
 }

@@ -5,27 +5,34 @@
 #[cfg(doc)]
 use crate::kernels::rows::RowKernels;
 
-/// Reference for [`RowKernels::ranks`].
+/// Reference for [`RowKernels::place`].
 #[inline(always)]
-pub fn ranks(marks: &[u64], before: &mut [u32], columns: &[u32], at: &mut [u32]) {
+pub fn place(
+    marks: &[u64],
+    before: &mut [u32],
+    (columns, counts): (&[u32], &[u32]),
+    (out_columns, out_counts): (&mut [i32], &mut [u32]),
+) {
     assert_eq!(
         before.len(),
         marks.len(),
-        "ranks: `before` needs one entry per word of `marks`"
+        "place: `before` needs one entry per word of `marks`"
     );
-    assert_eq!(
-        at.len(),
-        columns.len(),
-        "ranks: `at` needs one entry per column"
+    let n = columns.len();
+    assert!(
+        counts.len() == n && out_columns.len() == n && out_counts.len() == n,
+        "place: the columns, their counts and both outputs must be as long"
     );
     let mut total = 0u32;
     for (b, &word) in before.iter_mut().zip(marks) {
         *b = total;
         total += word.count_ones();
     }
-    for (a, &col) in at.iter_mut().zip(columns) {
+    for (&col, &c) in columns.iter().zip(counts) {
         let w = (col >> 6) as usize;
         let below = marks[w] & ((1u64 << (col & 63)) - 1);
-        *a = before[w] + below.count_ones();
+        let at = (before[w] + below.count_ones()) as usize;
+        out_columns[at] = col as i32;
+        out_counts[at] = c;
     }
 }
