@@ -282,12 +282,14 @@ fn map_in_place<V: Count>(
     rows: &mut [RowOut<'_, V>],
 ) -> Result<()> {
     for (_, (indices, values)) in rows.iter_mut() {
-        if mapper.take(genes, indices, values) != indices.len() {
+        let kept = mapper.take(genes, indices, values);
+        // Emitted either way, so the mapper's marks are clear for its next row.
+        mapper.emit(indices, values);
+        if kept != indices.len() {
             return Err(Error::Input(
                 "rows decoded into place cannot go through a gene mapping that drops genes".into(),
             ));
         }
-        mapper.emit(indices, values);
     }
     Ok(())
 }
