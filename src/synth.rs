@@ -105,6 +105,18 @@ impl Synth {
         &self.config
     }
 
+    /// Cell `cell`'s type, `0..n_types` (the profile its counts are drawn from).
+    pub fn cell_type(&self, cell: u64) -> usize {
+        self.start(cell).1
+    }
+
+    /// Cell `cell`'s generator, after it drew the cell's type (returned).
+    fn start(&self, cell: u64) -> (Pcg64Mcg, usize) {
+        let mut rng = Pcg64Mcg::seed_from_u64(mix(self.config.seed, cell));
+        let t = rng.random_range(0..self.types.len());
+        (rng, t)
+    }
+
     /// Appends cell `cell`'s sorted gene indices and counts.
     pub fn cell_into(
         &self,
@@ -113,8 +125,8 @@ impl Synth {
         counts: &mut Vec<i32>,
         reads: &mut Vec<u32>,
     ) {
-        let mut rng = Pcg64Mcg::seed_from_u64(mix(self.config.seed, cell));
-        let table = &self.types[rng.random_range(0..self.types.len())];
+        let (mut rng, t) = self.start(cell);
+        let table = &self.types[t];
         let total = self.library.sample(&mut rng).clamp(200.0, 2.0e6) as usize;
         reads.clear();
         reads.extend((0..total).map(|_| table.sample(&mut rng) as u32));

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeSet;
 
+use deltacells::dataset::{BatchConfig, BatchRows, Shuffle};
+use deltacells::engine::Transform;
 use deltacells::tokenize::{GeneMap, Geneformer, ScGpt, TokenBatch, Tokenizer};
 use deltacells::{Csr, Dataset, DatasetWriter, GeneSelection, WriterConfig};
 
@@ -375,4 +377,88 @@ fn a_gene_selection_or_an_unknown_gene_key_is_refused() {
         .unwrap()
         .with_gene_key(Some("gene_ids".into()));
     assert!(ds.read(0..2).tokenize(&Tokenizer::Geneformer(g)).is_err());
+}
+
+#[test]
+fn model_ready_batches_hold_what_reads_of_their_cells_give() {
+    let dir = Dir::new("model-batches");
+    let m = matrix(300);
+    let ds = dataset(&dir.0, &m);
+    let geneformer = Tokenizer::Geneformer(
+        Geneformer::new(tokens(), medians())
+            .unwrap()
+            .with_max_len(64, true)
+            .unwrap(),
+    );
+    let scgpt = ScGpt::new(tokens()).unwrap().with_max_len(50).unwrap();
+    let selection = GeneSelection::new(GENES, &[5, 2999, 17, 400]).unwrap();
+    let norm = Transform::NONE.normalize(1e4).log1p();
+    // Every strategy: decoded windows (block shuffle, a large bound), the
+    // cache (random order), and scattered CSR rows (plain normalized CSR).
+    for (shuffle, cache) in [
+        (Shuffle::Block { window_tiles: 2 }, 64 << 20),
+        (Shuffle::Random, 1 << 20),
+        (Shuffle::None, 64 << 20),
+    ] {
+        let base = BatchConfig::default()
+            .with_batch_size(48)
+            .with_shuffle(shuffle)
+            .with_seed(3)
+            .with_epoch(2)
+            .with_cache_bytes(cache);
+        for batch in ds.batches(base.clone().with_transform(norm)).unwrap() {
+            let batch = batch.unwrap();
+            let want = ds
+                .read(&batch.cells)
+                .normalize(1e4)
+                .log1p()
+                .csr()
+                .unwrap()
+                .csr;
+            assert_eq!(batch.rows, BatchRows::Csr(want), "{shuffle} normalized CSR");
+        }
+        let dense = base
+            .clone()
+            .with_transform(Transform::NONE.normalize(1e4))
+            .with_genes(Some(selection.clone()))
+            .with_dense(true);
+        for batch in ds.batches(dense).unwrap() {
+            let batch = batch.unwrap();
+            let read = ds.read(&batch.cells).genes(&selection).normalize(1e4);
+            assert_eq!(
+                batch.rows,
+                BatchRows::Dense(read.dense().unwrap().rows),
+                "{shuffle} dense"
+            );
+        }
+        let with_scgpt = Tokenizer::ScGpt(scgpt.clone().with_seed(3, 2));
+        for (tokenizer, read_with) in [
+            (&geneformer, &geneformer),
+            (&Tokenizer::ScGpt(scgpt.clone()), &with_scgpt),
+        ] {
+            let config = base.clone().with_tokenizer(Some(tokenizer.clone()));
+            let mut seen = 0;
+            for batch in ds.batches(config).unwrap() {
+                let batch = batch.unwrap();
+                let want = ds.read(&batch.cells).tokenize(read_with).unwrap().rows;
+                assert_eq!(batch.rows, BatchRows::Tokens(want), "{shuffle} tokens");
+                seen += batch.cells.len();
+            }
+            assert_eq!(seen, 300);
+        }
+    }
+    // Settings that cannot go together are refused before any batch.
+    let refused = |config: BatchConfig| ds.batches(config).err().expect("refused").to_string();
+    let tokens = BatchConfig::default().with_tokenizer(Some(geneformer.clone()));
+    assert!(refused(tokens.clone().with_genes(Some(selection.clone()))).contains("every gene"));
+    assert!(refused(tokens.with_transform(norm)).contains("every gene"));
+    let ints = BatchConfig::default().with_transform(norm);
+    assert!(ds
+        .batches_of::<i32>(ints)
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("f32"));
+    let bad = BatchConfig::default().with_transform(Transform::NONE.normalize(-1.0));
+    assert!(refused(bad).contains("target_sum"));
 }

@@ -301,6 +301,7 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
         scan_rate,
         &|config| ds.batches(config),
     )?;
+    crate::model_bench::model_batches(&mut out, &mut report, &args, &ds)?;
 
     // Readers on one dataset at once, over tiles whose decoded chunks fit the
     // cache, so the figure shows how reads share the dataset, not the store.

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use clap::Args;
 use deltacells::dataset::{DatasetWriter, WriterConfig};
+use deltacells::obs::{ObsColumn, ObsConfig};
 use deltacells::synth::{Synth, SynthConfig};
 use deltacells::{Backend, Csr, Error, Result};
 use rayon::prelude::*;
@@ -68,10 +69,20 @@ pub fn run(args: DemoArgs, backend: Backend) -> Result<()> {
     .map_err(out_err)?;
     out.flush().map_err(out_err)?;
     let t = Instant::now();
+    // Synthetic gene names, and each cell's type as a categorical obs
+    // column: what the bench's tokenized and balanced batches read.
+    let names = (0..args.genes).map(|g| format!("SYN{g:05}")).collect();
+    let types = (0..synth.config().n_types)
+        .map(|t| format!("type {t:02}"))
+        .collect();
+    let codes = (0..args.cells).map(|c| synth.cell_type(c) as i32).collect();
+    let obs = ObsConfig::new(vec![ObsColumn::category("cell_type", types, codes)?]);
     let config = WriterConfig::default()
         .with_tile_size(args.tile_size)
         .with_n_chunks(args.chunks)
-        .with_level(args.level);
+        .with_level(args.level)
+        .with_var_names(Some(names))
+        .with_obs(Some(obs));
     let group = config.parallel_tiles.max(1);
     let mut writer = DatasetWriter::create(&dir, args.genes, config)?;
     let starts: Vec<u64> = (0..args.cells).step_by(args.tile_size.max(1)).collect();

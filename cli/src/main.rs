@@ -12,6 +12,7 @@ mod corpus_cmd;
 mod dataset_cmd;
 mod demo_cmd;
 mod matrix;
+mod model_bench;
 mod obs_cmd;
 mod output;
 mod report;

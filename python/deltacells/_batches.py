@@ -41,16 +41,24 @@ class Batches:
     def __init__(self, dataset: "Dataset", options: dict, format: str,
                  start: int = 0, stop: Optional[int] = None):
         self._dataset = dataset
+        # The cells an epoch serves (a subset's, or the draws), which the
+        # ranks share; the core is not told it (it resolves the same).
+        options = dict(options)
+        self.epoch_cells = int(options.pop("epoch_cells", dataset.n_obs))
         self._options = options
         self._format = format
         self._start = start
         self._stop = stop
 
+    def _with_epoch(self) -> dict:
+        """The settings a span of these batches is made with."""
+        return dict(self._options, epoch_cells=self.epoch_cells)
+
     def _share(self) -> Any:
         """The core's account of the rank's batches (`_deltacells.RankShare`)."""
         o = self._options
-        return _deltacells.RankShare(self._dataset.n_obs, o["batch_size"], o["rank"],
-                                     o["world_size"], o["drop_last"])
+        return _deltacells.RankShare(self.epoch_cells, o["batch_size"], o["rank"],
+                                     o["world_size"], o["drop_last"], o["delivered"])
 
     def _bounds(self) -> "tuple[int, int]":
         if self._stop is None:
@@ -75,7 +83,7 @@ class Batches:
         if not 0 <= worker < workers:
             raise InputError(f"worker {worker} is outside 0..{workers}")
         first, stop = self._share().worker_resume(worker, workers, delivered)
-        return Batches(self._dataset, self._options, self._format, first, stop)
+        return Batches(self._dataset, self._with_epoch(), self._format, first, stop)
 
     def __len__(self) -> int:
         return len(self.span)
@@ -87,7 +95,7 @@ class Batches:
             if step != 1:
                 raise InputError("a span of batches is contiguous (step 1)")
             first = self._start + start
-            return Batches(self._dataset, self._options, self._format, first,
+            return Batches(self._dataset, self._with_epoch(), self._format, first,
                            max(first, self._start + stop))
         if isinstance(key, (int, np.integer)):
             i = int(key) + n if key < 0 else int(key)
@@ -100,7 +108,7 @@ class Batches:
         start, stop = self._bounds()
         it = self._dataset._h.batches(**self._options, first=start, count=stop - start)
         for position, cells, rows, labels in it:
-            if rows[0] == "dense":
+            if rows[0] in ("dense", "tokens"):
                 X = rows[1]
             else:
                 X = convert(rows[1:], self._format)

@@ -386,7 +386,11 @@ class Dataset:
                 obs_columns: "str | Sequence[str]" = (), format: str = "csr_matrix",
                 dtype: Any = np.float32, drop_last: bool = False, rank: int = 0,
                 world_size: int = 1, prefetch: int = 2, cache_bytes: int = 512 << 20,
-                obs_cache_dir: "str | os.PathLike[str] | None" = None) -> Batches:
+                obs_cache_dir: "str | os.PathLike[str] | None" = None,
+                delivered: "Sequence[tuple[int, int]]" = (), cells: Any = None,
+                weights: Any = None, balance: "str | Sequence[str] | None" = None,
+                samples_per_epoch: Optional[int] = None, normalize: Optional[float] = None,
+                log1p: bool = False, tokenizer: Any = None) -> Batches:
         """One rank's training batches of one epoch, as `Batch(position, cells,
         X, obs)`, decoded ahead on the engine while the caller works (no torch
         needed; `deltacells.torch.CellDataset` takes the same settings).
@@ -407,6 +411,29 @@ class Dataset:
         * `prefetch`: batches decoded ahead; `cache_bytes`: bound of the
           decoded tiles and chunks the iterator keeps; `obs_cache_dir`: where
           obs columns are localized (see the format's obs cache).
+        * `delivered`: epoch positions (places in the epoch's order, not
+          cell ids) already delivered, as sorted disjoint `(start, stop)`
+          pairs: the ranks share the rest of the epoch, in its order, as they
+          would a whole epoch (how `CellDataset` resumes an epoch with
+          another world size or worker count).
+        * `cells`: serve only these cells (ids, or a boolean mask of
+          `n_obs`, as from a pandas query on `obs`), each once per epoch;
+          block shuffle keeps its locality inside the subset.
+        * `weights` (one per cell, finite, >= 0, not all 0) or `balance` (one
+          or more categorical obs columns: each combination of their values
+          present is a class, drawn equally often): draws with replacement,
+          each cell with probability exactly its weight over the total;
+          `samples_per_epoch` draws in all (every rank together; default:
+          the cells of the subset, or of the dataset). Under block shuffle
+          the draws are split over tiles by one multinomial draw and served
+          a window at a time (locality, the same marginals); under "random"
+          each draw is independent (random access).
+        * `normalize` (a target sum), `log1p`: float32 values as `read`
+          computes them.
+        * `tokenizer` (`deltacells.tokenize.Geneformer` or `ScGPT`): `X` is
+          the dict of `[batch, max_len]` arrays `read(cells, tokenizer=...)`
+          gives for the batch's cells; scGPT samples its genes keyed by
+          `(seed, epoch)`.
         """
         check_format(format)
         if shuffle not in SHUFFLES:
@@ -424,8 +451,48 @@ class Dataset:
             "obs_columns": [obs_columns] if isinstance(obs_columns, str) else list(obs_columns),
             "obs_cache_dir": None if obs_cache_dir is None else os.fspath(obs_cache_dir),
             "dtype": dtype_name(dtype),
+            "delivered": [(int(start), int(stop)) for start, stop in delivered],
+            **self._sampling(cells, weights, balance, samples_per_epoch),
+            "normalize": None if normalize is None else float(normalize),
+            "log1p": bool(log1p),
+            "tokenizer": None if tokenizer is None else tokenizer._t,
         }
+        if tokenizer is not None and (genes is not None or normalize is not None or log1p
+                                      or format == "numpy"):
+            raise InputError("a tokenizer reads every gene of a row as counts: batches with a "
+                             "tokenizer take no genes, normalize, log1p or dense format")
         return Batches(self, options, format)
+
+    def _sampling(self, cells: Any, weights: Any, balance: Any,
+                  samples_per_epoch: Optional[int]) -> dict:
+        """The `cells`, `weights`, `balance` and `samples_per_epoch` settings
+        of `batches`, checked, with `epoch_cells`: the cells an epoch serves."""
+        subset = None
+        if cells is not None:
+            ids = self._cell_ids(cells)
+            if ids.size and ids.min() < 0:
+                raise InputError("cell ids of a subset must not be negative")
+            subset = np.unique(ids).astype(np.uint64)
+        w = None
+        if weights is not None:
+            w = np.ascontiguousarray(weights, dtype=np.float64)
+            if w.shape != (self.n_obs,):
+                raise InputError(f"weights need one entry per cell ({self.n_obs}), not {w.shape}")
+            if not np.all(np.isfinite(w)) or np.any(w < 0):
+                raise InputError("weights must be finite and at least 0")
+            if not np.any(w > 0):
+                raise InputError("every weight is 0: nothing can be drawn")
+        columns = [] if balance is None else [balance] if isinstance(balance, str) else list(balance)
+        if w is not None and columns:
+            raise InputError("give weights or balance, not both")
+        if samples_per_epoch is not None and int(samples_per_epoch) < 1:
+            raise InputError("samples_per_epoch must be at least 1")
+        population = self.n_obs if subset is None else len(subset)
+        drawn = w is not None or bool(columns) or samples_per_epoch is not None
+        epoch = int(samples_per_epoch) if samples_per_epoch is not None else population
+        return {"cells": subset, "weights": w, "balance": columns,
+                "samples_per_epoch": None if samples_per_epoch is None else int(samples_per_epoch),
+                "epoch_cells": epoch if drawn else population}
 
     def to_anndata(self, cells: Any = None, genes: Any = None,
                    obs_columns: "str | Sequence[str] | None" = None, *,

@@ -14,7 +14,8 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import Unpack
 
-__all__ = ["Dataset", "Corpus", "BatchIter", "RankShare", "Tokenizer", "Writer", "BuildDriver", "build_stats", "build_task",
+__all__ = ["Dataset", "Corpus", "BatchIter", "RankShare", "Tokenizer", "Writer", "BuildDriver",
+           "delivered_after", "build_stats", "build_task",
            "gene_stats", "gene_stats_part", "read_transformed",
            "__version__", "DEFAULT_TILE_SIZE", "DEFAULT_CHUNKS", "DEFAULT_LEVEL",
            "DEFAULT_TILES_PER_TASK", "kernel_backend"]
@@ -30,14 +31,18 @@ _CsrParts = Tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], np.ndarray, int]
 _Column = Tuple[str, Union[np.ndarray, List[Optional[str]]], Optional[npt.NDArray[np.bool_]],
                Optional[List[str]]]
 _Rows = Union[Tuple[str, npt.NDArray[np.int64], npt.NDArray[np.int32], np.ndarray, int],
-             Tuple[str, np.ndarray]]
+             Tuple[str, np.ndarray], Tuple[str, Dict[str, np.ndarray]]]
 _BatchTuple = Tuple[int, npt.NDArray[np.int64], _Rows, List[Tuple[str, _Column]]]
 # The settings `batches` takes by name, every one of them (see deltacells._dataset).
 _BatchOptions = TypedDict("_BatchOptions", {
     "batch_size": int, "seed": int, "epoch": int, "shuffle": str, "window_tiles": int,
     "rank": int, "world_size": int, "drop_last": bool, "prefetch": int, "cache_bytes": int,
     "genes": Optional[npt.NDArray[np.int64]], "dense": bool, "obs_columns": Sequence[str],
-    "obs_cache_dir": Union[str, PathLike[str], None], "dtype": str})
+    "obs_cache_dir": Union[str, PathLike[str], None], "dtype": str,
+    "delivered": Sequence[Tuple[int, int]], "cells": Optional[npt.NDArray[np.uint64]],
+    "weights": Optional[npt.NDArray[np.float64]], "balance": Sequence[str],
+    "samples_per_epoch": Optional[int], "normalize": Optional[float], "log1p": bool,
+    "tokenizer": Optional["Tokenizer"]})
 
 # A token map or gene medians: a dict, or the path of a two-column file.
 _Map = Union[Dict[str, int], Dict[str, float], str]
@@ -126,7 +131,7 @@ class BatchIter:
 @final
 class RankShare:
     def __new__(cls, n_obs: int, batch_size: int, rank: int, world_size: int,
-                drop_last: bool) -> "RankShare": ...
+                drop_last: bool, delivered: Sequence[Tuple[int, int]] = ...) -> "RankShare": ...
     def __len__(self) -> int: ...
     def worker_resume(self, worker: int, workers: int, delivered: int) -> Tuple[int, int]: ...
 
@@ -145,6 +150,9 @@ class Writer:
     def abort(self) -> None: ...
 
 # A build's steps (see deltacells._build): statistics, plans and task reports cross as JSON text.
+def delivered_after(n_obs: int, delivered: Sequence[Tuple[int, int]], world_size: int,
+                    workers: int, batch_size: int, drop_last: bool,
+                    consumed: int) -> List[Tuple[int, int]]: ...
 def build_stats(input: str, index: int, out: str, options_json: str) -> str: ...
 def build_task(plan_json: str, task: int) -> Tuple[str, bool]: ...
 def read_transformed(dataset: Dataset, start: int, stop: int, cells: Optional[npt.NDArray[np.int64]] = None,

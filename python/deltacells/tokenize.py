@@ -10,7 +10,10 @@
 
 `tokens` and `medians` are mappings, or two-column files (TSV or CSV:
 gene key, value; a header line is allowed), keyed by the dataset's gene key:
-its var names, or the `var` column `gene_key`. `<pad>`, `<cls>` and `<eos>`
+its var names, or the `var` column `gene_key`. `medians` may also be a
+`gene_stats.parquet` (what `deltacells stats` and `deltacells.gene_stats`
+write): its `norm_median` column, genes without one (never expressed) left
+out. `<pad>`, `<cls>` and `<eos>`
 are entries of `tokens`. The exact semantics (formulas, the order of
 floating-point operations, how ties and sampling go) are those of the
 library's `deltacells::tokenize` module, documented there.
@@ -34,9 +37,21 @@ def _mapping(m: _Map) -> Any:
 
 
 class Tokenizer:
-    """What `Dataset.read(..., tokenizer=)` takes: one of the classes below."""
+    """What `Dataset.read(..., tokenizer=)` takes: one of the classes below.
+    Tokenizers pickle (as their settings), so a `CellDataset` holding one
+    goes to spawned DataLoader workers."""
 
     _t: _deltacells.Tokenizer
+    _args: tuple
+
+    def _make(self, *args: Any) -> None:
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict:
+        return {"args": self._args}
+
+    def __setstate__(self, state: dict) -> None:
+        self._make(*state["args"])
 
     @property
     def max_len(self) -> int:
@@ -54,8 +69,11 @@ class Geneformer(Tokenizer):
 
     def __init__(self, tokens: _Map, medians: _Map, max_len: int = 2048,
                  special_tokens: bool = False, gene_key: Optional[str] = None) -> None:
-        self._t = _deltacells.Tokenizer.geneformer(_mapping(tokens), _mapping(medians), max_len,
-                                                  special_tokens, gene_key)
+        self._make(_mapping(tokens), _mapping(medians), max_len, special_tokens, gene_key)
+
+    def _make(self, *args: Any) -> None:
+        self._t = _deltacells.Tokenizer.geneformer(*args)
+        self._args = args
 
 
 class ScGPT(Tokenizer):
@@ -71,6 +89,9 @@ class ScGPT(Tokenizer):
     def __init__(self, tokens: _Map, n_bins: int = 51, max_len: int = 1200, log1p: bool = False,
                  normalize: Optional[float] = None, gene_key: Optional[str] = None,
                  seed: int = 0, epoch: int = 0) -> None:
-        self._t = _deltacells.Tokenizer.scgpt(_mapping(tokens), n_bins, max_len, log1p,
-                                             None if normalize is None else float(normalize),
-                                             gene_key, seed, epoch)
+        self._make(_mapping(tokens), n_bins, max_len, log1p,
+                   None if normalize is None else float(normalize), gene_key, seed, epoch)
+
+    def _make(self, *args: Any) -> None:
+        self._t = _deltacells.Tokenizer.scgpt(*args)
+        self._args = args

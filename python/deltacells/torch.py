@@ -24,12 +24,13 @@ The engine is opened lazily in each process: nothing of it is pickled
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Iterator, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import torch
 import torch.utils.data
 
+from . import _deltacells
 from ._batches import Batches
 from ._corpus import open_location
 from ._dataset import _INHERITED, SHUFFLES, Dataset
@@ -37,6 +38,15 @@ from ._formats import dtype_name
 from .errors import InputError
 
 _OUTPUTS = ("csr", "dense")
+
+
+class _Resume(NamedTuple):
+    """A loaded state (see `CellDataset.state_dict`)."""
+
+    epoch_cells: int
+    delivered_before: "list[tuple[int, int]]"
+    next_batch: int
+    shape: "tuple[int, int, bool]"  # world_size, num_workers, drop_last
 
 
 class CellDataset(torch.utils.data.IterableDataset):
@@ -59,6 +69,14 @@ class CellDataset(torch.utils.data.IterableDataset):
       and booleans as tensors (missing numbers as NaN), strings as lists.
     * `output`: "csr" (`torch.sparse_csr_tensor`, values not copied) or
       "dense" rows; `dtype`: float32 or int32 (exact counts).
+    * `cells`, `weights`, `balance`, `samples_per_epoch`: a subset of cells,
+      or draws with replacement by weight or balancing the classes of
+      categorical obs columns (see `Dataset.batches`); every rank still
+      yields as many batches.
+    * `normalize`, `log1p`: float32 values as `Dataset.read` computes them.
+    * `tokenizer` (`deltacells.tokenize.Geneformer` or `ScGPT`): instead of
+      `"X"`, the batch holds the tokenizer's `input_ids`, `attention_mask`
+      (and scGPT's `values`) as `[batch, max_len]` tensors.
     * `rank`/`world_size`: default from `torch.distributed` when initialised
       (as under `torchrun` or a Lightning `Trainer`), read when iterating.
     * `prefetch`: batches decoded ahead by the engine, per worker.
@@ -68,6 +86,8 @@ class CellDataset(torch.utils.data.IterableDataset):
     `Dataset.batches` gives the same batches without torch. Call
     `set_epoch(epoch)` before each epoch (in a Lightning module, from
     `on_train_epoch_start`): the order of an epoch depends on `(seed, epoch)`.
+    `state_dict`/`load_state_dict` resume an epoch at a batch boundary, with
+    the same world size and loader workers or with others.
     """
 
     def __init__(self, dataset: "Union[str, os.PathLike[str], Dataset]", batch_size: int = 256,
@@ -77,7 +97,11 @@ class CellDataset(torch.utils.data.IterableDataset):
                  prefetch: int = 2, rank: Optional[int] = None,
                  world_size: Optional[int] = None, threads: Optional[int] = None,
                  cache_bytes: int = 512 << 20,
-                 obs_cache_dir: "Union[str, os.PathLike[str], None]" = None):
+                 obs_cache_dir: "Union[str, os.PathLike[str], None]" = None,
+                 cells: Any = None, weights: Any = None,
+                 balance: "Union[str, Sequence[str], None]" = None,
+                 samples_per_epoch: Optional[int] = None, normalize: Optional[float] = None,
+                 log1p: bool = False, tokenizer: Any = None):
         super().__init__()
         if shuffle not in SHUFFLES:
             raise InputError(f"shuffle must be one of {SHUFFLES}, not {shuffle!r}")
@@ -113,10 +137,16 @@ class CellDataset(torch.utils.data.IterableDataset):
         self.threads = threads
         self.cache_bytes = int(cache_bytes)
         self.obs_cache_dir = None if obs_cache_dir is None else os.fspath(obs_cache_dir)
+        self.cells = None if cells is None else np.asarray(cells)
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
+        self.balance = balance
+        self.samples_per_epoch = samples_per_epoch
+        self.normalize = normalize
+        self.log1p = bool(log1p)
+        self.tokenizer = tokenizer
         self.epoch = 0
-        self._start = 0  # delivered position this epoch's next pass resumes at
-        self._start_workers: Optional[int] = None  # loader workers of the pass that position counts
-        self._position = 0  # next batch, as seen by in-process iteration
+        self._resume: Optional[_Resume] = None  # the state this epoch's next pass resumes
+        self._position = 0  # batches this pass's in-process iteration delivered
         self._dataset: Optional[Dataset] = None
         self._dataset_pid: Optional[int] = None
 
@@ -160,60 +190,133 @@ class CellDataset(torch.utils.data.IterableDataset):
         return 0, 1
 
     def __len__(self) -> int:
-        """Batches per rank per epoch (the same on every rank)."""
+        """Batches per rank of a whole epoch (the same on every rank)."""
         return len(self._batches(self._open(1), prefetch=0, obs_columns=[]))
 
-    def _batches(self, ds: Dataset, prefetch: int, obs_columns: Sequence[str]) -> Batches:
+    def _batches(self, ds: Dataset, prefetch: int, obs_columns: Sequence[str],
+                 delivered: "Sequence[tuple[int, int]]" = ()) -> Batches:
         rank, world = self.rank_world()
         return ds.batches(
             self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=self.epoch,
             window_tiles=self.window_tiles, genes=self.genes, obs_columns=obs_columns,
             format="numpy" if self.output == "dense" else "torch", dtype=self.dtype,
             drop_last=self.drop_last, rank=rank, world_size=world, prefetch=prefetch,
-            cache_bytes=self.cache_bytes, obs_cache_dir=self.obs_cache_dir)
+            cache_bytes=self.cache_bytes, obs_cache_dir=self.obs_cache_dir,
+            delivered=delivered, cells=self.cells, weights=self.weights, balance=self.balance,
+            samples_per_epoch=self.samples_per_epoch, normalize=self.normalize,
+            log1p=self.log1p, tokenizer=self.tokenizer)
+
+    def _epoch_cells(self) -> int:
+        """The cells an epoch serves: the subset's, the draws, or every cell."""
+        return self._batches(self._open(1), prefetch=0, obs_columns=[]).epoch_cells
 
     # -- epochs and resuming -----------------------------------------------------
 
     def set_epoch(self, epoch: int) -> None:
         """Starts epoch `epoch` (a different order per epoch) from its first batch."""
         self.epoch = int(epoch)
-        self._start = 0
-        self._start_workers = None
+        self._resume = None
         self._position = 0
+
+    def _order(self) -> str:
+        """The epoch order's shuffle as states record it ("block:4", "random", "none")."""
+        return f"block:{self.window_tiles}" if self.shuffle == "block" else self.shuffle
+
+    def _pass(self, workers: int) -> "tuple[list[tuple[int, int]], int]":
+        """`(delivered, start)` of this epoch's next pass with `workers`
+        loader workers: the epoch positions it leaves out, and the loader
+        position it starts at. The job a resumed state was taken from goes on
+        exactly when this one has its shape; otherwise this job starts
+        afresh over what that one left."""
+        r = self._resume
+        if r is None:
+            return [], 0
+        if r.next_batch == 0 or r.shape == (self.rank_world()[1], workers, self.drop_last):
+            return r.delivered_before, r.next_batch
+        world, old_workers, drop_last = r.shape
+        after = _deltacells.delivered_after(r.epoch_cells, r.delivered_before, world,
+                                            old_workers, self.batch_size, drop_last, r.next_batch)
+        return after, 0
 
     def state_dict(self, consumed: Optional[int] = None,
                    num_workers: Optional[int] = None) -> dict:
-        """Where the epoch stands, to resume at a batch boundary.
+        """Where the epoch stands, for `load_state_dict` to resume it at a
+        batch boundary, with this job's world size and loader workers or others.
 
         Iterating in this process (`num_workers=0`) tracks the position
         itself. With DataLoader workers the batches are produced in other
         processes: pass `consumed`, the number of batches the loop took from
         the loader since it was (re)started, and the loader's `num_workers`
-        (the order batches arrive in depends on it; resume with the same).
+        (the order batches arrive in depends on it).
+
+        The state describes the whole job, not only this rank: DDP ranks step
+        in lockstep, so each has taken as many batches, and the job's shape
+        says which batches those were on every rank. So every rank of the
+        resuming job may load rank 0's state. It is a dict of plain numbers:
+
+        * `seed`, `epoch`, `shuffle` ("block:N", "random" or "none") and
+          `epoch_cells`: the epoch order. *Epoch positions* below are places
+          in that order (position `i` is the epoch's `i`-th cell), not cell ids;
+        * `world` (`[rank, world_size]`), `num_workers`, `batch_size`,
+          `drop_last`: the shape of the job that took the state;
+        * `delivered_before`: the epoch positions the jobs before this one
+          delivered (empty when this job started the epoch), as sorted
+          disjoint `[start, stop]` pairs;
+        * `next_batch`: the batches per rank this job has delivered, in its
+          loader's order (one batch from each worker's contiguous span in turn).
+
+        A job resumed with the state's world size, `num_workers` and
+        `drop_last` goes on exactly: the batches the stopped job had left, in
+        its order. With any other, the positions the stopped job delivered
+        (each rank's first `next_batch` batches in its loader's order) join
+        `delivered_before`, and the new job's ranks share the rest of the
+        epoch, in epoch order, as they would a whole epoch of that many
+        cells: equal batch counts per rank, `drop_last` dropping the end of
+        the rest. Its own states then record that union as their
+        `delivered_before`, so resumes compose. Over the epoch every cell
+        comes exactly once; when the job that finishes it drops its last
+        cells, fewer than `world_size * batch_size` of them never come.
         """
         if consumed is None:
-            position, workers = self._position, 1
+            workers, taken = 1, self._position
         else:
             if num_workers is None:
                 raise InputError("state_dict(consumed=...) needs the loader's num_workers too")
-            position, workers = self._start + int(consumed), max(1, int(num_workers))
-            if self._start_workers not in (None, workers):
-                raise InputError(f"this pass resumed a state of {self._start_workers} "
-                                 f"loader workers, not {workers}")
-        return {"seed": self.seed, "epoch": self.epoch, "next_batch": position,
-                "num_workers": workers, "batch_size": self.batch_size,
-                "world": list(self.rank_world())}
+            workers, taken = max(1, int(num_workers)), int(consumed)
+        delivered, start = self._pass(workers)
+        return {"seed": self.seed, "epoch": self.epoch, "shuffle": self._order(),
+                "epoch_cells": self._epoch_cells(), "batch_size": self.batch_size,
+                "drop_last": self.drop_last, "world": list(self.rank_world()),
+                "num_workers": workers, "delivered_before": [list(r) for r in delivered],
+                "next_batch": start + taken}
 
     def load_state_dict(self, state: dict) -> None:
-        """Resumes where `state` was taken: the next iteration, with the same
-        number of loader workers, yields the rest of that epoch exactly."""
+        """Resumes where `state` (from `state_dict`, of any rank) was taken:
+        the next pass yields the rest of that epoch, as `state_dict` says. A
+        state of another batch size, shuffle or number of cells is refused."""
         if state.get("batch_size", self.batch_size) != self.batch_size:
             raise InputError("the state was saved with another batch_size")
+        if state.get("shuffle", self._order()) != self._order():
+            raise InputError(f"the state was saved with shuffle {state['shuffle']!r}, "
+                             f"this dataset has {self._order()!r}")
+        cells = self._epoch_cells()
+        if state.get("epoch_cells", cells) != cells:
+            raise InputError(f"the state was saved over an epoch of {state['epoch_cells']} "
+                             f"cells; this one has {cells}")
+        resume = _Resume(
+            epoch_cells=cells,
+            delivered_before=[(int(a), int(b)) for a, b in state.get("delivered_before", [])],
+            next_batch=int(state["next_batch"]),
+            shape=(int(state["world"][1]), max(1, int(state.get("num_workers", 1))),
+                   bool(state.get("drop_last", self.drop_last))))
+        # Refuses malformed ranges, and more batches than the job had.
+        world, workers, drop_last = resume.shape
+        _deltacells.delivered_after(cells, resume.delivered_before, world, workers,
+                                    self.batch_size, drop_last, resume.next_batch)
         self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
-        self._start = int(state["next_batch"])
-        self._start_workers = int(state.get("num_workers", 1)) if self._start else None
-        self._position = self._start
+        self._resume = resume
+        self._position = 0
 
     def categories(self, column: str) -> Optional[list]:
         """The vocabulary of a category obs column (see `Dataset.categories`)."""
@@ -224,18 +327,21 @@ class CellDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[dict]:
         info = torch.utils.data.get_worker_info()
         workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
-        if self._start_workers not in (None, workers):
-            raise InputError(f"the epoch resumes a state taken with {self._start_workers} "
-                             f"loader workers; iterate with as many (this has {workers})")
-        batches = self._batches(self._open(workers), self.prefetch, self.obs_columns)
-        for delivered, batch in enumerate(batches.for_worker(worker, workers, self._start)):
+        delivered, start = self._pass(workers)
+        batches = self._batches(self._open(workers), self.prefetch, self.obs_columns, delivered)
+        if info is None:
+            self._position = 0
+        for taken, batch in enumerate(batches.for_worker(worker, workers, start)):
             X = batch.X
-            out = {"X": torch.from_numpy(X) if isinstance(X, np.ndarray) else X,
-                   "cells": torch.from_numpy(batch.cells)}
+            if isinstance(X, dict):
+                out = {k: torch.from_numpy(v) for k, v in X.items()}
+            else:
+                out = {"X": torch.from_numpy(X) if isinstance(X, np.ndarray) else X}
+            out["cells"] = torch.from_numpy(batch.cells)
             for name, values in batch.obs.items():
                 out[name] = _label(values)
             if info is None:
-                self._position = self._start + delivered + 1
+                self._position = taken + 1
             yield out
 
 

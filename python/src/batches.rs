@@ -1,14 +1,20 @@
 //! `_deltacells.BatchIter`: one rank's (or one loader worker's) training
-//! batches, decoded ahead by the engine while Python works; and
-//! `_deltacells.RankShare`, how a rank's batches split among loader workers.
+//! batches, decoded ahead by the engine while Python works;
+//! `_deltacells.RankShare`, how a rank's batches split among loader workers;
+//! and `_deltacells.delivered_after`, what an epoch has delivered once a job
+//! has taken some batches (elastic resume).
 
 use std::sync::Mutex;
 
+use std::ops::Range;
+
 use deltacells::dataset::{
-    Batch, BatchConfig, BatchIter, BatchRows, Pick, RankShare, Recycler, Shuffle,
+    Batch, BatchConfig, BatchIter, BatchRows, JobShape, Pick, RankShare, Recycler, Remaining,
+    Shuffle, Weights,
 };
+use deltacells::engine::Transform;
 use deltacells::kernels::DecodedCount;
-use numpy::{Element, IntoPyArray, PyArrayMethods};
+use numpy::{Element, IntoPyArray, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -18,6 +24,7 @@ use crate::columns;
 use crate::errors::OrRaise;
 use crate::matrix::{Dtype, Handle, Matrix};
 use crate::pool;
+use crate::tokenize::PyTokenizer;
 
 /// A batch iterator of either count type.
 enum Counts {
@@ -105,6 +112,10 @@ where
             let matrix = data.into_pyarray(py).reshape([n, n_cols])?;
             ("dense", matrix).into_pyobject(py)?.into_any()
         }
+        BatchRows::Tokens(tokens) => {
+            let dict = crate::tokenize::token_rows_dict(py, tokens, n)?;
+            ("tokens", dict).into_pyobject(py)?.into_any()
+        }
     };
     let labels = batch
         .labels
@@ -154,14 +165,19 @@ pub struct PyRankShare(RankShare);
 
 #[pymethods]
 impl PyRankShare {
-    /// The batches of rank `rank` of `world_size` over an epoch of `n_obs` cells.
+    /// The batches of rank `rank` of `world_size` over an epoch of `n_obs`
+    /// cells, less the epoch positions `delivered` (`(start, stop)` pairs,
+    /// sorted and disjoint: what remains is shared, see `Remaining`).
     #[new]
+    #[pyo3(signature = (n_obs, batch_size, rank, world_size, drop_last, delivered=Vec::new()))]
     fn new(
+        py: Python<'_>,
         n_obs: u64,
         batch_size: usize,
         rank: usize,
         world_size: usize,
         drop_last: bool,
+        delivered: Vec<(u64, u64)>,
     ) -> PyResult<PyRankShare> {
         if batch_size == 0 {
             return Err(PyValueError::new_err("batch_size must be at least 1"));
@@ -171,8 +187,13 @@ impl PyRankShare {
                 "rank {rank} is outside 0..{world_size}"
             )));
         }
+        let remaining = Remaining::new(n_obs, &ranges(&delivered)).or_raise(py)?;
         Ok(PyRankShare(RankShare::new(
-            n_obs, batch_size, rank, world_size, drop_last,
+            remaining.len(),
+            batch_size,
+            rank,
+            world_size,
+            drop_last,
         )))
     }
 
@@ -189,11 +210,42 @@ impl PyRankShare {
     }
 }
 
+/// `(start, stop)` pairs as ranges.
+fn ranges(pairs: &[(u64, u64)]) -> Vec<Range<u64>> {
+    pairs.iter().map(|&(start, stop)| start..stop).collect()
+}
+
+/// The epoch positions an epoch of `n_obs` cells has delivered, as sorted
+/// `(start, stop)` pairs, once a job of `world_size` ranks with `workers`
+/// loader workers each, serving what `delivered` left (see `RankShare`), has
+/// delivered `consumed` batches on every rank (the core's `JobShape::after`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn delivered_after(
+    py: Python<'_>,
+    n_obs: u64,
+    delivered: Vec<(u64, u64)>,
+    world_size: usize,
+    workers: usize,
+    batch_size: usize,
+    drop_last: bool,
+    consumed: usize,
+) -> PyResult<Vec<(u64, u64)>> {
+    let remaining = Remaining::new(n_obs, &ranges(&delivered)).or_raise(py)?;
+    let shape = JobShape::new(world_size, workers, batch_size, drop_last);
+    let after = shape.after(&remaining, consumed).or_raise(py)?;
+    Ok(after
+        .delivered()
+        .into_iter()
+        .map(|r| (r.start, r.end))
+        .collect())
+}
+
 /// The settings of `batches`, as the package's `batches` passes them (every
 /// one by name).
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
-pub struct BatchArgs {
+pub struct BatchArgs<'py> {
     batch_size: usize,
     seed: u64,
     epoch: u64,
@@ -209,15 +261,23 @@ pub struct BatchArgs {
     obs_columns: Vec<String>,
     obs_cache_dir: Option<std::path::PathBuf>,
     dtype: String,
+    delivered: Vec<(u64, u64)>,
+    cells: Option<PyReadonlyArray1<'py, u64>>,
+    weights: Option<PyReadonlyArray1<'py, f64>>,
+    balance: Vec<String>,
+    samples_per_epoch: Option<u64>,
+    normalize: Option<f64>,
+    log1p: bool,
+    tokenizer: Option<Bound<'py, PyTokenizer>>,
 }
 
 /// How many settings [`BatchArgs`] has: a call passing any other is refused,
 /// so a misspelt one is never silently ignored.
-const BATCH_ARGS: usize = 15;
+const BATCH_ARGS: usize = 23;
 
-impl BatchArgs {
+impl<'py> BatchArgs<'py> {
     /// The settings in `options`, every one present and no other.
-    pub fn from_dict(options: Option<&Bound<'_, PyDict>>) -> PyResult<BatchArgs> {
+    pub fn from_dict(options: Option<&Bound<'py, PyDict>>) -> PyResult<BatchArgs<'py>> {
         let options = options.ok_or_else(|| PyValueError::new_err("batches needs its settings"))?;
         if options.len() != BATCH_ARGS {
             let names: Vec<String> = options.keys().iter().map(|k| k.to_string()).collect();
@@ -238,10 +298,30 @@ impl<M: Matrix> Handle<M> {
     pub fn batches(
         &self,
         py: Python<'_>,
-        args: BatchArgs,
+        args: BatchArgs<'_>,
         first: usize,
         count: Option<usize>,
     ) -> PyResult<PyBatchIter> {
+        if args.weights.is_some() && !args.balance.is_empty() {
+            return Err(PyValueError::new_err("give weights or balance, not both"));
+        }
+        let weights = match (&args.weights, args.balance.is_empty()) {
+            (Some(w), _) => Weights::PerCell(w.as_slice()?.into()),
+            (None, false) => Weights::Balance(args.balance.clone()),
+            (None, true) => Weights::None,
+        };
+        let cells = match &args.cells {
+            Some(c) => Some(c.as_slice()?.into()),
+            None => None,
+        };
+        let mut transform = Transform::NONE;
+        if let Some(target) = args.normalize {
+            transform = transform.normalize(target);
+        }
+        if args.log1p {
+            transform = transform.log1p();
+        }
+        let tokenizer = args.tokenizer.as_ref().map(|t| t.get().tokenizer().clone());
         let dtype = Dtype::parse(&args.dtype)?;
         let shuffle = match args.shuffle.parse::<Shuffle>() {
             Ok(Shuffle::Block { .. }) => Shuffle::Block {
@@ -265,6 +345,12 @@ impl<M: Matrix> Handle<M> {
             .with_dense(args.dense)
             .with_obs_columns(args.obs_columns)
             .with_obs_cache_dir(args.obs_cache_dir)
+            .with_delivered(ranges(&args.delivered))
+            .with_cells(cells)
+            .with_weights(weights)
+            .with_samples_per_epoch(args.samples_per_epoch)
+            .with_transform(transform)
+            .with_tokenizer(tokenizer)
             .with_recycler(self.last_batch_buffers().clone())
             .with_pick(match count {
                 Some(count) => Pick::Range(first..first.saturating_add(count)),

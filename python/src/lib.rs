@@ -34,6 +34,7 @@ fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tokenize::PyTokenizer>()?;
     m.add_class::<writer::PyWriter>()?;
     m.add_class::<build::PyBuildDriver>()?;
+    m.add_function(wrap_pyfunction!(batches::delivered_after, m)?)?;
     m.add_function(wrap_pyfunction!(build::build_stats, m)?)?;
     m.add_function(wrap_pyfunction!(build::build_task, m)?)?;
     m.add_function(wrap_pyfunction!(stats::gene_stats, m)?)?;

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use deltacells::dataset::GeneSelection;
-use deltacells::tokenize::{GeneMap, Geneformer, ScGpt, TokenBatch, TokenColumns, Tokenizer};
+use deltacells::tokenize::{
+    GeneMap, Geneformer, ScGpt, TokenBatch, TokenColumns, TokenRows, Tokenizer,
+};
 use numpy::{IntoPyArray, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -20,7 +22,8 @@ use deltacells::{Corpus, Dataset};
 use crate::errors::OrRaise;
 use crate::matrix::{Handle, Matrix, Rows};
 
-/// A mapping by gene key: given as a dict, or a two-column file.
+/// A mapping by gene key: given as a dict, or a two-column file (medians
+/// also a `gene_stats.parquet`).
 #[derive(FromPyObject)]
 pub enum MapArg<V> {
     /// Key -> value.
@@ -67,6 +70,11 @@ pub struct PyTokenizer {
 type Resolved = (Weak<dyn Any + Send + Sync>, Arc<TokenColumns>);
 
 impl PyTokenizer {
+    /// The tokenizer's settings.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
     fn new(tokenizer: Tokenizer) -> PyTokenizer {
         PyTokenizer {
             tokenizer,
@@ -107,7 +115,11 @@ impl PyTokenizer {
         gene_key: Option<String>,
     ) -> PyResult<PyTokenizer> {
         let tokens = token_map(py, tokens)?;
-        let medians = medians.load().or_raise(py)?;
+        let medians = match medians {
+            MapArg::File(path) => GeneMap::medians_from_file(&path),
+            pairs => pairs.load(),
+        }
+        .or_raise(py)?;
         let g = Geneformer::new(tokens, medians)
             .and_then(|g| g.with_max_len(max_len, special_tokens))
             .or_raise(py)?;
@@ -154,8 +166,12 @@ impl PyTokenizer {
 /// A tokenized read as `{"input_ids", "values" (scGPT), "attention_mask"}`,
 /// each `[cells, max_len]`.
 pub fn token_dict(py: Python<'_>, batch: TokenBatch) -> PyResult<Bound<'_, PyDict>> {
-    let rows = batch.rows;
-    let shape = [batch.cells.len(), rows.max_len];
+    token_rows_dict(py, batch.rows, batch.cells.len())
+}
+
+/// `n` tokenized rows as [`token_dict`] gives them.
+pub fn token_rows_dict(py: Python<'_>, rows: TokenRows, n: usize) -> PyResult<Bound<'_, PyDict>> {
+    let shape = [n, rows.max_len];
     let dict = PyDict::new(py);
     dict.set_item("input_ids", rows.input_ids.into_pyarray(py).reshape(shape)?)?;
     if let Some(values) = rows.values {

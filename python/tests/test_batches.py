@@ -114,6 +114,26 @@ def test_ranks_take_contiguous_shares_with_equal_batch_counts(small, world):
     assert [c for s in shares for b in s for c in b] == whole
 
 
+@pytest.mark.parametrize("world", [1, 3])
+def test_delivered_positions_are_left_out_and_the_rest_shared_in_epoch_order(small, world):
+    ds = deltacells.open(small[0])
+    whole = [c for b in ds.batches(batch_size=50, seed=8) for c in b.cells]
+    delivered = [(0, 100), (100, 130), (400, 401), (990, 1000)]
+    rest = [np.delete(whole, np.r_[0:130, 400, 990:1000]).tolist()]
+    shares = [cells_of(ds.batches(batch_size=50, seed=8, rank=r, world_size=world,
+                                  delivered=delivered)) for r in range(world)]
+    # 859 cells left: as an epoch of that many, equal batch counts per rank.
+    assert [len(s) for s in shares] == [len(ds.batches(batch_size=50, rank=r, world_size=world,
+                                                       delivered=delivered))
+                                        for r in range(world)]
+    assert len({len(s) for s in shares}) == 1
+    assert [[c for s in shares for b in s for c in b]] == rest
+    with pytest.raises(deltacells.InputError, match="sorted and disjoint"):
+        list(ds.batches(delivered=[(5, 10), (0, 3)]))
+    with pytest.raises(deltacells.InputError, match="outside the epoch"):
+        len(ds.batches(delivered=[(5, 1001)]))
+
+
 def test_obs_columns_come_with_each_batch(small):
     path, _, obs, _ = small
     ds = deltacells.open(path)

@@ -150,8 +150,12 @@ def test_resume_from_state_dict_gives_the_rest_of_the_epoch(small):
     assert taken == delivered[:7]
     resumed = CellDataset(path, batch_size=64)
     resumed.load_state_dict(state)
-    with pytest.raises(InputError, match="2 loader workers"):
-        next(iter(resumed))
+    # Iterated without workers, the job has another shape: the rest of the
+    # epoch is cut anew, and brings exactly the cells not yet delivered.
+    rest = cells_of(list(resumed))
+    assert rest != delivered[7:]
+    assert sorted(c for b in taken + rest for c in b) == list(range(1000))
+    # With the state's two workers the stopped job goes on exactly.
     loader = iter(DataLoader(resumed, batch_size=None, num_workers=2,
                              multiprocessing_context="spawn"))
     more = [next(loader)["cells"].tolist() for _ in range(3)]
@@ -163,6 +167,105 @@ def test_resume_from_state_dict_gives_the_rest_of_the_epoch(small):
     rest = cells_of(DataLoader(again, batch_size=None, num_workers=2,
                                multiprocessing_context="fork"))
     assert rest == delivered[10:]
+
+
+def test_two_ranks_with_two_workers_resume_on_three_ranks_with_one_worker(small):
+    path = small[0]
+    dense, _ = source_rows(small)
+    taken, states = [], []
+    for rank in range(2):
+        ds = CellDataset(path, batch_size=40, seed=7, rank=rank, world_size=2)
+        loader = iter(DataLoader(ds, batch_size=None, num_workers=2,
+                                 multiprocessing_context="fork"))
+        taken += [next(loader) for _ in range(5)]
+        del loader
+        states.append(ds.state_dict(consumed=5, num_workers=2))
+    # Each rank's state describes the whole job: only the rank differs.
+    assert states[1] == {**states[0], "world": [1, 2]}
+    assert states[0]["delivered_before"] == [] and states[0]["next_batch"] == 5
+    # Every new rank loads rank 0's state.
+    rest, lengths = [], []
+    for rank in range(3):
+        ds = CellDataset(path, batch_size=40, rank=rank, world_size=3)
+        ds.load_state_dict(states[0])
+        got = list(DataLoader(ds, batch_size=None, num_workers=1,
+                              multiprocessing_context="spawn" if rank == 0 else "fork"))
+        lengths.append(len(got))
+        rest += got
+    assert len(set(lengths)) == 1, lengths
+    check_rows(taken + rest, dense)
+    every = [c for b in cells_of(taken + rest) for c in b]
+    assert sorted(every) == list(range(1000))
+
+
+def test_resumes_compose_and_one_of_the_same_shape_goes_on_exactly(small):
+    path = small[0]
+
+    def job(rank, world, state=None, drop_last=False):
+        ds = CellDataset(path, batch_size=30, seed=2, rank=rank, world_size=world,
+                         drop_last=drop_last)
+        if state is not None:
+            ds.load_state_dict(state)
+        return ds
+
+    # 2 ranks x 2 loader workers take 4 batches each.
+    delivered = []
+    for rank in range(2):
+        ds = job(rank, 2)
+        loader = iter(DataLoader(ds, batch_size=None, num_workers=2,
+                                 multiprocessing_context="fork"))
+        delivered += [next(loader)["cells"].tolist() for _ in range(4)]
+        del loader
+        if rank == 0:
+            first = ds.state_dict(consumed=4, num_workers=2)
+    # 3 ranks iterating in process take 2 each, of the batches they would
+    # give uninterrupted.
+    whole = [cells_of(list(job(rank, 3, first))) for rank in range(3)]
+    for rank in range(3):
+        ds = job(rank, 3, first)
+        it = iter(ds)
+        delivered += [next(it)["cells"].tolist() for _ in range(2)]
+        if rank == 0:
+            second = ds.state_dict()
+    assert second["next_batch"] == 2 and second["delivered_before"] != []
+    # The same shape again goes on with exactly the batches that job had left.
+    for rank in range(3):
+        ds = job(rank, 3, second)
+        it = iter(ds)
+        batch = next(it)["cells"].tolist()
+        assert batch == whole[rank][2]
+        delivered.append(batch)
+        if rank == 0:
+            third = ds.state_dict()
+    assert third["next_batch"] == 3
+    assert third["delivered_before"] == second["delivered_before"]
+    # One rank with 3 workers and drop_last finishes the epoch.
+    last = cells_of(DataLoader(job(0, 1, third, drop_last=True), batch_size=None,
+                               num_workers=3, multiprocessing_context="fork"))
+    assert last and all(len(b) == 30 for b in last)
+    every = [c for b in delivered + last for c in b]
+    assert len(every) == len(set(every))
+    assert 1000 - 30 < len(every) <= 1000
+
+
+def test_states_of_another_order_or_size_and_malformed_ones_are_refused(small):
+    path = small[0]
+    ds = CellDataset(path, batch_size=50, seed=1)
+    it = iter(ds)
+    next(it)
+    state = ds.state_dict()
+    for change, message in [({"batch_size": 40}, "batch_size"),
+                            ({"shuffle": "random"}, "shuffle"),
+                            ({"epoch_cells": 999}, "999 cells"),
+                            ({"delivered_before": [[5, 3]]}, "empty or reversed"),
+                            ({"delivered_before": [[0, 10], [5, 20]]}, "sorted and disjoint"),
+                            ({"delivered_before": [[990, 1001]]}, "outside the epoch"),
+                            ({"next_batch": 21}, "21 batches per rank")]:
+        resumed = CellDataset(path, batch_size=50)
+        with pytest.raises(InputError, match=message):
+            resumed.load_state_dict({**state, **change})
+        # Nothing of the refused state was taken.
+        assert resumed.seed == 0 and resumed._resume is None
 
 
 def test_dense_output_gene_subset_and_obs_labels(small):

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use super::{Corpus, CorpusObs};
 use crate::dataset::{
     batches_over, BatchConfig, BatchIter, BatchTiles, CellLabels, ChunkCache, ReadStats, TileMap,
-    Tiles,
+    Tiles, Weights,
 };
 use crate::engine::plan::Piece;
 use crate::engine::{Engine, GeneSelection};
@@ -58,8 +58,26 @@ impl Corpus {
             .genes
             .as_ref()
             .map_or(self.n_genes(), |g| g.len() as u32);
+        let balance = match &config.weights {
+            Weights::Balance(columns) => {
+                Some(self.localize(columns, config.obs_cache_dir.as_deref())?)
+            }
+            _ => None,
+        };
+        let tokens = match config.batch_tokenizer() {
+            Some(t) => Some(t.for_corpus(self)?),
+            None => None,
+        };
+        if tokens.is_some() && config.genes.is_some() {
+            return Err(Error::Input(
+                "a tokenizer reads every gene of the vocabulary: ask for tokens without a gene \
+                 selection"
+                    .into(),
+            ));
+        }
         let tiles = CorpusTiles::new(self, config.genes.as_ref())?;
-        batches_over(tiles, width, None, &config, obs)
+        let balance = balance.as_ref().map(|b| b as &dyn CellLabels);
+        batches_over(tiles, width, None, tokens, &config, obs, balance)
     }
 }
 

@@ -25,8 +25,8 @@ use std::sync::Arc;
 pub use crate::engine::{CellSelection, GeneSelection};
 pub use crate::storage::{AlignedBytes, LocalStore, MemoryStore, Store};
 pub use batches::{
-    Batch, BatchConfig, BatchIter, BatchRows, BatchRowsPart, EpochOrder, Pick, RankShare, Recycler,
-    Shuffle, DEFAULT_WINDOW_TILES,
+    Batch, BatchConfig, BatchIter, BatchRows, EpochOrder, JobShape, Pick, RankShare, Recycler,
+    Remaining, Shuffle, Weights, DEFAULT_WINDOW_TILES,
 };
 pub use gene_stats::{GeneStats, GeneTable};
 pub use read::{CsrBatch, DenseBatch, Read, ReadStats};

@@ -113,6 +113,12 @@ pub(crate) trait ValueSink: Send {
     fn extend_values(&mut self, rows: &AddedRows<'_>) -> Result<()>;
     /// As [`Sink::split`].
     fn split_values(&mut self, cuts: &[usize]) -> Vec<Self::Part<'_>>;
+    /// Whether rows are sized by their number of values (CSR), so that
+    /// [`ValueSink::extend_values`] needs each row's length; dense rows
+    /// need only the number of rows.
+    fn sized_by_values(&self) -> bool {
+        true
+    }
 }
 
 /// Rows of a [`ValueSink`].
@@ -123,9 +129,12 @@ pub(crate) trait ValuePart: Send {
 
 /// Implements [`ValueSink`] for an `f32` output through its [`Sink`] impl.
 macro_rules! value_sink {
-    ($out:ty, $part:ident) => {
+    ($out:ty, $part:ident, $sized:expr) => {
         impl ValueSink for $out {
             type Part<'p> = $part<'p, f32>;
+            fn sized_by_values(&self) -> bool {
+                $sized
+            }
             fn start_values(&mut self, n_cols: u32) {
                 Sink::start(self, n_cols)
             }
@@ -145,8 +154,8 @@ macro_rules! value_sink {
     };
 }
 
-value_sink!(Csr<f32>, CsrPart);
-value_sink!(Dense<f32>, DensePart);
+value_sink!(Csr<f32>, CsrPart, true);
+value_sink!(Dense<f32>, DensePart, false);
 
 impl<S: ValueSink> ValueSink for &mut S {
     type Part<'p>
@@ -161,6 +170,9 @@ impl<S: ValueSink> ValueSink for &mut S {
     }
     fn split_values(&mut self, cuts: &[usize]) -> Vec<Self::Part<'_>> {
         (**self).split_values(cuts)
+    }
+    fn sized_by_values(&self) -> bool {
+        (**self).sized_by_values()
     }
 }
 
@@ -206,7 +218,7 @@ impl<S: ValueSink> Sink for Transformed<'_, S> {
     }
 
     fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
-        let Some(selection) = self.genes else {
+        let Some(selection) = self.genes.filter(|_| self.inner.sized_by_values()) else {
             return self.inner.extend_values(rows);
         };
         self.kept.clear();

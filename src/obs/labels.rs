@@ -61,6 +61,20 @@ impl Label {
             .collect()
     }
 
+    /// A category column's codes widened to `i32`, a missing value as `-1`;
+    /// `None` for other kinds.
+    pub fn codes_or_missing(&self) -> Option<Vec<i32>> {
+        if self.kind != Kind::Category {
+            return None;
+        }
+        let a = self.values.as_ref();
+        Some(
+            (0..a.len())
+                .map(|i| code(a, i).and_then(|c| i32::try_from(c).ok()).unwrap_or(-1))
+                .collect(),
+        )
+    }
+
     /// The category of cell `row` (`None` if missing or not a category column).
     pub fn category(&self, row: usize) -> Option<&str> {
         let code = usize::try_from(code(self.values.as_ref(), row)?).ok()?;

@@ -101,6 +101,79 @@ impl<V: Copy> GeneMap<V> {
     }
 }
 
+impl GeneMap<f64> {
+    /// Gene medians from a gene statistics file (`gene_stats.parquet`, as
+    /// [`crate::dataset::GeneTable::to_parquet`] writes it): its first
+    /// column the gene keys (strings), `norm_median` the medians. Genes
+    /// without a median (NaN: never expressed) are left out; a file that is
+    /// not such a table is an error.
+    pub fn from_gene_stats(bytes: &[u8]) -> Result<GeneMap<f64>> {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::Float64Type;
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+        let bad = |e: String| Error::Input(format!("gene statistics: {e}"));
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::copy_from_slice(bytes))
+                .map_err(|e| bad(e.to_string()))?;
+        let schema = builder.schema().clone();
+        let key = schema
+            .fields()
+            .first()
+            .filter(|f| {
+                matches!(
+                    f.data_type(),
+                    arrow_schema::DataType::Utf8 | arrow_schema::DataType::LargeUtf8
+                )
+            })
+            .ok_or_else(|| bad("the first column is not the gene keys (strings)".into()))?
+            .name()
+            .clone();
+        let median = schema
+            .index_of("norm_median")
+            .map_err(|_| bad("no norm_median column".into()))?;
+        if schema.field(median).data_type() != &arrow_schema::DataType::Float64 {
+            return Err(bad("norm_median is not float64".into()));
+        }
+        let mut pairs = Vec::new();
+        for batch in builder.build().map_err(|e| bad(e.to_string()))? {
+            let batch = batch.map_err(|e| bad(e.to_string()))?;
+            let keys = batch
+                .column_by_name(&key)
+                .ok_or_else(|| bad(format!("no column {key:?}")))?;
+            let keys: Vec<Option<&str>> =
+                match (keys.as_string_opt::<i32>(), keys.as_string_opt::<i64>()) {
+                    (Some(k), _) => k.iter().collect(),
+                    (None, Some(k)) => k.iter().collect(),
+                    (None, None) => {
+                        return Err(bad(format!("the gene keys {key:?} are not utf8 strings")))
+                    }
+                };
+            let medians = batch.column(median).as_primitive::<Float64Type>();
+            for (k, m) in keys.into_iter().zip(medians.iter()) {
+                let k = k.ok_or_else(|| bad("a gene key is missing".into()))?;
+                if let Some(m) = m.filter(|m| !m.is_nan()) {
+                    pairs.push((k.to_string(), m));
+                }
+            }
+        }
+        GeneMap::new(pairs)
+    }
+
+    /// Gene medians from the file at `path`: a gene statistics file when it
+    /// ends in `.parquet` ([`GeneMap::from_gene_stats`]), else a two-column
+    /// text file ([`GeneMap::from_file`]).
+    pub fn medians_from_file(path: &Path) -> Result<GeneMap<f64>> {
+        if path.extension().is_some_and(|e| e == "parquet") {
+            let bytes = std::fs::read(path)
+                .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+            return GeneMap::from_gene_stats(&bytes)
+                .map_err(|e| Error::Input(format!("{}: {e}", path.display())));
+        }
+        GeneMap::from_file(path)
+    }
+}
+
 /// The token of special token `name` (`<pad>`, `<cls>`, `<eos>`), which
 /// `tokens` must hold.
 pub(crate) fn special(tokens: &GeneMap<i32>, name: &str, why: &str) -> Result<i32> {
@@ -131,6 +204,28 @@ mod tests {
         assert_eq!((m.get("A"), m.get("B"), m.len()), (Some(3), Some(4), 2));
         let m = GeneMap::<f64>::parse("A,1.5\nB,2").unwrap();
         assert_eq!((m.get("A"), m.get("B")), (Some(1.5), Some(2.0)));
+    }
+
+    #[test]
+    fn medians_come_from_gene_statistics() {
+        let table = crate::dataset::GeneTable {
+            n_cells: vec![3, 0, 1],
+            sum: vec![9, 0, 2],
+            mean: vec![0.0; 3],
+            var: vec![0.0; 3],
+            norm_mean: vec![0.0; 3],
+            norm_var: vec![0.0; 3],
+            norm_median: vec![2.5, f64::NAN, 0.75],
+        };
+        let keys = ["A", "B", "C"].map(String::from);
+        let bytes = table.to_parquet("gene_ids", &keys).unwrap();
+        let m = GeneMap::from_gene_stats(&bytes).unwrap();
+        assert_eq!(
+            (m.get("A"), m.get("B"), m.get("C"), m.len()),
+            (Some(2.5), None, Some(0.75), 2)
+        );
+        assert!(GeneMap::from_gene_stats(b"PAR1 not a file").is_err());
+        assert!(GeneMap::from_gene_stats(&bytes[..bytes.len() / 2]).is_err());
     }
 
     #[test]

@@ -12,20 +12,13 @@
 //! ## The sort
 //!
 //! Every `v` is positive and finite, so its IEEE bits order as the values
-//! do, and `!bits` orders them decreasing. The sort key of a gene is one
-//! `u64`: the high 48 bits of `!bits`, then the gene's position among the
-//! cell's candidates (16 bits). One `sort_unstable` of those keys orders the
-//! genes by those 48 bits; genes whose keys agree there (exact ties, or
-//! values within 2^-36 relative of each other) lie next to each other, and
-//! each such run is then sorted by the exact key `(!bits, token)`. The
-//! result is exactly the order by (`v` decreasing, token increasing), with
-//! the cost of sorting plain `u64`s: measured at 23 us for a cell of 2,000
-//! genes with realistic counts and medians (one core of a 2-core machine,
-//! optimized build), where sorting the `(f64, i32)` pairs with a float
-//! comparison took 34 us there. A cell with more than 65,536 candidates
-//! sorts `(!bits, token)` pairs directly.
+//! do, and `!bits` orders them decreasing: the genes are the pairs
+//! `(!bits, token)` sorted increasing, which [`super::rank`] does with a
+//! counting pass into buckets by the keys' high bits instead of a
+//! comparison sort (the same order, in time linear in the genes).
 
 use super::dict::{check_tokens, special, GeneMap};
+use super::rank::{rank, RankBuffers};
 use crate::error::{Error, Result};
 
 /// Geneformer's settings: tokens and medians by gene key, the row length
@@ -138,8 +131,7 @@ impl Geneformer {
 pub(crate) struct RankScratch {
     /// Each candidate's `(!bits of v, token)`.
     exact: Vec<(u64, i32)>,
-    keys: Vec<u64>,
-    spare: Vec<(u64, i32)>,
+    buffers: RankBuffers,
 }
 
 impl GeneformerColumns {
@@ -162,7 +154,7 @@ impl GeneformerColumns {
                 exact.push((!v.to_bits(), token));
             }
         }
-        rank(exact, &mut scratch.keys, &mut scratch.spare);
+        rank(exact, &mut scratch.buffers);
         let (body, first) = match self.special {
             Some((cls, _)) => {
                 ids[0] = cls;
@@ -182,71 +174,5 @@ impl GeneformerColumns {
         ids[len..].fill(self.pad);
         mask[..len].fill(1);
         mask[len..].fill(0);
-    }
-}
-
-/// Sorts `exact` by `(!bits, token)` increasing, that is by `v` decreasing,
-/// ties by token increasing (see the module docs), through `keys` and
-/// `spare`.
-pub(crate) fn rank(exact: &mut Vec<(u64, i32)>, keys: &mut Vec<u64>, spare: &mut Vec<(u64, i32)>) {
-    const POS: u64 = 0xFFFF;
-    if exact.len() > POS as usize + 1 {
-        exact.sort_unstable();
-        return;
-    }
-    keys.clear();
-    keys.extend(
-        exact
-            .iter()
-            .enumerate()
-            .map(|(i, &(bits, _))| (bits & !POS) | i as u64),
-    );
-    keys.sort_unstable();
-    spare.clear();
-    spare.extend(keys.iter().map(|&k| exact[(k & POS) as usize]));
-    let mut start = 0;
-    for i in 1..=keys.len() {
-        if i == keys.len() || keys[i] & !POS != keys[start] & !POS {
-            if i - start > 1 {
-                spare[start..i].sort_unstable();
-            }
-            start = i;
-        }
-    }
-    std::mem::swap(exact, spare);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A reproducible `(!bits, token)` list of `n` values: few distinct
-    /// values (exact ties), and values one ulp apart (same high 48 bits).
-    fn candidates(n: usize, seed: u64) -> Vec<(u64, i32)> {
-        let mut s = seed;
-        (0..n)
-            .map(|i| {
-                s = s
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1442695040888963407);
-                let v = 1.0 + (s >> 60) as f64 / 8.0;
-                let v = f64::from_bits(v.to_bits() + (s >> 62));
-                (!v.to_bits(), ((i * 7919) % n) as i32)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn rank_orders_by_value_down_then_token_up() {
-        for (n, seed) in [(0, 1), (1, 2), (2_000, 3), (70_000, 4)] {
-            let mut got = candidates(n, seed);
-            let mut want = got.clone();
-            want.sort_by(|a, b| {
-                let (va, vb) = (f64::from_bits(!a.0), f64::from_bits(!b.0));
-                vb.partial_cmp(&va).unwrap().then(a.1.cmp(&b.1))
-            });
-            rank(&mut got, &mut Vec::new(), &mut Vec::new());
-            assert_eq!(got, want, "{n} candidates");
-        }
     }
 }

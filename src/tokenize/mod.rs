@@ -45,6 +45,7 @@
 
 mod dict;
 pub mod geneformer;
+mod rank;
 mod read;
 pub mod scgpt;
 mod sink;

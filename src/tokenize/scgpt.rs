@@ -153,19 +153,47 @@ impl ScGpt {
     }
 }
 
+/// Counts below this are counted in a table when a cell's values are
+/// ordered; larger ones are sorted.
+const SMALL_COUNTS: usize = 256;
+
 /// Reused buffers of [`ScGptColumns::row`].
 #[derive(Default)]
 pub(crate) struct BinScratch {
     tokens: Vec<i32>,
-    x: Vec<f64>,
-    sorted: Vec<u64>,
+    counts: Vec<u32>,
+    /// Genes of each count below [`SMALL_COUNTS`], then running totals.
+    table: Vec<u32>,
+    /// The counts from [`SMALL_COUNTS`] on, sorted.
+    large: Vec<u32>,
+    /// The bin of each count below [`SMALL_COUNTS`] (0: not computed yet).
+    bins: Vec<u32>,
     edges: Vec<f64>,
     picked: Vec<u32>,
+    marks: Vec<u64>,
 }
 
 impl ScGptColumns {
+    /// The value of `count` in a cell of `n_counts` (see the module docs).
+    fn value(&self, count: u32, n_counts: f64) -> f64 {
+        let mut x = f64::from(count);
+        if let Some(target) = self.normalize {
+            x = (x / n_counts) * target;
+        }
+        if self.log1p {
+            x = x.ln_1p();
+        }
+        x
+    }
+
     /// Writes the row of cell `cell` with `genes` (columns) and `counts`
     /// into `ids`, `values` and `mask` (`max_len` each).
+    ///
+    /// A cell's values are a non-decreasing function of its counts, so the
+    /// `k`-th smallest value is the value of the `k`-th smallest count:
+    /// the counts are ordered by a table of small counts (and a sort of the
+    /// few large ones), the edges computed from the order statistics they
+    /// give, and each distinct count's bin found once.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn row(
         &self,
@@ -179,37 +207,77 @@ impl ScGptColumns {
     ) {
         let n_counts = counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>() as f64;
         s.tokens.clear();
-        s.x.clear();
+        s.counts.clear();
+        s.large.clear();
+        s.table.clear();
+        s.table.resize(SMALL_COUNTS + 1, 0);
         for (&g, &c) in genes.iter().zip(counts) {
             if let Some(token) = self.columns[g as usize] {
-                let mut x = f64::from(c as u32);
-                if let Some(target) = self.normalize {
-                    x = (x / n_counts) * target;
-                }
-                if self.log1p {
-                    x = x.ln_1p();
-                }
+                let c = c as u32;
                 s.tokens.push(token);
-                s.x.push(x);
+                s.counts.push(c);
+                if (c as usize) < SMALL_COUNTS {
+                    s.table[c as usize + 1] += 1;
+                } else {
+                    s.large.push(c);
+                }
             }
         }
-        quantile_edges(&s.x, self.n_bins, &mut s.sorted, &mut s.edges);
-        let n = s.x.len();
+        s.large.sort_unstable();
+        // `table[c]`: genes of count below `c` (for `c <= SMALL_COUNTS`).
+        for c in 1..s.table.len() {
+            s.table[c] += s.table[c - 1];
+        }
+        let n = s.counts.len();
+        let (table, large) = (&s.table, &s.large);
+        let n_small = table[SMALL_COUNTS] as usize;
+        let kth = |k: usize| -> f64 {
+            let count = if k < n_small {
+                (table.partition_point(|&t| t as usize <= k) - 1) as u32
+            } else {
+                large[k - n_small]
+            };
+            self.value(count, n_counts)
+        };
+        quantile_edges(n, self.n_bins, kth, &mut s.edges);
         let body = self.max_len - 1;
-        s.picked.clear();
         if n > body {
-            sample(n, body, self.seed, self.epoch, cell, &mut s.picked);
+            sample(
+                n,
+                body,
+                self.seed,
+                self.epoch,
+                cell,
+                &mut s.picked,
+                &mut s.marks,
+            );
         } else {
+            s.picked.clear();
             s.picked.extend(0..n as u32);
         }
+        s.bins.clear();
+        s.bins.resize(SMALL_COUNTS, 0);
+        let edges = &s.edges;
+        let bin_of = |c: u32| {
+            let x = self.value(c, n_counts);
+            edges.partition_point(|&e| e <= x) as u32
+        };
         ids[0] = self.cls;
         values[0] = 0.0;
         mask[0] = 1;
         let len = 1 + s.picked.len();
         for (j, &p) in s.picked.iter().enumerate() {
-            let x = s.x[p as usize];
+            let c = s.counts[p as usize];
+            let bin = match s.bins.get_mut(c as usize) {
+                Some(b) if *b != 0 => *b,
+                Some(b) => {
+                    *b = bin_of(c);
+                    *b
+                }
+                None => bin_of(c),
+            };
             ids[1 + j] = s.tokens[p as usize];
-            values[1 + j] = s.edges.partition_point(|&e| e <= x) as f32;
+            values[1 + j] = bin as f32;
             mask[1 + j] = 1;
         }
         ids[len..].fill(self.pad);
@@ -218,25 +286,19 @@ impl ScGptColumns {
     }
 }
 
-/// The bin edges of `x` (non-negative), as
-/// `np.quantile(x, np.linspace(0, 1, n_bins - 1))` computes them (see the
-/// module docs), into `edges`; none for an empty `x`. `sorted` is scratch.
+/// The bin edges of `n` values whose `k`-th smallest is `kth(k)` (all
+/// non-negative), as `np.quantile(x, np.linspace(0, 1, n_bins - 1))`
+/// computes them (see the module docs), into `edges`; none when `n` is 0.
 pub(crate) fn quantile_edges(
-    x: &[f64],
+    n: usize,
     n_bins: usize,
-    sorted: &mut Vec<u64>,
+    kth: impl Fn(usize) -> f64,
     edges: &mut Vec<f64>,
 ) {
     edges.clear();
-    let n = x.len();
     if n == 0 {
         return;
     }
-    // Non-negative floats order as their bits.
-    sorted.clear();
-    sorted.extend(x.iter().map(|v| v.to_bits()));
-    sorted.sort_unstable();
-    let s = |k: usize| f64::from_bits(sorted[k]);
     let points = n_bins - 1;
     let step = 1.0 / (points.saturating_sub(1)) as f64;
     let last = (n - 1) as f64;
@@ -250,11 +312,11 @@ pub(crate) fn quantile_edges(
         };
         let i = last * q;
         let edge = if i >= last {
-            s(n - 1)
+            kth(n - 1)
         } else {
             let k = i.floor();
             let t = i - k;
-            let (a, b) = (s(k as usize), s(k as usize + 1));
+            let (a, b) = (kth(k as usize), kth(k as usize + 1));
             let d = b - a;
             if t >= 0.5 {
                 b - d * (1.0 - t)
@@ -269,7 +331,17 @@ pub(crate) fn quantile_edges(
 /// `k` of `0..n` drawn without replacement, in increasing order, into
 /// `out`: a partial Fisher-Yates shuffle driven by SplitMix64 seeded from
 /// `(seed, epoch, cell)`.
-pub(crate) fn sample(n: usize, k: usize, seed: u64, epoch: u64, cell: u64, out: &mut Vec<u32>) {
+/// The drawn positions are put back in increasing order through the
+/// bitmap `marks` (a word per 64 positions) rather than sorted.
+pub(crate) fn sample(
+    n: usize,
+    k: usize,
+    seed: u64,
+    epoch: u64,
+    cell: u64,
+    out: &mut Vec<u32>,
+    marks: &mut Vec<u64>,
+) {
     let mut state = splitmix(splitmix(splitmix(seed) ^ epoch) ^ cell);
     out.clear();
     out.extend(0..n as u32);
@@ -279,8 +351,19 @@ pub(crate) fn sample(n: usize, k: usize, seed: u64, epoch: u64, cell: u64, out: 
         let j = i + ((u128::from(r) * (n - i) as u128) >> 64) as usize;
         out.swap(i, j);
     }
-    out.truncate(k);
-    out.sort_unstable();
+    marks.clear();
+    marks.resize(n.div_ceil(64), 0);
+    for &p in &out[..k] {
+        marks[p as usize >> 6] |= 1 << (p & 63);
+    }
+    out.clear();
+    for (w, &word) in marks.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            out.push((w << 6) as u32 + bits.trailing_zeros());
+            bits &= bits - 1;
+        }
+    }
 }
 
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;

@@ -2,9 +2,13 @@
 //!
 //! The pieces, one module each:
 //!
+//! * [`sampling`]: which cells an epoch serves (every cell, a subset, or
+//!   draws with replacement by [`Weights`]);
 //! * [`order`]: the epoch's cell order ([`EpochOrder`], by [`Shuffle`]), a
-//!   pure value of the manifest and `(seed, epoch)`;
+//!   pure value of the manifest, the population and `(seed, epoch)`;
 //! * [`share`]: each rank's and loader worker's share of it ([`RankShare`]);
+//! * [`resume`]: what an epoch has delivered, and the rest of it that a
+//!   job of any shape resumes ([`Remaining`], [`JobShape`]);
 //! * [`producer`]: how a batch's rows are made, an explicit [`Strategy`]
 //!   chosen once per iterator from the order and the memory bound;
 //! * [`prefetch`]: the thread producing batches ahead of the caller;
@@ -18,19 +22,25 @@
 //! [`Strategy`]: producer::Strategy
 
 mod order;
+mod output;
 mod prefetch;
 mod producer;
 mod recycler;
+mod remaining;
+mod resume;
+mod sampling;
 mod scatter;
 mod share;
 mod window;
 
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use order::{EpochOrder, Shuffle, DEFAULT_WINDOW_TILES};
-pub use producer::BatchRowsPart;
 pub use recycler::Recycler;
+pub use resume::{JobShape, Remaining};
+pub use sampling::Weights;
 pub use share::RankShare;
 
 use crate::csr::Csr;
@@ -38,10 +48,11 @@ use crate::dataset::cache::ChunkCache;
 use crate::dataset::read::ReadStats;
 use crate::dataset::tiles::Through;
 use crate::dataset::Dataset;
-use crate::engine::{Dense, GeneSelection};
+use crate::engine::{Dense, GeneSelection, Transform};
 use crate::error::{Error, Result};
 use crate::kernels::DecodedCount;
 use crate::obs::Labels;
+use crate::tokenize::{TokenColumns, TokenRows, Tokenizer};
 use prefetch::Prefetch;
 use producer::Producer;
 pub(crate) use producer::{BatchTiles, CellLabels};
@@ -73,13 +84,36 @@ pub struct BatchConfig {
     pub genes: Option<GeneSelection>,
     /// Dense rows instead of CSR.
     pub dense: bool,
+    /// Counts normalized and/or log-transformed into `f32` values, as
+    /// [`crate::dataset::Read::normalize`] computes them (each cell's total
+    /// over all its genes, before the gene selection).
+    pub transform: Transform,
+    /// Tokenized rows ([`BatchRows::Tokens`]) instead of counts, over every
+    /// gene (no selection, no transform: scGPT takes its own). scGPT's gene
+    /// sampling is keyed by the batches' seed and epoch, so each epoch
+    /// samples anew.
+    pub tokenizer: Option<Tokenizer>,
     /// Obs columns returned with every batch as [`Batch::labels`] (empty: none,
     /// and no obs byte is read). Localized when the iterator is created.
     pub obs_columns: Vec<String>,
     /// Cache directory for localized obs (default: see [`crate::obs::cache_root`]).
     pub obs_cache_dir: Option<PathBuf>,
+    /// Serve only these cells (ids, any order; each once per epoch unless
+    /// drawn with replacement). Block shuffle keeps its locality inside the
+    /// subset: tiles holding none of its cells are never read.
+    pub cells: Option<Arc<[u64]>>,
+    /// Draw cells with replacement by these weights (see [`Weights`]).
+    pub weights: Weights,
+    /// Draws per epoch, all ranks together (default: the cells of the
+    /// subset, or of the dataset); given without weights, the draws are
+    /// uniform with replacement.
+    pub samples_per_epoch: Option<u64>,
     /// Which of the rank's batches this iterator yields (default: all).
     pub pick: Pick,
+    /// Epoch positions already delivered, as sorted disjoint ranges (see
+    /// [`Remaining::new`]): the ranks share the rest of the epoch instead of
+    /// all of it, as [`Remaining`] says (default: none, a fresh epoch).
+    pub delivered: Vec<Range<u64>>,
     /// Buffers to build batches in: the previous epoch's
     /// [`BatchIter::recycler`], so that an epoch starts in the buffers the
     /// last one gave back instead of faulting in fresh pages for its first
@@ -122,9 +156,15 @@ impl Default for BatchConfig {
             cache_bytes: 512 << 20,
             genes: None,
             dense: false,
+            transform: Transform::NONE,
+            tokenizer: None,
             obs_columns: Vec::new(),
             obs_cache_dir: None,
+            cells: None,
+            weights: Weights::None,
+            samples_per_epoch: None,
             pick: Pick::All,
+            delivered: Vec::new(),
             recycler: None,
         }
     }
@@ -147,19 +187,39 @@ crate::setters!(BatchConfig {
     with_cache_bytes: cache_bytes: usize,
     /// Sets [`BatchConfig::dense`].
     with_dense: dense: bool,
+    /// Sets [`BatchConfig::transform`].
+    with_transform: transform: Transform,
+    /// Sets [`BatchConfig::tokenizer`].
+    with_tokenizer: tokenizer: Option<Tokenizer>,
     /// Sets [`BatchConfig::obs_columns`].
     with_obs_columns: obs_columns: Vec<String>,
     /// Sets [`BatchConfig::obs_cache_dir`].
     with_obs_cache_dir: obs_cache_dir: Option<PathBuf>,
     /// Sets [`BatchConfig::pick`].
     with_pick: pick: Pick,
+    /// Sets [`BatchConfig::delivered`].
+    with_delivered: delivered: Vec<Range<u64>>,
     /// Sets [`BatchConfig::recycler`].
     with_recycler: recycler: Option<Recycler>,
     /// Sets [`BatchConfig::genes`].
     with_genes: genes: Option<GeneSelection>,
+    /// Sets [`BatchConfig::cells`].
+    with_cells: cells: Option<Arc<[u64]>>,
+    /// Sets [`BatchConfig::weights`].
+    with_weights: weights: Weights,
+    /// Sets [`BatchConfig::samples_per_epoch`].
+    with_samples_per_epoch: samples_per_epoch: Option<u64>,
 });
 
 impl BatchConfig {
+    /// The tokenizer, its scGPT sampling keyed by the batches' seed and epoch.
+    pub(crate) fn batch_tokenizer(&self) -> Option<Tokenizer> {
+        self.tokenizer.clone().map(|t| match t {
+            Tokenizer::ScGpt(s) => Tokenizer::ScGpt(s.with_seed(self.seed, self.epoch)),
+            other => other,
+        })
+    }
+
     /// Sets [`BatchConfig::rank`] and [`BatchConfig::world_size`].
     pub fn with_rank(mut self, rank: usize, world_size: usize) -> Self {
         self.rank = rank;
@@ -175,6 +235,8 @@ pub enum BatchRows<V> {
     Csr(Csr<V>),
     /// Dense row-major rows.
     Dense(Dense<V>),
+    /// Tokenized rows ([`BatchConfig::tokenizer`]).
+    Tokens(TokenRows),
 }
 
 /// One training batch, with counts of type `V` (`f32` by default, or `i32`).
@@ -220,25 +282,51 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Produce<V> for Producer<V, 
     }
 }
 
-/// One rank's batches of `config` over `tiles` (see [`Producer::new`]).
+/// One rank's batches of `config` over `tiles` (see [`Producer::new`]);
+/// `genes`, the selection the output applies; `tokens`, the tokenizer
+/// resolved for the tiles' columns; `balance` holds the obs columns a
+/// [`Weights::Balance`] names.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn batches_over<V: DecodedCount + bytemuck::Pod, T: BatchTiles>(
     tiles: T,
     n_genes: u32,
     genes: Option<GeneSelection>,
+    tokens: Option<TokenColumns>,
     config: &BatchConfig,
     obs: Option<Box<dyn CellLabels>>,
+    balance: Option<&dyn CellLabels>,
 ) -> Result<BatchIter<V>> {
     let (first, step, count) = picked(config)?;
-    let producer = Producer::new(tiles, n_genes, genes, config, (first, step), obs)?;
+    let request = sampling::Request {
+        cells: config.cells.as_deref(),
+        weights: &config.weights,
+        samples: config.samples_per_epoch,
+    };
+    let population = sampling::Population::resolve(&request, tiles.limits(), balance)?;
+    let output = output::BatchOutput {
+        dense: config.dense,
+        genes,
+        transform: config.transform,
+        tokens,
+    };
+    let producer = Producer::new(
+        tiles,
+        n_genes,
+        output,
+        config,
+        population,
+        (first, step),
+        obs,
+    )?;
     let total = producer.len().min(count);
     let recycled = producer.recycler();
     BatchIter::start(producer, total, config.prefetch, recycled)
 }
 
-/// The rank's share of an epoch of `order`, as `config` cuts it.
-pub(crate) fn share_of(order: &EpochOrder, config: &BatchConfig) -> RankShare {
+/// The rank's share of an epoch of `n` positions, as `config` cuts it.
+pub(crate) fn share_of(n: u64, config: &BatchConfig) -> RankShare {
     RankShare::new(
-        order.len(),
+        n,
         config.batch_size,
         config.rank,
         config.world_size,
@@ -283,20 +371,34 @@ impl Dataset {
         if let Some(g) = &config.genes {
             self.check_selection(g)?;
         }
+        let localize = |columns: &[String]| {
+            let reader = self.obs().ok_or_else(|| {
+                Error::Input(format!(
+                    "obs columns {columns:?} were requested but the dataset has no obs"
+                ))
+            })?;
+            reader.localize(columns, config.obs_cache_dir.as_deref())
+        };
         let obs: Option<Box<dyn CellLabels>> = if config.obs_columns.is_empty() {
             None
         } else {
-            let reader = self.obs().ok_or_else(|| {
-                Error::Input("obs columns were requested but the dataset has no obs".into())
-            })?;
-            let local = reader.localize(&config.obs_columns, config.obs_cache_dir.as_deref())?;
-            Some(Box::new(local))
+            Some(Box::new(localize(&config.obs_columns)?))
+        };
+        let balance = match &config.weights {
+            Weights::Balance(columns) => Some(localize(columns)?),
+            _ => None,
         };
         let tiles = Through {
             dataset: self.clone(),
             cache: ChunkCache::new(0),
         };
-        batches_over(tiles, self.n_genes(), config.genes.clone(), &config, obs)
+        let tokens = match config.batch_tokenizer() {
+            Some(t) => Some(t.for_dataset(self)?),
+            None => None,
+        };
+        let balance = balance.as_ref().map(|b| b as &dyn CellLabels);
+        let genes = config.genes.clone();
+        batches_over(tiles, self.n_genes(), genes, tokens, &config, obs, balance)
     }
 }
 

@@ -13,6 +13,11 @@
 //!   which costs random access: about a chunk decoded per cell.
 //! * [`Shuffle::None`]: dataset order.
 //!
+//! The cells listed are those of the epoch's [`Population`]: every cell, a
+//! subset's, or draws with replacement (see [`super::sampling`]); each
+//! shuffle keeps its meaning over them, and tiles serving no cell are never
+//! in the order (never fetched).
+//!
 //! Each rank's share of the order is [`super::RankShare`].
 
 use std::fmt;
@@ -23,6 +28,7 @@ use rand::RngCore;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
+use super::sampling::{Population, RandomDraws};
 use crate::error::{Error, Result};
 
 /// Tiles per window of [`Shuffle::Block`] when none is named (`"block"`).
@@ -103,7 +109,7 @@ fn shuffle<T>(items: &mut [T], rng: &mut Pcg64Mcg) {
 }
 
 /// SplitMix64's finalizer: a bijection of `u64` that mixes every bit.
-fn mix(mut z: u64) -> u64 {
+pub(crate) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -179,23 +185,59 @@ pub struct EpochOrder {
     window_tiles: usize,
     /// Epoch position where each window starts, plus the total at the end.
     window_starts: Vec<u64>,
-    /// The uniform permutation of [`Shuffle::Random`].
-    permutation: Option<Permutation>,
+    /// The cells the epoch serves.
+    population: Population,
+    /// How many cells each tile serves this epoch.
+    counts: Vec<u64>,
+    /// The positions of [`Shuffle::Random`].
+    random: Option<RandomOrder>,
     /// The listed window: its index and its cells in epoch order.
     current: Option<(usize, Vec<u64>)>,
+}
+
+/// Where a random order's positions come from.
+#[derive(Clone, Debug)]
+enum RandomOrder {
+    /// A permutation of the population's cells (every cell, or a subset's).
+    Permuted(Permutation),
+    /// Independent draws by weight.
+    Drawn(RandomDraws),
 }
 
 impl EpochOrder {
     /// The order of epoch `epoch` of `seed` over tiles starting at `limits`
     /// (the first cell of each tile, then the cell count).
     pub fn new(limits: &[u64], shuffle_mode: Shuffle, seed: u64, epoch: u64) -> EpochOrder {
-        let mut tiles: Vec<usize> = (0..limits.len().saturating_sub(1)).collect();
-        let mut permutation = None;
+        EpochOrder::of(limits, Population::All, shuffle_mode, seed, epoch)
+    }
+
+    /// As [`EpochOrder::new`], serving the cells of `population`.
+    pub(crate) fn of(
+        limits: &[u64],
+        population: Population,
+        shuffle_mode: Shuffle,
+        seed: u64,
+        epoch: u64,
+    ) -> EpochOrder {
+        let counts = population.tile_counts(limits, &mut rng(seed, epoch, u64::MAX - 2));
+        // Every tile of a whole epoch (its order as it always was), else
+        // only the tiles serving cells.
+        let all = matches!(population, Population::All);
+        let mut tiles: Vec<usize> = (0..counts.len())
+            .filter(|&t| all || counts[t] > 0)
+            .collect();
+        let mut random = None;
         let window_tiles = match shuffle_mode {
             Shuffle::None => 1,
             Shuffle::Random => {
                 let n = limits.last().copied().unwrap_or(0);
-                permutation = Some(Permutation::new(n, &mut rng(seed, epoch, u64::MAX - 1)));
+                let mut r = rng(seed, epoch, u64::MAX - 1);
+                random = Some(match &population {
+                    Population::Drawn { weights, .. } => {
+                        RandomOrder::Drawn(RandomDraws::new(weights, r.next_u64()))
+                    }
+                    _ => RandomOrder::Permuted(Permutation::new(population.len(n), &mut r)),
+                });
                 1
             }
             Shuffle::Block { window_tiles } => {
@@ -205,7 +247,7 @@ impl EpochOrder {
         };
         let mut window_starts = vec![0u64];
         for window in tiles.chunks(window_tiles) {
-            let cells: u64 = window.iter().map(|&t| limits[t + 1] - limits[t]).sum();
+            let cells: u64 = window.iter().map(|&t| counts[t]).sum();
             window_starts.push(window_starts[window_starts.len() - 1] + cells);
         }
         EpochOrder {
@@ -216,7 +258,9 @@ impl EpochOrder {
             tiles,
             window_tiles,
             window_starts,
-            permutation,
+            population,
+            counts,
+            random,
             current: None,
         }
     }
@@ -252,9 +296,14 @@ impl EpochOrder {
         range: Range<u64>,
         mut fetch: impl FnMut(&[usize]) -> Result<()>,
     ) -> Result<Vec<u64>> {
-        match (&self.shuffle, &self.permutation) {
-            (Shuffle::None, _) => return Ok(range.collect()),
-            (Shuffle::Random, Some(p)) => return Ok(range.map(|i| p.at(i)).collect()),
+        match (&self.shuffle, &self.random, &self.population) {
+            (Shuffle::None, _, Population::All) => return Ok(range.collect()),
+            (Shuffle::Random, Some(RandomOrder::Permuted(p)), population) => {
+                return Ok(range.map(|i| population.subset_cell(p.at(i))).collect())
+            }
+            (Shuffle::Random, Some(RandomOrder::Drawn(d)), _) => {
+                return Ok(range.map(|i| d.at(i)).collect())
+            }
             _ => {}
         }
         let mut out = Vec::with_capacity((range.end - range.start) as usize);
@@ -269,9 +318,14 @@ impl EpochOrder {
                     (self.window_starts[w + 1] - self.window_starts[w]) as usize,
                 );
                 for &t in tiles {
-                    cells.extend(self.limits[t]..self.limits[t + 1]);
+                    let mut draws = rng(self.seed, self.epoch, (1 << 63) | t as u64);
+                    let (limits, count) = (&self.limits, self.counts[t]);
+                    self.population
+                        .tile_cells(limits, t, count, &mut draws, &mut cells);
                 }
-                shuffle(&mut cells, &mut rng(self.seed, self.epoch, w as u64));
+                if self.shuffle != Shuffle::None {
+                    shuffle(&mut cells, &mut rng(self.seed, self.epoch, w as u64));
+                }
                 self.current = Some((w, cells));
             }
             let (_, cells) = self.current.as_ref().expect("window listed above");

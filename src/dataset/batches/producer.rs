@@ -5,7 +5,10 @@ use std::ops::Range;
 
 use crate::csr::Csr;
 use crate::dataset::batches::order::EpochOrder;
+use crate::dataset::batches::output::{BatchOutput, Run};
 use crate::dataset::batches::recycler::Recycler;
+use crate::dataset::batches::remaining::RemainingOrder;
+use crate::dataset::batches::sampling::Population;
 use crate::dataset::batches::scatter::{Part, Pending};
 use crate::dataset::batches::share::RankShare;
 use crate::dataset::batches::window::{WindowBudget, WindowChunks};
@@ -14,8 +17,7 @@ use crate::dataset::cache::ChunkCache;
 use crate::dataset::read::ReadStats;
 use crate::dataset::tiles::{maps_in_place, read_outputs, Through, Tiles};
 use crate::dataset::Dataset;
-use crate::engine::{AddedRows, CellSelection, CsrPart, DensePart, GeneSelection, Selected, Sink};
-use crate::engine::{Dense, SinkPart};
+use crate::engine::{CellSelection, Sink};
 use crate::error::{Error, Result};
 use crate::kernels::DecodedCount;
 use crate::obs::{Labels, LocalObs};
@@ -72,10 +74,9 @@ struct Ctx<T> {
     tiles: T,
     /// Columns of the rows as the tiles decode.
     n_genes: u32,
-    /// Genes the batches keep, applied by the output.
-    genes: Option<GeneSelection>,
-    dense: bool,
-    order: EpochOrder,
+    /// What the rows are written as.
+    output: BatchOutput,
+    order: RemainingOrder,
     share: RankShare,
     /// This iterator yields the rank's batches `first`, `first + step`, ...
     first: usize,
@@ -87,19 +88,30 @@ struct Ctx<T> {
 
 impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
     /// The batches of `config` over `tiles`, whose rows have `n_genes`
-    /// columns as they decode; `genes`, the genes the output keeps of those
-    /// (`config.genes` for a dataset; a corpus maps them as it decodes).
+    /// columns as they decode, written as `output` says (its genes those
+    /// the output keeps: `config.genes` for a dataset; a corpus maps them as
+    /// it decodes); `population`, the cells the epoch serves (resolved from
+    /// `config`).
     pub(crate) fn new(
         mut tiles: T,
         n_genes: u32,
-        genes: Option<GeneSelection>,
+        output: BatchOutput,
         config: &BatchConfig,
+        population: Population,
         (first, step): (usize, usize),
         obs: Option<Box<dyn CellLabels>>,
     ) -> Result<Producer<V, T>> {
+        output.check::<V>()?;
         let limits = tiles.limits().to_vec();
-        let order = EpochOrder::new(&limits, config.shuffle, config.seed, config.epoch);
-        let share = super::share_of(&order, config);
+        let order = EpochOrder::of(
+            &limits,
+            population,
+            config.shuffle,
+            config.seed,
+            config.epoch,
+        );
+        let order = RemainingOrder::new(order, &config.delivered)?;
+        let share = super::share_of(order.len(), config);
         let budget = order
             .has_windows()
             .then(|| WindowBudget::new(&tiles, order.windows(), config.cache_bytes))
@@ -107,26 +119,24 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
         let recycled = config.recycler.clone().unwrap_or_else(|| {
             // A window's batches plus those in flight: the most the producer
             // can use at once.
-            let window_cells = order
-                .windows()
-                .map(|w| w.iter().map(|&t| limits[t + 1] - limits[t]).sum::<u64>())
+            let window_cells = (0..order.windows().count())
+                .map(|w| order.window_span(w))
+                .map(|s| s.end - s.start)
                 .max()
                 .unwrap_or(0);
             let per_window = (window_cells as usize).div_ceil(config.batch_size);
             Recycler::new(per_window + config.prefetch + 2)
         });
         // Rows decoded into place need CSR of every gene, each row as long
-        // as stored: tiles whose genes are mapped (a corpus member's) qualify
-        // when the mapping keeps every gene (each row is then mapped where
-        // it was decoded). Otherwise chunks are decoded into buffers and
-        // mapped there first, so windows are decoded once and batches copied
-        // out of them.
+        // as stored (their values transformed in place, if at all): tiles
+        // whose genes are mapped (a corpus member's) qualify when the mapping
+        // keeps every gene (each row is then mapped where it was decoded).
+        // Otherwise chunks are decoded into buffers and mapped there first,
+        // so windows are decoded once and batches copied out of them.
         let in_place = (0..limits.len() - 1).all(|t| maps_in_place(&tiles, t));
         let strategy = match budget {
             None => Strategy::Gather,
-            Some(_) if !config.dense && genes.is_none() && in_place => {
-                Strategy::Scatter(Pending::default())
-            }
+            Some(_) if output.stores_rows() && in_place => Strategy::Scatter(Pending::default()),
             Some(_) => Strategy::Window(WindowChunks::default()),
         };
         tiles.set_cache_bytes(budget.map_or(config.cache_bytes, |b| b.tile_cache_bytes));
@@ -134,8 +144,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
             ctx: Ctx {
                 tiles,
                 n_genes,
-                genes,
-                dense: config.dense,
+                output,
                 order,
                 share,
                 first,
@@ -203,20 +212,6 @@ impl<T: Tiles> Ctx<T> {
             .cells_fetched(positions, |tiles| source.fetch(tiles, &[], stats).map(drop))
     }
 
-    /// Empty rows to build a batch in, started for the tiles' genes.
-    fn new_rows<V: DecodedCount + bytemuck::Pod>(&self) -> BatchRows<V> {
-        let mut rows = if self.dense {
-            BatchRows::Dense(Dense::default())
-        } else {
-            BatchRows::Csr(self.recycled.take())
-        };
-        match &self.genes {
-            Some(g) => Selected::new(&mut rows, g).start(self.n_genes),
-            None => rows.start(self.n_genes),
-        }
-        rows
-    }
-
     /// Batch `index` (at epoch `positions`), building the windows it spans
     /// that are not built yet.
     fn take_built<V: DecodedCount + bytemuck::Pod>(
@@ -281,8 +276,14 @@ impl<T: Tiles> Ctx<T> {
         }
         let outputs: Vec<CellSelection> =
             parts.iter().map(|p| CellSelection::ids(&p.cells)).collect();
-        let mut sinks: Vec<&mut Csr<V>> = parts.iter_mut().map(|p| &mut p.rows).collect();
-        stats.add(read_outputs(&self.tiles, &outputs, &mut sinks, true)?);
+        let mut read = ReadRun {
+            tiles: &self.tiles,
+            outputs: &outputs,
+            scatter: true,
+            stats: &mut stats,
+        };
+        let rows = parts.iter_mut().map(|p| &mut p.rows).collect();
+        self.output.scatter(rows, &mut read)?;
         pending.add(w, parts);
         Ok(stats)
     }
@@ -295,24 +296,26 @@ impl<T: Tiles> Ctx<T> {
         chunks: &mut WindowChunks,
         positions: Range<u64>,
     ) -> Result<Made<V>> {
-        let mut rows = self.new_rows::<V>();
         let mut stats = ReadStats::default();
-        let mut cells = Vec::with_capacity((positions.end - positions.start) as usize);
+        let cells = self.cells(positions.clone(), &mut stats)?;
+        let mut rows = self.output.start::<V>(&self.recycled, self.n_genes, &cells);
         let mut at = positions.start;
         while at < positions.end {
             let w = self.order.window_of(at);
             let stop = positions.end.min(self.order.window_end(at));
-            let part = self.cells(at..stop, &mut stats)?;
+            let offset = (at - positions.start) as usize;
+            let part = &cells[offset..offset + (stop - at) as usize];
             stats.add(chunks.enter(&self.tiles, w, self.order.window(w))?);
-            let part_cells = CellSelection::ids(&part);
-            match &self.genes {
-                Some(g) => chunks.copy(&self.tiles, &part_cells, Selected::new(&mut rows, g))?,
-                None => chunks.copy(&self.tiles, &part_cells, &mut rows)?,
-            }
-            cells.extend_from_slice(&part);
+            let mut copy = CopyRun {
+                chunks,
+                tiles: &self.tiles,
+                cells: CellSelection::ids(part),
+            };
+            rows.fill(&self.output, &mut copy)?;
             at = stop;
         }
         self.fetch_ahead(positions.end);
+        let rows = rows.finish();
         Ok((cells, rows, stats))
     }
 
@@ -324,77 +327,50 @@ impl<T: Tiles> Ctx<T> {
         let mut fetched = ReadStats::default();
         let cells = self.cells(positions.clone(), &mut fetched)?;
         self.fetch_ahead(positions.end);
-        let mut rows = self.new_rows::<V>();
+        let mut stats = ReadStats::default();
         let outputs = [CellSelection::ids(&cells)];
-        let tiles = &self.tiles;
-        let mut stats = match &self.genes {
-            Some(g) => read_outputs(tiles, &outputs, &mut [Selected::new(&mut rows, g)], false),
-            None => read_outputs(tiles, &outputs, &mut [&mut rows], false),
-        }?;
+        let mut rows = self.output.start::<V>(&self.recycled, self.n_genes, &cells);
+        let mut read = ReadRun {
+            tiles: &self.tiles,
+            outputs: &outputs,
+            scatter: false,
+            stats: &mut stats,
+        };
+        rows.fill(&self.output, &mut read)?;
+        let rows = rows.finish();
         stats.tiles_fetched += fetched.tiles_fetched;
         Ok((cells, rows, stats))
     }
 }
 
-/// Batch rows are an output like any other: CSR or dense, by variant.
-impl<V: DecodedCount> Sink for BatchRows<V> {
-    type Part<'p> = BatchRowsPart<'p, V>;
+/// A read of `outputs` of `tiles` through the pipeline (see [`read_outputs`]).
+struct ReadRun<'a, T: ?Sized> {
+    tiles: &'a T,
+    outputs: &'a [CellSelection],
+    scatter: bool,
+    stats: &'a mut ReadStats,
+}
 
-    fn stores_rows(&self) -> bool {
-        match self {
-            BatchRows::Csr(c) => c.stores_rows(),
-            BatchRows::Dense(d) => d.stores_rows(),
-        }
-    }
-
-    fn start(&mut self, n_cols: u32) {
-        match self {
-            BatchRows::Csr(c) => c.start(n_cols),
-            BatchRows::Dense(d) => d.start(n_cols),
-        }
-    }
-
-    fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
-        match self {
-            BatchRows::Csr(c) => c.extend(rows),
-            BatchRows::Dense(d) => d.extend(rows),
-        }
-    }
-
-    fn split(&mut self, cuts: &[usize]) -> Vec<BatchRowsPart<'_, V>> {
-        match self {
-            BatchRows::Csr(c) => c.split(cuts).into_iter().map(BatchRowsPart::Csr).collect(),
-            BatchRows::Dense(d) => d
-                .split(cuts)
-                .into_iter()
-                .map(BatchRowsPart::Dense)
-                .collect(),
-        }
+impl<T: Tiles + ?Sized> Run for ReadRun<'_, T> {
+    fn run<S: Sink>(&mut self, sinks: &mut [S]) -> Result<()> {
+        let stats = read_outputs(self.tiles, self.outputs, sinks, self.scatter)?;
+        self.stats.add(stats);
+        Ok(())
     }
 }
 
-/// Rows of a [`BatchRows`] output.
-pub enum BatchRowsPart<'p, V> {
-    /// Rows of CSR rows.
-    Csr(CsrPart<'p, V>),
-    /// Rows of dense rows.
-    Dense(DensePart<'p, V>),
+/// A copy of `cells` out of a decoded window.
+struct CopyRun<'a, T: ?Sized> {
+    chunks: &'a WindowChunks,
+    tiles: &'a T,
+    cells: CellSelection,
 }
 
-impl<V: DecodedCount> SinkPart for BatchRowsPart<'_, V> {
-    type Value = V;
-
-    fn stored(&mut self) -> Option<(&mut [i32], &mut [V])> {
-        match self {
-            BatchRowsPart::Csr(p) => p.stored(),
-            BatchRowsPart::Dense(p) => p.stored(),
+impl<T: Tiles + ?Sized> Run for CopyRun<'_, T> {
+    fn run<S: Sink>(&mut self, sinks: &mut [S]) -> Result<()> {
+        for sink in sinks {
+            self.chunks.copy(self.tiles, &self.cells, sink)?;
         }
-    }
-
-    fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
-        match self {
-            BatchRowsPart::Csr(p) => p.write_row(row, genes, counts),
-            BatchRowsPart::Dense(p) => p.write_row(row, genes, counts),
-        }
+        Ok(())
     }
 }

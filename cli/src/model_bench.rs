@@ -1,0 +1,208 @@
+//! `deltacells bench`'s model-ready batches: normalized, tokenized and
+//! balanced batches, each as a ratio of plain CSR batches measured in the
+//! same run with the same settings (batch size, window, cache, threads).
+//!
+//! Plain CSR batches are measured first and again last, and each ratio is
+//! over the better of the two, so a machine that slowed down in between
+//! shows as the spread of the two plain rates, printed beside them. Every
+//! kind runs an epoch to warm up, then a second epoch (in the first one's
+//! buffers) is timed.
+//!
+//! The tokenizers' dictionaries come from the dataset itself: each var name
+//! is a token (ids from 3, after `<pad>`, `<cls>` and `<eos>`), and
+//! Geneformer's medians are the gene statistics' `norm_median` (genes never
+//! expressed have none and are left out), computed by one pass over the
+//! dataset first. The 2,000-gene vocabulary is the 2,000 genes of largest
+//! normalized variance.
+
+use std::io::Write;
+use std::time::Instant;
+
+use deltacells::dataset::{BatchConfig, Pick, Shuffle, Weights};
+use deltacells::engine::Transform;
+use deltacells::obs::Kind;
+use deltacells::tokenize::{GeneMap, Geneformer, ScGpt, Tokenizer};
+use deltacells::{Dataset, GeneSelection, Result};
+use serde_json::{json, Value};
+
+use crate::bench_cmd::BenchArgs;
+use crate::output::out_err;
+
+/// Batches timed in the uniformly random balanced measurement (random
+/// access is slow: an epoch would take minutes).
+const RANDOM_BATCHES: usize = 40;
+
+/// The genes of the dense vocabulary.
+const VOCABULARY: usize = 2000;
+
+/// Cells per second of `config`'s batches over `ds`: an epoch to warm up,
+/// then the next epoch in its buffers (at most `limit` batches of each).
+fn rate(ds: &Dataset, config: &BatchConfig, limit: Option<usize>) -> Result<f64> {
+    let pick = limit.map_or(Pick::All, |n| Pick::Range(0..n));
+    let config = config.clone().with_pick(pick);
+    let mut warm = ds.batches(config.clone())?;
+    while let Some(b) = warm.next() {
+        warm.recycle(b?);
+    }
+    let t = Instant::now();
+    let mut cells = 0usize;
+    let mut timed = ds.batches(config.with_epoch(1).with_recycler(Some(warm.recycler())))?;
+    while let Some(b) = timed.next() {
+        let b = b?;
+        cells += b.cells.len();
+        timed.recycle(b);
+    }
+    Ok(cells as f64 / t.elapsed().as_secs_f64())
+}
+
+/// The categorical obs column balanced batches balance: `cell_type` if the
+/// dataset has it, else its first categorical column.
+fn balance_column(ds: &Dataset) -> Option<String> {
+    let schema = ds.obs()?.schema().clone();
+    let categorical: Vec<&str> = schema
+        .columns
+        .iter()
+        .filter(|c| c.kind == Kind::Category)
+        .map(|c| c.name.as_str())
+        .collect();
+    categorical
+        .iter()
+        .find(|&&n| n == "cell_type")
+        .or(categorical.first())
+        .map(|n| n.to_string())
+}
+
+/// The tokenizers over `ds`'s var names, and the dense vocabulary, from one
+/// statistics pass; `None` when the dataset has no var names.
+fn from_stats(ds: &Dataset) -> Result<Option<(Tokenizer, Tokenizer, GeneSelection)>> {
+    let Some(names) = ds.var_names() else {
+        return Ok(None);
+    };
+    let table = ds.gene_stats()?.table();
+    let special = [("<pad>", 0), ("<cls>", 1), ("<eos>", 2)].map(|(k, t)| (k.to_string(), t));
+    let ids = names
+        .iter()
+        .enumerate()
+        .map(|(g, n)| (n.clone(), g as i32 + 3));
+    let tokens = GeneMap::new(special.into_iter().chain(ids))?;
+    let medians = GeneMap::new(
+        names
+            .iter()
+            .zip(&table.norm_median)
+            .filter(|(_, m)| m.is_finite() && **m > 0.0)
+            .map(|(n, &m)| (n.clone(), m)),
+    )?;
+    let geneformer = Geneformer::new(tokens.clone(), medians)?.with_max_len(2048, true)?;
+    let scgpt = ScGpt::new(tokens)?.with_n_bins(51)?.with_max_len(1200)?;
+    let mut by_variance: Vec<u32> = (0..names.len() as u32).collect();
+    by_variance.sort_by(|&a, &b| table.norm_var[b as usize].total_cmp(&table.norm_var[a as usize]));
+    by_variance.truncate(VOCABULARY);
+    by_variance.sort_unstable();
+    let vocabulary = GeneSelection::new(names.len() as u32, &by_variance)?;
+    Ok(Some((
+        Tokenizer::Geneformer(geneformer),
+        Tokenizer::ScGpt(scgpt),
+        vocabulary,
+    )))
+}
+
+/// Measures and prints the model-ready batch lines (see the module docs).
+pub fn model_batches(
+    out: &mut dyn Write,
+    report: &mut serde_json::Map<String, Value>,
+    args: &BenchArgs,
+    ds: &Dataset,
+) -> Result<()> {
+    let base = BatchConfig::default()
+        .with_batch_size(args.batch_size)
+        .with_shuffle(Shuffle::Block {
+            window_tiles: args.window,
+        })
+        .with_cache_bytes(args.cache_mb << 20)
+        .with_prefetch(2);
+    let normalized = Transform::NONE.normalize(1e4).log1p();
+    let mut kinds: Vec<(&str, BatchConfig, Option<usize>)> = vec![(
+        "normalized CSR, every gene (normalize_total 1e4 + log1p)",
+        base.clone().with_transform(normalized),
+        None,
+    )];
+    let stats = from_stats(ds)?;
+    if let Some((geneformer, scgpt, vocabulary)) = &stats {
+        kinds.push((
+            "normalized dense, 2,000 genes of largest normalized variance",
+            base.clone()
+                .with_transform(normalized)
+                .with_genes(Some(vocabulary.clone()))
+                .with_dense(true),
+            None,
+        ));
+        kinds.push((
+            "Geneformer tokens (2,048, special tokens)",
+            base.clone().with_tokenizer(Some(geneformer.clone())),
+            None,
+        ));
+        kinds.push((
+            "scGPT bins (51 bins, 1,200 tokens)",
+            base.clone().with_tokenizer(Some(scgpt.clone())),
+            None,
+        ));
+    }
+    let balance = balance_column(ds);
+    if let Some(column) = &balance {
+        let balanced = base
+            .clone()
+            .with_weights(Weights::Balance(vec![column.clone()]));
+        kinds.push(("balanced, with locality", balanced.clone(), None));
+        kinds.push((
+            "balanced, uniformly random",
+            balanced.with_shuffle(Shuffle::Random),
+            Some(RANDOM_BATCHES),
+        ));
+    }
+
+    let first = rate(ds, &base, None)?;
+    let mut rates = Vec::new();
+    for (_, config, limit) in &kinds {
+        rates.push(rate(ds, config, *limit)?);
+    }
+    let last = rate(ds, &base, None)?;
+    let plain = first.max(last);
+    writeln!(
+        out,
+        "\nmodel-ready batches ({} cells, block shuffle over {} tiles unless random, {} threads), each as a ratio of plain CSR batches ({first:.0} cells/s before, {last:.0} after):",
+        args.batch_size,
+        args.window,
+        ds.engine().threads()
+    )
+    .map_err(out_err)?;
+    let mut figures = Vec::new();
+    for ((what, _, limit), r) in kinds.iter().zip(&rates) {
+        let note = limit.map_or(String::new(), |n| format!(" ({n} batches)"));
+        writeln!(out, "  {what}: {r:.0} cells/s, {:.2}{note}", r / plain).map_err(out_err)?;
+        figures.push(json!({"kind": what, "cells_per_s": r, "vs_plain_csr": r / plain}));
+    }
+    if stats.is_none() {
+        writeln!(
+            out,
+            "  (tokenizers and the gene vocabulary skipped: the dataset has no var names)"
+        )
+        .map_err(out_err)?;
+    }
+    match &balance {
+        Some(c) => writeln!(out, "  (balanced on the obs column {c:?})"),
+        None => writeln!(
+            out,
+            "  (balanced batches skipped: the dataset has no categorical obs column)"
+        ),
+    }
+    .map_err(out_err)?;
+    report.insert(
+        "model_batches".into(),
+        json!({
+            "plain_csr_cells_per_s": [first, last],
+            "balance_column": balance,
+            "kinds": figures,
+        }),
+    );
+    Ok(())
+}

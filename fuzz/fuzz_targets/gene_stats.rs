@@ -1,0 +1,14 @@
+//! Gene medians read from a gene statistics file (`gene_stats.parquet`) on
+//! arbitrary bytes (seeded with what `deltacells stats` writes): never a
+//! panic, and every median read is a number.
+
+#![no_main]
+
+use deltacells::tokenize::GeneMap;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(medians) = GeneMap::<f64>::from_gene_stats(data) {
+        assert!(medians.iter().all(|(_, m)| !m.is_nan()));
+    }
+});

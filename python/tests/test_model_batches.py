@@ -1,0 +1,167 @@
+"""Model-ready batches: subsets (a pandas query on obs), weighted and balanced
+draws (frequencies checked against the weights in numpy), normalized batches
+against scanpy, tokenized batches against tokenized reads of the same cells,
+all through `Dataset.batches` and `CellDataset` (real DataLoader workers)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+import deltacells
+from deltacells.errors import InputError
+from deltacells.tokenize import Geneformer, ScGPT
+
+
+def epoch(ds, world=1, **options):
+    """Every batch of every rank: the cells, the batches and each rank's count."""
+    cells, batches, counts = [], [], []
+    for rank in range(world):
+        it = ds.batches(64, rank=rank, world_size=world, **options)
+        got = list(it)
+        counts.append(len(got))
+        batches += got
+        cells += [c for b in got for c in b.cells.tolist()]
+    return np.array(cells, dtype=np.int64), batches, counts
+
+
+def test_a_subset_from_an_obs_query_serves_its_cells_once_on_every_rank(small):
+    path, _, obs, _ = small
+    ds = deltacells.open(path)
+    mask = (obs["cell_type"] == "NK") & (obs["score"] > 0.3)
+    want = np.flatnonzero(mask.to_numpy())
+    for shuffle in ["block", "random", "none"]:
+        for cells in [mask, want[::-1], mask.to_numpy()]:
+            got, batches, counts = epoch(ds, world=3, cells=cells, shuffle=shuffle)
+            assert len(set(counts)) == 1
+            assert sorted(got.tolist()) == want.tolist()
+            for b in batches:
+                assert (b.X != ds.read(b.cells)).nnz == 0
+
+
+def test_weighted_and_balanced_draws_follow_their_probabilities(small):
+    path, _, obs, _ = small
+    ds = deltacells.open(path)
+    weights = np.zeros(ds.n_obs)
+    weights[[3, 400, 999]] = [1.0, 2.0, 5.0]
+    samples = 16_000
+    for shuffle in ["block", "random"]:
+        got, _, counts = epoch(ds, world=2, weights=weights, samples_per_epoch=samples,
+                               shuffle=shuffle, seed=4)
+        assert len(got) == samples and len(set(counts)) == 1
+        freq = pd.Series(got).value_counts()
+        assert set(freq.index) == {3, 400, 999}
+        for cell, w in [(3, 1.0), (400, 2.0), (999, 5.0)]:
+            p = w / 8.0
+            sd = np.sqrt(samples * p * (1 - p))
+            assert abs(freq[cell] - samples * p) < 4 * sd, (shuffle, cell, freq[cell])
+        again, _, _ = epoch(ds, world=2, weights=weights, samples_per_epoch=samples,
+                            shuffle=shuffle, seed=4)
+        assert (again == got).all()
+    # Balanced classes: T, B and NK come equally often whatever their sizes
+    # (a subset makes them unequal: most NK cells are left out).
+    keep = np.flatnonzero((obs["cell_type"] != "NK").to_numpy() | (obs["score"] > 0.9).to_numpy())
+    got, _, _ = epoch(ds, balance="cell_type", cells=keep, samples_per_epoch=9000)
+    assert np.isin(got, keep).all()
+    classes = obs["cell_type"].to_numpy()[got]
+    for name in ["T", "B", "NK"]:
+        n = (classes == name).sum()
+        assert abs(n - 3000) < 4 * np.sqrt(9000 * (1 / 3) * (2 / 3)), (name, n)
+
+
+def test_normalized_batches_match_scanpy(small):
+    import anndata as ad
+    import scanpy as sc
+
+    path, _, _, _ = small
+    ds = deltacells.open(path)
+    # The counts in the dataset's column order (var_names).
+    stored = ds.read(slice(None), dtype=np.int32)
+    names = list(ds.var_names)
+    genes = ["G5", "G250", "G17", "G299"]
+    for format, picked in [("csr_matrix", None), ("numpy", genes)]:
+        for b in ds.batches(100, normalize=1e4, log1p=True, format=format, genes=picked):
+            a = ad.AnnData(stored[b.cells].astype(np.float64))
+            sc.pp.normalize_total(a, target_sum=1e4)
+            sc.pp.log1p(a)
+            want = a.X.toarray()
+            if picked is not None:
+                want = want[:, [names.index(g) for g in picked]]
+            got = b.X if format == "numpy" else b.X.toarray()
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_tokenized_batches_are_the_tokenized_reads_of_their_cells(small):
+    path, _, _, _ = small
+    ds = deltacells.open(path)
+    names = list(ds.var_names)
+    tokens = {n: g + 3 for g, n in enumerate(names)} | {"<pad>": 0, "<cls>": 1, "<eos>": 2}
+    medians = deltacells.gene_stats(path)["norm_median"].dropna().to_dict()
+    geneformer = Geneformer(tokens, medians, max_len=64, special_tokens=True)
+    for tokenizer, reader in [(geneformer, geneformer),
+                              (ScGPT(tokens, max_len=20), ScGPT(tokens, max_len=20, seed=3,
+                                                                 epoch=2))]:
+        seen = 0
+        for b in ds.batches(100, tokenizer=tokenizer, seed=3, epoch=2):
+            want = ds.read(b.cells, tokenizer=reader)
+            assert set(b.X) == set(want)
+            for k in want:
+                np.testing.assert_array_equal(b.X[k], want[k])
+            seen += len(b.cells)
+        assert seen == ds.n_obs
+    with pytest.raises(InputError):
+        ds.batches(tokenizer=geneformer, genes=["G1"])
+    with pytest.raises(InputError):
+        ds.batches(tokenizer=geneformer, normalize=1e4)
+
+
+def test_cell_datasets_take_every_setting_through_spawned_workers(small):
+    import torch
+
+    from deltacells.torch import CellDataset
+
+    path, _, obs, _ = small
+    names = list(deltacells.open(path).var_names)
+    tokens = {n: g + 3 for g, n in enumerate(names)} | {"<pad>": 0, "<cls>": 1, "<eos>": 2}
+    subset = np.flatnonzero((obs["cell_type"] == "B").to_numpy())
+    data = CellDataset(path, batch_size=32, cells=subset,
+                                        tokenizer=ScGPT(tokens, max_len=16))
+    loader = torch.utils.data.DataLoader(data, batch_size=None, num_workers=2,
+                                         multiprocessing_context="spawn")
+    cells = []
+    for batch in loader:
+        assert batch["input_ids"].shape[1] == 16 and batch["values"].dtype == torch.float32
+        assert "X" not in batch
+        cells += batch["cells"].tolist()
+    assert sorted(cells) == subset.tolist()
+    assert len(data) == -(-len(subset) // 32)
+    balanced = CellDataset(path, batch_size=50, balance=["cell_type"],
+                                            samples_per_epoch=600, normalize=1e4, log1p=True,
+                                            output="dense")
+    rows = [b["X"] for b in balanced]
+    assert sum(r.shape[0] for r in rows) == 600 and rows[0].dtype == torch.float32
+
+
+def test_bad_sampling_settings_are_refused_before_any_batch(small):
+    path, _, _, _ = small
+    ds = deltacells.open(path)
+    n = ds.n_obs
+    bad = [
+        dict(weights=np.full(n, -1.0)),
+        dict(weights=np.full(n, np.nan)),
+        dict(weights=np.zeros(n)),
+        dict(weights=np.ones(5)),
+        dict(weights=np.ones(n), balance="cell_type"),
+        dict(samples_per_epoch=0),
+        dict(cells=np.zeros(n + 1, dtype=bool)),
+    ]
+    for options in bad:
+        with pytest.raises(InputError):
+            ds.batches(**options)
+    for options in [dict(balance="no such column"), dict(balance="score")]:
+        with pytest.raises(InputError):
+            list(ds.batches(**options))
+    with pytest.raises(InputError):
+        list(ds.batches(normalize=-1.0))
+    with pytest.raises(InputError):
+        list(ds.batches(normalize=1e4, dtype=np.int32))
