@@ -7,10 +7,12 @@ use std::sync::Mutex;
 
 use deltacells::kernels::block::BlockKernels;
 use deltacells::kernels::integrate::IntegrateKernels;
+use deltacells::kernels::rows::RowKernels;
 use deltacells::kernels::{KernelTable, TileKernels};
 
 mod dataset;
 mod obs;
+mod rows;
 mod tile;
 mod tile_kernels;
 mod ts2diff;
@@ -48,7 +50,7 @@ fn reported_by_the_cpu() -> Vec<&'static str> {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
-        if has!("avx2") && has!("bmi2") && has!("fma") {
+        if has!("avx2") && has!("bmi2") && has!("fma") && has!("popcnt") {
             want.push("avx2");
             if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq") {
                 want.push("avx512");
@@ -86,4 +88,5 @@ fn every_table_the_cpu_reports_is_exercised() {
         want,
         "integrate kernels"
     );
+    assert_eq!(names::<RowKernels>("rows"), want, "row kernels");
 }

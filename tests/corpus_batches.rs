@@ -195,7 +195,7 @@ fn batches_follow_the_epoch_order_whichever_strategy_makes_them() {
                 .with_dense(dense)
                 .with_cache_bytes(cache_bytes);
             let mut cells = Vec::new();
-            for batch in corpus.batches_of::<i32>(config).unwrap() {
+            for batch in corpus.batches_of::<i32>(config.clone()).unwrap() {
                 let batch = batch.unwrap();
                 let rows = match &batch.rows {
                     BatchRows::Csr(csr) => {
@@ -216,6 +216,24 @@ fn batches_follow_the_epoch_order_whichever_strategy_makes_them() {
                 cells, epoch,
                 "{n} members, dense {dense}, cache {cache_bytes}"
             );
+            // Float counts come in the same rows (mapped where they were
+            // decoded, for a member whose genes all are in the vocabulary).
+            let ints = corpus.batches_of::<i32>(config.clone()).unwrap();
+            for (i, f) in ints.zip(corpus.batches_of::<f32>(config).unwrap()) {
+                let (i, f) = (i.unwrap().rows, f.unwrap().rows);
+                match (&i, &f) {
+                    (BatchRows::Csr(i), BatchRows::Csr(f)) => {
+                        assert_eq!((&i.indptr, &i.indices), (&f.indptr, &f.indices));
+                        let floats: Vec<f32> = i.values.iter().map(|&v| v as f32).collect();
+                        assert_eq!(floats, f.values);
+                    }
+                    (BatchRows::Dense(i), BatchRows::Dense(f)) => {
+                        let floats: Vec<f32> = i.data().iter().map(|&v| v as f32).collect();
+                        assert_eq!(floats, f.data());
+                    }
+                    _ => panic!("the same kind of rows for either count type"),
+                }
+            }
         }
     }
 }

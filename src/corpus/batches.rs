@@ -9,9 +9,10 @@
 //! ([`RankShare`]) are those of that one long list of tiles (a block shuffle
 //! mixes every tile of every member, every rank gets as many batches), each
 //! batch's rows come in epoch order, and every strategy of a dataset applies:
-//! a window's CSR batches built at once, the rows of unmapped members
-//! decoded straight into place and the mapped members' chunks decoded and
-//! mapped once per window; dense batches copied out of a decoded window;
+//! a window's CSR batches built at once, every row decoded straight into
+//! place (a mapped member's then mapped where it lies) when no member's
+//! mapping drops genes (a union), else cut from the window's chunks decoded
+//! and mapped once; dense batches copied out of a decoded window;
 //! reads through a cache when windows do not fit. Labels come in the
 //! corpus's unified columns ([`CorpusObs`]).
 //!

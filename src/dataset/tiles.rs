@@ -22,6 +22,7 @@ use crate::engine::execute::{execute, Sources};
 use crate::engine::plan::{pieces, tiles_of, Piece, Policy, ReadPlan};
 use crate::engine::{CellSelection, Engine, GeneSelection, Sink};
 use crate::error::Result;
+use crate::format::tile::TileView;
 
 /// Fetched tiles by number.
 pub(crate) type TileMap = HashMap<usize, Arc<TileBytes>>;
@@ -102,11 +103,39 @@ pub(crate) fn pieces_in(limits: &[u64], outputs: &[CellSelection]) -> Result<Vec
     Ok(all)
 }
 
+/// The fetched tiles and decoded chunks of a read over `tiles`, with the
+/// remaps the scatter fill applies to the rows it decodes.
+struct Remapped<'a, T: ?Sized> {
+    fetched: &'a Fetched,
+    tiles: &'a T,
+}
+
+impl<T: Tiles + ?Sized> Sources for Remapped<'_, T> {
+    fn view(&self, tile: usize) -> TileView<'_> {
+        self.fetched.view(tile)
+    }
+
+    fn decoded(&self, unit: Unit) -> &DecodedChunk {
+        self.fetched.decoded(unit)
+    }
+
+    fn remap(&self, tile: usize) -> Option<&GeneSelection> {
+        self.tiles.remap(tile)
+    }
+}
+
+/// Whether tile `t`'s rows can be decoded where they go: its genes are not
+/// remapped, or the remap keeps every gene (each row is then mapped in
+/// place, as long as stored).
+pub(crate) fn maps_in_place<T: Tiles + ?Sized>(tiles: &T, t: usize) -> bool {
+    tiles.remap(t).is_none_or(GeneSelection::keeps_every_gene)
+}
+
 /// Reads `outputs` (one cell selection each) of `tiles` into `sinks`
 /// (started): plan, fetch through the cache, decode the buffered chunks
-/// (kept in the cache), execute. `scatter`: every row of a tile without a
-/// remap is decoded straight into its place, no chunk buffered (the batches
-/// of a window, built at once).
+/// (kept in the cache), execute. `scatter`: every row of a tile that
+/// [`maps_in_place`] is decoded straight into its place (and mapped there),
+/// no chunk buffered (the batches of a window, built at once).
 pub(crate) fn read_outputs<T: Tiles + ?Sized, S: Sink>(
     tiles: &T,
     outputs: &[CellSelection],
@@ -117,16 +146,16 @@ pub(crate) fn read_outputs<T: Tiles + ?Sized, S: Sink>(
     let pieces = pieces_in(tiles.limits(), outputs)?;
     let mut fetched = Fetched::new(tiles.fetch(&tiles_of(&pieces), &pieces, &mut stats)?);
     let stored = sinks.iter().all(Sink::stores_rows);
-    // A remapped tile's rows are always copied from its mapped chunks.
+    // A remapped tile's rows are copied from its mapped chunks, unless
+    // scattered and mapped in place.
     let buffered = |t: usize| tiles.remap(t).is_some();
     let cached = |t: usize, c: usize| {
         let (cache, key) = tiles.cache(t);
         buffered(t) || cache.has_chunk(key, c)
     };
+    let copied = |t: usize| !maps_in_place(tiles, t);
     let policy = if scatter {
-        Policy::Scatter {
-            buffered: &buffered,
-        }
+        Policy::Scatter { buffered: &copied }
     } else {
         Policy::Cached {
             stored,
@@ -136,7 +165,11 @@ pub(crate) fn read_outputs<T: Tiles + ?Sized, S: Sink>(
     let plan = fetched.plan(&pieces, outputs.len(), &policy);
     count_chunks(&plan, &fetched, &mut stats);
     decode_buffered(tiles, &plan, &mut fetched, &mut stats)?;
-    execute(tiles.engine(), &plan, &fetched, sinks)?;
+    let sources = Remapped {
+        fetched: &fetched,
+        tiles,
+    };
+    execute(tiles.engine(), &plan, &sources, sinks)?;
     Ok(stats)
 }
 

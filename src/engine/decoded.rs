@@ -100,30 +100,33 @@ pub(crate) fn decode_chunks<'v, 'g>(
         .collect();
     engine.install(|| {
         work.into_par_iter()
-            .map_init(RowMapper::default, |mapper, ((t, c), mut chunk)| {
-                let tile = view(t);
-                let e = tile.chunk(c);
-                let n = e.nnz() as usize;
-                chunk.cell_lo = e.cell_lo as usize;
-                chunk.indptr.clear();
-                chunk.indptr.extend(
-                    tile.indptr(e.cell_lo as usize, e.cell_hi as usize)
-                        .iter()
-                        .map(|&p| (p as u64 - e.nnz_lo) as usize),
-                );
-                // Shrinking writes nothing; the decode overwrites all `n`.
-                chunk.indices.resize(n, 0);
-                chunk.values.resize(n, 0);
-                engine
-                    .with_decoder(|d| {
-                        d.decode_chunk(&tile, c, &mut chunk.indices, &mut chunk.values)
-                    })
-                    .map_err(in_tile(t))?;
-                if let Some(genes) = remap(t) {
-                    chunk.map_genes(genes, mapper);
-                }
-                Ok(((t, c), chunk))
-            })
+            .map_init(
+                || RowMapper::new(engine.row_kernels()),
+                |mapper, ((t, c), mut chunk)| {
+                    let tile = view(t);
+                    let e = tile.chunk(c);
+                    let n = e.nnz() as usize;
+                    chunk.cell_lo = e.cell_lo as usize;
+                    chunk.indptr.clear();
+                    chunk.indptr.extend(
+                        tile.indptr(e.cell_lo as usize, e.cell_hi as usize)
+                            .iter()
+                            .map(|&p| (p as u64 - e.nnz_lo) as usize),
+                    );
+                    // Shrinking writes nothing; the decode overwrites all `n`.
+                    chunk.indices.resize(n, 0);
+                    chunk.values.resize(n, 0);
+                    engine
+                        .with_decoder(|d| {
+                            d.decode_chunk(&tile, c, &mut chunk.indices, &mut chunk.values)
+                        })
+                        .map_err(in_tile(t))?;
+                    if let Some(genes) = remap(t) {
+                        chunk.map_genes(genes, mapper);
+                    }
+                    Ok(((t, c), chunk))
+                },
+            )
             .collect()
     })
 }

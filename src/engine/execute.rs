@@ -18,12 +18,14 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use crate::engine::decoded::{in_tile, DecodedChunk, Unit};
+use crate::engine::genes::{GeneSelection, RowMapper};
 use crate::engine::plan::{Fill, ReadPlan, Segment};
 use crate::engine::pool::Engine;
 use crate::engine::sink::{convert, AddedRows, RowGenes, Sink, SinkPart};
 use crate::engine::RowOut;
 use crate::error::{Error, Result};
 use crate::format::tile::TileView;
+use crate::kernels::Count;
 
 /// Target of nonzeros per copy task: big enough to amortise scheduling,
 /// small enough to spread a batch over every worker.
@@ -36,6 +38,13 @@ pub(crate) trait Sources: Sync {
     fn view(&self, tile: usize) -> TileView<'_>;
     /// Chunk `unit`, decoded (every chunk the plan copies from).
     fn decoded(&self, unit: Unit) -> &DecodedChunk;
+    /// Where tile `tile`'s genes land in the output columns, for rows the
+    /// scatter fill decodes: each is mapped where it was decoded, so the
+    /// mapping must keep every gene (a copied chunk was mapped as it was
+    /// decoded, and is not mapped again). `None`: the rows are as stored.
+    fn remap(&self, _tile: usize) -> Option<&GeneSelection> {
+        None
+    }
 }
 
 /// One task's rows: `local` rows of one chunk, and how they are filled.
@@ -231,7 +240,8 @@ pub(crate) fn execute<S: Sink>(
 }
 
 /// Decodes every scattered row: one task per chunk, its frames decompressed
-/// once and each row written straight into its part.
+/// once and each row written straight into its part (then mapped there, for
+/// a tile whose genes are remapped).
 fn scatter<P: SinkPart>(
     engine: &Engine,
     sources: &dyn Sources,
@@ -249,12 +259,39 @@ fn scatter<P: SinkPart>(
     }
     let work: Vec<(Unit, Vec<RowOut<'_, P::Value>>)> = by_chunk.into_iter().collect();
     engine.install(|| {
-        work.into_par_iter().try_for_each(|((t, c), mut rows)| {
-            engine
-                .with_decoder(|d| d.decode_rows(&sources.view(t), c, &mut rows))
-                .map_err(in_tile(t))
-        })
+        work.into_par_iter().try_for_each_init(
+            || RowMapper::new(engine.row_kernels()),
+            |mapper, ((t, c), mut rows)| {
+                engine
+                    .with_decoder(|d| d.decode_rows(&sources.view(t), c, &mut rows))
+                    .map_err(in_tile(t))?;
+                match sources.remap(t) {
+                    Some(genes) => map_in_place(genes, mapper, &mut rows).map_err(in_tile(t)),
+                    None => Ok(()),
+                }
+            },
+        )
     })
+}
+
+/// Maps decoded `rows` through `genes` where they lie (every gene kept, so
+/// each row keeps its length).
+fn map_in_place<V: Count>(
+    genes: &GeneSelection,
+    mapper: &mut RowMapper<V>,
+    rows: &mut [RowOut<'_, V>],
+) -> Result<()> {
+    for (_, (indices, values)) in rows.iter_mut() {
+        let kept = mapper.take(genes, indices, values);
+        // Emitted either way, so the mapper's marks are clear for its next row.
+        mapper.emit(indices, values);
+        if kept != indices.len() {
+            return Err(Error::Input(
+                "rows decoded into place cannot go through a gene mapping that drops genes".into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@ use std::cell::RefCell;
 
 use crate::engine::ChunkDecoder;
 use crate::error::{Error, Result};
-use crate::kernels::Backend;
+use crate::kernels::rows::RowKernels;
+use crate::kernels::{Backend, KernelTable};
 
 /// How to build an [`Engine`].
 #[derive(Clone, Debug)]
@@ -39,6 +40,8 @@ impl Default for EngineConfig {
 pub struct Engine {
     pool: rayon::ThreadPool,
     backend: Backend,
+    /// The backend's row kernels (gene mappings that reorder rows).
+    rows: &'static RowKernels,
     threads: usize,
     pinned: bool,
 }
@@ -74,6 +77,7 @@ impl Engine {
             .map_err(|e| Error::Config(format!("cannot start {threads} decode threads: {e}")))?;
         Ok(Engine {
             pool,
+            rows: RowKernels::for_backend(backend)?,
             backend,
             threads,
             pinned,
@@ -83,6 +87,11 @@ impl Engine {
     /// The kernel backend the workers use.
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The row kernels of the workers' backend.
+    pub(crate) fn row_kernels(&self) -> &'static RowKernels {
+        self.rows
     }
 
     /// Number of worker threads.

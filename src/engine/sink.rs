@@ -463,6 +463,10 @@ impl<S: Sink> Sink for Selected<'_, S> {
     }
 
     fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
+        if self.genes.keeps_every_gene() {
+            // Every row keeps its stored length.
+            return self.inner.extend(&AddedRows::new(rows.stored_offsets()));
+        }
         self.kept.clear();
         self.kept.push(0);
         let mut total = 0i64;

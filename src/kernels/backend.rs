@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 pub enum Backend {
     /// Portable reference code; always available.
     Scalar,
-    /// x86-64 with AVX2 (and BMI2/FMA/LZCNT as in the x86-64-v3 level).
+    /// x86-64 with AVX2 (and BMI2/FMA/LZCNT/POPCNT as in the x86-64-v3 level).
     Avx2,
     /// x86-64 with AVX-512 F/BW/VL/DQ (x86-64-v4); VBMI is used when present.
     Avx512,
@@ -68,6 +68,7 @@ impl Backend {
                 std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("bmi2")
                     && std::arch::is_x86_feature_detected!("fma")
+                    && std::arch::is_x86_feature_detected!("popcnt")
             }
             #[cfg(target_arch = "x86_64")]
             Backend::Avx512 => {

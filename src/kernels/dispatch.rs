@@ -209,19 +209,24 @@ pub(crate) use kernel_entry;
 macro_rules! kernel_tables {
     ($ty:ty, $scalar:ident, $table:ident) => {
         #[cfg(target_arch = "x86_64")]
-        $table!(AVX2, Avx2, "avx2,bmi2,fma", $crate::kernels::vector::Avx2);
+        $table!(
+            AVX2,
+            Avx2,
+            "avx2,bmi2,fma,popcnt",
+            $crate::kernels::vector::Avx2
+        );
         #[cfg(target_arch = "x86_64")]
         $table!(
             AVX512,
             Avx512,
-            "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2,fma",
+            "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2,fma,popcnt",
             $crate::kernels::vector::Avx512<false>
         );
         #[cfg(target_arch = "x86_64")]
         $table!(
             AVX512_VBMI,
             Avx512Vbmi,
-            "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2,fma,avx512vbmi",
+            "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2,fma,popcnt,avx512vbmi",
             $crate::kernels::vector::Avx512<true>
         );
         #[cfg(target_arch = "aarch64")]

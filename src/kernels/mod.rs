@@ -1,6 +1,6 @@
 //! Compute kernels: slices in, slices out.
 //!
-//! Nothing in here knows about files, tiles or zstd. Three families:
+//! Nothing in here knows about files, tiles or zstd. Four families:
 //!
 //! * [`tile`]: byte planes -> counts and gene indices, with the strict
 //!   reader's checks folded in, and the writer's inverse (the deltacells tile
@@ -8,7 +8,9 @@
 //! * [`block`]: TS_2DIFF integer blocks: MSB-first bit unpacking, the delta
 //!   running sum and Java's integer-to-float scaling;
 //! * [`integrate`]: XDelta's checked `i64` prefix sums fused with the
-//!   integer-to-float conversion and scale/offset map.
+//!   integer-to-float conversion and scale/offset map;
+//! * [`rows`]: where each gene of a row lands when a gene mapping puts the
+//!   row in a new column order.
 //!
 //! # One vocabulary
 //!
@@ -24,7 +26,8 @@
 //! # One dispatch idiom
 //!
 //! Each family is a table of safe `fn` pointers ([`TileKernels`],
-//! [`block::BlockKernels`], [`integrate::IntegrateKernels`]), instantiated once
+//! [`block::BlockKernels`], [`integrate::IntegrateKernels`],
+//! [`rows::RowKernels`]), instantiated once
 //! per ISA and chosen once through [`KernelTable`]: by [`Isa`] (a checked
 //! instruction-set level), by [`Backend`], or for the process
 //! ([`KernelTable::active`]: `DELTACELLS_KERNEL` if set, else the best the CPU
@@ -44,6 +47,7 @@ pub mod block;
 mod dispatch;
 pub mod integrate;
 pub mod reference;
+pub mod rows;
 pub mod tile;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod vector;

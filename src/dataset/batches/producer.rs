@@ -15,7 +15,7 @@ use crate::dataset::batches::window::{WindowBudget, WindowChunks};
 use crate::dataset::batches::{Batch, BatchConfig, BatchRows};
 use crate::dataset::cache::ChunkCache;
 use crate::dataset::read::ReadStats;
-use crate::dataset::tiles::{read_outputs, Through, Tiles};
+use crate::dataset::tiles::{maps_in_place, read_outputs, Through, Tiles};
 use crate::dataset::Dataset;
 use crate::engine::{CellSelection, Sink};
 use crate::error::{Error, Result};
@@ -24,9 +24,9 @@ use crate::obs::{Labels, LocalObs};
 
 /// How a batch iterator makes its batches.
 pub(crate) enum Strategy<V> {
-    /// Decoded windows fit the bound and batches are CSR rows of every gene:
-    /// a window's batches are built together, every row decoded straight
-    /// into its place (see [`super::scatter`]).
+    /// Decoded windows fit the bound and batches are CSR rows of every gene,
+    /// each as long as stored: a window's batches are built together, every
+    /// row decoded straight into its place (see [`super::scatter`]).
     Scatter(Pending<V>),
     /// Decoded windows fit the bound, and batches transform rows (dense
     /// rows, a gene selection): a window's chunks are decoded once, whole,
@@ -127,15 +127,16 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
             let per_window = (window_cells as usize).div_ceil(config.batch_size);
             Recycler::new(per_window + config.prefetch + 2)
         });
-        // Rows decoded into place need CSR of every gene as stored (their
-        // values transformed in place, if at all); tiles whose genes are
-        // mapped (a corpus member's) are decoded into buffers and mapped
-        // there first, so their windows are decoded once and batches copied
-        // out of them.
-        let mapped = (0..limits.len() - 1).any(|t| tiles.remap(t).is_some());
+        // Rows decoded into place need CSR of every gene, each row as long
+        // as stored (their values transformed in place, if at all): tiles
+        // whose genes are mapped (a corpus member's) qualify when the mapping
+        // keeps every gene (each row is then mapped where it was decoded).
+        // Otherwise chunks are decoded into buffers and mapped there first,
+        // so windows are decoded once and batches copied out of them.
+        let in_place = (0..limits.len() - 1).all(|t| maps_in_place(&tiles, t));
         let strategy = match budget {
             None => Strategy::Gather,
-            Some(_) if output.stores_rows() && !mapped => Strategy::Scatter(Pending::default()),
+            Some(_) if output.stores_rows() && in_place => Strategy::Scatter(Pending::default()),
             Some(_) => Strategy::Window(WindowChunks::default()),
         };
         tiles.set_cache_bytes(budget.map_or(config.cache_bytes, |b| b.tile_cache_bytes));

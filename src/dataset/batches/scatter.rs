@@ -6,13 +6,16 @@
 //! indptr, then each chunk is decoded once, by one worker, its frames
 //! decompressed once and the kernels run on each row's part of the planes,
 //! writing the row straight into its batch (the plan's scatter fill). No row
-//! passes through a chunk- or window-sized buffer.
+//! passes through a chunk- or window-sized buffer. A corpus member's rows
+//! whose genes all land in the vocabulary are as long as stored, so they
+//! are built the same way and then put in the vocabulary's order where
+//! they lie.
 //!
 //! A batch that straddles two windows gets a part from each; the parts are
 //! joined when the second window is built. Only CSR batches of every gene
 //! are built this way: a window's worth of dense rows would be far larger
-//! than its decoded nonzeros, and a gene selection's row lengths are only
-//! known after decoding (those batches are cut from [`super::window`]).
+//! than its decoded nonzeros, and the row lengths of a gene selection (or a
+//! mapping that drops genes) are only known after decoding (those batches are cut from [`super::window`]).
 
 use std::collections::BTreeMap;
 

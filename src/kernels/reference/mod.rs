@@ -9,4 +9,5 @@
 
 pub mod block;
 pub mod integrate;
+pub mod rows;
 pub mod tile;

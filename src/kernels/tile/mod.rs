@@ -389,8 +389,9 @@ macro_rules! tile_table {
 kernel_tables!(TileKernels, SCALAR, tile_table);
 
 /// A decoded count type: `i32` keeps exact counts, `f32` is what training code
-/// feeds to a model (exact up to 2^24).
-pub trait Count: Copy + Default + Send + Sync + 'static {
+/// feeds to a model (exact up to 2^24). Four bytes of plain data, so that
+/// kernels that only move counts (the row kernels) take any of them as bits.
+pub trait Count: bytemuck::Pod + Default + Send + Sync + 'static {
     /// Converts a count (at most 2^31 - 1).
     fn from_u32(v: u32) -> Self;
 }

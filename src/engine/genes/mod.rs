@@ -2,7 +2,11 @@
 //! given, or mapped into a wider space of columns (a corpus vocabulary) where
 //! the columns no gene lands on read as zeros.
 
+mod mapper;
+
 use crate::error::{Error, Result};
+
+pub(crate) use mapper::RowMapper;
 
 /// Which genes to keep and where each lands.
 ///
@@ -21,6 +25,8 @@ pub struct GeneSelection {
     n_genes: u32,
     /// Whether output columns increase with gene index (rows then need no re-sort).
     monotone: bool,
+    /// Whether every gene of the dataset has a column (rows keep their length).
+    total: bool,
 }
 
 /// Gene -> output column, in memory proportional to the selection.
@@ -97,6 +103,7 @@ impl GeneSelection {
             return Err(Error::Input(format!("gene {} is selected twice", w[0].0)));
         }
         let monotone = pairs.windows(2).all(|w| w[0].1 < w[1].1);
+        let total = pairs.len() == n_genes as usize;
         let dense_limit = (DENSE_SPAN_PER_GENE * pairs.len()).max(DENSE_SPAN_MIN);
         let lookup = match (pairs.first(), pairs.last()) {
             (Some(&(first, _)), Some(&(last, _))) if ((last - first) as usize) < dense_limit => {
@@ -114,6 +121,7 @@ impl GeneSelection {
             n_cols,
             n_genes,
             monotone,
+            total,
         })
     }
 
@@ -215,127 +223,15 @@ impl GeneSelection {
         self.monotone
     }
 
+    /// Whether every gene of the dataset is kept, so that a mapped row is as
+    /// long as stored (and can be mapped where it was decoded).
+    pub(crate) fn keeps_every_gene(&self) -> bool {
+        self.total
+    }
+
     /// Number of dataset genes this selection was built for.
     pub fn n_genes(&self) -> usize {
         self.n_genes as usize
-    }
-}
-
-/// Rows through a gene selection: each row's kept genes renumbered to their
-/// output columns and put in column order, with scratch reused row after row.
-///
-/// A row is taken in ([`RowMapper::take`]), then written out
-/// ([`RowMapper::emit`]), so the output may overwrite the row it came from
-/// (a decoded chunk mapped in place). A selection in gene order (a monotone
-/// one) keeps the row's order. Any other puts each kept count at its column
-/// in a scratch row and marks the column in a bitmap, then reads the marked
-/// columns back in order: linear in the row and in the columns it spans (a
-/// word per 64 columns), where sorting the pairs costs a log factor per gene
-/// (several times the decode of the row). Rows spread thinly over many
-/// columns are sorted instead.
-#[derive(Debug, Default)]
-pub(crate) struct RowMapper {
-    /// Marked output columns, a bit each; clear outside `take .. emit`.
-    marks: Vec<u64>,
-    /// The count at each marked column.
-    counts: Vec<i32>,
-    /// Whether the row taken was marked (else it is in `pairs`).
-    marked: bool,
-    /// `(column, count)` of the row taken, in column order, when not marked.
-    pairs: Vec<(i32, i32)>,
-    /// Genes kept of the row taken.
-    kept: usize,
-}
-
-impl RowMapper {
-    /// Takes in a row (`genes` ascending, with `counts`) through
-    /// `selection`; returns how many of its genes are kept.
-    pub(crate) fn take(
-        &mut self,
-        selection: &GeneSelection,
-        genes: &[i32],
-        counts: &[i32],
-    ) -> usize {
-        let n_cols = selection.n_cols as usize;
-        self.pairs.clear();
-        self.marked = false;
-        if selection.monotone || n_cols / 64 > 4 * genes.len() {
-            self.pairs.extend(
-                genes
-                    .iter()
-                    .zip(counts)
-                    .filter_map(|(&g, &c)| selection.column(g).map(|col| (col, c))),
-            );
-            if !selection.monotone {
-                self.pairs.sort_unstable_by_key(|p| p.0);
-            }
-            self.kept = self.pairs.len();
-            return self.kept;
-        }
-        if self.counts.len() < n_cols {
-            self.counts.resize(n_cols, 0);
-            self.marks.resize(n_cols.div_ceil(64), 0);
-        }
-        // Rows this dense span most of the columns' words: every word is
-        // read back, none is tracked.
-        let mut kept = 0usize;
-        let (marks, slots) = (&mut self.marks[..], &mut self.counts[..]);
-        let mut mark = |col: usize, c: i32| {
-            slots[col] = c;
-            marks[col >> 6] |= 1u64 << (col & 63);
-            kept += 1;
-        };
-        match &selection.lookup {
-            // The common case, a corpus mapping: one table load per gene.
-            Lookup::Dense { first, table } => {
-                for (&g, &c) in genes.iter().zip(counts) {
-                    let at = (g as u32).wrapping_sub(*first) as usize;
-                    if let Some(&col) = table.get(at) {
-                        if col >= 0 {
-                            mark(col as usize, c);
-                        }
-                    }
-                }
-            }
-            Lookup::Sparse(_) => {
-                for (&g, &c) in genes.iter().zip(counts) {
-                    if let Some(col) = selection.column(g) {
-                        mark(col as usize, c);
-                    }
-                }
-            }
-        }
-        self.marked = true;
-        self.kept = kept;
-        kept
-    }
-
-    /// Writes the row taken last to the front of `out_genes` and
-    /// `out_counts` (each at least as long as the genes kept), in column order.
-    pub(crate) fn emit(&mut self, out_genes: &mut [i32], out_counts: &mut [i32]) {
-        let (out_genes, out_counts) = (&mut out_genes[..self.kept], &mut out_counts[..self.kept]);
-        if !std::mem::take(&mut self.marked) {
-            for ((g, c), &(col, count)) in out_genes
-                .iter_mut()
-                .zip(out_counts.iter_mut())
-                .zip(&self.pairs)
-            {
-                *g = col;
-                *c = count;
-            }
-            return;
-        }
-        let mut at = 0;
-        for (w, word) in self.marks.iter_mut().enumerate() {
-            let mut bits = std::mem::take(word);
-            while bits != 0 {
-                let col = (w << 6) + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                out_genes[at] = col as i32;
-                out_counts[at] = self.counts[col];
-                at += 1;
-            }
-        }
     }
 }
 
@@ -443,44 +339,5 @@ mod tests {
         assert!(GeneSelection::mapping(2, &[Some(1), Some(1)], 3).is_err());
         assert!(GeneSelection::mapping(2, &[Some(3), None], 3).is_err());
         assert!(GeneSelection::mapping(3, &[None], 3).is_err());
-    }
-
-    #[test]
-    fn rows_map_into_column_order_whichever_way() {
-        // A mapping of 200 genes onto 5000 columns, in reverse and with
-        // every third gene dropped; rows dense (the bitmap) and sparse (the
-        // sort).
-        let columns: Vec<Option<u32>> = (0..200u32)
-            .map(|g| (g % 3 != 0).then_some(4999 - 20 * g))
-            .collect();
-        let reverse = GeneSelection::mapping(200, &columns, 5000).unwrap();
-        let forward = GeneSelection::new(200, &(0..200).step_by(2).collect::<Vec<_>>()).unwrap();
-        let mut mapper = RowMapper::default();
-        for selection in [&reverse, &forward] {
-            for row in [(0..200).collect::<Vec<i32>>(), vec![1, 7, 198]] {
-                let counts: Vec<i32> = row.iter().map(|g| g * 10 + 1).collect();
-                let mut want: Vec<(i32, i32)> = row
-                    .iter()
-                    .zip(&counts)
-                    .filter_map(|(&g, &c)| selection.column(g).map(|col| (col, c)))
-                    .collect();
-                want.sort_unstable();
-                let kept = mapper.take(selection, &row, &counts);
-                let (mut genes, mut values) = (vec![-5; kept + 1], vec![-5; kept + 1]);
-                mapper.emit(&mut genes, &mut values);
-                let got: Vec<(i32, i32)> = genes[..kept]
-                    .iter()
-                    .copied()
-                    .zip(values[..kept].iter().copied())
-                    .collect();
-                assert_eq!(got, want);
-                assert_eq!((genes[kept], values[kept]), (-5, -5));
-            }
-        }
-        // The marks are clear again: a second row sees none of the first.
-        let (mut genes, mut values) = ([0; 1], [0; 1]);
-        assert_eq!(mapper.take(&reverse, &[2], &[9]), 1);
-        mapper.emit(&mut genes, &mut values);
-        assert_eq!((genes, values), ([4959], [9]));
     }
 }
