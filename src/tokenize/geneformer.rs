@@ -13,7 +13,7 @@
 //!
 //! Every `v` is positive and finite, so its IEEE bits order as the values
 //! do, and `!bits` orders them decreasing: the genes are the pairs
-//! `(!bits, token)` sorted increasing, which [`super::rank`] does with a
+//! `(!bits, token)` sorted increasing, which the `rank` module does with a
 //! counting pass into buckets by the keys' high bits instead of a
 //! comparison sort (the same order, in time linear in the genes).
 
