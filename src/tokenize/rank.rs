@@ -74,8 +74,8 @@ fn bucket(from: &[(u64, i32)], to: &mut [(u64, i32)], counts: &mut Vec<u32>) {
         *slot += 1;
     }
     let mut begin = 0usize;
-    for b in 0..n_buckets {
-        let end = counts[b] as usize;
+    for &end in &counts[..n_buckets] {
+        let end = end as usize;
         let part = &mut to[begin..end];
         match part.len() {
             0 | 1 => {}
