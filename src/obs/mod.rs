@@ -33,6 +33,8 @@ mod thrift_walk;
 mod unify;
 mod var;
 
+pub(crate) use var::read_whole_parquet;
+
 pub use crate::storage::node_cache::{cache_root, CACHE_ENV};
 pub use cache::{quote_name, LocalObs, LocalizeReport};
 pub use column::ObsColumn;

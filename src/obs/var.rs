@@ -464,17 +464,39 @@ pub(crate) fn read_var_table(store: &dyn Store, n_genes: u32) -> Result<VarFrame
     let bytes = store
         .get(VAR_KEY)?
         .ok_or_else(|| var_rule("has_var_table is true but var.parquet is missing"))?;
-    let len = bytes.len() as u64;
-    let data = to_bytes(bytes);
-    let meta =
-        read_footer(len, |r| Ok(data.slice(r.start as usize..r.end as usize))).map_err(var_rule)?;
+    let (table, index_columns) =
+        read_whole_parquet(to_bytes(bytes), Some(u64::from(n_genes))).map_err(var_rule)?;
+    let schema = table.schema();
+    let names: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    if let Some(missing) = index_columns.iter().find(|c| !names.contains(c.as_str())) {
+        return Err(var_rule(format!(
+            "the pandas index column {missing:?} is not in the file"
+        )));
+    }
+    Ok(VarFrame {
+        table,
+        index_columns,
+    })
+}
+
+/// Decodes a whole small Parquet file (a gene table) from `data`, checked
+/// before anything is allocated from it: the footer walked, every column
+/// chunk's range and page headers checked against the bytes present, and
+/// with `rows`, the row count; the third-party decoders run guarded. Gives
+/// the table as one batch and the pandas index columns its metadata names.
+pub(crate) fn read_whole_parquet(
+    data: bytes::Bytes,
+    rows: Option<u64>,
+) -> std::result::Result<(RecordBatch, Vec<String>), String> {
+    let len = data.len() as u64;
+    let meta = read_footer(len, |r| Ok(data.slice(r.start as usize..r.end as usize)))?;
     // Everything that walks the decoded metadata (row counts, chunk ranges,
     // key-value entries, the Arrow schema conversion) runs guarded.
     let (meta, index_columns) = guarded(|| {
-        let rows = meta.file_metadata().num_rows();
-        if u64::try_from(rows).ok() != Some(u64::from(n_genes)) {
+        let n = meta.file_metadata().num_rows();
+        if let Some(rows) = rows.filter(|&r| u64::try_from(n).ok() != Some(r)) {
             return Err(format!(
-                "{rows} rows for {n_genes} genes (one row per output column)"
+                "{n} rows for {rows} genes (one row per output column)"
             ));
         }
         check_chunk_ranges(&meta, len)?;
@@ -497,38 +519,29 @@ pub(crate) fn read_var_table(store: &dyn Store, n_genes: u32) -> Result<VarFrame
         let meta = ArrowReaderMetadata::try_new(Arc::new(meta), ArrowReaderOptions::new())
             .map_err(|e| e.to_string())?;
         Ok((meta, index_columns))
-    })
-    .map_err(var_rule)?;
+    })?;
     let schema = meta.schema().clone();
+    let n_rows = usize::try_from(meta.metadata().file_metadata().num_rows().max(0))
+        .map_err(|e| e.to_string())?;
     let input = Fetched::whole(data);
     for rg in 0..meta.metadata().num_row_groups() {
-        check_row_group_pages(&input, meta.metadata(), rg, None).map_err(var_rule)?;
+        check_row_group_pages(&input, meta.metadata(), rg, None)?;
     }
     let table = guarded(|| {
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(input, meta)
-            .with_batch_size((n_genes as usize).max(1))
+            .with_batch_size(n_rows.clamp(1, 1 << 16))
             .build()
             .map_err(|e| e.to_string())?;
         let batches = reader
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| e.to_string())?;
         arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| e.to_string())
-    })
-    .map_err(var_rule)?;
-    if table.num_rows() != n_genes as usize {
-        return Err(var_rule(format!(
-            "decoded {} rows for {n_genes} genes",
+    })?;
+    if table.num_rows() != n_rows {
+        return Err(format!(
+            "decoded {} rows, the footer says {n_rows}",
             table.num_rows()
-        )));
+        ));
     }
-    let names: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    if let Some(missing) = index_columns.iter().find(|c| !names.contains(c.as_str())) {
-        return Err(var_rule(format!(
-            "the pandas index column {missing:?} is not in the file"
-        )));
-    }
-    Ok(VarFrame {
-        table,
-        index_columns,
-    })
+    Ok((table, index_columns))
 }

@@ -110,51 +110,31 @@ impl GeneMap<f64> {
     pub fn from_gene_stats(bytes: &[u8]) -> Result<GeneMap<f64>> {
         use arrow_array::cast::AsArray;
         use arrow_array::types::Float64Type;
-        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        use arrow_schema::DataType;
 
         let bad = |e: String| Error::Input(format!("gene statistics: {e}"));
-        let builder =
-            ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::copy_from_slice(bytes))
-                .map_err(|e| bad(e.to_string()))?;
-        let schema = builder.schema().clone();
-        let key = schema
-            .fields()
+        let (table, _) = crate::obs::read_whole_parquet(bytes::Bytes::copy_from_slice(bytes), None)
+            .map_err(bad)?;
+        let keys = table
+            .columns()
             .first()
-            .filter(|f| {
-                matches!(
-                    f.data_type(),
-                    arrow_schema::DataType::Utf8 | arrow_schema::DataType::LargeUtf8
-                )
-            })
-            .ok_or_else(|| bad("the first column is not the gene keys (strings)".into()))?
-            .name()
-            .clone();
-        let median = schema
-            .index_of("norm_median")
-            .map_err(|_| bad("no norm_median column".into()))?;
-        if schema.field(median).data_type() != &arrow_schema::DataType::Float64 {
-            return Err(bad("norm_median is not float64".into()));
-        }
+            .ok_or_else(|| bad("the file has no columns".into()))?;
+        let keys: Vec<Option<&str>> = match keys.data_type() {
+            DataType::Utf8 => keys.as_string::<i32>().iter().collect(),
+            DataType::LargeUtf8 => keys.as_string::<i64>().iter().collect(),
+            _ => return Err(bad("the first column is not the gene keys (strings)".into())),
+        };
+        let medians = table
+            .column_by_name("norm_median")
+            .ok_or_else(|| bad("no norm_median column".into()))?;
+        let medians = medians
+            .as_primitive_opt::<Float64Type>()
+            .ok_or_else(|| bad("norm_median is not float64".into()))?;
         let mut pairs = Vec::new();
-        for batch in builder.build().map_err(|e| bad(e.to_string()))? {
-            let batch = batch.map_err(|e| bad(e.to_string()))?;
-            let keys = batch
-                .column_by_name(&key)
-                .ok_or_else(|| bad(format!("no column {key:?}")))?;
-            let keys: Vec<Option<&str>> =
-                match (keys.as_string_opt::<i32>(), keys.as_string_opt::<i64>()) {
-                    (Some(k), _) => k.iter().collect(),
-                    (None, Some(k)) => k.iter().collect(),
-                    (None, None) => {
-                        return Err(bad(format!("the gene keys {key:?} are not utf8 strings")))
-                    }
-                };
-            let medians = batch.column(median).as_primitive::<Float64Type>();
-            for (k, m) in keys.into_iter().zip(medians.iter()) {
-                let k = k.ok_or_else(|| bad("a gene key is missing".into()))?;
-                if let Some(m) = m.filter(|m| !m.is_nan()) {
-                    pairs.push((k.to_string(), m));
-                }
+        for (k, m) in keys.into_iter().zip(medians.iter()) {
+            let k = k.ok_or_else(|| bad("a gene key is missing".into()))?;
+            if let Some(m) = m.filter(|m| !m.is_nan()) {
+                pairs.push((k.to_string(), m));
             }
         }
         GeneMap::new(pairs)
