@@ -155,6 +155,13 @@ pub trait Sink: Send {
     /// back, so that chunks decode straight into [`SinkPart::stored`].
     fn stores_rows(&self) -> bool;
 
+    /// Whether [`Sink::extend`] needs each row's length (CSR rows do; dense
+    /// rows, of a fixed width, need only how many), so that an output
+    /// wrapping this one counts the genes it keeps of each row only then.
+    fn sizes_rows(&self) -> bool {
+        true
+    }
+
     /// Starts an empty output of rows over `n_cols` genes (the dataset's).
     fn start(&mut self, n_cols: u32);
 
@@ -191,6 +198,9 @@ impl<S: Sink> Sink for &mut S {
 
     fn stores_rows(&self) -> bool {
         (**self).stores_rows()
+    }
+    fn sizes_rows(&self) -> bool {
+        (**self).sizes_rows()
     }
     fn start(&mut self, n_cols: u32) {
         (**self).start(n_cols)
@@ -360,6 +370,10 @@ impl<V: DecodedCount> Sink for Dense<V> {
         false
     }
 
+    fn sizes_rows(&self) -> bool {
+        false
+    }
+
     fn start(&mut self, n_cols: u32) {
         self.n_cols = n_cols as usize;
         self.n_rows = 0;
@@ -462,9 +476,14 @@ impl<S: Sink> Sink for Selected<'_, S> {
         self.inner.start(self.genes.len() as u32);
     }
 
+    fn sizes_rows(&self) -> bool {
+        self.inner.sizes_rows()
+    }
+
     fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
-        if self.genes.keeps_every_gene() {
-            // Every row keeps its stored length.
+        if self.genes.keeps_every_gene() || !self.inner.sizes_rows() {
+            // Every row keeps its stored length, or the output's rows have
+            // a fixed width: no row needs counting.
             return self.inner.extend(&AddedRows::new(rows.stored_offsets()));
         }
         self.kept.clear();

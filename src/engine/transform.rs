@@ -212,6 +212,10 @@ impl<S: ValueSink> Sink for Transformed<'_, S> {
         false
     }
 
+    fn sizes_rows(&self) -> bool {
+        self.inner.sized_by_values()
+    }
+
     fn start(&mut self, n_cols: u32) {
         self.inner
             .start_values(self.genes.map_or(n_cols, |g| g.len() as u32));

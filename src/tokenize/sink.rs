@@ -71,6 +71,10 @@ impl<'t> Sink for TokenSink<'t> {
         false
     }
 
+    fn sizes_rows(&self) -> bool {
+        false
+    }
+
     fn start(&mut self, n_cols: u32) {
         self.n_cols = n_cols as usize;
         self.rows.input_ids.clear();

@@ -204,6 +204,10 @@ impl<V: DecodedCount> Sink for CountRows<V> {
         }
     }
 
+    fn sizes_rows(&self) -> bool {
+        matches!(self, CountRows::Csr(_))
+    }
+
     fn start(&mut self, n_cols: u32) {
         match self {
             CountRows::Csr(c) => c.start(n_cols),
