@@ -101,10 +101,11 @@ impl Transform {
 }
 
 /// An output of `f32` values written column by column: what a transformed
-/// read fills ([`Csr<f32>`], [`Dense<f32>`]).
-pub(crate) trait ValueSink: Send {
+/// read fills ([`Csr<f32>`], [`Dense<f32>`]). Whether its rows need their
+/// lengths is its [`Sink::sizes_rows`].
+pub(crate) trait ValueSink: Sink {
     /// One task's rows.
-    type Part<'p>: ValuePart
+    type Values<'p>: ValuePart
     where
         Self: 'p;
     /// As [`Sink::start`].
@@ -112,13 +113,7 @@ pub(crate) trait ValueSink: Send {
     /// As [`Sink::extend`]: each row's length is its number of values.
     fn extend_values(&mut self, rows: &AddedRows<'_>) -> Result<()>;
     /// As [`Sink::split`].
-    fn split_values(&mut self, cuts: &[usize]) -> Vec<Self::Part<'_>>;
-    /// Whether rows are sized by their number of values (CSR), so that
-    /// [`ValueSink::extend_values`] needs each row's length; dense rows
-    /// need only the number of rows.
-    fn sized_by_values(&self) -> bool {
-        true
-    }
+    fn split_values(&mut self, cuts: &[usize]) -> Vec<Self::Values<'_>>;
 }
 
 /// Rows of a [`ValueSink`].
@@ -129,12 +124,9 @@ pub(crate) trait ValuePart: Send {
 
 /// Implements [`ValueSink`] for an `f32` output through its [`Sink`] impl.
 macro_rules! value_sink {
-    ($out:ty, $part:ident, $sized:expr) => {
+    ($out:ty, $part:ident) => {
         impl ValueSink for $out {
-            type Part<'p> = $part<'p, f32>;
-            fn sized_by_values(&self) -> bool {
-                $sized
-            }
+            type Values<'p> = $part<'p, f32>;
             fn start_values(&mut self, n_cols: u32) {
                 Sink::start(self, n_cols)
             }
@@ -154,12 +146,12 @@ macro_rules! value_sink {
     };
 }
 
-value_sink!(Csr<f32>, CsrPart, true);
-value_sink!(Dense<f32>, DensePart, false);
+value_sink!(Csr<f32>, CsrPart);
+value_sink!(Dense<f32>, DensePart);
 
 impl<S: ValueSink> ValueSink for &mut S {
-    type Part<'p>
-        = S::Part<'p>
+    type Values<'p>
+        = S::Values<'p>
     where
         Self: 'p;
     fn start_values(&mut self, n_cols: u32) {
@@ -168,11 +160,8 @@ impl<S: ValueSink> ValueSink for &mut S {
     fn extend_values(&mut self, rows: &AddedRows<'_>) -> Result<()> {
         (**self).extend_values(rows)
     }
-    fn split_values(&mut self, cuts: &[usize]) -> Vec<Self::Part<'_>> {
+    fn split_values(&mut self, cuts: &[usize]) -> Vec<Self::Values<'_>> {
         (**self).split_values(cuts)
-    }
-    fn sized_by_values(&self) -> bool {
-        (**self).sized_by_values()
     }
 }
 
@@ -204,7 +193,7 @@ impl<'g, S: ValueSink> Transformed<'g, S> {
 
 impl<S: ValueSink> Sink for Transformed<'_, S> {
     type Part<'p>
-        = TransformedPart<'p, S::Part<'p>>
+        = TransformedPart<'p, S::Values<'p>>
     where
         Self: 'p;
 
@@ -213,7 +202,7 @@ impl<S: ValueSink> Sink for Transformed<'_, S> {
     }
 
     fn sizes_rows(&self) -> bool {
-        self.inner.sized_by_values()
+        self.inner.sizes_rows()
     }
 
     fn start(&mut self, n_cols: u32) {
@@ -222,7 +211,7 @@ impl<S: ValueSink> Sink for Transformed<'_, S> {
     }
 
     fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
-        let Some(selection) = self.genes.filter(|_| self.inner.sized_by_values()) else {
+        let Some(selection) = self.genes.filter(|_| self.inner.sizes_rows()) else {
             return self.inner.extend_values(rows);
         };
         self.kept.clear();

@@ -158,7 +158,7 @@ impl<V: DecodedCount + bytemuck::Pod> Filling<'_, V> {
 }
 
 impl ValueSink for CountRows<f32> {
-    type Part<'p> = CountRowsPart<'p, f32>;
+    type Values<'p> = CountRowsPart<'p, f32>;
 
     fn start_values(&mut self, n_cols: u32) {
         Sink::start(self, n_cols)
@@ -170,10 +170,6 @@ impl ValueSink for CountRows<f32> {
 
     fn split_values(&mut self, cuts: &[usize]) -> Vec<CountRowsPart<'_, f32>> {
         Sink::split(self, cuts)
-    }
-
-    fn sized_by_values(&self) -> bool {
-        matches!(self, CountRows::Csr(_))
     }
 }
 
