@@ -37,6 +37,18 @@ pub(crate) trait Run {
     fn run<S: Sink>(&mut self, sinks: &mut [S]) -> Result<()>;
 }
 
+/// Starts every sink of a run over this many columns (nothing read).
+struct Start(u32);
+
+impl Run for Start {
+    fn run<S: Sink>(&mut self, sinks: &mut [S]) -> Result<()> {
+        for sink in sinks {
+            sink.start(self.0);
+        }
+        Ok(())
+    }
+}
+
 /// A batch's rows being written.
 pub(crate) enum Filling<'a, V> {
     /// Counts or values.
@@ -68,31 +80,21 @@ impl BatchOutput {
         !self.dense && self.genes.is_none() && self.tokens.is_none()
     }
 
-    /// Empty rows for the batch of `cells`, started for `n_genes` columns.
+    /// Empty rows for the batch of `cells`, started for `n_genes` columns
+    /// through the same wrappers [`Filling::fill`] writes them through.
     pub(crate) fn start<'a, V: DecodedCount + bytemuck::Pod>(
         &'a self,
         recycled: &Recycler,
         n_genes: u32,
         cells: &'a [u64],
-    ) -> Filling<'a, V> {
-        if let Some(tokens) = &self.tokens {
-            let mut sink = TokenSink::new(tokens, cells);
-            sink.start(n_genes);
-            return Filling::Tokens(sink);
-        }
-        let mut rows = if self.dense {
-            CountRows::Dense(Dense::default())
-        } else {
-            CountRows::Csr(recycled.take())
+    ) -> Result<Filling<'a, V>> {
+        let mut rows = match &self.tokens {
+            Some(tokens) => Filling::Tokens(TokenSink::new(tokens, cells)),
+            None if self.dense => Filling::Rows(CountRows::Dense(Dense::default())),
+            None => Filling::Rows(CountRows::Csr(recycled.take())),
         };
-        match (&self.genes, as_values(&mut rows)) {
-            (genes, Some(values)) if !self.transform.is_identity() => {
-                Transformed::new(values, genes.as_ref(), self.transform).start(n_genes)
-            }
-            (Some(g), _) => Selected::new(&mut rows, g).start(n_genes),
-            (None, _) => rows.start(n_genes),
-        }
-        Filling::Rows(rows)
+        rows.fill(self, &mut Start(n_genes))?;
+        Ok(rows)
     }
 
     /// Writes the parts of scattered batches, CSR rows of every gene decoded

@@ -298,7 +298,9 @@ impl<T: Tiles> Ctx<T> {
     ) -> Result<Made<V>> {
         let mut stats = ReadStats::default();
         let cells = self.cells(positions.clone(), &mut stats)?;
-        let mut rows = self.output.start::<V>(&self.recycled, self.n_genes, &cells);
+        let mut rows = self
+            .output
+            .start::<V>(&self.recycled, self.n_genes, &cells)?;
         let mut at = positions.start;
         while at < positions.end {
             let w = self.order.window_of(at);
@@ -329,7 +331,9 @@ impl<T: Tiles> Ctx<T> {
         self.fetch_ahead(positions.end);
         let mut stats = ReadStats::default();
         let outputs = [CellSelection::ids(&cells)];
-        let mut rows = self.output.start::<V>(&self.recycled, self.n_genes, &cells);
+        let mut rows = self
+            .output
+            .start::<V>(&self.recycled, self.n_genes, &cells)?;
         let mut read = ReadRun {
             tiles: &self.tiles,
             outputs: &outputs,
