@@ -85,18 +85,18 @@ pub fn mib(bytes: u64) -> f64 {
 }
 
 /// What one epoch of training batches took.
-struct EpochFigures {
+pub struct EpochFigures {
     cells: usize,
     batches: usize,
     decoded: usize,
     touched: usize,
     seconds: f64,
     /// The iterator's recycler, holding the buffers its batches gave back.
-    recycler: Recycler,
+    pub recycler: Recycler,
 }
 
 impl EpochFigures {
-    fn cells_per_s(&self) -> f64 {
+    pub fn cells_per_s(&self) -> f64 {
         self.cells as f64 / self.seconds
     }
 }
@@ -106,7 +106,7 @@ pub type Batches<'a> = &'a dyn Fn(BatchConfig) -> Result<BatchIter<f32>>;
 
 /// Runs an epoch as a training loop would: each batch's buffers go back to
 /// the iterator once the batch is used.
-fn batch_epoch(batches: Batches<'_>, config: BatchConfig) -> Result<EpochFigures> {
+pub fn batch_epoch(batches: Batches<'_>, config: BatchConfig) -> Result<EpochFigures> {
     let t = Instant::now();
     let mut iter = batches(config)?;
     let mut f = EpochFigures {

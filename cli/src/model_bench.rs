@@ -6,7 +6,8 @@
 //! over the better of the two, so a machine that slowed down in between
 //! shows as the spread of the two plain rates, printed beside them. Every
 //! kind runs an epoch to warm up, then a second epoch (in the first one's
-//! buffers) is timed.
+//! buffers) is timed, the iterator's creation included, as the training
+//! batch lines time theirs (the same `batch_epoch`).
 //!
 //! The tokenizers' dictionaries come from the dataset itself: each var name
 //! is a token (ids from 3, after `<pad>`, `<cls>` and `<eos>`), and
@@ -16,7 +17,6 @@
 //! normalized variance.
 
 use std::io::Write;
-use std::time::Instant;
 
 use deltacells::dataset::{BatchConfig, Pick, Shuffle, Weights};
 use deltacells::engine::Transform;
@@ -25,7 +25,7 @@ use deltacells::tokenize::{GeneMap, Geneformer, ScGpt, Tokenizer};
 use deltacells::{Dataset, GeneSelection, Result};
 use serde_json::{json, Value};
 
-use crate::bench_cmd::BenchArgs;
+use crate::bench_cmd::{batch_epoch, BenchArgs};
 use crate::output::out_err;
 
 /// Batches timed in the uniformly random balanced measurement (random
@@ -36,23 +36,18 @@ const RANDOM_BATCHES: usize = 40;
 const VOCABULARY: usize = 2000;
 
 /// Cells per second of `config`'s batches over `ds`: an epoch to warm up,
-/// then the next epoch in its buffers (at most `limit` batches of each).
+/// then the next epoch in its buffers (at most `limit` batches of each),
+/// each run as the plain batch lines run theirs.
 fn rate(ds: &Dataset, config: &BatchConfig, limit: Option<usize>) -> Result<f64> {
     let pick = limit.map_or(Pick::All, |n| Pick::Range(0..n));
     let config = config.clone().with_pick(pick);
-    let mut warm = ds.batches(config.clone())?;
-    while let Some(b) = warm.next() {
-        warm.recycle(b?);
-    }
-    let t = Instant::now();
-    let mut cells = 0usize;
-    let mut timed = ds.batches(config.with_epoch(1).with_recycler(Some(warm.recycler())))?;
-    while let Some(b) = timed.next() {
-        let b = b?;
-        cells += b.cells.len();
-        timed.recycle(b);
-    }
-    Ok(cells as f64 / t.elapsed().as_secs_f64())
+    let batches = |c| ds.batches(c);
+    let warm = batch_epoch(&batches, config.clone())?;
+    let timed = batch_epoch(
+        &batches,
+        config.with_epoch(1).with_recycler(Some(warm.recycler)),
+    )?;
+    Ok(timed.cells_per_s())
 }
 
 /// The categorical obs column balanced batches balance: `cell_type` if the
