@@ -211,7 +211,7 @@ impl Population {
         }
     }
 
-    /// Number of cells an epoch in random order serves.
+    /// Number of cells an epoch serves, over `n_cells` cells.
     pub(crate) fn len(&self, n_cells: u64) -> u64 {
         match self {
             Population::All => n_cells,
@@ -220,9 +220,9 @@ impl Population {
         }
     }
 
-    /// The index into the population of the cell at a random order's
-    /// position `i`, given that position's permuted index (`All`,
-    /// `Subset`) or its key (`Drawn`, see [`RandomDraws`]).
+    /// The cell that is the `k`-th of a population served once each (every
+    /// cell, or a subset's): how a random order turns a permuted index into
+    /// a cell. Draws are turned into cells by [`RandomDraws`] instead.
     pub(crate) fn subset_cell(&self, k: u64) -> u64 {
         match self {
             Population::Subset(cells) => cells[k as usize],
