@@ -2,7 +2,7 @@
 //! the reference puts them (with their counts) in increasing order, checked
 //! against a sort.
 
-use deltacells::kernels::rows::RowKernels;
+use deltacells::kernels::rows::{RowKernels, MEMO_SLOTS};
 use deltacells::kernels::KernelTable;
 use proptest::prelude::*;
 
@@ -44,6 +44,50 @@ proptest! {
             let mut got = (vec![u32::MAX; words], vec![-1i32; columns.len()], vec![0u32; columns.len()]);
             k.place(&marks, &mut got.0, (&columns, &counts), (&mut got.1, &mut got.2));
             prop_assert_eq!(&got, &want, "{}", k.isa());
+        }
+    }
+}
+
+/// Counts as single-cell rows hold them: mostly small, some past the memo,
+/// a few near the top of `u32`.
+fn row_counts() -> impl Strategy<Value = Vec<u32>> {
+    let count = prop_oneof![
+        8 => 0u32..8,
+        4 => 0u32..70,
+        1 => 60u32..5_000,
+        1 => (u32::MAX - 3)..=u32::MAX,
+    ];
+    prop::collection::vec(count, 0..300)
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn every_backend_scans_and_looks_up_like_the_reference(counts in row_counts(), least in 0u32..80) {
+        let (total, seen) = RowKernels::scalar().scan(&counts);
+        prop_assert_eq!(total, counts.iter().map(|&c| u64::from(c)).sum::<u64>());
+        for bit in 0..MEMO_SLOTS as u32 {
+            let held = counts.iter().any(|&c| c.min(MEMO_SLOTS as u32 - 1) == bit);
+            prop_assert_eq!(seen >> bit & 1 == 1, held, "bit {}", bit);
+        }
+        let memo: [f32; MEMO_SLOTS] = std::array::from_fn(|i| i as f32 * 0.5 - 3.0);
+        let mut want = vec![0f32; counts.len()];
+        RowKernels::scalar().lookup(&memo, &counts, &mut want);
+        for (&w, &c) in want.iter().zip(&counts) {
+            prop_assert_eq!(w, memo[c.min(MEMO_SLOTS as u32 - 1) as usize]);
+        }
+        let first = counts.iter().position(|&c| c >= least);
+        prop_assert_eq!(RowKernels::scalar().first_at_least(&counts, least), first);
+        for k in crate::tables::<RowKernels>("rows") {
+            prop_assert_eq!(k.scan(&counts), (total, seen), "{}", k.isa());
+            let mut got = vec![f32::NAN; counts.len()];
+            k.lookup(&memo, &counts, &mut got);
+            prop_assert_eq!(&got, &want, "{}", k.isa());
+            for from in [0, counts.len() / 3, counts.len()] {
+                let want = counts[from..].iter().position(|&c| c >= least);
+                prop_assert_eq!(k.first_at_least(&counts[from..], least), want, "{}", k.isa());
+            }
         }
     }
 }

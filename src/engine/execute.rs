@@ -166,7 +166,7 @@ fn size_output<S: Sink>(
 /// Fills task `task`'s rows into `part`.
 fn run<P: SinkPart>(engine: &Engine, sources: &dyn Sources, task: Task, mut part: P) -> Result<()> {
     match task.fill {
-        Fill::Scatter => scatter(engine, sources, &mut [(task, part)]),
+        Fill::Scatter => scatter(engine, sources, vec![(task, part)]),
         Fill::Decode => {
             let view = sources.view(task.tile);
             let (indices, values) = part
@@ -221,7 +221,7 @@ pub(crate) fn execute<S: Sink>(
         }
     }
     if !scattered.is_empty() {
-        scatter(engine, sources, &mut scattered)?;
+        scatter(engine, sources, scattered)?;
     }
     // A small read (a few cells from decoded chunks) is copied on the
     // calling thread: handing it to the pool would cost more than the
@@ -241,27 +241,34 @@ pub(crate) fn execute<S: Sink>(
 
 /// Decodes every scattered row: one task per chunk, its frames decompressed
 /// once and each row written straight into its part (then mapped there, for
-/// a tile whose genes are remapped).
+/// a tile whose genes are remapped). Each chunk's task owns its rows' parts
+/// and drops them when done, so what a part does as it is dropped (a
+/// transformed output rewriting its counts as values) runs on that worker
+/// too, in parallel.
 fn scatter<P: SinkPart>(
     engine: &Engine,
     sources: &dyn Sources,
-    parts: &mut [(Task, P)],
+    parts: Vec<(Task, P)>,
 ) -> Result<()> {
-    let mut by_chunk: HashMap<Unit, Vec<RowOut<'_, P::Value>>> = HashMap::new();
-    for (task, part) in parts.iter_mut() {
-        let slices = part
-            .stored()
-            .ok_or_else(|| contract("gave no stored rows to decode into"))?;
+    let mut by_chunk: HashMap<Unit, Vec<(usize, P)>> = HashMap::new();
+    for (task, part) in parts {
         by_chunk
             .entry((task.tile, task.chunk))
             .or_default()
-            .push((task.local.start, slices));
+            .push((task.local.start, part));
     }
-    let work: Vec<(Unit, Vec<RowOut<'_, P::Value>>)> = by_chunk.into_iter().collect();
+    let work: Vec<(Unit, Vec<(usize, P)>)> = by_chunk.into_iter().collect();
     engine.install(|| {
         work.into_par_iter().try_for_each_init(
             || RowMapper::new(engine.row_kernels()),
-            |mapper, ((t, c), mut rows)| {
+            |mapper, ((t, c), mut parts)| {
+                let mut rows = Vec::with_capacity(parts.len());
+                for (cell, part) in parts.iter_mut() {
+                    let slices = part
+                        .stored()
+                        .ok_or_else(|| contract("gave no stored rows to decode into"))?;
+                    rows.push((*cell, slices));
+                }
                 engine
                     .with_decoder(|d| d.decode_rows(&sources.view(t), c, &mut rows))
                     .map_err(in_tile(t))?;

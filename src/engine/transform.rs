@@ -27,9 +27,10 @@
 //! reused: the same value, fewer logarithms.
 
 use crate::csr::Csr;
-use crate::engine::genes::GeneSelection;
+use crate::engine::genes::{best_row_kernels, GeneSelection};
 use crate::engine::sink::{AddedRows, CsrPart, Dense, DensePart, Sink, SinkPart};
 use crate::error::{Error, Result};
+use crate::kernels::rows::{RowKernels, MEMO_SLOTS};
 
 /// What a read does to counts before writing them (see the module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -266,21 +267,21 @@ impl<P: ValuePart> SinkPart for TransformedPart<'_, P> {
     }
 
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
-        let total: u64 = counts.iter().map(|&c| u64::from(c as u32)).sum();
-        let mut values = RowValues::new(self.transform, total);
+        let counts: &[u32] = bytemuck::cast_slice(counts);
+        let values = RowValues::new(self.transform, counts);
         self.columns.clear();
         self.values.clear();
         match self.genes {
             None => {
                 self.columns.extend_from_slice(genes);
-                self.values
-                    .extend(counts.iter().map(|&c| values.of(c as u32)));
+                self.values.resize(counts.len(), 0.0);
+                values.write(counts, &mut self.values);
             }
             Some(s) if s.is_monotone() => {
                 for (&g, &c) in genes.iter().zip(counts) {
                     if let Some(col) = s.column(g) {
                         self.columns.push(col);
-                        self.values.push(values.of(c as u32));
+                        self.values.push(values.of(c));
                     }
                 }
             }
@@ -288,7 +289,7 @@ impl<P: ValuePart> SinkPart for TransformedPart<'_, P> {
                 self.pairs.clear();
                 for (&g, &c) in genes.iter().zip(counts) {
                     if let Some(col) = s.column(g) {
-                        self.pairs.push((col, values.of(c as u32)));
+                        self.pairs.push((col, values.of(c)));
                     }
                 }
                 self.pairs.sort_unstable_by_key(|p| p.0);
@@ -300,42 +301,66 @@ impl<P: ValuePart> SinkPart for TransformedPart<'_, P> {
     }
 }
 
-/// Counts below this have their value remembered within a row: most stored
-/// counts of single-cell data are small, so a row of thousands of nonzeros
-/// computes a few dozen logarithms, each the same value the formula gives.
-const MEMO_COUNTS: usize = 64;
-
-/// The values of one row's counts (one cell total), small counts memoized.
+/// The values of one row's counts (one cell total): the value of each
+/// count below [`MEMO_SLOTS`] that the row holds is computed once (most
+/// stored counts of single-cell data are small, so a row of thousands of
+/// nonzeros computes a few dozen logarithms) and looked up for every count
+/// by the row kernels; larger counts are computed one by one. Each value is
+/// the one [`Transform::value`] gives.
 pub(crate) struct RowValues {
     transform: Transform,
     total: u64,
-    /// Bit `c`: `memo[c]` holds the value of count `c`.
-    known: u64,
-    memo: [f32; MEMO_COUNTS],
+    /// `memo[c]`: the value of count `c`, for the counts the row holds.
+    memo: [f32; MEMO_SLOTS],
+    /// Whether some count is at least `MEMO_SLOTS - 1` (the memo's last
+    /// slot stands for all of them, so they are rewritten after a lookup).
+    large: bool,
+    kernels: &'static RowKernels,
 }
 
 impl RowValues {
-    pub(crate) fn new(transform: Transform, total: u64) -> RowValues {
+    /// The values of the row of `counts` under `transform`.
+    pub(crate) fn new(transform: Transform, counts: &[u32]) -> RowValues {
+        let kernels = best_row_kernels();
+        let (total, seen) = kernels.scan(counts);
+        let mut memo = [0.0; MEMO_SLOTS];
+        let mut bits = seen;
+        while bits != 0 {
+            let c = bits.trailing_zeros();
+            memo[c as usize] = transform.value(c, total);
+            bits &= bits - 1;
+        }
         RowValues {
             transform,
             total,
-            known: 0,
-            memo: [0.0; MEMO_COUNTS],
+            memo,
+            large: seen >> (MEMO_SLOTS - 1) != 0,
+            kernels,
         }
     }
 
-    /// The value of `count`.
+    /// The value of `count`, one of the row's.
     #[inline]
-    pub(crate) fn of(&mut self, count: u32) -> f32 {
-        let c = count as usize;
-        if c >= MEMO_COUNTS {
-            return self.transform.value(count, self.total);
+    pub(crate) fn of(&self, count: u32) -> f32 {
+        match self.memo.get(count as usize) {
+            Some(&v) if (count as usize) < MEMO_SLOTS - 1 => v,
+            _ => self.transform.value(count, self.total),
         }
-        if self.known & (1 << c) == 0 {
-            self.memo[c] = self.transform.value(count, self.total);
-            self.known |= 1 << c;
+    }
+
+    /// Writes the value of each of `counts` (the row's, in any order) to `out`.
+    pub(crate) fn write(&self, counts: &[u32], out: &mut [f32]) {
+        self.kernels.lookup(&self.memo, counts, out);
+        if !self.large {
+            return;
         }
-        self.memo[c]
+        let least = MEMO_SLOTS as u32 - 1;
+        let mut from = 0;
+        while let Some(i) = self.kernels.first_at_least(&counts[from..], least) {
+            let at = from + i;
+            out[at] = self.transform.value(counts[at], self.total);
+            from = at + 1;
+        }
     }
 }
 
@@ -354,5 +379,30 @@ mod tests {
         assert!(Transform::NONE.normalize(0.0).check().is_err());
         assert!(Transform::NONE.normalize(f64::NAN).check().is_err());
         assert!(l.check().is_ok());
+    }
+
+    #[test]
+    fn row_values_are_the_formula_for_every_count() {
+        // Small counts (memoized), the memo's last slot, larger ones and
+        // the top of u32, in no order, in blocks with and without them.
+        let mut counts: Vec<u32> = (0..40).map(|i| i % 7).collect();
+        counts.extend([62, 63, 64, 500, 3, u32::MAX, 1, 63]);
+        counts.extend((0..37).map(|i| i % 5));
+        counts.push(70_000);
+        let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+        for transform in [
+            Transform::NONE.log1p(),
+            Transform::NONE.normalize(1e4),
+            Transform::NONE.normalize(1e4).log1p(),
+        ] {
+            let values = RowValues::new(transform, &counts);
+            let mut out = vec![f32::NAN; counts.len()];
+            values.write(&counts, &mut out);
+            for (i, (&c, &v)) in counts.iter().zip(&out).enumerate() {
+                let want = transform.value(c, total);
+                assert_eq!(v.to_bits(), want.to_bits(), "count {c} at {i}");
+                assert_eq!(values.of(c).to_bits(), want.to_bits(), "count {c}");
+            }
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! Row kernels: where each gene of a row lands once the row is put in
 //! column order (a corpus member's genes mapped into the vocabulary, whose
-//! order is not the member's).
+//! order is not the member's), and a row's transformed values.
+//!
+//! # Placing
 //!
 //! A row's output columns are marked in a bitmap, a bit per column;
 //! [`RowKernels::place`] then counts, for each column, the marked columns
@@ -10,14 +12,25 @@
 //! columns, with no branch on the data, and almost all of it is counting
 //! the bits of a word.
 //!
+//! # Values
+//!
+//! A normalized or log-transformed row's value depends only on the count
+//! and the row's total, and most counts are small: [`RowKernels::scan`]
+//! sums a row and marks which small counts occur, the caller computes the
+//! value of each marked count once (a logarithm each), and
+//! [`RowKernels::lookup`] writes every count's value from that memo, with
+//! no branch per count; the few larger counts are found by
+//! [`RowKernels::first_at_least`] and rewritten after it.
+//!
 //! # Backends
 //!
 //! The vector tables run the reference's own code, compiled for their
 //! instruction set: on x86-64 that brings `popcnt` (a word's bits counted in
-//! one instruction, where the portable build spends a dozen), on AArch64 the
-//! NEON bit count. The places are integers, so every table gives the
-//! reference's result; the property tests check it anyway, as for every
-//! family.
+//! one instruction, where the portable build spends a dozen) and lets the
+//! compiler widen the scan and the lookup (variable shifts, gathers), on
+//! AArch64 the NEON bit count. Places, sums and looked-up values involve no
+//! rounding, so every table gives the reference's result; the property
+//! tests check it anyway, as for every family.
 //!
 //! The reference is [`crate::kernels::reference::rows`].
 
@@ -30,10 +43,18 @@ use super::reference::rows as scalar;
 pub struct RowKernels {
     isa: Isa,
     place: Place,
+    scan: fn(&[u32]) -> (u64, u64),
+    lookup: Lookup,
+    first_at_least: fn(&[u32], u32) -> Option<usize>,
 }
 
 /// The signature of [`RowKernels::place`].
 type Place = fn(&[u64], &mut [u32], (&[u32], &[u32]), (&mut [i32], &mut [u32]));
+
+/// The signature of [`RowKernels::lookup`].
+type Lookup = fn(&[f32; MEMO_SLOTS], &[u32], &mut [f32]);
+
+pub use scalar::MEMO_SLOTS;
 
 impl RowKernels {
     /// Writes `columns` (distinct, with `counts`: the bits of each count)
@@ -57,12 +78,37 @@ impl RowKernels {
     ) {
         (self.place)(marks, before, columns, out)
     }
+
+    /// A row's total (summed exactly) and which counts it holds below
+    /// [`MEMO_SLOTS`]` - 1`: bit `c` of the mask is set when some count is
+    /// `c`, and the last bit when some count is at least `MEMO_SLOTS - 1`.
+    pub fn scan(&self, counts: &[u32]) -> (u64, u64) {
+        (self.scan)(counts)
+    }
+
+    /// Writes `memo[min(c, MEMO_SLOTS - 1)]` for every count `c`.
+    ///
+    /// # Panics
+    ///
+    /// If `counts` and `out` are not as long (on every backend alike).
+    pub fn lookup(&self, memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) {
+        (self.lookup)(memo, counts, out)
+    }
+
+    /// The position of the first count that is at least `least`: where a
+    /// lookup's larger counts are, found without a branch per count.
+    pub fn first_at_least(&self, counts: &[u32], least: u32) -> Option<usize> {
+        (self.first_at_least)(counts, least)
+    }
 }
 
 /// The reference table.
 static SCALAR: RowKernels = RowKernels {
     isa: Isa::PORTABLE,
     place: scalar::place,
+    scan: scalar::scan,
+    lookup: scalar::lookup,
+    first_at_least: scalar::first_at_least,
 };
 
 /// The reference's code, compiled for the ISA of the token (unused but for
@@ -79,14 +125,41 @@ fn place<S>(
     scalar::place(marks, before, columns, out)
 }
 
+/// [`scalar::scan`] compiled for the token's ISA.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn scan<S>(_: S, counts: &[u32]) -> (u64, u64) {
+    scalar::scan(counts)
+}
+
+/// [`scalar::lookup`] compiled for the token's ISA.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn lookup<S>(_: S, memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) {
+    scalar::lookup(memo, counts, out)
+}
+
+/// [`scalar::first_at_least`] compiled for the token's ISA.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn first_at_least<S>(_: S, counts: &[u32], least: u32) -> Option<usize> {
+    scalar::first_at_least(counts, least)
+}
+
 /// Defines the table `$name`: the reference compiled for one ISA.
 macro_rules! rows_table {
     ($name:ident, $level:ident, $features:literal, $token:ty) => {
         static $name: RowKernels = {
             kernel_entry!($features, $token, fn place_entry(marks: &[u64], before: &mut [u32], columns: (&[u32], &[u32]), out: (&mut [i32], &mut [u32])) = place);
+            kernel_entry!($features, $token, fn scan_entry(counts: &[u32]) -> (u64, u64) = scan);
+            kernel_entry!($features, $token, fn lookup_entry(memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) = lookup);
+            kernel_entry!($features, $token, fn first_entry(counts: &[u32], least: u32) -> Option<usize> = first_at_least);
             RowKernels {
                 isa: Isa::compiled_for(Level::$level),
                 place: place_entry,
+                scan: scan_entry,
+                lookup: lookup_entry,
+                first_at_least: first_entry,
             }
         };
     };

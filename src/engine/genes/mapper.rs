@@ -51,8 +51,9 @@ impl<V> Default for RowMapper<V> {
     }
 }
 
-/// The richest row kernel table this CPU runs, found once.
-fn best_row_kernels() -> &'static RowKernels {
+/// The richest row kernel table this CPU runs, found once (every table
+/// gives the same results; the choice changes only the speed).
+pub(crate) fn best_row_kernels() -> &'static RowKernels {
     static BEST: OnceLock<&'static RowKernels> = OnceLock::new();
     BEST.get_or_init(|| {
         RowKernels::available()

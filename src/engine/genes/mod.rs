@@ -6,7 +6,7 @@ mod mapper;
 
 use crate::error::{Error, Result};
 
-pub(crate) use mapper::RowMapper;
+pub(crate) use mapper::{best_row_kernels, RowMapper};
 
 /// Which genes to keep and where each lands.
 ///

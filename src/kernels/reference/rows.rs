@@ -36,3 +36,49 @@ pub fn place(
         out_counts[at] = c;
     }
 }
+
+/// Counts below this have a slot in a row's memo of values
+/// ([`RowKernels::lookup`]); larger ones share its last slot.
+pub const MEMO_SLOTS: usize = 64;
+
+/// Reference for [`RowKernels::scan`].
+#[inline(always)]
+pub fn scan(counts: &[u32]) -> (u64, u64) {
+    let mut total = 0u64;
+    let mut seen = 0u64;
+    for &c in counts {
+        total += u64::from(c);
+        seen |= 1u64 << c.min(MEMO_SLOTS as u32 - 1);
+    }
+    (total, seen)
+}
+
+/// Reference for [`RowKernels::lookup`].
+#[inline(always)]
+pub fn lookup(memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) {
+    assert_eq!(
+        counts.len(),
+        out.len(),
+        "lookup: the counts and the output must be as long"
+    );
+    for (o, &c) in out.iter_mut().zip(counts) {
+        *o = memo[c.min(MEMO_SLOTS as u32 - 1) as usize];
+    }
+}
+
+/// Reference for [`RowKernels::first_at_least`]: blocks of counts are
+/// passed over by their largest, which the vector tables compute a
+/// register at a time.
+#[inline(always)]
+pub fn first_at_least(counts: &[u32], least: u32) -> Option<usize> {
+    const BLOCK: usize = 16;
+    for (b, block) in counts.chunks(BLOCK).enumerate() {
+        if block.iter().fold(0, |m, &c| m.max(c)) >= least {
+            return block
+                .iter()
+                .position(|&c| c >= least)
+                .map(|i| b * BLOCK + i);
+        }
+    }
+    None
+}
