@@ -393,8 +393,9 @@ fn model_ready_batches_hold_what_reads_of_their_cells_give() {
     let scgpt = ScGpt::new(tokens()).unwrap().with_max_len(50).unwrap();
     let selection = GeneSelection::new(GENES, &[5, 2999, 17, 400]).unwrap();
     let norm = Transform::NONE.normalize(1e4).log1p();
-    // Every strategy: decoded windows (block shuffle, a large bound), the
-    // cache (random order), and scattered CSR rows (plain normalized CSR).
+    // Every strategy: windows built at once (block shuffle, a large bound:
+    // CSR of every gene, dense rows and tokens scattered from their chunks),
+    // the cache (random order), and the same in stored order.
     for (shuffle, cache) in [
         (Shuffle::Block { window_tiles: 2 }, 64 << 20),
         (Shuffle::Random, 1 << 20),
@@ -422,7 +423,10 @@ fn model_ready_batches_hold_what_reads_of_their_cells_give() {
             .with_transform(Transform::NONE.normalize(1e4))
             .with_genes(Some(selection.clone()))
             .with_dense(true);
-        for batch in ds.batches(dense).unwrap() {
+        // Each batch handed back once compared, so later ones are built in
+        // its buffers (dense and token rows alike).
+        let mut batches = ds.batches(dense).unwrap();
+        while let Some(batch) = batches.next() {
             let batch = batch.unwrap();
             let read = ds.read(&batch.cells).genes(&selection).normalize(1e4);
             assert_eq!(
@@ -430,6 +434,7 @@ fn model_ready_batches_hold_what_reads_of_their_cells_give() {
                 BatchRows::Dense(read.dense().unwrap().rows),
                 "{shuffle} dense"
             );
+            batches.recycle(batch);
         }
         let with_scgpt = Tokenizer::ScGpt(scgpt.clone().with_seed(3, 2));
         for (tokenizer, read_with) in [
@@ -438,11 +443,13 @@ fn model_ready_batches_hold_what_reads_of_their_cells_give() {
         ] {
             let config = base.clone().with_tokenizer(Some(tokenizer.clone()));
             let mut seen = 0;
-            for batch in ds.batches(config).unwrap() {
+            let mut batches = ds.batches(config).unwrap();
+            while let Some(batch) = batches.next() {
                 let batch = batch.unwrap();
                 let want = ds.read(&batch.cells).tokenize(read_with).unwrap().rows;
                 assert_eq!(batch.rows, BatchRows::Tokens(want), "{shuffle} tokens");
                 seen += batch.cells.len();
+                batches.recycle(batch);
             }
             assert_eq!(seen, 300);
         }

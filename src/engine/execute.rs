@@ -10,7 +10,9 @@
 //! * [`Fill::Copy`]: tasks of about [`TASK_NNZ`] nonzeros, copied (or handed
 //!   row by row to the output) from the chunk decoded beforehand;
 //! * [`Fill::Scatter`]: one part per row, and one task per chunk decoding
-//!   every row any output wants from it straight into that row's part.
+//!   every row any output wants from it straight into that row's part (or,
+//!   for an output of fixed-width rows, into the worker's scratch, whence
+//!   the part writes it).
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -25,7 +27,7 @@ use crate::engine::sink::{convert, AddedRows, RowGenes, Sink, SinkPart};
 use crate::engine::RowOut;
 use crate::error::{Error, Result};
 use crate::format::tile::TileView;
-use crate::kernels::Count;
+use crate::kernels::{Count, DecodedCount};
 
 /// Target of nonzeros per copy task: big enough to amortise scheduling,
 /// small enough to spread a batch over every worker.
@@ -101,9 +103,18 @@ fn size_output<S: Sink>(
     sink: &mut S,
 ) -> Result<(Vec<Task>, Vec<usize>)> {
     let stores = sink.stores_rows();
-    if !stores && segments.iter().any(|s| s.fill != Fill::Copy) {
+    // Rows written one by one come from a decoded chunk, or are scattered
+    // from their chunk into an output of fixed-width rows (sized by their
+    // number alone); only rows kept as stored are decoded into whole chunks.
+    let fits = |s: &Segment| match s.fill {
+        Fill::Copy => true,
+        Fill::Scatter => !sink.sizes_rows(),
+        Fill::Decode => false,
+    };
+    if !stores && !segments.iter().all(fits) {
         return Err(contract(
-            "does not keep rows as stored, so every row must come from a decoded chunk",
+            "does not keep rows as stored, so each of its rows must come from a decoded chunk \
+             or, for rows of a fixed width, be scattered from its chunk",
         ));
     }
     let mut offsets =
@@ -127,7 +138,9 @@ fn size_output<S: Sink>(
         total += ip.1 - ip.0;
     }
     let copied = CopiedGenes { sources, segments };
-    let rows = if stores {
+    // Only an output whose row lengths depend on the genes asks for them
+    // (and then every row was copied from a decoded chunk).
+    let rows = if stores || !sink.sizes_rows() {
         AddedRows::new(&offsets)
     } else {
         AddedRows::with_genes(&offsets, &copied)
@@ -241,10 +254,12 @@ pub(crate) fn execute<S: Sink>(
 
 /// Decodes every scattered row: one task per chunk, its frames decompressed
 /// once and each row written straight into its part (then mapped there, for
-/// a tile whose genes are remapped). Each chunk's task owns its rows' parts
-/// and drops them when done, so what a part does as it is dropped (a
-/// transformed output rewriting its counts as values) runs on that worker
-/// too, in parallel.
+/// a tile whose genes are remapped). A part that keeps rows as stored is
+/// decoded into; any other (a fixed-width row: dense, tokens) gets its row
+/// decoded into the worker's scratch, a chunk's wanted rows at most, and
+/// written from there. Each chunk's task owns its rows' parts and drops them
+/// when done, so what a part does as it is dropped (a transformed output
+/// rewriting its counts as values) runs on that worker too, in parallel.
 fn scatter<P: SinkPart>(
     engine: &Engine,
     sources: &dyn Sources,
@@ -260,25 +275,106 @@ fn scatter<P: SinkPart>(
     let work: Vec<(Unit, Vec<(usize, P)>)> = by_chunk.into_iter().collect();
     engine.install(|| {
         work.into_par_iter().try_for_each_init(
-            || RowMapper::new(engine.row_kernels()),
-            |mapper, ((t, c), mut parts)| {
+            || {
+                let kernels = engine.row_kernels();
+                (
+                    RowMapper::new(kernels),
+                    RowMapper::new(kernels),
+                    Scratch::default(),
+                )
+            },
+            |(mapper, scratch_mapper, scratch), ((t, c), mut parts)| {
+                let view = sources.view(t);
                 let mut rows = Vec::with_capacity(parts.len());
-                for (cell, part) in parts.iter_mut() {
-                    let slices = part
-                        .stored()
-                        .ok_or_else(|| contract("gave no stored rows to decode into"))?;
-                    rows.push((*cell, slices));
+                let mut written = Vec::new();
+                for (i, (cell, part)) in parts.iter_mut().enumerate() {
+                    match part.stored() {
+                        Some(slices) => rows.push((*cell, slices)),
+                        None => written.push((*cell, i)),
+                    }
                 }
-                engine
-                    .with_decoder(|d| d.decode_rows(&sources.view(t), c, &mut rows))
-                    .map_err(in_tile(t))?;
-                match sources.remap(t) {
-                    Some(genes) => map_in_place(genes, mapper, &mut rows).map_err(in_tile(t)),
-                    None => Ok(()),
+                if !rows.is_empty() {
+                    decode_scattered(engine, sources, (t, c), &mut rows, mapper)?;
                 }
+                drop(rows);
+                if written.is_empty() {
+                    return Ok(());
+                }
+                let ip = view.indptr(0, view.n_cells());
+                let ends = scratch.lay_out(&mut written, |cell| (ip[cell + 1] - ip[cell]) as usize);
+                let mut rows = scratch.rows(&written, &ends);
+                decode_scattered(engine, sources, (t, c), &mut rows, scratch_mapper)?;
+                drop(rows);
+                for (k, &(_, i)) in written.iter().enumerate() {
+                    let span = if k == 0 { 0 } else { ends[k - 1] }..ends[k];
+                    parts[i]
+                        .1
+                        .write_row(0, &scratch.genes[span.clone()], &scratch.counts[span]);
+                }
+                Ok(())
             },
         )
     })
+}
+
+/// Decodes scattered `rows` of chunk `unit`, then maps them in place where
+/// the tile's genes are remapped.
+fn decode_scattered<V: DecodedCount>(
+    engine: &Engine,
+    sources: &dyn Sources,
+    (t, c): Unit,
+    rows: &mut [RowOut<'_, V>],
+    mapper: &mut RowMapper<V>,
+) -> Result<()> {
+    engine
+        .with_decoder(|d| d.decode_rows(&sources.view(t), c, rows))
+        .map_err(in_tile(t))?;
+    match sources.remap(t) {
+        Some(genes) => map_in_place(genes, mapper, rows).map_err(in_tile(t)),
+        None => Ok(()),
+    }
+}
+
+/// A worker's buffers for the rows of one chunk that are written from a
+/// decoded copy (parts that do not keep rows as stored).
+#[derive(Default)]
+struct Scratch {
+    genes: Vec<i32>,
+    counts: Vec<i32>,
+}
+
+impl Scratch {
+    /// Sorts `rows` (`(cell, part)`) by cell and sizes the buffers for
+    /// them, back to back: returns where each row ends.
+    fn lay_out(&mut self, rows: &mut [(usize, usize)], len: impl Fn(usize) -> usize) -> Vec<usize> {
+        // In cell order, as the decoder takes rows: rows of equal cells
+        // hold the same values, so its own sort cannot mix them up.
+        rows.sort_unstable();
+        let mut ends = Vec::with_capacity(rows.len());
+        let mut end = 0;
+        for &(cell, _) in rows.iter() {
+            end += len(cell);
+            ends.push(end);
+        }
+        self.genes.resize(end, 0);
+        self.counts.resize(end, 0);
+        ends
+    }
+
+    /// The rows laid out by [`Scratch::lay_out`], as the decoder's outputs.
+    fn rows(&mut self, rows: &[(usize, usize)], ends: &[usize]) -> Vec<RowOut<'_, i32>> {
+        let (mut genes, mut counts) = (&mut self.genes[..], &mut self.counts[..]);
+        let mut start = 0;
+        rows.iter()
+            .zip(ends)
+            .map(|(&(cell, _), &end)| {
+                let (g, rest) = std::mem::take(&mut genes).split_at_mut(end - start);
+                let (v, more) = std::mem::take(&mut counts).split_at_mut(end - start);
+                (genes, counts, start) = (rest, more, end);
+                (cell, (g, v))
+            })
+            .collect()
+    }
 }
 
 /// Maps decoded `rows` through `genes` where they lie (every gene kept, so

@@ -361,6 +361,16 @@ impl<V> Dense<V> {
     pub fn into_parts(self) -> (usize, Vec<V>) {
         (self.n_cols, self.data)
     }
+
+    /// No rows, to be built in `data`'s allocation (its contents dropped).
+    pub(crate) fn in_buffer(mut data: Vec<V>) -> Dense<V> {
+        data.clear();
+        Dense {
+            n_cols: 0,
+            n_rows: 0,
+            data,
+        }
+    }
 }
 
 impl<V: DecodedCount> Sink for Dense<V> {
@@ -420,17 +430,27 @@ impl<V: DecodedCount> SinkPart for DensePart<'_, V> {
     }
 
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
-        let out = &mut self.data[row * self.n_cols..(row + 1) * self.n_cols];
+        let out = self.row(row);
         for (&g, &c) in genes.iter().zip(counts) {
             out[g as usize] = V::from_u32(c as u32);
         }
     }
 }
 
-impl<V: Copy> DensePart<'_, V> {
+impl<V: Copy + Default> DensePart<'_, V> {
+    /// Row `row`, zeroed again: the output was zeroed when sized, long
+    /// before (a window's batches at once), so its row is out of cache;
+    /// zeroing it here, in one sweep, brings it in, and the row's scattered
+    /// stores then hit the cache instead of each missing it.
+    fn row(&mut self, row: usize) -> &mut [V] {
+        let out = &mut self.data[row * self.n_cols..(row + 1) * self.n_cols];
+        out.fill(V::default());
+        out
+    }
+
     /// Writes row `row`'s `values` at `columns` (the other columns stay zero).
     pub(crate) fn write_values(&mut self, row: usize, columns: &[i32], values: &[V]) {
-        let out = &mut self.data[row * self.n_cols..(row + 1) * self.n_cols];
+        let out = self.row(row);
         for (&c, &v) in columns.iter().zip(values) {
             out[c as usize] = v;
         }

@@ -242,6 +242,7 @@ impl<S: ValueSink> Sink for Transformed<'_, S> {
                 transform,
                 pairs: Vec::new(),
                 columns: Vec::new(),
+                counts: Vec::new(),
                 values: Vec::new(),
             })
             .collect()
@@ -256,6 +257,8 @@ pub(crate) struct TransformedPart<'g, P> {
     /// `(column, value)` of the row being written.
     pairs: Vec<(i32, f32)>,
     columns: Vec<i32>,
+    /// The counts of the kept genes.
+    counts: Vec<u32>,
     values: Vec<f32>,
 }
 
@@ -277,24 +280,34 @@ impl<P: ValuePart> SinkPart for TransformedPart<'_, P> {
                 self.values.resize(counts.len(), 0.0);
                 values.write(counts, &mut self.values);
             }
-            Some(s) if s.is_monotone() => {
-                for (&g, &c) in genes.iter().zip(counts) {
-                    if let Some(col) = s.column(g) {
-                        self.columns.push(col);
-                        self.values.push(values.of(c));
-                    }
-                }
-            }
             Some(s) => {
-                self.pairs.clear();
+                // Every gene is written and the next one written over it
+                // unless kept: no branch per gene on whether it is kept.
+                self.columns.resize(genes.len(), 0);
+                self.counts.resize(genes.len(), 0);
+                let mut n = 0;
                 for (&g, &c) in genes.iter().zip(counts) {
-                    if let Some(col) = s.column(g) {
-                        self.pairs.push((col, values.of(c)));
+                    let column = s.column_or_dropped(g);
+                    self.columns[n] = column;
+                    self.counts[n] = c;
+                    n += usize::from(column >= 0);
+                }
+                self.columns.truncate(n);
+                self.values.resize(n, 0.0);
+                values.write(&self.counts[..n], &mut self.values);
+                if !s.is_monotone() {
+                    self.pairs.clear();
+                    self.pairs.extend(
+                        self.columns
+                            .iter()
+                            .copied()
+                            .zip(self.values.iter().copied()),
+                    );
+                    self.pairs.sort_unstable_by_key(|p| p.0);
+                    for (i, &(k, v)) in self.pairs.iter().enumerate() {
+                        (self.columns[i], self.values[i]) = (k, v);
                     }
                 }
-                self.pairs.sort_unstable_by_key(|p| p.0);
-                self.columns.extend(self.pairs.iter().map(|p| p.0));
-                self.values.extend(self.pairs.iter().map(|p| p.1));
             }
         }
         self.inner.write_values(row, &self.columns, &self.values);
@@ -336,15 +349,6 @@ impl RowValues {
             memo,
             large: seen >> (MEMO_SLOTS - 1) != 0,
             kernels,
-        }
-    }
-
-    /// The value of `count`, one of the row's.
-    #[inline]
-    pub(crate) fn of(&self, count: u32) -> f32 {
-        match self.memo.get(count as usize) {
-            Some(&v) if (count as usize) < MEMO_SLOTS - 1 => v,
-            _ => self.transform.value(count, self.total),
         }
     }
 
@@ -401,7 +405,6 @@ mod tests {
             for (i, (&c, &v)) in counts.iter().zip(&out).enumerate() {
                 let want = transform.value(c, total);
                 assert_eq!(v.to_bits(), want.to_bits(), "count {c} at {i}");
-                assert_eq!(values.of(c).to_bits(), want.to_bits(), "count {c}");
             }
         }
     }

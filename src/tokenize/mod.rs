@@ -152,4 +152,9 @@ impl TokenColumns {
     pub fn n_cols(&self) -> usize {
         self.n_cols
     }
+
+    /// Whether rows carry a value per token (scGPT's bins).
+    pub fn has_values(&self) -> bool {
+        matches!(self.kind, Columns::ScGpt(_))
+    }
 }

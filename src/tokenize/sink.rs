@@ -44,13 +44,26 @@ pub struct TokenSink<'t> {
 impl<'t> TokenSink<'t> {
     /// An empty output of the rows of `cells`, tokenized by `columns`.
     pub fn new(columns: &'t TokenColumns, cells: &'t [u64]) -> TokenSink<'t> {
+        let rows = TokenRows {
+            max_len: columns.max_len(),
+            ..TokenRows::default()
+        };
+        TokenSink::resume(columns, cells, rows)
+    }
+
+    /// An output that goes on appending to `rows` (written by an earlier
+    /// sink of the same `columns`, started, not started again): a batch
+    /// built a window at a time. `cells` are all its rows' cells, those
+    /// written and those to come.
+    pub(crate) fn resume(
+        columns: &'t TokenColumns,
+        cells: &'t [u64],
+        rows: TokenRows,
+    ) -> TokenSink<'t> {
         TokenSink {
             columns,
             cells,
-            rows: TokenRows {
-                max_len: columns.max_len(),
-                ..TokenRows::default()
-            },
+            rows,
             n_cols: columns.n_cols(),
         }
     }
@@ -77,9 +90,17 @@ impl<'t> Sink for TokenSink<'t> {
 
     fn start(&mut self, n_cols: u32) {
         self.n_cols = n_cols as usize;
+        self.rows.max_len = self.columns.max_len();
         self.rows.input_ids.clear();
         self.rows.attention_mask.clear();
-        self.rows.values = matches!(self.columns.kind, Columns::ScGpt(_)).then(Vec::new);
+        self.rows.values = match (self.columns.has_values(), self.rows.values.take()) {
+            (true, Some(mut values)) => {
+                values.clear();
+                Some(values)
+            }
+            (true, None) => Some(Vec::new()),
+            (false, _) => None,
+        };
     }
 
     fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {

@@ -442,12 +442,10 @@ impl<V: DecodedCount + bytemuck::Pod> BatchIter<V> {
     /// Hands back a batch the caller is done with, so that a later batch is
     /// built in its buffers: a loop that recycles every batch allocates
     /// nothing once warm, where faulting in a fresh batch's pages costs about
-    /// as much as decoding it. Optional; only CSR batches of every gene are
-    /// rebuilt in place (others are dropped here).
+    /// as much as decoding it. Optional; batches of every kind (CSR, dense,
+    /// tokens) are built in given-back buffers.
     pub fn recycle(&self, batch: Batch<V>) {
-        if let BatchRows::Csr(csr) = batch.rows {
-            self.recycled.give(csr);
-        }
+        self.recycled.give_rows(batch.rows);
     }
 
     /// A handle giving buffers back to this iterator from anywhere (another

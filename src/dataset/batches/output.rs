@@ -80,45 +80,112 @@ impl BatchOutput {
         !self.dense && self.genes.is_none() && self.tokens.is_none()
     }
 
-    /// Empty rows for the batch of `cells`, started for `n_genes` columns
-    /// through the same wrappers [`Filling::fill`] writes them through.
-    pub(crate) fn start<'a, V: DecodedCount + bytemuck::Pod>(
-        &'a self,
-        recycled: &Recycler,
-        n_genes: u32,
-        cells: &'a [u64],
-    ) -> Result<Filling<'a, V>> {
-        let mut rows = match &self.tokens {
-            Some(tokens) => Filling::Tokens(TokenSink::new(tokens, cells)),
-            None if self.dense => Filling::Rows(CountRows::Dense(Dense::default())),
-            None => Filling::Rows(CountRows::Csr(recycled.take())),
-        };
-        rows.fill(self, &mut Start(n_genes))?;
-        Ok(rows)
+    /// Whether a window's batches can be built at once, every row decoded
+    /// from its chunk straight into its batch: rows kept as stored, or rows
+    /// of a fixed width (dense, tokens), which the batch is sized for by
+    /// their number alone.
+    pub(crate) fn scatters(&self) -> bool {
+        self.stores_rows() || self.dense || self.tokens.is_some()
     }
 
-    /// Writes the parts of scattered batches, CSR rows of every gene decoded
-    /// straight into `rows`: as stored, or transformed in place.
-    pub(crate) fn scatter<V: DecodedCount + bytemuck::Pod>(
+    /// Bytes of one row of a fixed width over `n_genes` columns as the tiles
+    /// decode (dense values, or tokens with their values and mask); `None`
+    /// for CSR rows, as long as stored.
+    pub(crate) fn row_bytes<V>(&self, n_genes: u32) -> Option<u64> {
+        if let Some(tokens) = &self.tokens {
+            let values = if tokens.has_values() { 4 } else { 0 };
+            return Some(tokens.max_len() as u64 * (4 + 1 + values));
+        }
+        let width = self
+            .genes
+            .as_ref()
+            .map_or(n_genes as u64, |g| g.len() as u64);
+        self.dense
+            .then(|| width.saturating_mul(std::mem::size_of::<V>() as u64))
+    }
+
+    /// Empty rows for a batch, started for `n_genes` columns through the
+    /// same wrappers [`BatchOutput::fill`] writes them through.
+    pub(crate) fn start<V: DecodedCount + bytemuck::Pod>(
         &self,
-        mut rows: Vec<&mut Csr<V>>,
+        recycled: &Recycler,
+        n_genes: u32,
+    ) -> Result<BatchRows<V>> {
+        let rows = match &self.tokens {
+            Some(_) => BatchRows::Tokens(recycled.take_tokens()),
+            None if self.dense => BatchRows::Dense(recycled.take_dense()),
+            None => BatchRows::Csr(recycled.take()),
+        };
+        let mut filling = [Filling::resume(self, rows, &[])?];
+        self.fill(&mut filling, &mut Start(n_genes))?;
+        let [filling] = filling;
+        Ok(filling.finish())
+    }
+
+    /// Writes one run's rows into `batches` (each appended to the rows
+    /// written before), each through the sink this output is: counts as
+    /// stored or over the gene selection, `f32` values (decoded in place
+    /// for CSR rows of every gene), or tokens.
+    pub(crate) fn fill<V: DecodedCount + bytemuck::Pod>(
+        &self,
+        batches: &mut [Filling<'_, V>],
         run: &mut impl Run,
     ) -> Result<()> {
-        if self.transform.is_identity() {
-            return run.run(&mut rows);
+        if self.tokens.is_some() {
+            let mut sinks = batches
+                .iter_mut()
+                .map(|b| match b {
+                    Filling::Tokens(sink) => Ok(sink),
+                    Filling::Rows(_) => Err(not_started()),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            return run.run(&mut sinks);
         }
-        let transform = self.transform;
-        let mut sinks = rows
-            .into_iter()
-            .map(|csr| {
-                let values = (csr as &mut dyn Any)
-                    .downcast_mut::<Csr<f32>>()
-                    .ok_or_else(not_values)?;
-                Ok(TransformedCsr::new(values, transform))
+        let mut rows = batches
+            .iter_mut()
+            .map(|b| match b {
+                Filling::Rows(rows) => Ok(rows),
+                Filling::Tokens(_) => Err(not_started()),
             })
             .collect::<Result<Vec<_>>>()?;
+        let transform = self.transform;
+        if transform.is_identity() {
+            return match &self.genes {
+                Some(g) => run.run(
+                    &mut rows
+                        .into_iter()
+                        .map(|r| Selected::new(r, g))
+                        .collect::<Vec<_>>(),
+                ),
+                None => run.run(&mut rows),
+            };
+        }
+        let values = rows
+            .into_iter()
+            .map(|r| as_values(r).ok_or_else(not_values))
+            .collect::<Result<Vec<_>>>()?;
+        if self.stores_rows() {
+            let mut sinks = values
+                .into_iter()
+                .map(|v| match v {
+                    CountRows::Csr(csr) => Ok(TransformedCsr::new(csr, transform)),
+                    CountRows::Dense(_) => Err(not_started()),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            return run.run(&mut sinks);
+        }
+        let genes = self.genes.as_ref();
+        let mut sinks: Vec<_> = values
+            .into_iter()
+            .map(|v| Transformed::new(v, genes, transform))
+            .collect();
         run.run(&mut sinks)
     }
+}
+
+/// What a batch whose rows were started as another output is told.
+pub(crate) fn not_started() -> Error {
+    Error::Input("a batch's rows were started as another output than its own".into())
 }
 
 /// What a transformed output of counts other than `f32` is told.
@@ -131,22 +198,23 @@ fn as_values<V: 'static>(rows: &mut CountRows<V>) -> Option<&mut CountRows<f32>>
     (rows as &mut dyn Any).downcast_mut::<CountRows<f32>>()
 }
 
-impl<V: DecodedCount + bytemuck::Pod> Filling<'_, V> {
-    /// Writes one run's rows (appended to those written before).
-    pub(crate) fn fill(&mut self, output: &BatchOutput, run: &mut impl Run) -> Result<()> {
-        match self {
-            Filling::Tokens(sink) => run.run(&mut [sink]),
-            Filling::Rows(rows) => {
-                let transform = output.transform;
-                match (&output.genes, as_values(rows)) {
-                    (genes, Some(values)) if !transform.is_identity() => {
-                        run.run(&mut [Transformed::new(values, genes.as_ref(), transform)])
-                    }
-                    (Some(g), _) => run.run(&mut [Selected::new(rows, g)]),
-                    (None, _) => run.run(&mut [rows]),
-                }
+impl<'a, V: DecodedCount + bytemuck::Pod> Filling<'a, V> {
+    /// Rows started by [`BatchOutput::start`] (and perhaps partly written),
+    /// to write more of: tokens need the batch's `cells`, those written and
+    /// those to come.
+    pub(crate) fn resume(
+        output: &'a BatchOutput,
+        rows: BatchRows<V>,
+        cells: &'a [u64],
+    ) -> Result<Filling<'a, V>> {
+        Ok(match (rows, &output.tokens) {
+            (BatchRows::Csr(csr), None) => Filling::Rows(CountRows::Csr(csr)),
+            (BatchRows::Dense(dense), None) => Filling::Rows(CountRows::Dense(dense)),
+            (BatchRows::Tokens(rows), Some(columns)) => {
+                Filling::Tokens(TokenSink::resume(columns, cells, rows))
             }
-        }
+            _ => return Err(not_started()),
+        })
     }
 
     /// The rows written.

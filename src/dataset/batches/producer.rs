@@ -3,13 +3,12 @@
 
 use std::ops::Range;
 
-use crate::csr::Csr;
 use crate::dataset::batches::order::EpochOrder;
-use crate::dataset::batches::output::{BatchOutput, Run};
+use crate::dataset::batches::output::{not_started, BatchOutput, Filling, Run};
 use crate::dataset::batches::recycler::Recycler;
 use crate::dataset::batches::remaining::RemainingOrder;
 use crate::dataset::batches::sampling::Population;
-use crate::dataset::batches::scatter::{Part, Pending};
+use crate::dataset::batches::scatter::Pending;
 use crate::dataset::batches::share::RankShare;
 use crate::dataset::batches::window::{WindowBudget, WindowChunks};
 use crate::dataset::batches::{Batch, BatchConfig, BatchRows};
@@ -24,13 +23,16 @@ use crate::obs::{Labels, LocalObs};
 
 /// How a batch iterator makes its batches.
 pub(crate) enum Strategy<V> {
-    /// Decoded windows fit the bound and batches are CSR rows of every gene,
-    /// each as long as stored: a window's batches are built together, every
-    /// row decoded straight into its place (see [`super::scatter`]).
+    /// A window's batches fit the bound and are CSR rows of every gene, each
+    /// as long as stored, or rows of a fixed width (dense, tokens): they are
+    /// built together, every row decoded from its chunk straight into its
+    /// place (see [`super::scatter`]).
     Scatter(Pending<V>),
-    /// Decoded windows fit the bound, and batches transform rows (dense
-    /// rows, a gene selection): a window's chunks are decoded once, whole,
-    /// and each batch is copied out of them (see [`super::window`]).
+    /// Decoded windows fit the bound, and batches are CSR rows over a gene
+    /// selection (whose lengths are known only once decoded), or a window's
+    /// batches do not fit where its decoded chunks do: a window's chunks are
+    /// decoded once, whole, and each batch is copied out of them (see
+    /// [`super::window`]).
     Window(WindowChunks),
     /// Windows do not fit, or cells come in random order: each batch is a
     /// read through the iterator's cache, which re-decodes what it evicted.
@@ -112,10 +114,12 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
         );
         let order = RemainingOrder::new(order, &config.delivered)?;
         let share = super::share_of(order.len(), config);
-        let budget = order
-            .has_windows()
-            .then(|| WindowBudget::new(&tiles, order.windows(), config.cache_bytes))
-            .flatten();
+        let budget = |row_bytes| {
+            order
+                .has_windows()
+                .then(|| WindowBudget::new(&tiles, order.windows(), config.cache_bytes, row_bytes))
+                .flatten()
+        };
         let recycled = config.recycler.clone().unwrap_or_else(|| {
             // A window's batches plus those in flight: the most the producer
             // can use at once.
@@ -128,16 +132,22 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
             Recycler::new(per_window + config.prefetch + 2)
         });
         // Rows decoded into place need CSR of every gene, each row as long
-        // as stored (their values transformed in place, if at all): tiles
-        // whose genes are mapped (a corpus member's) qualify when the mapping
-        // keeps every gene (each row is then mapped where it was decoded).
-        // Otherwise chunks are decoded into buffers and mapped there first,
-        // so windows are decoded once and batches copied out of them.
+        // as stored (their values transformed in place, if at all), or rows
+        // of a fixed width: tiles whose genes are mapped (a corpus
+        // member's) qualify when the mapping keeps every gene (each row is
+        // then mapped where it was decoded). Otherwise chunks are decoded
+        // into buffers and mapped there first, so windows are decoded once
+        // and batches copied out of them.
         let in_place = (0..limits.len() - 1).all(|t| maps_in_place(&tiles, t));
-        let strategy = match budget {
-            None => Strategy::Gather,
-            Some(_) if output.stores_rows() && in_place => Strategy::Scatter(Pending::default()),
-            Some(_) => Strategy::Window(WindowChunks::default()),
+        let scattered = (output.scatters() && in_place)
+            .then(|| budget(output.row_bytes::<V>(n_genes)))
+            .flatten();
+        let (strategy, budget) = match scattered {
+            Some(b) => (Strategy::Scatter(Pending::default()), Some(b)),
+            None => match budget(None) {
+                Some(b) => (Strategy::Window(WindowChunks::default()), Some(b)),
+                None => (Strategy::Gather, None),
+            },
         };
         tiles.set_cache_bytes(budget.map_or(config.cache_bytes, |b| b.tile_cache_bytes));
         Ok(Producer {
@@ -220,9 +230,8 @@ impl<T: Tiles> Ctx<T> {
         index: usize,
         positions: Range<u64>,
     ) -> Result<Made<V>> {
-        let n_cols = u64::from(self.n_genes);
         if positions.is_empty() {
-            let rows = BatchRows::Csr(Csr::empty(n_cols));
+            let rows = self.output.start(&self.recycled, self.n_genes)?;
             return Ok((Vec::new(), rows, ReadStats::default()));
         }
         let mut stats = ReadStats::default();
@@ -235,11 +244,11 @@ impl<T: Tiles> Ctx<T> {
             at = self.order.window_end(at);
         }
         self.fetch_ahead(positions.end);
-        let (cells, csr) = pending.take(index).ok_or_else(|| Error::Panicked {
+        let (cells, rows) = pending.take(index).ok_or_else(|| Error::Panicked {
             what: "the batch builder".into(),
             message: format!("batch {index} was not built with its windows"),
         })?;
-        Ok((cells, BatchRows::Csr(csr), stats))
+        Ok((cells, rows, stats))
     }
 
     /// Builds window `w`'s part of every batch of this iterator from batch
@@ -253,7 +262,8 @@ impl<T: Tiles> Ctx<T> {
     ) -> Result<ReadStats> {
         let span = self.order.window_span(w);
         let mut stats = ReadStats::default();
-        let mut parts = Vec::new();
+        // Each batch drawing from the window, and where its cells in it start.
+        let mut built = Vec::new();
         let mut index = from;
         while index < self.share.len() {
             let p = self.share.get(index);
@@ -263,28 +273,39 @@ impl<T: Tiles> Ctx<T> {
             let (lo, hi) = (p.start.max(span.start), p.end.min(span.end));
             if lo < hi {
                 let cells = self.cells(lo..hi, &mut stats)?;
-                let mut rows: Csr<V> = self.recycled.take();
-                rows.start(self.n_genes);
-                parts.push(Part {
-                    index,
-                    cells,
-                    windows: self.order.window_of(p.end - 1) - self.order.window_of(p.start) + 1,
-                    rows,
-                });
+                let windows = self.order.window_of(p.end - 1) - self.order.window_of(p.start) + 1;
+                let (output, recycled, n_genes) = (&self.output, &self.recycled, self.n_genes);
+                let mut batch = pending.open(index, windows, || output.start(recycled, n_genes))?;
+                let first = batch.cells.len();
+                batch.cells.extend_from_slice(&cells);
+                built.push((batch, first));
             }
             index += self.step;
         }
-        let outputs: Vec<CellSelection> =
-            parts.iter().map(|p| CellSelection::ids(&p.cells)).collect();
+        let outputs: Vec<CellSelection> = built
+            .iter()
+            .map(|(b, first)| CellSelection::ids(&b.cells[*first..]))
+            .collect();
         let mut read = ReadRun {
             tiles: &self.tiles,
             outputs: &outputs,
             scatter: true,
             stats: &mut stats,
         };
-        let rows = parts.iter_mut().map(|p| &mut p.rows).collect();
-        self.output.scatter(rows, &mut read)?;
-        pending.add(w, parts);
+        let mut fillings = built
+            .iter_mut()
+            .map(|(b, _)| {
+                let rows = b.rows.take().ok_or_else(not_started)?;
+                Filling::resume(&self.output, rows, &b.cells)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let filled = self.output.fill(&mut fillings, &mut read);
+        let rows: Vec<BatchRows<V>> = fillings.into_iter().map(Filling::finish).collect();
+        filled?;
+        for ((b, _), rows) in built.iter_mut().zip(rows) {
+            b.rows = Some(rows);
+        }
+        pending.close(w, built.into_iter().map(|(b, _)| b).collect());
         Ok(stats)
     }
 
@@ -298,9 +319,8 @@ impl<T: Tiles> Ctx<T> {
     ) -> Result<Made<V>> {
         let mut stats = ReadStats::default();
         let cells = self.cells(positions.clone(), &mut stats)?;
-        let mut rows = self
-            .output
-            .start::<V>(&self.recycled, self.n_genes, &cells)?;
+        let rows = self.output.start::<V>(&self.recycled, self.n_genes)?;
+        let mut rows = [Filling::resume(&self.output, rows, &cells)?];
         let mut at = positions.start;
         while at < positions.end {
             let w = self.order.window_of(at);
@@ -313,10 +333,11 @@ impl<T: Tiles> Ctx<T> {
                 tiles: &self.tiles,
                 cells: CellSelection::ids(part),
             };
-            rows.fill(&self.output, &mut copy)?;
+            self.output.fill(&mut rows, &mut copy)?;
             at = stop;
         }
         self.fetch_ahead(positions.end);
+        let [rows] = rows;
         let rows = rows.finish();
         Ok((cells, rows, stats))
     }
@@ -331,16 +352,16 @@ impl<T: Tiles> Ctx<T> {
         self.fetch_ahead(positions.end);
         let mut stats = ReadStats::default();
         let outputs = [CellSelection::ids(&cells)];
-        let mut rows = self
-            .output
-            .start::<V>(&self.recycled, self.n_genes, &cells)?;
+        let rows = self.output.start::<V>(&self.recycled, self.n_genes)?;
+        let mut rows = [Filling::resume(&self.output, rows, &cells)?];
         let mut read = ReadRun {
             tiles: &self.tiles,
             outputs: &outputs,
             scatter: false,
             stats: &mut stats,
         };
-        rows.fill(&self.output, &mut read)?;
+        self.output.fill(&mut rows, &mut read)?;
+        let [rows] = rows;
         let rows = rows.finish();
         stats.tiles_fetched += fetched.tiles_fetched;
         Ok((cells, rows, stats))

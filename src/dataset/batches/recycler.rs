@@ -8,7 +8,10 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::csr::Csr;
+use crate::dataset::batches::BatchRows;
+use crate::engine::Dense;
 use crate::kernels::DecodedCount;
+use crate::tokenize::TokenRows;
 
 /// Hands the buffers of batches the caller is done with back to their batch
 /// iterator, which builds later batches in them (see
@@ -26,6 +29,8 @@ struct Spare {
     indptr: Mutex<Vec<Vec<i64>>>,
     indices: Mutex<Vec<Vec<i32>>>,
     values: Mutex<Vec<Vec<u32>>>,
+    /// Token batches' attention masks.
+    masks: Mutex<Vec<Vec<u8>>>,
     limit: usize,
 }
 
@@ -50,6 +55,7 @@ impl Recycler {
             indptr: Mutex::default(),
             indices: Mutex::default(),
             values: Mutex::default(),
+            masks: Mutex::default(),
             limit,
         }))
     }
@@ -79,10 +85,40 @@ impl Recycler {
         }
     }
 
+    /// Gives back every buffer of a batch's rows: CSR, dense or tokens (ids
+    /// share the pool of `indices`, scGPT's values that of `values`).
+    pub fn give_rows<V: DecodedCount + bytemuck::Pod>(&self, rows: BatchRows<V>) {
+        match rows {
+            BatchRows::Csr(csr) => self.give(csr),
+            BatchRows::Dense(dense) => self.give_values(dense.into_parts().1),
+            BatchRows::Tokens(tokens) => {
+                self.give_indices(tokens.input_ids);
+                keep(&self.0.masks, tokens.attention_mask, self.0.limit);
+                if let Some(values) = tokens.values {
+                    self.give_values(values);
+                }
+            }
+        }
+    }
+
+    /// Dense rows to build a batch in, in a given-back buffer if any.
+    pub(crate) fn take_dense<V: DecodedCount + bytemuck::Pod>(&self) -> Dense<V> {
+        Dense::in_buffer(values_of(reuse(&self.0.values)))
+    }
+
+    /// Token rows to build a batch in, in given-back buffers if any.
+    pub(crate) fn take_tokens(&self) -> TokenRows {
+        TokenRows {
+            max_len: 0,
+            input_ids: reuse(&self.0.indices),
+            values: Some(values_of(reuse(&self.0.values))),
+            attention_mask: reuse(&self.0.masks),
+        }
+    }
+
     /// Buffers to build a batch in: given-back ones where there are any.
     pub(crate) fn take<V: DecodedCount + bytemuck::Pod>(&self) -> Csr<V> {
-        let values =
-            bytemuck::allocation::try_cast_vec::<u32, V>(reuse(&self.0.values)).unwrap_or_default();
+        let values = values_of(reuse(&self.0.values));
         Csr {
             n_cols: 0,
             indptr: reuse(&self.0.indptr),
@@ -90,6 +126,12 @@ impl Recycler {
             values,
         }
     }
+}
+
+/// A kept value buffer as values of `V` (same size and alignment as `u32`,
+/// so the allocation is kept).
+fn values_of<V: DecodedCount + bytemuck::Pod>(words: Vec<u32>) -> Vec<V> {
+    bytemuck::allocation::try_cast_vec::<u32, V>(words).unwrap_or_default()
 }
 
 #[cfg(test)]

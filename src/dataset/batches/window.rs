@@ -1,5 +1,6 @@
-//! Training batches cut from a decoded window: the path of gene selections
-//! and dense rows (CSR batches of every gene are built straight from the
+//! Training batches cut from a decoded window: the path of CSR rows over a
+//! gene selection, whose lengths are known only once decoded (CSR batches
+//! of every gene and rows of a fixed width are built straight from the
 //! chunks, see [`super::scatter`]).
 //!
 //! Every batch of a block-shuffle window draws its cells from all of the
@@ -33,15 +34,18 @@ pub(crate) struct WindowBudget {
 
 impl WindowBudget {
     /// The budget for windows of `windows` (each a list of tiles) under a
-    /// bound of `cache_bytes`: the largest window decoded (8 bytes per
-    /// nonzero and per cell, plus an eighth of room), its compressed tiles in
-    /// the cache, and the next window's tiles being fetched ahead must all fit. `None` when they do
-    /// not: batches are then assembled chunk by chunk through a cache that
-    /// re-decodes what it had to evict.
+    /// bound of `cache_bytes`: the largest window's rows (decoded as CSR, 8
+    /// bytes per nonzero and per cell; or `row_bytes` per cell for rows of a
+    /// fixed width, built a window's batches at once), plus an eighth of
+    /// room, its compressed tiles in the cache, and the next window's tiles
+    /// being fetched ahead must all fit. `None` when they do not: batches
+    /// are then assembled chunk by chunk through a cache that re-decodes
+    /// what it had to evict.
     pub(crate) fn new<'w, T: Tiles + ?Sized>(
         tiles: &T,
         windows: impl Iterator<Item = &'w [usize]>,
         cache_bytes: usize,
+        row_bytes: Option<u64>,
     ) -> Option<WindowBudget> {
         let (mut decoded, mut compressed) = (0u64, 0u64);
         for window in windows {
@@ -49,9 +53,13 @@ impl WindowBudget {
                 |f: &dyn Fn(usize) -> u64| window.iter().fold(0u64, |a, &t| a.saturating_add(f(t)));
             decoded = decoded.max(sum(&|t| {
                 let (nnz, cells, _) = tiles.figures(t);
-                nnz.saturating_add(cells)
-                    .saturating_add(1)
-                    .saturating_mul(8)
+                match row_bytes {
+                    Some(bytes) => cells.saturating_mul(bytes),
+                    None => nnz
+                        .saturating_add(cells)
+                        .saturating_add(1)
+                        .saturating_mul(8),
+                }
             }));
             compressed = compressed.max(sum(&|t| tiles.figures(t).2));
         }

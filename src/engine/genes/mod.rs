@@ -43,8 +43,11 @@ enum Lookup {
 
 /// A dense table may span this many genes per selected gene...
 const DENSE_SPAN_PER_GENE: usize = 16;
-/// ...or this many in all, whichever is larger (64 KiB of table).
-const DENSE_SPAN_MIN: usize = 1 << 14;
+/// ...or this many in all, whichever is larger (512 KiB of table): any
+/// selection from a dataset of up to 131,072 genes (every gene space of the
+/// field) is looked up directly, in a table that stays in L2, whereas a
+/// search per nonzero costs more than decoding it.
+const DENSE_SPAN_MIN: usize = 1 << 17;
 
 impl GeneSelection {
     /// Keeps `genes` (columns of the dataset), which become output columns `0..k`
@@ -200,6 +203,22 @@ impl GeneSelection {
     /// The kept genes in output column order.
     pub fn genes(&self) -> &[u32] {
         &self.genes
+    }
+
+    /// Output column of `gene`, or -1 when it is not kept: the form a loop
+    /// that keeps genes without a branch per gene takes.
+    #[inline]
+    pub(crate) fn column_or_dropped(&self, gene: i32) -> i32 {
+        match &self.lookup {
+            Lookup::Dense { first, table } => match u32::try_from(gene) {
+                Ok(g) => table
+                    .get(g.wrapping_sub(*first) as usize)
+                    .copied()
+                    .unwrap_or(-1),
+                Err(_) => -1,
+            },
+            Lookup::Sparse(_) => self.column(gene).unwrap_or(-1),
+        }
     }
 
     /// Output column of `gene`, if kept.
