@@ -6,11 +6,14 @@
 //! of the cell. The keys' bits order the values, and their high bits spread
 //! them by magnitude (exponent, then leading mantissa bits), so one counting
 //! pass into about as many buckets as pairs, over the keys' span, leaves
-//! buckets of a few pairs each: those are sorted in place (a bucket still
-//! large, as exact ties or a tight cluster make, is bucketed again over its
-//! own span; one of equal keys is sorted by token alone, unless it already
-//! is). Linear in the pairs and the buckets, and the same order as a full
-//! sort of the pairs.
+//! buckets of a few pairs each. One insertion sort over all the pairs then
+//! moves each only within its bucket, so it costs the pairs out of order
+//! within buckets (a run of exact ties already in token order costs
+//! nothing). Past a bound on its moves (a large cluster out of order), the
+//! buckets are sorted one by one instead: a bucket still large is bucketed
+//! again over its own span, one of equal keys sorted by token alone unless
+//! it already is. Linear in the pairs and the buckets, and the same order as
+//! a full sort of the pairs.
 
 /// Buckets this small are sorted directly.
 const SMALL: usize = 32;
@@ -73,6 +76,16 @@ fn bucket(from: &[(u64, i32)], to: &mut [(u64, i32)], counts: &mut Vec<u32>) {
         to[*slot as usize] = *p;
         *slot += 1;
     }
+    // Every pair now lies in its bucket, buckets in order, and an insertion
+    // sort over all of them moves each pair only within its bucket: the
+    // same order as sorting each, without a loop over the buckets (whose
+    // sizes, 0, 1, 2, ..., no branch predicts). Its cost is the pairs out of
+    // order within buckets: few, unless a bucket is a large cluster (a run
+    // of exact ties in token order is none). Past a bound on the moves, the
+    // buckets are sorted one by one instead (they are still buckets).
+    if insertion_sort_within(to, 4 * to.len()) {
+        return;
+    }
     let mut begin = 0usize;
     for &end in &counts[..n_buckets] {
         let end = end as usize;
@@ -87,6 +100,27 @@ fn bucket(from: &[(u64, i32)], to: &mut [(u64, i32)], counts: &mut Vec<u32>) {
         }
         begin = end;
     }
+}
+
+/// Sorts pairs in place by insertion, unless that takes more than `moves`
+/// moves of a pair: then `false`, the pairs left in some order reached by
+/// moving pairs only left past larger ones.
+fn insertion_sort_within(part: &mut [(u64, i32)], mut moves: usize) -> bool {
+    for i in 1..part.len() {
+        let p = part[i];
+        let mut j = i;
+        while j > 0 && part[j - 1] > p {
+            if moves == 0 {
+                part[j] = p;
+                return false;
+            }
+            moves -= 1;
+            part[j] = part[j - 1];
+            j -= 1;
+        }
+        part[j] = p;
+    }
+    true
 }
 
 /// Sorts a few pairs in place.
@@ -139,6 +173,16 @@ mod tests {
             rank(&mut got, &mut buffers);
             assert_eq!(got, want, "{n} candidates");
         }
+        // A large bucket of ties in reverse token order beside distinct
+        // keys: past the bound on moves, so its buckets are sorted one by one.
+        let mut mixed: Vec<(u64, i32)> = (0..600)
+            .map(|i| (1_000, 600 - i))
+            .chain((0..400).map(|i| (i as u64 * 977, i)))
+            .collect();
+        let mut want = mixed.clone();
+        want.sort_unstable();
+        rank(&mut mixed, &mut buffers);
+        assert_eq!(mixed, want);
         // Every key equal: by token alone.
         let mut same: Vec<(u64, i32)> = (0..100).map(|i| (7, (i * 37) % 100)).collect();
         rank(&mut same, &mut buffers);
