@@ -132,22 +132,16 @@ impl BatchOutput {
         run: &mut impl Run,
     ) -> Result<()> {
         if self.tokens.is_some() {
-            let mut sinks = batches
-                .iter_mut()
-                .map(|b| match b {
-                    Filling::Tokens(sink) => Ok(sink),
-                    Filling::Rows(_) => Err(not_started()),
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let mut sinks = each_as(batches.iter_mut(), |b| match b {
+                Filling::Tokens(sink) => Some(sink),
+                Filling::Rows(_) => None,
+            })?;
             return run.run(&mut sinks);
         }
-        let mut rows = batches
-            .iter_mut()
-            .map(|b| match b {
-                Filling::Rows(rows) => Ok(rows),
-                Filling::Tokens(_) => Err(not_started()),
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let mut rows = each_as(batches.iter_mut(), |b| match b {
+            Filling::Rows(rows) => Some(rows),
+            Filling::Tokens(_) => None,
+        })?;
         let transform = self.transform;
         if transform.is_identity() {
             return match &self.genes {
@@ -165,13 +159,10 @@ impl BatchOutput {
             .map(|r| as_values(r).ok_or_else(not_values))
             .collect::<Result<Vec<_>>>()?;
         if self.stores_rows() {
-            let mut sinks = values
-                .into_iter()
-                .map(|v| match v {
-                    CountRows::Csr(csr) => Ok(TransformedCsr::new(csr, transform)),
-                    CountRows::Dense(_) => Err(not_started()),
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let mut sinks = each_as(values, |v| match v {
+                CountRows::Csr(csr) => Some(TransformedCsr::new(csr, transform)),
+                CountRows::Dense(_) => None,
+            })?;
             return run.run(&mut sinks);
         }
         let genes = self.genes.as_ref();
@@ -181,6 +172,19 @@ impl BatchOutput {
             .collect();
         run.run(&mut sinks)
     }
+}
+
+/// Each of `batches` as `pick` takes it (`None`: it was started as another
+/// output, an error).
+fn each_as<I: IntoIterator, T>(
+    batches: I,
+    pick: impl FnMut(I::Item) -> Option<T>,
+) -> Result<Vec<T>> {
+    batches
+        .into_iter()
+        .map(pick)
+        .map(|b| b.ok_or_else(not_started))
+        .collect()
 }
 
 /// What a batch whose rows were started as another output is told.
