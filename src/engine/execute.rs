@@ -23,7 +23,7 @@ use crate::engine::decoded::{in_tile, DecodedChunk, Unit};
 use crate::engine::genes::{GeneSelection, RowMapper};
 use crate::engine::plan::{Fill, ReadPlan, Segment};
 use crate::engine::pool::Engine;
-use crate::engine::sink::{convert, AddedRows, RowGenes, Sink, SinkPart};
+use crate::engine::sink::{convert, split_off, AddedRows, RowGenes, Sink, SinkPart};
 use crate::engine::RowOut;
 use crate::error::{Error, Result};
 use crate::format::tile::TileView;
@@ -265,14 +265,15 @@ fn scatter<P: SinkPart>(
     sources: &dyn Sources,
     parts: Vec<(Task, P)>,
 ) -> Result<()> {
-    let mut by_chunk: HashMap<Unit, Vec<(usize, P)>> = HashMap::new();
+    let mut by_chunk: HashMap<Unit, Vec<ScatteredRow<P>>> = HashMap::new();
     for (task, part) in parts {
-        by_chunk
-            .entry((task.tile, task.chunk))
-            .or_default()
-            .push((task.local.start, part));
+        by_chunk.entry((task.tile, task.chunk)).or_default().push((
+            task.local.start,
+            task.nnz,
+            part,
+        ));
     }
-    let work: Vec<(Unit, Vec<(usize, P)>)> = by_chunk.into_iter().collect();
+    let work: Vec<(Unit, Vec<ScatteredRow<P>>)> = by_chunk.into_iter().collect();
     engine.install(|| {
         work.into_par_iter().try_for_each_init(
             || {
@@ -284,13 +285,12 @@ fn scatter<P: SinkPart>(
                 )
             },
             |(mapper, scratch_mapper, scratch), ((t, c), mut parts)| {
-                let view = sources.view(t);
                 let mut rows = Vec::with_capacity(parts.len());
                 let mut written = Vec::new();
-                for (i, (cell, part)) in parts.iter_mut().enumerate() {
+                for (i, (cell, nnz, part)) in parts.iter_mut().enumerate() {
                     match part.stored() {
                         Some(slices) => rows.push((*cell, slices)),
-                        None => written.push((*cell, i)),
+                        None => written.push((*cell, *nnz, i)),
                     }
                 }
                 if !rows.is_empty() {
@@ -300,22 +300,25 @@ fn scatter<P: SinkPart>(
                 if written.is_empty() {
                     return Ok(());
                 }
-                let ip = view.indptr(0, view.n_cells());
-                let ends = scratch.lay_out(&mut written, |cell| (ip[cell + 1] - ip[cell]) as usize);
-                let mut rows = scratch.rows(&written, &ends);
+                let mut rows = scratch.lay_out(&mut written);
                 decode_scattered(engine, sources, (t, c), &mut rows, scratch_mapper)?;
                 drop(rows);
-                for (k, &(_, i)) in written.iter().enumerate() {
-                    let span = if k == 0 { 0 } else { ends[k - 1] }..ends[k];
+                let mut start = 0;
+                for &(_, nnz, i) in &written {
+                    let span = start..start + nnz;
                     parts[i]
-                        .1
+                        .2
                         .write_row(0, &scratch.genes[span.clone()], &scratch.counts[span]);
+                    start += nnz;
                 }
                 Ok(())
             },
         )
     })
 }
+
+/// A scattered row: its cell (in its tile), its stored nonzeros, its part.
+type ScatteredRow<P> = (usize, usize, P);
 
 /// Decodes scattered `rows` of chunk `unit`, then maps them in place where
 /// the tile's genes are remapped.
@@ -344,34 +347,20 @@ struct Scratch {
 }
 
 impl Scratch {
-    /// Sorts `rows` (`(cell, part)`) by cell and sizes the buffers for
-    /// them, back to back: returns where each row ends.
-    fn lay_out(&mut self, rows: &mut [(usize, usize)], len: impl Fn(usize) -> usize) -> Vec<usize> {
+    /// Sorts `rows` (`(cell, stored nonzeros, part)`) by cell and lays them
+    /// out back to back in the buffers, as the decoder's outputs.
+    fn lay_out(&mut self, rows: &mut [(usize, usize, usize)]) -> Vec<RowOut<'_, i32>> {
         // In cell order, as the decoder takes rows: rows of equal cells
         // hold the same values, so its own sort cannot mix them up.
         rows.sort_unstable();
-        let mut ends = Vec::with_capacity(rows.len());
-        let mut end = 0;
-        for &(cell, _) in rows.iter() {
-            end += len(cell);
-            ends.push(end);
-        }
-        self.genes.resize(end, 0);
-        self.counts.resize(end, 0);
-        ends
-    }
-
-    /// The rows laid out by [`Scratch::lay_out`], as the decoder's outputs.
-    fn rows(&mut self, rows: &[(usize, usize)], ends: &[usize]) -> Vec<RowOut<'_, i32>> {
+        let len = rows.iter().map(|r| r.1).sum();
+        self.genes.resize(len, 0);
+        self.counts.resize(len, 0);
         let (mut genes, mut counts) = (&mut self.genes[..], &mut self.counts[..]);
-        let mut start = 0;
         rows.iter()
-            .zip(ends)
-            .map(|(&(cell, _), &end)| {
-                let (g, rest) = std::mem::take(&mut genes).split_at_mut(end - start);
-                let (v, more) = std::mem::take(&mut counts).split_at_mut(end - start);
-                (genes, counts, start) = (rest, more, end);
-                (cell, (g, v))
+            .map(|&(cell, nnz, _)| {
+                let slices = (split_off(&mut genes, nnz), split_off(&mut counts, nnz));
+                (cell, slices)
             })
             .collect()
     }

@@ -93,14 +93,12 @@ impl<'t> Sink for TokenSink<'t> {
         self.rows.max_len = self.columns.max_len();
         self.rows.input_ids.clear();
         self.rows.attention_mask.clear();
-        self.rows.values = match (self.columns.has_values(), self.rows.values.take()) {
-            (true, Some(mut values)) => {
-                values.clear();
-                Some(values)
-            }
-            (true, None) => Some(Vec::new()),
-            (false, _) => None,
-        };
+        let values = self.rows.values.take();
+        self.rows.values = self.columns.has_values().then(|| {
+            let mut values = values.unwrap_or_default();
+            values.clear();
+            values
+        });
     }
 
     fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {

@@ -209,32 +209,25 @@ impl GeneSelection {
     /// that keeps genes without a branch per gene takes.
     #[inline]
     pub(crate) fn column_or_dropped(&self, gene: i32) -> i32 {
+        let Ok(gene) = u32::try_from(gene) else {
+            return -1;
+        };
         match &self.lookup {
-            Lookup::Dense { first, table } => match u32::try_from(gene) {
-                Ok(g) => table
-                    .get(g.wrapping_sub(*first) as usize)
-                    .copied()
-                    .unwrap_or(-1),
-                Err(_) => -1,
-            },
-            Lookup::Sparse(_) => self.column(gene).unwrap_or(-1),
+            Lookup::Dense { first, table } => table
+                .get(gene.wrapping_sub(*first) as usize)
+                .copied()
+                .unwrap_or(-1),
+            Lookup::Sparse(pairs) => pairs
+                .binary_search_by_key(&gene, |p| p.0)
+                .map_or(-1, |i| pairs[i].1),
         }
     }
 
     /// Output column of `gene`, if kept.
     #[inline]
     pub fn column(&self, gene: i32) -> Option<i32> {
-        let gene = u32::try_from(gene).ok()?;
-        match &self.lookup {
-            Lookup::Dense { first, table } => table
-                .get(gene.wrapping_sub(*first) as usize)
-                .copied()
-                .filter(|&c| c >= 0),
-            Lookup::Sparse(pairs) => pairs
-                .binary_search_by_key(&gene, |p| p.0)
-                .ok()
-                .map(|i| pairs[i].1),
-        }
+        let column = self.column_or_dropped(gene);
+        (column >= 0).then_some(column)
     }
 
     /// Whether output columns increase with gene index.
