@@ -20,9 +20,16 @@
 //!
 //! The row is `<cls>` (value 0), the genes and their bins, then `<pad>`
 //! (value -2). A cell with more than `max_len - 1` such genes keeps
-//! `max_len - 1` of them, drawn without replacement (a partial
-//! Fisher-Yates shuffle driven by SplitMix64 seeded from `(seed, epoch,
-//! cell)`), in column order; the bins are those computed over all its genes.
+//! `max_len - 1` of them, in column order, the bins being those computed
+//! over all its genes. Which are kept is a uniform draw without
+//! replacement, deterministic in `(seed, epoch, cell)`: with `n` genes and
+//! `k = max_len - 1` kept, `m = min(k, n - k)` positions of `0..n` are
+//! chosen by Floyd's algorithm (for `j` from `n - m` to `n - 1`, draw `t`
+//! in `0..=j`; take `t`, or `j` when `t` is taken already), and they are
+//! the positions kept when `m = k`, else the positions dropped. Each draw
+//! is `(r * (j + 1)) >> 64` of the next output `r` of SplitMix64 seeded
+//! from `(seed, epoch, cell)`, so a cell costs `m` draws, at most half its
+//! genes.
 
 use super::dict::{check_tokens, special, GeneMap};
 use crate::error::{Error, Result};
@@ -45,8 +52,9 @@ pub struct ScGpt {
 /// tokens.
 #[derive(Clone, Debug)]
 pub(crate) struct ScGptColumns {
-    /// Per column: its token, or `None` (skipped).
-    pub(crate) columns: Vec<Option<i32>>,
+    /// Per column: its token, or -1 (skipped); tokens are non-negative
+    /// (checked).
+    pub(crate) tokens: Vec<i32>,
     pub(crate) pad: i32,
     pub(crate) cls: i32,
     pub(crate) n_bins: usize,
@@ -140,7 +148,10 @@ impl ScGpt {
     pub(crate) fn columns(&self, keys: &[String]) -> ScGptColumns {
         let token = |name| self.tokens.get(name).expect("checked when configured");
         ScGptColumns {
-            columns: keys.iter().map(|k| self.tokens.get(k)).collect(),
+            tokens: keys
+                .iter()
+                .map(|k| self.tokens.get(k).unwrap_or(-1))
+                .collect(),
             pad: token("<pad>"),
             cls: token("<cls>"),
             n_bins: self.n_bins,
@@ -154,23 +165,32 @@ impl ScGpt {
 }
 
 /// Counts below this are counted in a table when a cell's values are
-/// ordered; larger ones are sorted.
+/// ordered, and their bins looked up in one; larger ones are sorted.
 const SMALL_COUNTS: usize = 256;
+
+/// Tables the counts are counted in, one per gene of each group of this
+/// many, so that consecutive genes of the same count (most are 1 or 2) do
+/// not wait on each other's increment.
+const TABLES: usize = 4;
 
 /// Reused buffers of [`ScGptColumns::row`].
 #[derive(Default)]
 pub(crate) struct BinScratch {
+    /// The tokens of the cell's genes that have one, in column order.
     tokens: Vec<i32>,
+    /// Their counts.
     counts: Vec<u32>,
-    /// Genes of each count below [`SMALL_COUNTS`], then running totals.
-    table: Vec<u32>,
+    /// [`TABLES`] tables of the genes of each count below [`SMALL_COUNTS`].
+    tables: Vec<u32>,
+    /// `below[c]`: the genes of count below `c`, for `c <= SMALL_COUNTS`.
+    below: Vec<u32>,
     /// The counts from [`SMALL_COUNTS`] on, sorted.
     large: Vec<u32>,
-    /// The bin of each count below [`SMALL_COUNTS`] (0: not computed yet).
-    bins: Vec<u32>,
+    /// The bin of each count below [`SMALL_COUNTS`] the cell holds.
+    bins: Vec<f32>,
     edges: Vec<f64>,
-    picked: Vec<u32>,
-    marks: Vec<u64>,
+    /// The genes kept (a bit per gene).
+    keep: Vec<u64>,
 }
 
 impl ScGptColumns {
@@ -190,10 +210,12 @@ impl ScGptColumns {
     /// into `ids`, `values` and `mask` (`max_len` each).
     ///
     /// A cell's values are a non-decreasing function of its counts, so the
-    /// `k`-th smallest value is the value of the `k`-th smallest count:
-    /// the counts are ordered by a table of small counts (and a sort of the
-    /// few large ones), the edges computed from the order statistics they
-    /// give, and each distinct count's bin found once.
+    /// `k`-th smallest value is the value of the `k`-th smallest count, and
+    /// the bins a non-decreasing function of the counts too: the counts are
+    /// ordered by a table of small counts (and a sort of the few large
+    /// ones), the edges computed from the order statistics they give, and
+    /// the bin of each small count the cell holds found once, by one walk
+    /// along the edges.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn row(
         &self,
@@ -205,84 +227,108 @@ impl ScGptColumns {
         mask: &mut [u8],
         s: &mut BinScratch,
     ) {
-        let n_counts = counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>() as f64;
-        s.tokens.clear();
-        s.counts.clear();
-        s.large.clear();
-        s.table.clear();
-        s.table.resize(SMALL_COUNTS + 1, 0);
-        for (&g, &c) in genes.iter().zip(counts) {
-            if let Some(token) = self.columns[g as usize] {
-                let c = c as u32;
-                s.tokens.push(token);
-                s.counts.push(c);
-                if (c as usize) < SMALL_COUNTS {
-                    s.table[c as usize + 1] += 1;
-                } else {
-                    s.large.push(c);
-                }
-            }
-        }
-        s.large.sort_unstable();
-        // `table[c]`: genes of count below `c` (for `c <= SMALL_COUNTS`).
-        for c in 1..s.table.len() {
-            s.table[c] += s.table[c - 1];
-        }
-        let n = s.counts.len();
-        let (table, large) = (&s.table, &s.large);
-        let n_small = table[SMALL_COUNTS] as usize;
+        let n_counts = match self.normalize {
+            Some(_) => counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>() as f64,
+            None => 0.0,
+        };
+        let n = self.gather(genes, counts, s);
+        self.order(n, s);
+        let (below, large) = (&s.below, &s.large);
+        let n_small = below[SMALL_COUNTS] as usize;
         let kth = |k: usize| -> f64 {
             let count = if k < n_small {
-                (table.partition_point(|&t| t as usize <= k) - 1) as u32
+                (below.partition_point(|&t| t as usize <= k) - 1) as u32
             } else {
                 large[k - n_small]
             };
             self.value(count, n_counts)
         };
         quantile_edges(n, self.n_bins, kth, &mut s.edges);
-        let body = self.max_len - 1;
-        if n > body {
-            sample(
-                n,
-                body,
-                self.seed,
-                self.epoch,
-                cell,
-                &mut s.picked,
-                &mut s.marks,
-            );
-        } else {
-            s.picked.clear();
-            s.picked.extend(0..n as u32);
-        }
-        s.bins.clear();
-        s.bins.resize(SMALL_COUNTS, 0);
         let edges = &s.edges;
-        let bin_of = |c: u32| {
-            let x = self.value(c, n_counts);
-            edges.partition_point(|&e| e <= x) as u32
-        };
+        let bin_of = |c: u32| edges.partition_point(|&e| e <= self.value(c, n_counts)) as f32;
+        s.bins.clear();
+        s.bins.resize(SMALL_COUNTS, 0.0);
+        let mut e = 0;
+        for c in 0..SMALL_COUNTS {
+            if below[c + 1] != below[c] {
+                let x = self.value(c as u32, n_counts);
+                e += edges[e..].partition_point(|&edge| edge <= x);
+                s.bins[c] = e as f32;
+            }
+        }
+        let body = self.max_len - 1;
+        keep(n, body, self.seed, self.epoch, cell, &mut s.keep);
         ids[0] = self.cls;
         values[0] = 0.0;
-        mask[0] = 1;
-        let len = 1 + s.picked.len();
-        for (j, &p) in s.picked.iter().enumerate() {
-            let c = s.counts[p as usize];
-            let bin = match s.bins.get_mut(c as usize) {
-                Some(b) if *b != 0 => *b,
-                Some(b) => {
-                    *b = bin_of(c);
-                    *b
-                }
-                None => bin_of(c),
-            };
-            ids[1 + j] = s.tokens[p as usize];
-            values[1 + j] = bin as f32;
-            mask[1 + j] = 1;
+        let mut len = 1;
+        for (w, &word) in s.keep.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let p = (w << 6) + bits.trailing_zeros() as usize;
+                let c = s.counts[p];
+                ids[len] = s.tokens[p];
+                values[len] = match s.bins.get(c as usize) {
+                    Some(&bin) => bin,
+                    None => bin_of(c),
+                };
+                len += 1;
+                bits &= bits - 1;
+            }
         }
+        mask[..len].fill(1);
         ids[len..].fill(self.pad);
         values[len..].fill(-2.0);
         mask[len..].fill(0);
+    }
+
+    /// Keeps the tokens and counts of the genes that have a token, in
+    /// column order, at the front of `s.tokens` and `s.counts`; returns how
+    /// many. Every gene is written and the next written over it unless it
+    /// has a token: no branch per gene.
+    fn gather(&self, genes: &[i32], counts: &[i32], s: &mut BinScratch) -> usize {
+        s.tokens.resize(genes.len(), 0);
+        s.counts.resize(genes.len(), 0);
+        let (tokens, kept) = (&mut s.tokens[..genes.len()], &mut s.counts[..genes.len()]);
+        let mut n = 0;
+        for (&g, &c) in genes.iter().zip(counts) {
+            let token = self.tokens[g as usize];
+            tokens[n] = token;
+            kept[n] = c as u32;
+            n += usize::from(token >= 0);
+        }
+        n
+    }
+
+    /// Orders the first `n` counts of `s`: `s.below` the running totals of
+    /// the small counts, `s.large` the others sorted.
+    fn order(&self, n: usize, s: &mut BinScratch) {
+        s.tables.clear();
+        s.tables.resize(TABLES * SMALL_COUNTS, 0);
+        s.large.clear();
+        let tables = &mut s.tables[..TABLES * SMALL_COUNTS];
+        let mut count = |c: u32, t: usize| match tables.get_mut(c as usize * TABLES + t) {
+            Some(slot) => *slot += 1,
+            None => s.large.push(c),
+        };
+        let groups = s.counts[..n].chunks_exact(TABLES);
+        let rest = groups.remainder();
+        for group in groups {
+            let group: &[u32; TABLES] = group.try_into().expect("exact chunks");
+            for (t, &c) in group.iter().enumerate() {
+                count(c, t);
+            }
+        }
+        for (t, &c) in rest.iter().enumerate() {
+            count(c, t);
+        }
+        s.large.sort_unstable();
+        s.below.clear();
+        s.below.push(0);
+        let mut total = 0;
+        for per_count in tables.chunks_exact(TABLES) {
+            total += per_count.iter().sum::<u32>();
+            s.below.push(total);
+        }
     }
 }
 
@@ -328,40 +374,38 @@ pub(crate) fn quantile_edges(
     }
 }
 
-/// `k` of `0..n` drawn without replacement, in increasing order, into
-/// `out`: a partial Fisher-Yates shuffle driven by SplitMix64 seeded from
-/// `(seed, epoch, cell)`.
-/// The drawn positions are put back in increasing order through the
-/// bitmap `marks` (a word per 64 positions) rather than sorted.
-pub(crate) fn sample(
-    n: usize,
-    k: usize,
-    seed: u64,
-    epoch: u64,
-    cell: u64,
-    out: &mut Vec<u32>,
-    marks: &mut Vec<u64>,
-) {
+/// Marks in `keep` (a bit per position, 64 to a word) the positions of
+/// `0..n` a cell of `n` genes keeps in a row of `k` genes: all of them when
+/// `n <= k`, else `k` drawn without replacement as the module docs say.
+pub(crate) fn keep(n: usize, k: usize, seed: u64, epoch: u64, cell: u64, keep: &mut Vec<u64>) {
+    keep.clear();
+    keep.resize(n.div_ceil(64), 0);
+    let (drawn, dropped) = if n <= k {
+        (0, true)
+    } else if k <= n - k {
+        (k, false)
+    } else {
+        (n - k, true)
+    };
     let mut state = splitmix(splitmix(splitmix(seed) ^ epoch) ^ cell);
-    out.clear();
-    out.extend(0..n as u32);
-    for i in 0..k {
+    for j in n - drawn..n {
         state = state.wrapping_add(GOLDEN);
         let r = splitmix(state);
-        let j = i + ((u128::from(r) * (n - i) as u128) >> 64) as usize;
-        out.swap(i, j);
+        let t = ((u128::from(r) * (j as u128 + 1)) >> 64) as usize;
+        // `j` when `t` is taken, else `t`, without a branch (taken about
+        // half the time at the end of a long draw).
+        let taken = (keep[t >> 6] >> (t & 63) & 1) as usize;
+        let p = t ^ ((t ^ j) & taken.wrapping_neg());
+        keep[p >> 6] |= 1 << (p & 63);
     }
-    marks.clear();
-    marks.resize(n.div_ceil(64), 0);
-    for &p in &out[..k] {
-        marks[p as usize >> 6] |= 1 << (p & 63);
-    }
-    out.clear();
-    for (w, &word) in marks.iter().enumerate() {
-        let mut bits = word;
-        while bits != 0 {
-            out.push((w << 6) as u32 + bits.trailing_zeros());
-            bits &= bits - 1;
+    if dropped {
+        for word in keep.iter_mut() {
+            *word = !*word;
+        }
+        if !n.is_multiple_of(64) {
+            if let Some(last) = keep.last_mut() {
+                *last &= (1 << (n % 64)) - 1;
+            }
         }
     }
 }
@@ -374,4 +418,59 @@ fn splitmix(z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(keep: &[u64]) -> Vec<usize> {
+        (0..keep.len() * 64)
+            .filter(|&p| keep[p >> 6] >> (p & 63) & 1 != 0)
+            .collect()
+    }
+
+    #[test]
+    fn keep_draws_k_distinct_positions_uniformly() {
+        let mut buf = Vec::new();
+        // Fewer genes than the row holds: every one, in order.
+        keep(70, 100, 1, 0, 5, &mut buf);
+        assert_eq!(kept(&buf), (0..70).collect::<Vec<_>>());
+        keep(0, 100, 1, 0, 5, &mut buf);
+        assert!(kept(&buf).is_empty());
+        // Positions kept when few are kept, dropped when most are: each
+        // position's frequency over many cells is within 4 standard
+        // deviations of k / n, and every cell keeps exactly k.
+        for (n, k) in [(130, 20), (130, 110), (2111, 1199), (64, 63), (65, 1)] {
+            let cells = 4000;
+            let mut freq = vec![0u32; n];
+            for cell in 0..cells {
+                keep(n, k, 7, 3, cell, &mut buf);
+                let got = kept(&buf);
+                assert_eq!(got.len(), k, "{n} genes, {k} kept");
+                assert!(got.iter().all(|&p| p < n));
+                for p in got {
+                    freq[p] += 1;
+                }
+            }
+            let p = k as f64 / n as f64;
+            let (mean, sd) = (cells as f64 * p, (cells as f64 * p * (1.0 - p)).sqrt());
+            for (pos, &f) in freq.iter().enumerate() {
+                assert!(
+                    (f64::from(f) - mean).abs() <= 4.0 * sd + 1e-9,
+                    "{n} genes, {k} kept: position {pos} kept {f} times, expected {mean:.0}"
+                );
+            }
+        }
+        // Deterministic in (seed, epoch, cell), and each of them matters.
+        let draw = |seed, epoch, cell| {
+            let mut b = Vec::new();
+            keep(500, 200, seed, epoch, cell, &mut b);
+            b
+        };
+        assert_eq!(draw(1, 2, 3), draw(1, 2, 3));
+        for other in [draw(9, 2, 3), draw(1, 9, 3), draw(1, 2, 9)] {
+            assert_ne!(other, draw(1, 2, 3));
+        }
+    }
 }

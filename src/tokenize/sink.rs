@@ -1,6 +1,8 @@
 //! The tokenizers' output: fixed-width rows of tokens, values and mask,
 //! written by the read pipeline from each row's genes and exact counts.
 
+use std::cell::RefCell;
+
 use super::geneformer::RankScratch;
 use super::scgpt::BinScratch;
 use super::{Columns, TokenColumns};
@@ -146,8 +148,6 @@ impl<'t> Sink for TokenSink<'t> {
                         Some(v) => split_off(v, len),
                         None => &mut [],
                     },
-                    rank: RankScratch::default(),
-                    bins: BinScratch::default(),
                 }
             })
             .collect()
@@ -163,8 +163,13 @@ pub struct TokenPart<'p> {
     mask: &'p mut [u8],
     /// Empty for Geneformer, which has no values.
     values: &'p mut [f32],
-    rank: RankScratch,
-    bins: BinScratch,
+}
+
+thread_local! {
+    /// The buffers a thread tokenizes rows in, kept from row to row and
+    /// read to read: a part is often a single row (a batch's row scattered
+    /// from its chunk), so buffers of its own would be grown for each.
+    static SCRATCH: RefCell<(RankScratch, BinScratch)> = RefCell::default();
 }
 
 impl SinkPart for TokenPart<'_> {
@@ -177,8 +182,8 @@ impl SinkPart for TokenPart<'_> {
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
         let span = row * self.width..(row + 1) * self.width;
         let (ids, mask) = (&mut self.ids[span.clone()], &mut self.mask[span.clone()]);
-        match &self.columns.kind {
-            Columns::Geneformer(g) => g.row(genes, counts, ids, mask, &mut self.rank),
+        SCRATCH.with_borrow_mut(|(rank, bins)| match &self.columns.kind {
+            Columns::Geneformer(g) => g.row(genes, counts, ids, mask, rank),
             Columns::ScGpt(s) => s.row(
                 self.cells[row],
                 genes,
@@ -186,8 +191,8 @@ impl SinkPart for TokenPart<'_> {
                 ids,
                 &mut self.values[span],
                 mask,
-                &mut self.bins,
+                bins,
             ),
-        }
+        })
     }
 }
