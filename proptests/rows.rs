@@ -1,6 +1,7 @@
 //! The row kernels: every backend places columns as the reference does, and
 //! the reference puts them (with their counts) in increasing order, checked
-//! against a sort.
+//! against a sort; every backend scans, looks up and divides as the
+//! reference does.
 
 use deltacells::kernels::rows::{RowKernels, MEMO_SLOTS};
 use deltacells::kernels::KernelTable;
@@ -88,6 +89,37 @@ proptest! {
                 let want = counts[from..].iter().position(|&c| c >= least);
                 prop_assert_eq!(k.first_at_least(&counts[from..], least), want, "{}", k.isa());
             }
+        }
+    }
+}
+
+/// Positive finite values as Geneformer divides them: scaled counts over
+/// medians, of every magnitude, subnormals and exact ties among them.
+fn quotients() -> impl Strategy<Value = Vec<(f64, f64)>> {
+    let value = prop_oneof![
+        4 => 1e-3f64..1e4,
+        2 => prop::sample::select(vec![0.5, 1.0, 2.0, 3.0, 10_000.0 / 7.0]),
+        1 => (1u64..(1 << 52)).prop_map(f64::from_bits),
+        1 => 1e300f64..f64::MAX,
+    ];
+    prop::collection::vec((value.clone(), value), 0..300)
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn every_backend_divides_like_the_reference(pairs in quotients()) {
+        let (x, m): (Vec<f64>, Vec<f64>) = pairs.into_iter().unzip();
+        let mut want = vec![0u64; x.len()];
+        RowKernels::scalar().quotient_keys(&x, &m, &mut want);
+        for ((&w, &a), &b) in want.iter().zip(&x).zip(&m) {
+            prop_assert_eq!(w, !(a / b).to_bits());
+        }
+        for k in crate::tables::<RowKernels>("rows") {
+            let mut got = vec![0u64; x.len()];
+            k.quotient_keys(&x, &m, &mut got);
+            prop_assert_eq!(&got, &want, "{}", k.isa());
         }
     }
 }

@@ -22,6 +22,7 @@ mod transform_csr;
 
 pub use cells::CellSelection;
 pub use decoder::{ChunkDecoder, RowOut};
+pub(crate) use genes::best_row_kernels;
 pub use genes::GeneSelection;
 pub use pool::{Engine, EngineConfig};
 pub(crate) use sink::split_off;

@@ -22,6 +22,16 @@
 //! no branch per count; the few larger counts are found by
 //! [`RowKernels::first_at_least`] and rewritten after it.
 //!
+//! # Quotients
+//!
+//! Geneformer orders a cell's genes by `x / m` (a scaled count over the
+//! gene's median) decreasing: [`RowKernels::quotient_keys`] divides a row's
+//! arrays, a vector of divisions at a time where scalar code divides one
+//! value in several cycles, and writes each quotient's complemented bits,
+//! which order positive quotients decreasing. IEEE division is correctly
+//! rounded in every instruction set, so the keys are the same bits on every
+//! backend.
+//!
 //! # Backends
 //!
 //! The vector tables run the reference's own code, compiled for their
@@ -46,6 +56,7 @@ pub struct RowKernels {
     scan: fn(&[u32]) -> (u64, u64),
     lookup: Lookup,
     first_at_least: fn(&[u32], u32) -> Option<usize>,
+    quotient_keys: fn(&[f64], &[f64], &mut [u64]),
 }
 
 /// The signature of [`RowKernels::place`].
@@ -100,6 +111,16 @@ impl RowKernels {
     pub fn first_at_least(&self, counts: &[u32], least: u32) -> Option<usize> {
         (self.first_at_least)(counts, least)
     }
+
+    /// Writes `!(x[i] / m[i]).to_bits()` for every `i`: for positive
+    /// quotients, keys that increase as the quotients decrease.
+    ///
+    /// # Panics
+    ///
+    /// If `x`, `m` and `out` are not all as long (on every backend alike).
+    pub fn quotient_keys(&self, x: &[f64], m: &[f64], out: &mut [u64]) {
+        (self.quotient_keys)(x, m, out)
+    }
 }
 
 /// The reference table.
@@ -109,6 +130,7 @@ static SCALAR: RowKernels = RowKernels {
     scan: scalar::scan,
     lookup: scalar::lookup,
     first_at_least: scalar::first_at_least,
+    quotient_keys: scalar::quotient_keys,
 };
 
 /// The reference's code, compiled for the ISA of the token (unused but for
@@ -146,6 +168,13 @@ fn first_at_least<S>(_: S, counts: &[u32], least: u32) -> Option<usize> {
     scalar::first_at_least(counts, least)
 }
 
+/// [`scalar::quotient_keys`] compiled for the token's ISA.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn quotient_keys<S>(_: S, x: &[f64], m: &[f64], out: &mut [u64]) {
+    scalar::quotient_keys(x, m, out)
+}
+
 /// Defines the table `$name`: the reference compiled for one ISA.
 macro_rules! rows_table {
     ($name:ident, $level:ident, $features:literal, $token:ty) => {
@@ -154,12 +183,14 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn scan_entry(counts: &[u32]) -> (u64, u64) = scan);
             kernel_entry!($features, $token, fn lookup_entry(memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) = lookup);
             kernel_entry!($features, $token, fn first_entry(counts: &[u32], least: u32) -> Option<usize> = first_at_least);
+            kernel_entry!($features, $token, fn quotient_entry(x: &[f64], m: &[f64], out: &mut [u64]) = quotient_keys);
             RowKernels {
                 isa: Isa::compiled_for(Level::$level),
                 place: place_entry,
                 scan: scan_entry,
                 lookup: lookup_entry,
                 first_at_least: first_entry,
+                quotient_keys: quotient_entry,
             }
         };
     };

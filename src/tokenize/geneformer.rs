@@ -19,7 +19,9 @@
 
 use super::dict::{check_tokens, special, GeneMap};
 use super::rank::{rank, RankBuffers};
+use crate::engine::best_row_kernels;
 use crate::error::{Error, Result};
+use crate::kernels::rows::RowKernels;
 
 /// Geneformer's settings: tokens and medians by gene key, the row length
 /// and whether rows carry `<cls>` and `<eos>`.
@@ -37,16 +39,18 @@ pub struct Geneformer {
 /// per-column table.
 #[derive(Clone, Debug)]
 pub(crate) struct GeneformerColumns {
-    /// Per column: its token, or -1 (skipped: no token or no median);
-    /// tokens are non-negative (checked).
-    pub(crate) tokens: Vec<i32>,
-    /// Per column: its median (NaN where skipped).
-    pub(crate) medians: Vec<f64>,
+    /// Per column: its median and its token, side by side so a gene costs
+    /// one cache line; the token is -1 where the column is skipped (no
+    /// token or no median; tokens are non-negative, checked), the median
+    /// 1 there.
+    pub(crate) columns: Vec<(f64, i32)>,
     pub(crate) pad: i32,
     /// `<cls>` and `<eos>`, with special tokens.
     pub(crate) special: Option<(i32, i32)>,
     pub(crate) target_sum: f64,
     pub(crate) max_len: usize,
+    /// The kernels the quotients are computed with.
+    kernels: &'static RowKernels,
 }
 
 impl Geneformer {
@@ -112,23 +116,23 @@ impl Geneformer {
 
     /// The table for columns named `keys`.
     pub(crate) fn columns(&self, keys: &[String]) -> GeneformerColumns {
-        let (tokens, medians) = keys
+        let columns = keys
             .iter()
             .map(|k| match (self.tokens.get(k), self.medians.get(k)) {
-                (Some(t), Some(m)) => (t, m),
-                _ => (-1, f64::NAN),
+                (Some(t), Some(m)) => (m, t),
+                _ => (1.0, -1),
             })
-            .unzip();
+            .collect();
         let token = |name| self.tokens.get(name).expect("checked when configured");
         GeneformerColumns {
-            tokens,
-            medians,
+            columns,
             pad: token("<pad>"),
             special: self
                 .special_tokens
                 .then(|| (token("<cls>"), token("<eos>"))),
             target_sum: self.target_sum,
             max_len: self.max_len,
+            kernels: best_row_kernels(),
         }
     }
 }
@@ -139,6 +143,15 @@ const MEMO: usize = 32;
 /// Reused buffers of [`GeneformerColumns::row`].
 #[derive(Default)]
 pub(crate) struct RankScratch {
+    /// The scaled count `(count / n_counts) * target_sum` of each gene
+    /// with a token and a median.
+    scaled: Vec<f64>,
+    /// Their medians.
+    medians: Vec<f64>,
+    /// Their tokens.
+    tokens: Vec<i32>,
+    /// `!bits` of each `v`.
+    keys: Vec<u64>,
     /// Each candidate's `(!bits of v, token)`.
     exact: Vec<(u64, i32)>,
     buffers: RankBuffers,
@@ -147,6 +160,13 @@ pub(crate) struct RankScratch {
 impl GeneformerColumns {
     /// Writes the row of a cell with `genes` (columns) and `counts` into
     /// `ids` and `mask` (`max_len` each).
+    ///
+    /// The genes with a token and a median are gathered first, with their
+    /// scaled counts and medians, every gene written and the next written
+    /// over it unless it has them (no branch per gene); the divisions by
+    /// the medians are then one kernel over those arrays
+    /// ([`RowKernels::quotient_keys`], vectors of divisions), rather than
+    /// one division per gene between table lookups.
     pub(crate) fn row(
         &self,
         genes: &[i32],
@@ -156,21 +176,39 @@ impl GeneformerColumns {
         scratch: &mut RankScratch,
     ) {
         let n_counts = counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>() as f64;
-        let exact = &mut scratch.exact;
-        exact.clear();
         // `(count / n_counts) * target_sum` of the small counts, each
         // computed once per cell: the same value, fewer divisions.
         let scaled = |c: u32| (f64::from(c) / n_counts) * self.target_sum;
         let memo: [f64; MEMO] = std::array::from_fn(|c| scaled(c as u32));
+        let len = genes.len();
+        scratch.scaled.resize(len, 0.0);
+        scratch.medians.resize(len, 0.0);
+        scratch.tokens.resize(len, 0);
+        let (xs, ms, ts) = (
+            &mut scratch.scaled[..len],
+            &mut scratch.medians[..len],
+            &mut scratch.tokens[..len],
+        );
+        let mut n = 0;
         for (&g, &c) in genes.iter().zip(counts) {
-            let token = self.tokens[g as usize];
-            if token >= 0 {
-                let c = c as u32;
-                let x = memo.get(c as usize).copied().unwrap_or_else(|| scaled(c));
-                let v = x / self.medians[g as usize];
-                exact.push((!v.to_bits(), token));
-            }
+            let (median, token) = self.columns[g as usize];
+            let c = c as u32;
+            xs[n] = memo.get(c as usize).copied().unwrap_or_else(|| scaled(c));
+            ms[n] = median;
+            ts[n] = token;
+            n += usize::from(token >= 0);
         }
+        scratch.keys.resize(n, 0);
+        self.kernels
+            .quotient_keys(&xs[..n], &ms[..n], &mut scratch.keys[..n]);
+        let exact = &mut scratch.exact;
+        exact.clear();
+        exact.extend(
+            scratch.keys[..n]
+                .iter()
+                .copied()
+                .zip(ts[..n].iter().copied()),
+        );
         rank(exact, &mut scratch.buffers);
         let (body, first) = match self.special {
             Some((cls, _)) => {

@@ -55,7 +55,9 @@ fn bucket(from: &[(u64, i32)], to: &mut [(u64, i32)], counts: &mut Vec<u32>) {
         }
         return;
     }
-    let bits = from.len().next_power_of_two().trailing_zeros();
+    // About one bucket for two pairs: fewer buckets to count through, and
+    // still a few pairs each.
+    let bits = from.len().next_power_of_two().trailing_zeros() - 1;
     let n_buckets = 1usize << bits;
     let span = hi - lo;
     // `span >> shift` has at most `bits` bits: every bucket index is below `n_buckets`.
@@ -102,14 +104,31 @@ fn bucket(from: &[(u64, i32)], to: &mut [(u64, i32)], counts: &mut Vec<u32>) {
     }
 }
 
+/// Whether pair `a` comes before pair `b` (by key, then token), computed
+/// without a branch on whether the keys are equal (exact ties are common:
+/// genes of one count and one median).
+fn before(a: (u64, i32), b: (u64, i32)) -> bool {
+    (a.0 < b.0) | ((a.0 == b.0) & (a.1 < b.1))
+}
+
 /// Sorts pairs in place by insertion, unless that takes more than `moves`
 /// moves of a pair: then `false`, the pairs left in some order reached by
-/// moving pairs only left past larger ones.
+/// moving pairs only left past larger ones. The largest pair so far is
+/// held apart, so a pair already in place (most are) is compared with it
+/// and neither loaded again nor stored.
 fn insertion_sort_within(part: &mut [(u64, i32)], mut moves: usize) -> bool {
+    let Some(&first) = part.first() else {
+        return true;
+    };
+    let mut last = first;
     for i in 1..part.len() {
         let p = part[i];
+        if !before(p, last) {
+            last = p;
+            continue;
+        }
         let mut j = i;
-        while j > 0 && part[j - 1] > p {
+        while j > 0 && before(p, part[j - 1]) {
             if moves == 0 {
                 part[j] = p;
                 return false;

@@ -82,3 +82,15 @@ pub fn first_at_least(counts: &[u32], least: u32) -> Option<usize> {
     }
     None
 }
+
+/// Reference for [`RowKernels::quotient_keys`].
+#[inline(always)]
+pub fn quotient_keys(x: &[f64], m: &[f64], out: &mut [u64]) {
+    assert!(
+        x.len() == out.len() && m.len() == out.len(),
+        "quotient_keys: the dividends, divisors and output must be as long"
+    );
+    for ((o, &x), &m) in out.iter_mut().zip(x).zip(m) {
+        *o = !(x / m).to_bits();
+    }
+}
