@@ -334,11 +334,18 @@ impl<V: Copy> CsrPart<'_, V> {
 }
 
 /// Dense row-major rows: `n_cols` values per row, zeros where nothing is stored.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct Dense<V> {
     n_cols: usize,
     n_rows: usize,
+    /// The rows, then (in a reused buffer) whatever it held past them.
     data: Vec<V>,
+}
+
+impl<V: PartialEq> PartialEq for Dense<V> {
+    fn eq(&self, other: &Dense<V>) -> bool {
+        (self.n_cols, self.n_rows, self.data()) == (other.n_cols, other.n_rows, other.data())
+    }
 }
 
 impl<V> Dense<V> {
@@ -354,17 +361,19 @@ impl<V> Dense<V> {
 
     /// The values, row after row.
     pub fn data(&self) -> &[V] {
-        &self.data
+        &self.data[..self.n_rows * self.n_cols]
     }
 
     /// The values, row after row, and the number of columns.
-    pub fn into_parts(self) -> (usize, Vec<V>) {
+    pub fn into_parts(mut self) -> (usize, Vec<V>) {
+        self.data.truncate(self.n_rows * self.n_cols);
         (self.n_cols, self.data)
     }
 
-    /// No rows, to be built in `data`'s allocation (its contents dropped).
-    pub(crate) fn in_buffer(mut data: Vec<V>) -> Dense<V> {
-        data.clear();
+    /// No rows, to be built in `data`'s allocation: its contents are
+    /// written over, every row zeroed by its part before its stores, so
+    /// they are neither zeroed nor dropped first.
+    pub(crate) fn in_buffer(data: Vec<V>) -> Dense<V> {
         Dense {
             n_cols: 0,
             n_rows: 0,
@@ -387,9 +396,13 @@ impl<V: DecodedCount> Sink for Dense<V> {
     fn start(&mut self, n_cols: u32) {
         self.n_cols = n_cols as usize;
         self.n_rows = 0;
-        self.data.clear();
     }
 
+    /// Sizes the rows without zeroing those the buffer already holds (a
+    /// recycled batch's, or rows of an earlier read): every row of a dense
+    /// output reaches its part's `write_row`, which zeroes the row just
+    /// before its stores, so zeroing it here too would only write it twice.
+    /// What the buffer holds past the rows is never read.
     fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
         let n_rows = self.n_rows + rows.len();
         let len = n_rows.checked_mul(self.n_cols).ok_or_else(|| {
@@ -398,7 +411,9 @@ impl<V: DecodedCount> Sink for Dense<V> {
                 self.n_cols
             ))
         })?;
-        self.data.resize(len, V::default());
+        if self.data.len() < len {
+            self.data.resize(len, V::default());
+        }
         self.n_rows = n_rows;
         Ok(())
     }
@@ -406,7 +421,7 @@ impl<V: DecodedCount> Sink for Dense<V> {
     fn split(&mut self, cuts: &[usize]) -> Vec<DensePart<'_, V>> {
         let added = cuts.last().copied().unwrap_or(0);
         let n_cols = self.n_cols;
-        let mut rest = &mut self.data[(self.n_rows - added) * n_cols..];
+        let mut rest = &mut self.data[(self.n_rows - added) * n_cols..self.n_rows * n_cols];
         cuts.windows(2)
             .map(|w| DensePart {
                 n_cols,
@@ -438,10 +453,11 @@ impl<V: DecodedCount> SinkPart for DensePart<'_, V> {
 }
 
 impl<V: Copy + Default> DensePart<'_, V> {
-    /// Row `row`, zeroed again: the output was zeroed when sized, long
-    /// before (a window's batches at once), so its row is out of cache;
-    /// zeroing it here, in one sweep, brings it in, and the row's scattered
-    /// stores then hit the cache instead of each missing it.
+    /// Row `row`, zeroed: the one place a dense row is zeroed (sizing
+    /// leaves a reused buffer's contents, and a new one's zeros were
+    /// written long before, out of cache), so every write of a row starts
+    /// here; the sweep brings the row into cache, and its scattered stores
+    /// then hit the cache instead of each missing it.
     fn row(&mut self, row: usize) -> &mut [V] {
         let out = &mut self.data[row * self.n_cols..(row + 1) * self.n_cols];
         out.fill(V::default());
@@ -561,5 +577,43 @@ impl<P: SinkPart> SinkPart for SelectedPart<'_, P> {
         self.mapper.emit(&mut self.columns, &mut self.counts);
         self.inner
             .write_row(row, &self.columns[..kept], &self.counts[..kept]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dense output sized in a buffer holding other values (a recycled
+    /// batch's, longer than the rows) writes every row whole, an empty row
+    /// as zeros, and shows none of what the buffer held.
+    #[test]
+    fn dense_rows_in_a_reused_buffer_hold_only_what_was_written() {
+        let mut dense = Dense::<i32>::in_buffer(vec![7; 20]);
+        dense.start(4);
+        dense.extend(&AddedRows::new(&[0, 2, 2, 3])).unwrap();
+        let mut parts = dense.split(&[0, 1, 3]);
+        parts[0].write_row(0, &[1, 3], &[5, 6]);
+        parts[1].write_row(0, &[], &[]);
+        parts[1].write_row(1, &[0], &[9]);
+        drop(parts);
+        let want = [0, 5, 0, 6, 0, 0, 0, 0, 9, 0, 0, 0];
+        assert_eq!(dense.n_rows(), 3);
+        assert_eq!(dense.data(), want);
+        let mut fresh = Dense::<i32>::default();
+        fresh.start(4);
+        fresh.extend(&AddedRows::new(&[0, 2, 2, 3])).unwrap();
+        let mut parts = fresh.split(&[0, 3]);
+        parts[0].write_row(0, &[1, 3], &[5, 6]);
+        parts[0].write_row(2, &[0], &[9]);
+        drop(parts);
+        assert_eq!(dense, fresh);
+        assert_eq!(dense.into_parts(), (4, want.to_vec()));
+        // Started again with no rows: nothing of the rows before shows.
+        let (_, data) = fresh.clone().into_parts();
+        let mut again = Dense::<i32>::in_buffer(data);
+        again.start(4);
+        assert!(again.data().is_empty());
+        assert_eq!(again.into_parts(), (4, Vec::new()));
     }
 }

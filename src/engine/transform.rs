@@ -26,6 +26,8 @@
 //! Within a row, the value of each count below 64 is computed once and
 //! reused: the same value, fewer logarithms.
 
+use std::cell::RefCell;
+
 use crate::csr::Csr;
 use crate::engine::genes::{best_row_kernels, GeneSelection};
 use crate::engine::sink::{AddedRows, CsrPart, Dense, DensePart, Sink, SinkPart};
@@ -240,10 +242,6 @@ impl<S: ValueSink> Sink for Transformed<'_, S> {
                 inner,
                 genes,
                 transform,
-                pairs: Vec::new(),
-                columns: Vec::new(),
-                counts: Vec::new(),
-                values: Vec::new(),
             })
             .collect()
     }
@@ -254,12 +252,24 @@ pub(crate) struct TransformedPart<'g, P> {
     inner: P,
     genes: Option<&'g GeneSelection>,
     transform: Transform,
+}
+
+/// The buffers a row is transformed in.
+#[derive(Default)]
+struct RowScratch {
     /// `(column, value)` of the row being written.
     pairs: Vec<(i32, f32)>,
     columns: Vec<i32>,
     /// The counts of the kept genes.
     counts: Vec<u32>,
     values: Vec<f32>,
+}
+
+thread_local! {
+    /// The buffers a thread transforms rows in, kept from row to row and
+    /// read to read: a part is often a single row (a batch's row scattered
+    /// from its chunk), so buffers of its own would be grown for each.
+    static SCRATCH: RefCell<RowScratch> = RefCell::default();
 }
 
 impl<P: ValuePart> SinkPart for TransformedPart<'_, P> {
@@ -270,47 +280,50 @@ impl<P: ValuePart> SinkPart for TransformedPart<'_, P> {
     }
 
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
+        SCRATCH.with_borrow_mut(|s| self.write_row_in(row, genes, counts, s));
+    }
+}
+
+impl<P: ValuePart> TransformedPart<'_, P> {
+    /// [`SinkPart::write_row`] in the buffers `s`.
+    fn write_row_in(&mut self, row: usize, genes: &[i32], counts: &[i32], s: &mut RowScratch) {
         let counts: &[u32] = bytemuck::cast_slice(counts);
         let values = RowValues::new(self.transform, counts);
-        self.columns.clear();
-        self.values.clear();
+        s.columns.clear();
+        s.values.clear();
         match self.genes {
             None => {
-                self.columns.extend_from_slice(genes);
-                self.values.resize(counts.len(), 0.0);
-                values.write(counts, &mut self.values);
+                s.columns.extend_from_slice(genes);
+                s.values.resize(counts.len(), 0.0);
+                values.write(counts, &mut s.values);
             }
-            Some(s) => {
+            Some(selection) => {
                 // Every gene is written and the next one written over it
                 // unless kept: no branch per gene on whether it is kept.
-                self.columns.resize(genes.len(), 0);
-                self.counts.resize(genes.len(), 0);
+                s.columns.resize(genes.len(), 0);
+                s.counts.resize(genes.len(), 0);
                 let mut n = 0;
                 for (&g, &c) in genes.iter().zip(counts) {
-                    let column = s.column_or_dropped(g);
-                    self.columns[n] = column;
-                    self.counts[n] = c;
+                    let column = selection.column_or_dropped(g);
+                    s.columns[n] = column;
+                    s.counts[n] = c;
                     n += usize::from(column >= 0);
                 }
-                self.columns.truncate(n);
-                self.values.resize(n, 0.0);
-                values.write(&self.counts[..n], &mut self.values);
-                if !s.is_monotone() {
-                    self.pairs.clear();
-                    self.pairs.extend(
-                        self.columns
-                            .iter()
-                            .copied()
-                            .zip(self.values.iter().copied()),
-                    );
-                    self.pairs.sort_unstable_by_key(|p| p.0);
-                    for (i, &(k, v)) in self.pairs.iter().enumerate() {
-                        (self.columns[i], self.values[i]) = (k, v);
+                s.columns.truncate(n);
+                s.values.resize(n, 0.0);
+                values.write(&s.counts[..n], &mut s.values);
+                if !selection.is_monotone() {
+                    s.pairs.clear();
+                    s.pairs
+                        .extend(s.columns.iter().copied().zip(s.values.iter().copied()));
+                    s.pairs.sort_unstable_by_key(|p| p.0);
+                    for (i, &(k, v)) in s.pairs.iter().enumerate() {
+                        (s.columns[i], s.values[i]) = (k, v);
                     }
                 }
             }
         }
-        self.inner.write_values(row, &self.columns, &self.values);
+        self.inner.write_values(row, &s.columns, &s.values);
     }
 }
 
