@@ -5,7 +5,7 @@
 //! A comparison sort of a cell's ~2,000 pairs costs several times the decode
 //! of the cell. The keys' bits order the values, and their high bits spread
 //! them by magnitude (exponent, then leading mantissa bits), so one counting
-//! pass into about as many buckets as pairs, over the keys' span, leaves
+//! pass into a bucket per two pairs or so, over the keys' span, leaves
 //! buckets of a few pairs each. One insertion sort over all the pairs then
 //! moves each only within its bucket, so it costs the pairs out of order
 //! within buckets (a run of exact ties already in token order costs
