@@ -94,7 +94,10 @@ fn bucket(from: &[(u64, i32)], to: &mut [(u64, i32)], counts: &mut Vec<u32>) {
         let part = &mut to[begin..end];
         match part.len() {
             0 | 1 => {}
-            2..=SMALL => insertion_sort(part),
+            // No bound on a few pairs' moves: always sorted.
+            2..=SMALL => {
+                insertion_sort_within(part, usize::MAX);
+            }
             _ => {
                 let copy = part.to_vec();
                 bucket(&copy, part, &mut Vec::new());
@@ -140,19 +143,6 @@ fn insertion_sort_within(part: &mut [(u64, i32)], mut moves: usize) -> bool {
         part[j] = p;
     }
     true
-}
-
-/// Sorts a few pairs in place.
-fn insertion_sort(part: &mut [(u64, i32)]) {
-    for i in 1..part.len() {
-        let p = part[i];
-        let mut j = i;
-        while j > 0 && part[j - 1] > p {
-            part[j] = part[j - 1];
-            j -= 1;
-        }
-        part[j] = p;
-    }
 }
 
 #[cfg(test)]
