@@ -129,55 +129,74 @@ impl ScanReport {
 /// and check every tile at every repetition (the dataset's cache is not
 /// used), so a small dataset is timed as a large one would be.
 pub fn scan_report(ds: &crate::dataset::Dataset, group: usize, reps: usize) -> Result<ScanReport> {
-    use rayon::prelude::*;
-    let group = group.max(1);
-    let limits = ds.limits().to_vec();
-    let n_tiles = ds.n_tiles();
     let mut out = crate::csr::Csr::<f32>::empty(0);
-    // Tiles of the next groups are fetched by the I/O stage while this one
-    // decodes: up to its number of requests in flight.
-    let ahead = ds.fetcher().in_flight().max(group);
-    let decode_s = best_of(reps, || {
-        for first in (0..n_tiles).step_by(group) {
-            let last = (first + group).min(n_tiles);
-            ds.prefetch(last..last + ahead);
-            ds.read(limits[first]..limits[last])
-                .uncached()
-                .csr_into(&mut out)?;
-        }
-        Ok(())
-    })?;
-    let engine = ds.engine();
-    let zstd_s = best_of(reps, || {
-        for first in (0..n_tiles).step_by(group) {
-            let last = (first + group).min(n_tiles);
-            ds.prefetch(last..last + ahead);
-            let tiles = ds.fetch_group(first..last)?;
-            let units: Vec<(usize, usize)> = tiles
-                .iter()
-                .enumerate()
-                .flat_map(|(i, t)| {
-                    let n = TileView::revalidated(t.bytes.as_bytes()).map_or(0, |v| v.n_chunks());
-                    (0..n).map(move |c| (i, c))
-                })
-                .collect();
-            engine.install(|| {
-                units.par_iter().try_for_each(|&(i, c)| {
-                    let view = TileView::revalidated(tiles[i].bytes.as_bytes())?;
-                    engine.with_decoder(|d| d.decompress_chunk(&view, c))
-                })
-            })?;
-        }
-        Ok(())
-    })?;
+    let decode_s = best_of(reps, || decode_scan(ds, group, &mut out))?;
+    let zstd_s = best_of(reps, || zstd_scan(ds, group))?;
     let m = ds.manifest();
     Ok(ScanReport {
-        threads: engine.threads(),
+        threads: ds.engine().threads(),
         cells: m.n_cells,
         nnz: m.tile_nnz.iter().sum(),
         decode_s,
         zstd_s,
     })
+}
+
+/// The tiles of `ds` in requests of `group`, each with the next ones asked
+/// of the I/O stage ahead of it (up to its number of requests in flight).
+fn groups(
+    ds: &crate::dataset::Dataset,
+    group: usize,
+) -> impl Iterator<Item = (usize, usize)> + use<'_> {
+    let group = group.max(1);
+    let n_tiles = ds.n_tiles();
+    let ahead = ds.fetcher().in_flight().max(group);
+    (0..n_tiles).step_by(group).map(move |first| {
+        let last = (first + group).min(n_tiles);
+        ds.prefetch(last..last + ahead);
+        (first, last)
+    })
+}
+
+/// One scan of [`scan_report`]: fetch, check and decode every tile of `ds`
+/// into `out` (`f32` values), `group` tiles per request.
+pub fn decode_scan(
+    ds: &crate::dataset::Dataset,
+    group: usize,
+    out: &mut crate::csr::Csr<f32>,
+) -> Result<()> {
+    let limits = ds.limits();
+    for (first, last) in groups(ds, group) {
+        ds.read(limits[first]..limits[last])
+            .uncached()
+            .csr_into(out)?;
+    }
+    Ok(())
+}
+
+/// The baseline scan of [`scan_report`]: fetch and check every tile of `ds`
+/// as [`decode_scan`] does, and only decompress its frames.
+pub fn zstd_scan(ds: &crate::dataset::Dataset, group: usize) -> Result<()> {
+    use rayon::prelude::*;
+    let engine = ds.engine();
+    for (first, last) in groups(ds, group) {
+        let tiles = ds.fetch_group(first..last)?;
+        let units: Vec<(usize, usize)> = tiles
+            .iter()
+            .enumerate()
+            .flat_map(|(i, t)| {
+                let n = TileView::revalidated(t.bytes.as_bytes()).map_or(0, |v| v.n_chunks());
+                (0..n).map(move |c| (i, c))
+            })
+            .collect();
+        engine.install(|| {
+            units.par_iter().try_for_each(|&(i, c)| {
+                let view = TileView::revalidated(tiles[i].bytes.as_bytes())?;
+                engine.with_decoder(|d| d.decompress_chunk(&view, c))
+            })
+        })?;
+    }
+    Ok(())
 }
 
 /// Cells per second that `readers` threads get together when each reads

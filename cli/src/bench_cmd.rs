@@ -50,6 +50,33 @@ pub struct BenchArgs {
     /// machine, versions and dataset), PNG charts and report.json.
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
+    /// Instead of the bench, run one workload over and over for `--seconds`,
+    /// for a profiler to attribute.
+    #[arg(long = "loop", value_name = "WORKLOAD")]
+    pub loop_workload: Option<crate::bench_loop::Workload>,
+    /// How long `--loop` runs.
+    #[arg(long, default_value_t = 10.0, requires = "loop_workload")]
+    pub seconds: f64,
+}
+
+/// The first tiles of `ds` (at least one, about 4 MiB compressed in all):
+/// what the bench decodes in memory, per backend.
+pub fn first_tiles(
+    ds: &deltacells::dataset::Dataset,
+) -> Result<Vec<deltacells::storage::AlignedBytes>> {
+    let store = ds.store().clone();
+    let mut held = Vec::new();
+    for t in 0..ds.manifest().n_tiles() {
+        held.push(
+            store
+                .get(&deltacells::format::manifest::Manifest::tile_key(t))?
+                .unwrap_or_default(),
+        );
+        if held.iter().map(|b| b.len()).sum::<usize>() > 4 << 20 {
+            break;
+        }
+    }
+    Ok(held)
 }
 
 /// The CPU's model name (Linux), for reports.
@@ -179,6 +206,9 @@ pub fn tables(args: &BenchArgs) -> Box<dyn Write> {
 }
 
 pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
+    if let Some(workload) = args.loop_workload {
+        return crate::bench_loop::run(&args, workload, backend);
+    }
     if crate::corpus_cmd::is_corpus_file(&args.dir) {
         return crate::corpus_bench::run(args, backend);
     }
@@ -213,19 +243,8 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     )
     .map_err(out_err)?;
 
-    // Per-backend single-thread decode of the first tiles (up to ~2M nonzeros).
-    let store = probe.store().clone();
-    let mut held = Vec::new();
-    for t in 0..m.n_tiles() {
-        held.push(
-            store
-                .get(&deltacells::format::manifest::Manifest::tile_key(t))?
-                .unwrap_or_default(),
-        );
-        if held.iter().map(|b| b.len()).sum::<usize>() > 4 << 20 {
-            break;
-        }
-    }
+    // Per-backend single-thread decode of the first tiles.
+    let held = first_tiles(&probe)?;
     let views = held
         .iter()
         .map(|b| TileView::parse(b.as_bytes()))
@@ -538,6 +557,8 @@ pub fn for_demo(dir: PathBuf, backend: Backend) -> Result<()> {
             cache_mb: 512,
             json: false,
             report: None,
+            loop_workload: None,
+            seconds: 10.0,
         },
         backend,
     )

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use deltacells::{build_info, Backend};
 
 mod bench_cmd;
+mod bench_loop;
 mod corpus_bench;
 mod corpus_cmd;
 mod dataset_cmd;
