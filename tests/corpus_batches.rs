@@ -216,6 +216,36 @@ fn batches_follow_the_epoch_order_whichever_strategy_makes_them() {
                 cells, epoch,
                 "{n} members, dense {dense}, cache {cache_bytes}"
             );
+            // The next epoch made ahead is the one a fresh iterator makes,
+            // and an iterator of the other count type makes its own.
+            let ahead = config.clone().with_next_epoch_ahead(true);
+            let batches = corpus.batches_of::<i32>(ahead.clone()).unwrap();
+            let recycler = batches.recycler();
+            batches.for_each(|b| drop(b.unwrap()));
+            let next = ahead
+                .clone()
+                .with_epoch(2)
+                .with_recycler(Some(recycler.clone()));
+            let rows = |it: deltacells::dataset::BatchIter<i32>| -> Vec<_> {
+                it.map(|b| b.unwrap().rows).collect()
+            };
+            assert_eq!(
+                rows(corpus.batches_of::<i32>(next.clone()).unwrap()),
+                rows(
+                    corpus
+                        .batches_of::<i32>(config.clone().with_epoch(2))
+                        .unwrap()
+                )
+            );
+            assert!(recycler.holds_next_epoch(), "epoch 3 made ahead");
+            let floats = corpus.batches_of::<f32>(next.with_epoch(3)).unwrap();
+            assert!(!recycler.holds_next_epoch(), "dropped: another count type");
+            let fresh = corpus
+                .batches_of::<f32>(config.clone().with_epoch(3))
+                .unwrap();
+            for (a, b) in floats.zip(fresh) {
+                assert_eq!(a.unwrap().rows, b.unwrap().rows);
+            }
             // Float counts come in the same rows (mapped where they were
             // decoded, for a member whose genes all are in the vocabulary).
             let ints = corpus.batches_of::<i32>(config.clone()).unwrap();

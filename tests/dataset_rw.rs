@@ -285,6 +285,71 @@ fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
 }
 
 #[test]
+fn an_epoch_made_ahead_is_the_epoch_a_fresh_iterator_makes() {
+    let (dir, _) = small("next-epoch", 700, 100, 3);
+    let ds = Arc::new(Dataset::open(&dir).unwrap());
+    let sel = GeneSelection::new(3000, &[2999, 7, 0, 1500, 3]).unwrap();
+    for (dense, genes, prefetch, cache_bytes) in [
+        (false, None, 2, 64 << 20),
+        (true, None, 0, 64 << 20),
+        (false, Some(sel.clone()), 2, 64 << 20),
+        (true, Some(sel), 1, 64 << 20),
+        // Too small for a window: batches gathered through the cache.
+        (false, None, 2, 0),
+    ] {
+        let config = |epoch| {
+            BatchConfig::default()
+                .with_batch_size(45)
+                .with_seed(3)
+                .with_epoch(epoch)
+                .with_shuffle(Shuffle::Block { window_tiles: 2 })
+                .with_dense(dense)
+                .with_genes(genes.clone())
+                .with_cache_bytes(cache_bytes)
+                .with_prefetch(prefetch)
+                .with_rank(1, 2)
+        };
+        let case =
+            format!("dense {dense}, genes {genes:?}, prefetch {prefetch}, cache {cache_bytes}");
+        let (first, recycler) = recycling_epoch(&ds, config(0).with_next_epoch_ahead(true));
+        assert_eq!(first, epoch(&ds, config(0)), "{case}");
+        assert!(recycler.holds_next_epoch(), "{case}");
+        // The next iterator takes it, makes the one after it, and its
+        // batches are those of a fresh iterator of epoch 1, and so on.
+        let chained = |e: u64, recycler: &Recycler| {
+            config(e)
+                .with_next_epoch_ahead(true)
+                .with_recycler(Some(recycler.clone()))
+        };
+        let (second, recycler) = recycling_epoch(&ds, chained(1, &recycler));
+        assert_eq!(second, epoch(&ds, config(1)), "{case}");
+        assert!(recycler.holds_next_epoch(), "{case}");
+        let (third, recycler) = recycling_epoch(&ds, chained(2, &recycler));
+        assert_eq!(third, epoch(&ds, config(2)), "{case}");
+        // An iterator of another configuration drops it and makes its own.
+        let other = config(3).with_seed(4).with_recycler(Some(recycler.clone()));
+        assert_eq!(
+            recycling_epoch(&ds, other).0,
+            epoch(&ds, config(3).with_seed(4)),
+            "{case}"
+        );
+        assert!(!recycler.holds_next_epoch(), "{case}");
+        // A resumed epoch is not the one made ahead either.
+        let (_, recycler) = recycling_epoch(&ds, chained(5, &recycler));
+        let delivered = vec![0..45, 90..135];
+        let resumed = config(6)
+            .with_delivered(delivered.clone())
+            .with_recycler(Some(recycler.clone()));
+        assert_eq!(
+            recycling_epoch(&ds, resumed).0,
+            epoch(&ds, config(6).with_delivered(delivered)),
+            "{case}"
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn batches_cover_every_cell_once_across_ranks_and_are_deterministic() {
     let (dir, data) = small("batches", 1000, 100, 4);
     let open = |threads| {

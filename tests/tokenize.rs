@@ -454,6 +454,29 @@ fn model_ready_batches_hold_what_reads_of_their_cells_give() {
             assert_eq!(seen, 300);
         }
     }
+    // scGPT samples by epoch: an epoch made ahead samples by its own, as a
+    // fresh iterator of that epoch does.
+    let config = |epoch| {
+        BatchConfig::default()
+            .with_batch_size(48)
+            .with_seed(3)
+            .with_epoch(epoch)
+            .with_shuffle(Shuffle::Block { window_tiles: 2 })
+            .with_tokenizer(Some(Tokenizer::ScGpt(scgpt.clone())))
+            .with_next_epoch_ahead(true)
+    };
+    let rows = |batches: deltacells::dataset::BatchIter| -> Vec<BatchRows<f32>> {
+        batches.map(|b| b.unwrap().rows).collect()
+    };
+    let first = ds.batches(config(4)).unwrap();
+    let recycler = first.recycler();
+    drop(rows(first));
+    assert!(recycler.holds_next_epoch());
+    let ahead = ds
+        .batches(config(5).with_recycler(Some(recycler.clone())))
+        .unwrap();
+    assert!(!recycler.holds_next_epoch(), "taken");
+    assert_eq!(rows(ahead), rows(ds.batches(config(5)).unwrap()));
     // Settings that cannot go together are refused before any batch.
     let refused = |config: BatchConfig| ds.batches(config).err().expect("refused").to_string();
     let tokens = BatchConfig::default().with_tokenizer(Some(geneformer.clone()));

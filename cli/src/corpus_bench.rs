@@ -127,7 +127,7 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
         &mut report,
         &args,
         max_threads,
-        scan_rate,
+        (scan_rate, cells as f64 / tiles.max(1) as f64),
         &|config| corpus.batches(config),
     )?;
     if args.random {

@@ -21,6 +21,7 @@
 //! [`RankShare`]: crate::dataset::RankShare
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::{Corpus, CorpusObs};
 use crate::dataset::{
@@ -48,11 +49,11 @@ impl Corpus {
         if let Some(g) = &config.genes {
             self.check_selection(g)?;
         }
-        let obs: Option<Box<dyn CellLabels>> = if config.obs_columns.is_empty() {
+        let obs: Option<Arc<dyn CellLabels>> = if config.obs_columns.is_empty() {
             None
         } else {
             let obs = self.localize(&config.obs_columns, config.obs_cache_dir.as_deref())?;
-            Some(Box::new(obs))
+            Some(Arc::new(obs))
         };
         let width = config
             .genes
@@ -203,5 +204,20 @@ impl BatchTiles for CorpusTiles {
     fn set_cache_bytes(&mut self, bytes: usize) {
         let n = self.corpus.members().len();
         self.caches = (0..n).map(|_| ChunkCache::new(bytes / n)).collect();
+    }
+
+    fn fresh(&self) -> Self {
+        CorpusTiles {
+            corpus: self.corpus.clone(),
+            limits: self.limits.clone(),
+            tiles: self.tiles.clone(),
+            first_tile: self.first_tile.clone(),
+            remaps: self.remaps.clone(),
+            caches: (0..self.caches.len()).map(|_| ChunkCache::new(0)).collect(),
+        }
+    }
+
+    fn identity(&self) -> usize {
+        self.corpus.identity()
     }
 }

@@ -74,6 +74,11 @@ struct Inner {
 }
 
 impl Corpus {
+    /// A number no other open corpus or dataset has while this one lives.
+    pub(crate) fn identity(&self) -> usize {
+        Arc::as_ptr(&self.inner) as *const () as usize
+    }
+
     /// Opens the corpus `spec` describes with default options.
     pub fn open_spec(spec: CorpusSpec) -> Result<Corpus> {
         Corpus::open_spec_with(spec, OpenOptions::default())

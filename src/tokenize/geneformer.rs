@@ -25,7 +25,7 @@ use crate::kernels::rows::RowKernels;
 
 /// Geneformer's settings: tokens and medians by gene key, the row length
 /// and whether rows carry `<cls>` and `<eos>`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Geneformer {
     tokens: GeneMap<i32>,
     medians: GeneMap<f64>,

@@ -63,7 +63,7 @@ use geneformer::GeneformerColumns;
 use scgpt::ScGptColumns;
 
 /// A tokenizer's settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Tokenizer {
     /// Geneformer's rank-value tokens.
     Geneformer(Geneformer),
@@ -156,5 +156,15 @@ impl TokenColumns {
     /// Whether rows carry a value per token (scGPT's bins).
     pub fn has_values(&self) -> bool {
         matches!(self.kind, Columns::ScGpt(_))
+    }
+
+    /// The same columns for the batches of `(seed, epoch)`: scGPT samples
+    /// each cell's genes by them.
+    pub(crate) fn for_epoch(mut self, seed: u64, epoch: u64) -> TokenColumns {
+        if let Columns::ScGpt(s) = &mut self.kind {
+            s.seed = seed;
+            s.epoch = epoch;
+        }
+        self
     }
 }

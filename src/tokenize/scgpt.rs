@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 
 /// scGPT's settings: tokens by gene key, bins, row length, the value
 /// transform and the sampling seed.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ScGpt {
     tokens: GeneMap<i32>,
     n_bins: usize,

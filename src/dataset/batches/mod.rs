@@ -21,6 +21,7 @@
 //!
 //! [`Strategy`]: producer::Strategy
 
+mod ahead;
 mod order;
 mod output;
 mod prefetch;
@@ -53,6 +54,7 @@ use crate::error::{Error, Result};
 use crate::kernels::DecodedCount;
 use crate::obs::Labels;
 use crate::tokenize::{TokenColumns, TokenRows, Tokenizer};
+use ahead::Epoch;
 use prefetch::Prefetch;
 use producer::Producer;
 pub(crate) use producer::{BatchTiles, CellLabels};
@@ -119,6 +121,13 @@ pub struct BatchConfig {
     /// last one gave back instead of faulting in fresh pages for its first
     /// windows (default: a recycler of this iterator's own).
     pub recycler: Option<Recycler>,
+    /// Once this epoch's last batch is made, make the next epoch's first
+    /// batches (its first window) on a thread of their own, and leave them
+    /// in the recycler ([`BatchIter::recycler`]) for the next iterator made
+    /// with it and this configuration, one epoch later: its first batch is
+    /// then ready at once instead of after a window's decode (see the
+    /// `ahead` module's docs for what it costs). Default: false.
+    pub next_epoch_ahead: bool,
 }
 
 /// Which of a rank's batches an iterator yields.
@@ -166,6 +175,7 @@ impl Default for BatchConfig {
             pick: Pick::All,
             delivered: Vec::new(),
             recycler: None,
+            next_epoch_ahead: false,
         }
     }
 }
@@ -201,6 +211,8 @@ crate::setters!(BatchConfig {
     with_delivered: delivered: Vec<Range<u64>>,
     /// Sets [`BatchConfig::recycler`].
     with_recycler: recycler: Option<Recycler>,
+    /// Sets [`BatchConfig::next_epoch_ahead`].
+    with_next_epoch_ahead: next_epoch_ahead: bool,
     /// Sets [`BatchConfig::genes`].
     with_genes: genes: Option<GeneSelection>,
     /// Sets [`BatchConfig::cells`].
@@ -276,12 +288,6 @@ trait Produce<V>: Send + 'static {
     fn produce(&mut self, pick: usize) -> Result<Batch<V>>;
 }
 
-impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Produce<V> for Producer<V, T> {
-    fn produce(&mut self, pick: usize) -> Result<Batch<V>> {
-        Producer::produce(self, pick)
-    }
-}
-
 /// One rank's batches of `config` over `tiles` (see [`Producer::new`]);
 /// `genes`, the selection the output applies; `tokens`, the tokenizer
 /// resolved for the tiles' columns; `balance` holds the obs columns a
@@ -293,7 +299,7 @@ pub(crate) fn batches_over<V: DecodedCount + bytemuck::Pod, T: BatchTiles>(
     genes: Option<GeneSelection>,
     tokens: Option<TokenColumns>,
     config: &BatchConfig,
-    obs: Option<Box<dyn CellLabels>>,
+    obs: Option<Arc<dyn CellLabels>>,
     balance: Option<&dyn CellLabels>,
 ) -> Result<BatchIter<V>> {
     let (first, step, count) = picked(config)?;
@@ -303,12 +309,21 @@ pub(crate) fn batches_over<V: DecodedCount + bytemuck::Pod, T: BatchTiles>(
         samples: config.samples_per_epoch,
     };
     let population = sampling::Population::resolve(&request, tiles.limits(), balance)?;
+    if let Some(epoch) = Epoch::<V, T>::taken(config, &tiles, count, &population)? {
+        let recycled = config
+            .recycler
+            .clone()
+            .expect("an epoch made ahead was in it");
+        let total = epoch.len();
+        return BatchIter::start(epoch, total, config.prefetch, recycled);
+    }
     let output = output::BatchOutput {
         dense: config.dense,
         genes,
         transform: config.transform,
         tokens,
     };
+    let kept = config.next_epoch_ahead.then(|| population.clone());
     let producer = Producer::new(
         tiles,
         n_genes,
@@ -320,7 +335,8 @@ pub(crate) fn batches_over<V: DecodedCount + bytemuck::Pod, T: BatchTiles>(
     )?;
     let total = producer.len().min(count);
     let recycled = producer.recycler();
-    BatchIter::start(producer, total, config.prefetch, recycled)
+    let epoch = Epoch::new(producer, total, config, kept);
+    BatchIter::start(epoch, total, config.prefetch, recycled)
 }
 
 /// The rank's share of an epoch of `n` positions, as `config` cuts it.
@@ -379,10 +395,10 @@ impl Dataset {
             })?;
             reader.localize(columns, config.obs_cache_dir.as_deref())
         };
-        let obs: Option<Box<dyn CellLabels>> = if config.obs_columns.is_empty() {
+        let obs: Option<Arc<dyn CellLabels>> = if config.obs_columns.is_empty() {
             None
         } else {
-            Some(Box::new(localize(&config.obs_columns)?))
+            Some(Arc::new(localize(&config.obs_columns)?))
         };
         let balance = match &config.weights {
             Weights::Balance(columns) => Some(localize(columns)?),

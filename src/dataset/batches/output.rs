@@ -18,6 +18,7 @@ use crate::kernels::DecodedCount;
 use crate::tokenize::{TokenColumns, TokenSink};
 
 /// How an iterator writes its batches' rows (fixed when it is created).
+#[derive(Clone)]
 pub(crate) struct BatchOutput {
     /// Dense rows instead of CSR.
     pub dense: bool,

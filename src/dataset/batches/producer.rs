@@ -2,6 +2,7 @@
 //! is created, every one of them a use of the dataset's read pipeline.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::dataset::batches::order::EpochOrder;
 use crate::dataset::batches::output::{not_started, BatchOutput, Filling, Run};
@@ -44,17 +45,37 @@ pub(crate) enum Strategy<V> {
 pub(crate) trait BatchTiles: Tiles + Send + 'static {
     /// Gives the tiles a fresh cache of `bytes` in all.
     fn set_cache_bytes(&mut self, bytes: usize);
+
+    /// The same tiles with an empty cache of their own: the next epoch's,
+    /// made ahead while this one's are still read.
+    fn fresh(&self) -> Self;
+
+    /// What the tiles are tiles of, as a number no other open dataset or
+    /// corpus has while they live: an epoch made ahead is taken only by
+    /// batches of the same tiles.
+    fn identity(&self) -> usize;
 }
 
 impl BatchTiles for Through<Dataset, ChunkCache> {
     fn set_cache_bytes(&mut self, bytes: usize) {
         self.cache = ChunkCache::new(bytes);
     }
+
+    fn fresh(&self) -> Self {
+        Through {
+            dataset: self.dataset.clone(),
+            cache: ChunkCache::new(0),
+        }
+    }
+
+    fn identity(&self) -> usize {
+        self.dataset.identity()
+    }
 }
 
 /// The labels of a batch's cells: a dataset's localized obs columns, or a
 /// corpus's unified ones.
-pub(crate) trait CellLabels: Send + 'static {
+pub(crate) trait CellLabels: Send + Sync + 'static {
     /// The columns' values for `cells`, in their order.
     fn labels(&self, cells: &[u64]) -> Result<Labels>;
 }
@@ -62,6 +83,42 @@ pub(crate) trait CellLabels: Send + 'static {
 impl CellLabels for LocalObs {
     fn labels(&self, cells: &[u64]) -> Result<Labels> {
         LocalObs::labels(self, cells)
+    }
+}
+
+/// What [`Producer::new`] takes besides the configuration and population:
+/// the parts of one producer from which to make the next epoch's.
+pub(crate) struct Parts<T> {
+    tiles: T,
+    n_genes: u32,
+    output: BatchOutput,
+    picks: (usize, usize),
+    obs: Option<Arc<dyn CellLabels>>,
+}
+
+impl<T: BatchTiles> Parts<T> {
+    /// The producer of the epoch `config` says, of the cells `population`.
+    pub(crate) fn into_producer<V: DecodedCount + bytemuck::Pod>(
+        self,
+        config: &BatchConfig,
+        population: Population,
+    ) -> Result<Producer<V, T>> {
+        let output = BatchOutput {
+            tokens: self
+                .output
+                .tokens
+                .map(|t| t.for_epoch(config.seed, config.epoch)),
+            ..self.output
+        };
+        Producer::new(
+            self.tiles,
+            self.n_genes,
+            output,
+            config,
+            population,
+            self.picks,
+            self.obs,
+        )
     }
 }
 
@@ -85,7 +142,7 @@ struct Ctx<T> {
     step: usize,
     /// Buffers of batches the caller is done with, to build batches in.
     recycled: Recycler,
-    obs: Option<Box<dyn CellLabels>>,
+    obs: Option<Arc<dyn CellLabels>>,
 }
 
 impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
@@ -101,7 +158,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
         config: &BatchConfig,
         population: Population,
         (first, step): (usize, usize),
-        obs: Option<Box<dyn CellLabels>>,
+        obs: Option<Arc<dyn CellLabels>>,
     ) -> Result<Producer<V, T>> {
         output.check::<V>()?;
         let limits = tiles.limits().to_vec();
@@ -164,6 +221,45 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
             },
             strategy,
         })
+    }
+
+    /// What a producer of another epoch of the same batches needs: the same
+    /// tiles (with a cache of their own), output, labels and share.
+    pub(crate) fn parts(&self) -> Parts<T> {
+        let c = &self.ctx;
+        Parts {
+            tiles: c.tiles.fresh(),
+            n_genes: c.n_genes,
+            output: c.output.clone(),
+            picks: (c.first, c.step),
+            obs: c.obs.clone(),
+        }
+    }
+
+    /// Whether every batch up to its `total`-th draws from windows already
+    /// built or decoded, so that only copies are left to make them: the
+    /// moment to start on the next epoch. Batches gathered through the
+    /// cache decode as they are made: never before the last.
+    pub(crate) fn rest_built(&self, total: usize) -> bool {
+        let Some(last) = total.checked_sub(1) else {
+            return true;
+        };
+        let c = &self.ctx;
+        let positions = c.share.get(c.first + last * c.step);
+        if positions.is_empty() {
+            return true;
+        }
+        let w = c.order.window_of(positions.end - 1);
+        match &self.strategy {
+            Strategy::Scatter(pending) => !pending.needs(w),
+            Strategy::Window(chunks) => chunks.holds(w),
+            Strategy::Gather => false,
+        }
+    }
+
+    /// [`BatchTiles::identity`] of its tiles.
+    pub(crate) fn tiles_identity(&self) -> usize {
+        self.ctx.tiles.identity()
     }
 
     /// Number of batches this producer can make.

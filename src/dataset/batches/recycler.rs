@@ -3,11 +3,13 @@
 //! Fresh pages cost as much to fault in as the rows cost to decode, so a
 //! caller that is done with a batch can hand its buffers back
 //! ([`crate::dataset::BatchIter::recycle`]); later batches are then built in
-//! them, and a warm loop allocates nothing.
+//! them, and a warm loop allocates nothing. It also carries the next epoch
+//! made ahead from one iterator to the next (see [`super::ahead`]).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::csr::Csr;
+use crate::dataset::batches::ahead::Ahead;
 use crate::dataset::batches::BatchRows;
 use crate::engine::Dense;
 use crate::kernels::DecodedCount;
@@ -32,6 +34,8 @@ struct Spare {
     /// Token batches' attention masks.
     masks: Mutex<Vec<Vec<u8>>>,
     limit: usize,
+    /// The next epoch, made ahead by the last iterator (see [`super::ahead`]).
+    ahead: Mutex<Option<Ahead>>,
 }
 
 /// Keeps `buf` in `kept` unless `limit` are kept already.
@@ -57,6 +61,7 @@ impl Recycler {
             values: Mutex::default(),
             masks: Mutex::default(),
             limit,
+            ahead: Mutex::default(),
         }))
     }
 
@@ -114,6 +119,31 @@ impl Recycler {
             values: Some(values_of(reuse(&self.0.values))),
             attention_mask: reuse(&self.0.masks),
         }
+    }
+
+    /// Whether it holds a next epoch made ahead
+    /// ([`BatchConfig::next_epoch_ahead`](crate::dataset::BatchConfig::next_epoch_ahead)),
+    /// made or being made, for the next iterator made with it to take.
+    pub fn holds_next_epoch(&self) -> bool {
+        self.0
+            .ahead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    /// Keeps the next epoch made ahead, in place of any other.
+    pub(crate) fn leave_ahead(&self, ahead: Ahead) {
+        *self.0.ahead.lock().unwrap_or_else(PoisonError::into_inner) = Some(ahead);
+    }
+
+    /// The next epoch made ahead, if any, no longer kept.
+    pub(crate) fn take_ahead(&self) -> Option<Ahead> {
+        self.0
+            .ahead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     /// Buffers to build a batch in: given-back ones where there are any.

@@ -85,6 +85,11 @@ pub(crate) struct WindowChunks {
 }
 
 impl WindowChunks {
+    /// Whether window `w` is the decoded one.
+    pub(crate) fn holds(&self, w: usize) -> bool {
+        self.window == Some(w)
+    }
+
     /// Makes window `w` (tiles `window` of `tiles`) the decoded one,
     /// decoding it unless it already is.
     pub(crate) fn enter<T: Tiles + ?Sized>(

@@ -1,0 +1,235 @@
+//! The next epoch's first batches, made while this epoch drains.
+//!
+//! A block-shuffled epoch cannot hand out its first batch before its first
+//! window is decoded: every batch of a window draws cells from all of its
+//! tiles. A training loop would wait that long at the start of every epoch.
+//! With [`BatchConfig::next_epoch_ahead`], an iterator that has nothing left
+//! to decode (its last window is built; with batches gathered through the
+//! cache, once its last batch is made) starts, on a thread of its own, the
+//! next epoch's producer (the same configuration with the epoch one higher
+//! and nothing delivered, over the same tiles with a cache of its own) and
+//! that producer's first batch, which builds its first window, while the
+//! caller uses this epoch's last window. It leaves them in the iterator's
+//! [`Recycler`](crate::dataset::Recycler). The next iterator made with that
+//! recycler and exactly that configuration takes them, waiting for them if
+//! they are still being made, and its first batch is ready at once; an
+//! iterator of any other configuration drops them. The batches are the same
+//! either way: a producer is a pure function of its configuration.
+//!
+//! What this costs: while the last batches of an epoch are used, the next
+//! epoch's first window is held as well (up to twice the memory bound of
+//! [`BatchConfig::cache_bytes`] for a moment), and a window is decoded in
+//! vain if no next epoch comes.
+
+use std::any::{Any, TypeId};
+use std::fmt;
+use std::sync::mpsc::{sync_channel, Receiver};
+
+use crate::dataset::batches::producer::Producer;
+use crate::dataset::batches::sampling::Population;
+use crate::dataset::batches::{Batch, BatchConfig, BatchTiles, Produce};
+use crate::error::{Error, Result};
+use crate::kernels::DecodedCount;
+
+/// The next epoch, being made on its own thread: what a recycler holds.
+pub(crate) struct Ahead {
+    /// The configuration an iterator must have to take it.
+    config: BatchConfig,
+    /// The tiles it reads (see [`BatchTiles::identity`]).
+    tiles: usize,
+    /// The producer's type, `Producer<V, T>`.
+    kind: TypeId,
+    /// Batches the producer makes, once it is made.
+    len: Receiver<Result<usize>>,
+    /// The producer, with its first batch made, once it is.
+    ready: Receiver<Box<dyn Any + Send>>,
+}
+
+impl fmt::Debug for Ahead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ahead")
+            .field("epoch", &self.config.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A producer with its first batch made.
+type Made<V, T> = (Producer<V, T>, Result<Batch<V>>);
+
+/// Whether an iterator of `b` makes the batches `a` was made for: equal in
+/// everything the batches depend on (not in how far ahead they are made, or
+/// where buffers come from).
+fn same_batches(a: &BatchConfig, b: &BatchConfig) -> bool {
+    a.batch_size == b.batch_size
+        && a.seed == b.seed
+        && a.epoch == b.epoch
+        && a.shuffle == b.shuffle
+        && a.rank == b.rank
+        && a.world_size == b.world_size
+        && a.drop_last == b.drop_last
+        && a.cache_bytes == b.cache_bytes
+        && a.genes == b.genes
+        && a.dense == b.dense
+        && a.transform == b.transform
+        && a.tokenizer == b.tokenizer
+        && a.obs_columns == b.obs_columns
+        && a.cells == b.cells
+        && a.weights == b.weights
+        && a.samples_per_epoch == b.samples_per_epoch
+        && a.pick == b.pick
+        && a.delivered == b.delivered
+}
+
+/// What an iterator makes its batches with: the producer, or the one made
+/// ahead for it; and, when it makes the next epoch ahead, what that needs.
+pub(crate) struct Epoch<V, T> {
+    producer: Option<Producer<V, T>>,
+    /// The producer made ahead and its first batch, until received.
+    ready: Option<Receiver<Box<dyn Any + Send>>>,
+    /// Batches this iterator yields.
+    total: usize,
+    /// The next epoch's configuration and population, with
+    /// [`BatchConfig::next_epoch_ahead`].
+    next: Option<(BatchConfig, Population)>,
+}
+
+impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
+    /// The batches of `producer`, `total` of them, made for `config`;
+    /// `population`, its cells, given when the next epoch is made ahead.
+    pub(crate) fn new(
+        producer: Producer<V, T>,
+        total: usize,
+        config: &BatchConfig,
+        population: Option<Population>,
+    ) -> Epoch<V, T> {
+        let next = population.map(|population| {
+            let mut next = config.clone();
+            next.epoch += 1;
+            next.delivered.clear();
+            next.recycler = Some(producer.recycler());
+            (next, population)
+        });
+        Epoch {
+            producer: Some(producer),
+            ready: None,
+            total,
+            next,
+        }
+    }
+
+    /// The epoch made ahead for `config` over `tiles` in `config`'s
+    /// recycler, if there is one (waiting until its producer is made):
+    /// `count` is the most batches the iterator wants. Anything else the
+    /// recycler held is dropped.
+    pub(crate) fn taken(
+        config: &BatchConfig,
+        tiles: &T,
+        count: usize,
+        population: &Population,
+    ) -> Result<Option<Epoch<V, T>>> {
+        let Some(ahead) = config.recycler.as_ref().and_then(|r| r.take_ahead()) else {
+            return Ok(None);
+        };
+        let fits = ahead.kind == TypeId::of::<Producer<V, T>>()
+            && ahead.tiles == tiles.identity()
+            && same_batches(&ahead.config, config);
+        if !fits {
+            return Ok(None);
+        }
+        let len = ahead.len.recv().unwrap_or_else(|_| Err(stopped()))?;
+        let next = config.next_epoch_ahead.then(|| {
+            let mut next = ahead.config.clone();
+            next.epoch += 1;
+            (next, population.clone())
+        });
+        Ok(Some(Epoch {
+            producer: None,
+            ready: Some(ahead.ready),
+            total: len.min(count),
+            next,
+        }))
+    }
+
+    /// Batches this iterator yields.
+    pub(crate) fn len(&self) -> usize {
+        self.total
+    }
+
+    /// The producer made ahead and its first batch.
+    fn receive(&mut self, ready: Receiver<Box<dyn Any + Send>>) -> Result<Batch<V>> {
+        let made = ready.recv().map_err(|_| stopped())?;
+        let (producer, first) = *made
+            .downcast::<Made<V, T>>()
+            .expect("an epoch is taken only by a producer of its type");
+        self.producer = Some(producer);
+        first
+    }
+
+    /// Starts making the epoch after this one, on a thread of its own,
+    /// which makes the producer, says how many batches it makes, then makes
+    /// the first (building its window). `producer` goes on making this
+    /// epoch's last batches meanwhile.
+    fn make_next(
+        producer: &Producer<V, T>,
+        config: BatchConfig,
+        population: Population,
+    ) -> Result<()> {
+        let recycler = producer.recycler();
+        let tiles = producer.tiles_identity();
+        let parts = producer.parts();
+        let (len_tx, len) = sync_channel(1);
+        let (tx, ready) = sync_channel(1);
+        let made_for = config.clone();
+        std::thread::Builder::new()
+            .name("deltacells-next-epoch".into())
+            .spawn(move || {
+                let mut next = match parts.into_producer::<V>(&made_for, population) {
+                    Ok(next) => next,
+                    Err(e) => {
+                        let _ = len_tx.send(Err(e));
+                        return;
+                    }
+                };
+                // Nobody may want them any more (the recycler let them go):
+                // then the sends fail, which is fine.
+                let _ = len_tx.send(Ok(next.len()));
+                let first = next.produce(0);
+                let _ = tx.send(Box::new((next, first)) as Box<dyn Any + Send>);
+            })
+            .map_err(|e| Error::io("starting the next epoch's thread", e))?;
+        recycler.leave_ahead(Ahead {
+            config,
+            tiles,
+            kind: TypeId::of::<Producer<V, T>>(),
+            len,
+            ready,
+        });
+        Ok(())
+    }
+}
+
+/// The error of a next epoch whose thread stopped without it (it panicked).
+fn stopped() -> Error {
+    Error::Panicked {
+        what: "the thread making the next epoch ahead".into(),
+        message: "it stopped without the epoch".into(),
+    }
+}
+
+impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Produce<V> for Epoch<V, T> {
+    fn produce(&mut self, pick: usize) -> Result<Batch<V>> {
+        let batch = match (self.ready.take(), &mut self.producer) {
+            (Some(ready), _) => self.receive(ready),
+            (None, Some(producer)) => producer.produce(pick),
+            (None, None) => unreachable!("an epoch holds its producer or the one made ahead"),
+        }?;
+        // The next epoch starts once this one has nothing left to decode.
+        if let Some(producer) = &self.producer {
+            if self.next.is_some() && (pick + 1 >= self.total || producer.rest_built(self.total)) {
+                let (config, population) = self.next.take().expect("checked");
+                Self::make_next(producer, config, population)?;
+            }
+        }
+        Ok(batch)
+    }
+}
