@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use deltacells::dataset::{
@@ -137,6 +137,16 @@ pub type Batches<'a> = &'a dyn Fn(BatchConfig) -> Result<BatchIter<f32>>;
 /// Runs an epoch as a training loop would: each batch's buffers go back to
 /// the iterator once the batch is used.
 pub fn batch_epoch(batches: Batches<'_>, config: BatchConfig) -> Result<EpochFigures> {
+    stepped_epoch(batches, config, Duration::ZERO)
+}
+
+/// [`batch_epoch`] with a training step of `step` per batch (a sleep, the
+/// time a model would take with it).
+pub fn stepped_epoch(
+    batches: Batches<'_>,
+    config: BatchConfig,
+    step: Duration,
+) -> Result<EpochFigures> {
     let t = Instant::now();
     let mut iter = batches(config)?;
     let mut f = EpochFigures {
@@ -157,6 +167,9 @@ pub fn batch_epoch(batches: Batches<'_>, config: BatchConfig) -> Result<EpochFig
         f.batches += 1;
         f.decoded += b.stats.chunks_decoded;
         f.touched += b.stats.chunks_touched;
+        if !step.is_zero() {
+            std::thread::sleep(step);
+        }
         iter.recycle(b);
     }
     f.seconds = t.elapsed().as_secs_f64();
@@ -547,6 +560,23 @@ pub fn training_batches(
         1e3 * tile_s
     )
     .map_err(out_err)?;
+    // A training loop whose step takes as long per batch as the full scan
+    // decodes one: the next epoch's first window is then made while the
+    // last one's batches are used.
+    let step = Duration::from_secs_f64(args.batch_size as f64 / scan_rate);
+    let fresh = stepped_epoch(batches, config(0, None), step)?;
+    let stepped = stepped_epoch(batches, config(1, Some(fresh.recycler.clone())), step)?;
+    writeln!(
+        out,
+        "with a training step of {:.2} ms per batch (a batch's scan time): first batch after {:.1} ms in the first epoch, {:.1} ms in the next; epochs of {:.0} and {:.0} ms ({:.0} ms of steps)",
+        1e3 * step.as_secs_f64(),
+        1e3 * fresh.first_batch_s,
+        1e3 * stepped.first_batch_s,
+        1e3 * fresh.seconds,
+        1e3 * stepped.seconds,
+        1e3 * step.as_secs_f64() * stepped.batches as f64,
+    )
+    .map_err(out_err)?;
     report.insert(
         "batches".into(),
         json!({
@@ -565,6 +595,11 @@ pub fn training_batches(
                 "later_epoch": next.first_batch_s,
                 "best_later_epoch": best_first,
                 "one_tile_scan_s": tile_s,
+                "with_step": {
+                    "step_s": step.as_secs_f64(),
+                    "first_epoch": fresh.first_batch_s,
+                    "next_epoch": stepped.first_batch_s,
+                },
             },
             "peak_rss_bytes": batch_rss,
             "rss_before_bytes": before,

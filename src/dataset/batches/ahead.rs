@@ -39,8 +39,8 @@ pub(crate) struct Ahead {
     tiles: usize,
     /// The producer's type, `Producer<V, T>`.
     kind: TypeId,
-    /// Batches the producer makes, once it is made.
-    len: Receiver<Result<usize>>,
+    /// Batches the producer makes, and its lookahead, once it is made.
+    len: Receiver<Result<(usize, usize)>>,
     /// The producer, with its first batch made, once it is.
     ready: Receiver<Box<dyn Any + Send>>,
 }
@@ -88,6 +88,8 @@ pub(crate) struct Epoch<V, T> {
     ready: Option<Receiver<Box<dyn Any + Send>>>,
     /// Batches this iterator yields.
     total: usize,
+    /// The producer's [`Producer::lookahead`].
+    lookahead: usize,
     /// The next epoch's configuration and population, with
     /// [`BatchConfig::next_epoch_ahead`].
     next: Option<(BatchConfig, Population)>,
@@ -110,6 +112,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
             (next, population)
         });
         Epoch {
+            lookahead: producer.lookahead(),
             producer: Some(producer),
             ready: None,
             total,
@@ -136,7 +139,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
         if !fits {
             return Ok(None);
         }
-        let len = ahead.len.recv().unwrap_or_else(|_| Err(stopped()))?;
+        let (len, lookahead) = ahead.len.recv().unwrap_or_else(|_| Err(stopped()))?;
         let next = config.next_epoch_ahead.then(|| {
             let mut next = ahead.config.clone();
             next.epoch += 1;
@@ -146,6 +149,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
             producer: None,
             ready: Some(ahead.ready),
             total: len.min(count),
+            lookahead,
             next,
         }))
     }
@@ -153,6 +157,11 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
     /// Batches this iterator yields.
     pub(crate) fn len(&self) -> usize {
         self.total
+    }
+
+    /// Its producer's [`Producer::lookahead`].
+    pub(crate) fn lookahead(&self) -> usize {
+        self.lookahead
     }
 
     /// The producer made ahead and its first batch.
@@ -192,7 +201,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
                 };
                 // Nobody may want them any more (the recycler let them go):
                 // then the sends fail, which is fine.
-                let _ = len_tx.send(Ok(next.len()));
+                let _ = len_tx.send(Ok((next.len(), next.lookahead())));
                 let first = next.produce(0);
                 let _ = tx.send(Box::new((next, first)) as Box<dyn Any + Send>);
             })

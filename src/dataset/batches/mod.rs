@@ -314,8 +314,8 @@ pub(crate) fn batches_over<V: DecodedCount + bytemuck::Pod, T: BatchTiles>(
             .recycler
             .clone()
             .expect("an epoch made ahead was in it");
-        let total = epoch.len();
-        return BatchIter::start(epoch, total, config.prefetch, recycled);
+        let (total, depth) = (epoch.len(), queue(config, epoch.lookahead()));
+        return BatchIter::start(epoch, total, depth, recycled);
     }
     let output = output::BatchOutput {
         dense: config.dense,
@@ -335,8 +335,19 @@ pub(crate) fn batches_over<V: DecodedCount + bytemuck::Pod, T: BatchTiles>(
     )?;
     let total = producer.len().min(count);
     let recycled = producer.recycler();
+    let depth = queue(config, producer.lookahead());
     let epoch = Epoch::new(producer, total, config, kept);
-    BatchIter::start(epoch, total, config.prefetch, recycled)
+    BatchIter::start(epoch, total, depth, recycled)
+}
+
+/// Batches made ahead of the caller: `config.prefetch` (0: none, on
+/// demand), plus `lookahead` for a producer that builds windows ahead.
+fn queue(config: &BatchConfig, lookahead: usize) -> usize {
+    if config.prefetch == 0 {
+        0
+    } else {
+        config.prefetch + lookahead
+    }
 }
 
 /// The rank's share of an epoch of `n` positions, as `config` cuts it.

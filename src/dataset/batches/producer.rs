@@ -126,6 +126,8 @@ impl<T: BatchTiles> Parts<T> {
 pub(crate) struct Producer<V, T> {
     ctx: Ctx<T>,
     strategy: Strategy<V>,
+    /// See [`Producer::lookahead`].
+    lookahead: usize,
 }
 
 /// Everything a strategy reads.
@@ -177,17 +179,14 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
                 .then(|| WindowBudget::new(&tiles, order.windows(), config.cache_bytes, row_bytes))
                 .flatten()
         };
-        let recycled = config.recycler.clone().unwrap_or_else(|| {
-            // A window's batches plus those in flight: the most the producer
-            // can use at once.
-            let window_cells = (0..order.windows().count())
-                .map(|w| order.window_span(w))
-                .map(|s| s.end - s.start)
-                .max()
-                .unwrap_or(0);
-            let per_window = (window_cells as usize).div_ceil(config.batch_size);
-            Recycler::new(per_window + config.prefetch + 2)
-        });
+        // The most batches a window's cells fill (one more where a batch
+        // straddles two windows).
+        let window_cells = (0..order.windows().count())
+            .map(|w| order.window_span(w))
+            .map(|s| s.end - s.start)
+            .max()
+            .unwrap_or(0);
+        let per_window = (window_cells as usize).div_ceil(config.batch_size) + 1;
         // Rows decoded into place need CSR of every gene, each row as long
         // as stored (their values transformed in place, if at all), or rows
         // of a fixed width: tiles whose genes are mapped (a corpus
@@ -207,6 +206,18 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
             },
         };
         tiles.set_cache_bytes(budget.map_or(config.cache_bytes, |b| b.tile_cache_bytes));
+        // Windows built at once are built one ahead when two fit: the
+        // batches of one wait to be used while the next is built.
+        let lookahead = match (&strategy, budget) {
+            (Strategy::Scatter(_), Some(b)) if b.two_windows => per_window,
+            _ => 0,
+        };
+        // The batches of the windows it holds, plus those in flight: the
+        // most the producer can use at once.
+        let recycled = config
+            .recycler
+            .clone()
+            .unwrap_or_else(|| Recycler::new(per_window + lookahead + config.prefetch + 2));
         Ok(Producer {
             ctx: Ctx {
                 tiles,
@@ -220,7 +231,15 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
                 obs,
             },
             strategy,
+            lookahead,
         })
+    }
+
+    /// Batches to make ahead beyond the caller's prefetch, so that the next
+    /// window is built while this one's batches are used: a window's worth
+    /// when two windows fit the memory bound and are built at once, else 0.
+    pub(crate) fn lookahead(&self) -> usize {
+        self.lookahead
     }
 
     /// What a producer of another epoch of the same batches needs: the same

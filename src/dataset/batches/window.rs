@@ -30,6 +30,10 @@ use crate::error::Result;
 pub(crate) struct WindowBudget {
     /// Bytes of the tile cache once the largest decoded window is set aside.
     pub(crate) tile_cache_bytes: usize,
+    /// Whether two windows fit as well: one whose batches are being used
+    /// and the next, built meanwhile (then the tile cache is what is left
+    /// beside both).
+    pub(crate) two_windows: bool,
 }
 
 impl WindowBudget {
@@ -40,7 +44,8 @@ impl WindowBudget {
     /// room, its compressed tiles in the cache, and the next window's tiles
     /// being fetched ahead must all fit. `None` when they do not: batches
     /// are then assembled chunk by chunk through a cache that re-decodes
-    /// what it had to evict.
+    /// what it had to evict. Two windows may fit as well (see
+    /// [`WindowBudget::two_windows`]).
     pub(crate) fn new<'w, T: Tiles + ?Sized>(
         tiles: &T,
         windows: impl Iterator<Item = &'w [usize]>,
@@ -63,12 +68,30 @@ impl WindowBudget {
             }));
             compressed = compressed.max(sum(&|t| tiles.figures(t).2));
         }
+        WindowBudget::of(decoded, compressed, cache_bytes as u64)
+    }
+
+    /// The budget for windows whose largest holds `decoded` bytes of rows
+    /// and `compressed` bytes of tiles, under a bound of `cache_bytes`: a
+    /// window and the next one's tiles must fit, and when two windows fit
+    /// with theirs, the next window is built while this one is used.
+    fn of(decoded: u64, compressed: u64, cache_bytes: u64) -> Option<WindowBudget> {
         // Batches built in fresh buffers get an eighth more room (see
         // `scatter::sized`): counted here, so the bound holds either way.
         let decoded = decoded.saturating_add(decoded / 8);
-        let rest = (cache_bytes as u64).checked_sub(decoded)?;
-        (rest >= 2 * compressed).then(|| WindowBudget {
-            tile_cache_bytes: (rest - compressed) as usize,
+        let rest = cache_bytes.checked_sub(decoded)?;
+        if rest < compressed.saturating_mul(2) {
+            return None;
+        }
+        Some(match rest.checked_sub(decoded) {
+            Some(left) if left >= compressed.saturating_mul(2) => WindowBudget {
+                tile_cache_bytes: (left - compressed) as usize,
+                two_windows: true,
+            },
+            _ => WindowBudget {
+                tile_cache_bytes: (rest - compressed) as usize,
+                two_windows: false,
+            },
         })
     }
 }
@@ -135,5 +158,24 @@ impl WindowChunks {
         let pieces = pieces_in(tiles.limits(), std::slice::from_ref(cells))?;
         let plan = self.fetched.plan(&pieces, 1, &Policy::Copy);
         execute(tiles.engine(), &plan, &self.fetched, &mut [sink])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WindowBudget;
+
+    #[test]
+    fn the_bound_holds_one_or_two_windows_and_the_tiles_beside_them() {
+        // A window of 800 bytes of rows holds 900 with its eighth of room.
+        assert_eq!(WindowBudget::of(800, 100, 1000), None, "no room for tiles");
+        assert_eq!(WindowBudget::of(800, 100, 1099), None, "one tile set short");
+        let one = WindowBudget::of(800, 100, 1100).expect("one window fits");
+        assert_eq!((one.tile_cache_bytes, one.two_windows), (100, false));
+        let still_one = WindowBudget::of(800, 100, 1999).expect("fits");
+        assert!(!still_one.two_windows, "two windows need 1800 + 200");
+        let two = WindowBudget::of(800, 100, 2000).expect("fits");
+        assert_eq!((two.tile_cache_bytes, two.two_windows), (100, true));
+        assert_eq!(WindowBudget::of(u64::MAX, 1, u64::MAX), None, "saturates");
     }
 }
