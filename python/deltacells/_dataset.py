@@ -390,7 +390,8 @@ class Dataset:
                 delivered: "Sequence[tuple[int, int]]" = (), cells: Any = None,
                 weights: Any = None, balance: "str | Sequence[str] | None" = None,
                 samples_per_epoch: Optional[int] = None, normalize: Optional[float] = None,
-                log1p: bool = False, tokenizer: Any = None) -> Batches:
+                log1p: bool = False, tokenizer: Any = None,
+                next_epoch_ahead: bool = False) -> Batches:
         """One rank's training batches of one epoch, as `Batch(position, cells,
         X, obs)`, decoded ahead on the engine while the caller works (no torch
         needed; `deltacells.torch.CellDataset` takes the same settings).
@@ -434,6 +435,12 @@ class Dataset:
           the dict of `[batch, max_len]` arrays `read(cells, tokenizer=...)`
           gives for the batch's cells; scGPT samples its genes keyed by
           `(seed, epoch)`.
+        * `next_epoch_ahead`: once this epoch has nothing left to decode,
+          build the first window of the same batches' next epoch (`epoch +
+          1`, nothing delivered) in the background; the next `batches` call
+          of this dataset with exactly those settings starts with it, its
+          first batch ready at once (any other call drops it). What
+          `CellDataset` does between its epochs.
         """
         check_format(format)
         if shuffle not in SHUFFLES:
@@ -456,6 +463,7 @@ class Dataset:
             "normalize": None if normalize is None else float(normalize),
             "log1p": bool(log1p),
             "tokenizer": None if tokenizer is None else tokenizer._t,
+            "next_epoch_ahead": bool(next_epoch_ahead),
         }
         if tokenizer is not None and (genes is not None or normalize is not None or log1p
                                       or format == "numpy"):

@@ -42,7 +42,7 @@ _BatchOptions = TypedDict("_BatchOptions", {
     "delivered": Sequence[Tuple[int, int]], "cells": Optional[npt.NDArray[np.uint64]],
     "weights": Optional[npt.NDArray[np.float64]], "balance": Sequence[str],
     "samples_per_epoch": Optional[int], "normalize": Optional[float], "log1p": bool,
-    "tokenizer": Optional["Tokenizer"]})
+    "tokenizer": Optional["Tokenizer"], "next_epoch_ahead": bool})
 
 # A token map or gene medians: a dict, or the path of a two-column file.
 _Map = Union[Dict[str, int], Dict[str, float], str]

@@ -194,7 +194,7 @@ class CellDataset(torch.utils.data.IterableDataset):
         return len(self._batches(self._open(1), prefetch=0, obs_columns=[]))
 
     def _batches(self, ds: Dataset, prefetch: int, obs_columns: Sequence[str],
-                 delivered: "Sequence[tuple[int, int]]" = ()) -> Batches:
+                 delivered: "Sequence[tuple[int, int]]" = (), ahead: bool = False) -> Batches:
         rank, world = self.rank_world()
         return ds.batches(
             self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=self.epoch,
@@ -204,7 +204,7 @@ class CellDataset(torch.utils.data.IterableDataset):
             cache_bytes=self.cache_bytes, obs_cache_dir=self.obs_cache_dir,
             delivered=delivered, cells=self.cells, weights=self.weights, balance=self.balance,
             samples_per_epoch=self.samples_per_epoch, normalize=self.normalize,
-            log1p=self.log1p, tokenizer=self.tokenizer)
+            log1p=self.log1p, tokenizer=self.tokenizer, next_epoch_ahead=ahead)
 
     def _epoch_cells(self) -> int:
         """The cells an epoch serves: the subset's, the draws, or every cell."""
@@ -328,7 +328,10 @@ class CellDataset(torch.utils.data.IterableDataset):
         info = torch.utils.data.get_worker_info()
         workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
         delivered, start = self._pass(workers)
-        batches = self._batches(self._open(workers), self.prefetch, self.obs_columns, delivered)
+        # The next epoch's first window is built while this one's last is
+        # used: the loop does not wait for it at the start of the next.
+        batches = self._batches(self._open(workers), self.prefetch, self.obs_columns, delivered,
+                                ahead=self.prefetch > 0)
         if info is None:
             self._position = 0
         for taken, batch in enumerate(batches.for_worker(worker, workers, start)):

@@ -269,11 +269,12 @@ pub struct BatchArgs<'py> {
     normalize: Option<f64>,
     log1p: bool,
     tokenizer: Option<Bound<'py, PyTokenizer>>,
+    next_epoch_ahead: bool,
 }
 
 /// How many settings [`BatchArgs`] has: a call passing any other is refused,
 /// so a misspelt one is never silently ignored.
-const BATCH_ARGS: usize = 23;
+const BATCH_ARGS: usize = 24;
 
 impl<'py> BatchArgs<'py> {
     /// The settings in `options`, every one present and no other.
@@ -352,6 +353,7 @@ impl<M: Matrix> Handle<M> {
             .with_transform(transform)
             .with_tokenizer(tokenizer)
             .with_recycler(self.last_batch_buffers().clone())
+            .with_next_epoch_ahead(args.next_epoch_ahead)
             .with_pick(match count {
                 Some(count) => Pick::Range(first..first.saturating_add(count)),
                 None => Pick::Strided { first, step: 1 },

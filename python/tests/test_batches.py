@@ -179,3 +179,23 @@ print("ok")
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_a_next_epoch_made_ahead_holds_the_batches_a_fresh_call_gives(small):
+    path = small[0]
+    ds, fresh = deltacells.open(path), deltacells.open(path)
+
+    def epoch(d, e, **settings):
+        batches = d.batches(batch_size=64, seed=3, epoch=e, window_tiles=2, **settings)
+        return [(b.cells.tolist(), b.X.toarray()) for b in batches]
+
+    # Each epoch after the first starts with the window the one before
+    # built ahead; every epoch is the one a dataset without it gives.
+    for e in range(3):
+        got, want = epoch(ds, e, next_epoch_ahead=True), epoch(fresh, e)
+        assert [c for c, _ in got] == [c for c, _ in want]
+        for (_, rows), (_, expected) in zip(got, want):
+            np.testing.assert_array_equal(rows, expected)
+    # A call with other settings drops it and makes its own batches.
+    assert cells_of(ds.batches(batch_size=64, seed=5, epoch=3)) == \
+        cells_of(fresh.batches(batch_size=64, seed=5, epoch=3))
