@@ -41,7 +41,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 4)]
     pub window: usize,
     /// Bound of the batch iterator's tile/chunk cache, in MiB.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 1024)]
     pub cache_mb: usize,
     /// Print the figures as one JSON document instead of tables.
     #[arg(long)]
@@ -618,7 +618,7 @@ pub fn for_demo(dir: PathBuf, backend: Backend) -> Result<()> {
             random: true,
             reps: 3,
             window: 4,
-            cache_mb: 512,
+            cache_mb: 1024,
             json: false,
             report: None,
             loop_workload: None,

@@ -385,7 +385,7 @@ class Dataset:
                 epoch: int = 0, window_tiles: int = 4, genes: Any = None,
                 obs_columns: "str | Sequence[str]" = (), format: str = "csr_matrix",
                 dtype: Any = np.float32, drop_last: bool = False, rank: int = 0,
-                world_size: int = 1, prefetch: int = 2, cache_bytes: int = 512 << 20,
+                world_size: int = 1, prefetch: int = 2, cache_bytes: int = 1 << 30,
                 obs_cache_dir: "str | os.PathLike[str] | None" = None,
                 delivered: "Sequence[tuple[int, int]]" = (), cells: Any = None,
                 weights: Any = None, balance: "str | Sequence[str] | None" = None,
@@ -410,8 +410,10 @@ class Dataset:
         * `rank`, `world_size`: the epoch's cells are cut into `world_size`
           contiguous shares, one per rank.
         * `prefetch`: batches decoded ahead; `cache_bytes`: bound of the
-          decoded tiles and chunks the iterator keeps; `obs_cache_dir`: where
-          obs columns are localized (see the format's obs cache).
+          decoded tiles and chunks the iterator keeps (when two windows fit,
+          the next one is built while this one's batches are used);
+          `obs_cache_dir`: where obs columns are localized (see the format's
+          obs cache).
         * `delivered`: epoch positions (places in the epoch's order, not
           cell ids) already delivered, as sorted disjoint `(start, stop)`
           pairs: the ranks share the rest of the epoch, in its order, as they

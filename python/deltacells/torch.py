@@ -96,7 +96,7 @@ class CellDataset(torch.utils.data.IterableDataset):
                  output: str = "csr", dtype: Any = "float32", drop_last: bool = False,
                  prefetch: int = 2, rank: Optional[int] = None,
                  world_size: Optional[int] = None, threads: Optional[int] = None,
-                 cache_bytes: int = 512 << 20,
+                 cache_bytes: int = 1 << 30,
                  obs_cache_dir: "Union[str, os.PathLike[str], None]" = None,
                  cells: Any = None, weights: Any = None,
                  balance: "Union[str, Sequence[str], None]" = None,

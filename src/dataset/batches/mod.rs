@@ -80,7 +80,11 @@ pub struct BatchConfig {
     pub drop_last: bool,
     /// Batches decoded ahead on the pool while the caller works (0: on demand).
     pub prefetch: usize,
-    /// Bound of the iterator's decoded windows and tile cache, in bytes.
+    /// Bound of the iterator's decoded windows and tile cache, in bytes
+    /// (default 1 GiB: two windows of 4 tiles of 4,096 cells of about 2,000
+    /// nonzeros each, so that the next window is built while this one's
+    /// batches are used; with one window only, each window's decode is a
+    /// wait).
     pub cache_bytes: usize,
     /// Keep only these genes (renumbered `0..k`).
     pub genes: Option<GeneSelection>,
@@ -162,7 +166,7 @@ impl Default for BatchConfig {
             world_size: 1,
             drop_last: false,
             prefetch: 2,
-            cache_bytes: 512 << 20,
+            cache_bytes: 1 << 30,
             genes: None,
             dense: false,
             transform: Transform::NONE,
