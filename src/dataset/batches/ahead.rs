@@ -202,7 +202,13 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
                 // Nobody may want them any more (the recycler let them go):
                 // then the sends fail, which is fine.
                 let _ = len_tx.send(Ok((next.len(), next.lookahead())));
-                let first = next.produce(0);
+                // Its whole first window, not the first batch alone: nobody
+                // waits for that batch yet, and the window serves them all.
+                let built = next.prepare(0);
+                let first = next.produce(0).map(|mut batch| {
+                    batch.stats.add(built);
+                    batch
+                });
                 let _ = tx.send(Box::new((next, first)) as Box<dyn Any + Send>);
             })
             .map_err(|e| Error::io("starting the next epoch's thread", e))?;

@@ -292,12 +292,39 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
         self.ctx.recycled.clone()
     }
 
+    /// Builds the windows the iterator's batch number `pick` draws from, if
+    /// they are built at once and not yet: what a producer made ahead does
+    /// before its first batch, which [`Producer::produce`] would otherwise
+    /// read alone (nobody waits for it yet, and the window serves every
+    /// batch). Returns what the build cost, for that batch's figures; an
+    /// error leaves the windows to be built, and reported, when the batch
+    /// is made.
+    pub(crate) fn prepare(&mut self, pick: usize) -> ReadStats {
+        let ctx = &mut self.ctx;
+        let index = ctx.first + pick * ctx.step;
+        match (&mut self.strategy, index < ctx.share.len()) {
+            (Strategy::Scatter(pending), true) => {
+                let positions = ctx.share.get(index);
+                ctx.build_windows(pending, index, &positions)
+                    .unwrap_or_default()
+            }
+            _ => ReadStats::default(),
+        }
+    }
+
     /// The iterator's batch number `pick`.
     pub(crate) fn produce(&mut self, pick: usize) -> Result<Batch<V>> {
         let ctx = &mut self.ctx;
         let index = ctx.first + pick * ctx.step;
         let positions = ctx.share.get(index);
         let (cells, rows, stats) = match &mut self.strategy {
+            // The iterator's first batch, read alone through the cache: it
+            // decodes only its own chunks (about a tile's worth of a 4-tile
+            // window), so the caller has it without waiting for the whole
+            // window, whose build then leaves it out.
+            Strategy::Scatter(pending) if pick == 0 && ctx.first_alone(pending, &positions) => {
+                ctx.gather(positions)?
+            }
             Strategy::Scatter(pending) => ctx.take_built(pending, index, positions)?,
             Strategy::Window(chunks) => ctx.cut_from_window(chunks, positions)?,
             Strategy::Gather => ctx.gather(positions)?,
@@ -349,6 +376,39 @@ impl<T: Tiles> Ctx<T> {
             let rows = self.output.start(&self.recycled, self.n_genes)?;
             return Ok((Vec::new(), rows, ReadStats::default()));
         }
+        let stats = self.build_windows(pending, index, &positions)?;
+        self.fetch_ahead(positions.end);
+        let (cells, rows) = pending.take(index).ok_or_else(|| Error::Panicked {
+            what: "the batch builder".into(),
+            message: format!("batch {index} was not built with its windows"),
+        })?;
+        Ok((cells, rows, stats))
+    }
+
+    /// Whether batch `positions`, the iterator's first, is better read alone
+    /// than with its window: the window is not built yet, holds the whole
+    /// batch, and at least twice its cells (so the batch's chunks are at
+    /// most about half of the window's; decoding them again with the window
+    /// costs that much more once per iterator).
+    fn first_alone<V>(&self, pending: &Pending<V>, positions: &Range<u64>) -> bool {
+        if positions.is_empty() {
+            return false;
+        }
+        let w = self.order.window_of(positions.start);
+        let span = self.order.window_span(w);
+        pending.needs(w)
+            && positions.end <= span.end
+            && span.end - span.start >= 2 * (positions.end - positions.start)
+    }
+
+    /// Builds the windows batch `index` (at epoch `positions`) draws from
+    /// that are not built yet.
+    fn build_windows<V: DecodedCount + bytemuck::Pod>(
+        &mut self,
+        pending: &mut Pending<V>,
+        index: usize,
+        positions: &Range<u64>,
+    ) -> Result<ReadStats> {
         let mut stats = ReadStats::default();
         let mut at = positions.start;
         while at < positions.end {
@@ -358,12 +418,7 @@ impl<T: Tiles> Ctx<T> {
             }
             at = self.order.window_end(at);
         }
-        self.fetch_ahead(positions.end);
-        let (cells, rows) = pending.take(index).ok_or_else(|| Error::Panicked {
-            what: "the batch builder".into(),
-            message: format!("batch {index} was not built with its windows"),
-        })?;
-        Ok((cells, rows, stats))
+        Ok(stats)
     }
 
     /// Builds window `w`'s part of every batch of this iterator from batch
