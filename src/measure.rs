@@ -52,19 +52,9 @@ pub struct Row {
 pub fn tile_decode_report(tiles: &[TileView<'_>], reps: usize) -> Result<Vec<Row>> {
     let nnz: usize = tiles.iter().map(|t| t.nnz()).sum();
     let cells: usize = tiles.iter().map(|t| t.n_cells()).sum();
-    let max_nnz = tiles.iter().map(|t| t.nnz()).max().unwrap_or(0);
-    let max_cells = tiles.iter().map(|t| t.n_cells()).max().unwrap_or(0);
-    let (mut indptr, mut indices, mut values) = (
-        vec![0i64; max_cells + 1],
-        vec![0i32; max_nnz],
-        vec![0f32; max_nnz],
-    );
+    let mut out = TileBuffers::for_tiles(tiles);
     let mut dec = ChunkDecoder::for_backend(Backend::Scalar)?;
-    let zstd = best_of(reps, || {
-        tiles
-            .iter()
-            .try_for_each(|t| (0..t.n_chunks()).try_for_each(|i| dec.decompress_chunk(t, i)))
-    })?;
+    let zstd = best_of(reps, || decompress_tiles(&mut dec, tiles))?;
     let row = |what: String, seconds: f64| Row {
         what,
         seconds,
@@ -75,12 +65,7 @@ pub fn tile_decode_report(tiles: &[TileView<'_>], reps: usize) -> Result<Vec<Row
     let mut rows = vec![row("zstd-only".into(), zstd)];
     for b in Backend::available() {
         let mut dec = ChunkDecoder::for_backend(b)?;
-        let s = best_of(reps, || {
-            tiles.iter().try_for_each(|t| {
-                let (n, c) = (t.nnz(), t.n_cells());
-                dec.decode_tile(t, &mut indptr[..c + 1], &mut indices[..n], &mut values[..n])
-            })
-        })?;
+        let s = best_of(reps, || out.decode(&mut dec, tiles))?;
         rows.push(row(b.name().into(), s));
     }
     // The best backend again, each chunk decoded into the same buffer, which
@@ -89,16 +74,63 @@ pub fn tile_decode_report(tiles: &[TileView<'_>], reps: usize) -> Result<Vec<Row
     // as it comes would see).
     let best = Backend::detect();
     let mut dec = ChunkDecoder::for_backend(best)?;
-    let s = best_of(reps, || {
+    let s = best_of(reps, || out.decode_chunks(&mut dec, tiles))?;
+    rows.push(row(format!("{} in cache", best.name()), s));
+    Ok(rows)
+}
+
+/// Decompresses every chunk's frames of `tiles` and stops: the zstd-only
+/// baseline of a tile decode.
+pub fn decompress_tiles(dec: &mut ChunkDecoder, tiles: &[TileView<'_>]) -> Result<()> {
+    tiles
+        .iter()
+        .try_for_each(|t| (0..t.n_chunks()).try_for_each(|i| dec.decompress_chunk(t, i)))
+}
+
+/// Output buffers (`f32` values) that hold the largest of some tiles, reused
+/// by every decode of them: what [`tile_decode_report`] and a profiler's
+/// loop over the same work (`deltacells bench --loop tile`) decode into.
+pub struct TileBuffers {
+    indptr: Vec<i64>,
+    indices: Vec<i32>,
+    values: Vec<f32>,
+}
+
+impl TileBuffers {
+    /// Buffers for the largest of `tiles`.
+    pub fn for_tiles(tiles: &[TileView<'_>]) -> TileBuffers {
+        let nnz = tiles.iter().map(|t| t.nnz()).max().unwrap_or(0);
+        let cells = tiles.iter().map(|t| t.n_cells()).max().unwrap_or(0);
+        TileBuffers {
+            indptr: vec![0; cells + 1],
+            indices: vec![0; nnz],
+            values: vec![0.0; nnz],
+        }
+    }
+
+    /// Decodes each of `tiles` whole into the buffers.
+    pub fn decode(&mut self, dec: &mut ChunkDecoder, tiles: &[TileView<'_>]) -> Result<()> {
+        tiles.iter().try_for_each(|t| {
+            let (n, c) = (t.nnz(), t.n_cells());
+            dec.decode_tile(
+                t,
+                &mut self.indptr[..c + 1],
+                &mut self.indices[..n],
+                &mut self.values[..n],
+            )
+        })
+    }
+
+    /// Decodes each chunk of `tiles` into the start of the buffers, one
+    /// after the other, so that the output stays in cache.
+    pub fn decode_chunks(&mut self, dec: &mut ChunkDecoder, tiles: &[TileView<'_>]) -> Result<()> {
         tiles.iter().try_for_each(|t| {
             (0..t.n_chunks()).try_for_each(|i| {
                 let n = t.chunk(i).nnz() as usize;
-                dec.decode_chunk(t, i, &mut indices[..n], &mut values[..n])
+                dec.decode_chunk(t, i, &mut self.indices[..n], &mut self.values[..n])
             })
         })
-    })?;
-    rows.push(row(format!("{} in cache", best.name()), s));
-    Ok(rows)
+    }
 }
 
 /// Formats rows as an aligned text table.

@@ -9,7 +9,7 @@ use std::time::Instant;
 use clap::ValueEnum;
 use deltacells::engine::ChunkDecoder;
 use deltacells::format::tile::TileView;
-use deltacells::measure::{decode_scan, zstd_scan};
+use deltacells::measure::{decode_scan, decompress_tiles, zstd_scan, TileBuffers};
 use deltacells::{Backend, Result};
 
 use crate::bench_cmd::{first_tiles, BenchArgs};
@@ -46,31 +46,22 @@ pub fn run(args: &BenchArgs, workload: Workload, backend: Backend) -> Result<()>
                 .iter()
                 .map(|b| TileView::parse(b.as_bytes()))
                 .collect::<Result<Vec<_>, _>>()?;
-            let most = views.iter().map(|t| t.nnz()).max().unwrap_or(0);
-            let cells = views.iter().map(|t| t.n_cells()).max().unwrap_or(0);
-            let (mut indptr, mut indices, mut values) =
-                (vec![0i64; cells + 1], vec![0i32; most], vec![0f32; most]);
+            let round: u64 = views.iter().map(|t| t.nnz() as u64).sum();
+            let mut buffers = TileBuffers::for_tiles(&views);
             let mut dec = ChunkDecoder::for_backend(ds.engine().backend())?;
             while start.elapsed().as_secs_f64() < args.seconds {
-                for t in &views {
-                    if workload == Workload::Zstd {
-                        (0..t.n_chunks()).try_for_each(|i| dec.decompress_chunk(t, i))?;
-                    } else {
-                        let (n, c) = (t.nnz(), t.n_cells());
-                        dec.decode_tile(
-                            t,
-                            &mut indptr[..c + 1],
-                            &mut indices[..n],
-                            &mut values[..n],
-                        )?;
-                    }
-                    nnz += t.nnz() as u64;
+                if workload == Workload::Zstd {
+                    decompress_tiles(&mut dec, &views)?;
+                } else {
+                    buffers.decode(&mut dec, &views)?;
                 }
+                nnz += round;
                 rounds += 1;
             }
         }
         Workload::Scan | Workload::ZstdScan => {
             let group = (2 * threads).div_ceil(ds.manifest().n_chunks.max(1) as usize);
+            let round: u64 = ds.manifest().tile_nnz.iter().sum();
             let mut out = deltacells::Csr::<f32>::empty(0);
             while start.elapsed().as_secs_f64() < args.seconds {
                 if workload == Workload::Scan {
@@ -78,7 +69,7 @@ pub fn run(args: &BenchArgs, workload: Workload, backend: Backend) -> Result<()>
                 } else {
                     zstd_scan(&ds, group)?;
                 }
-                nnz += ds.manifest().tile_nnz.iter().sum::<u64>();
+                nnz += round;
                 rounds += 1;
             }
         }

@@ -27,7 +27,7 @@ use std::sync::mpsc::{sync_channel, Receiver};
 
 use crate::dataset::batches::producer::Producer;
 use crate::dataset::batches::sampling::Population;
-use crate::dataset::batches::{Batch, BatchConfig, BatchTiles, Produce};
+use crate::dataset::batches::{Batch, BatchConfig, BatchTiles, Produce, Recycler};
 use crate::error::{Error, Result};
 use crate::kernels::DecodedCount;
 
@@ -80,6 +80,16 @@ fn same_batches(a: &BatchConfig, b: &BatchConfig) -> bool {
         && a.delivered == b.delivered
 }
 
+/// The configuration of the epoch after `config`'s: one epoch later,
+/// nothing delivered, its buffers (and the epoch made ahead) in `recycler`.
+fn following(config: &BatchConfig, recycler: Recycler) -> BatchConfig {
+    let mut next = config.clone();
+    next.epoch += 1;
+    next.delivered.clear();
+    next.recycler = Some(recycler);
+    next
+}
+
 /// What an iterator makes its batches with: the producer, or the one made
 /// ahead for it; and, when it makes the next epoch ahead, what that needs.
 pub(crate) struct Epoch<V, T> {
@@ -104,13 +114,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
         config: &BatchConfig,
         population: Option<Population>,
     ) -> Epoch<V, T> {
-        let next = population.map(|population| {
-            let mut next = config.clone();
-            next.epoch += 1;
-            next.delivered.clear();
-            next.recycler = Some(producer.recycler());
-            (next, population)
-        });
+        let next = population.map(|p| (following(config, producer.recycler()), p));
         Epoch {
             lookahead: producer.lookahead(),
             producer: Some(producer),
@@ -130,7 +134,10 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
         count: usize,
         population: &Population,
     ) -> Result<Option<Epoch<V, T>>> {
-        let Some(ahead) = config.recycler.as_ref().and_then(|r| r.take_ahead()) else {
+        let Some(recycler) = &config.recycler else {
+            return Ok(None);
+        };
+        let Some(ahead) = recycler.take_ahead() else {
             return Ok(None);
         };
         let fits = ahead.kind == TypeId::of::<Producer<V, T>>()
@@ -140,11 +147,9 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
             return Ok(None);
         }
         let (len, lookahead) = ahead.len.recv().unwrap_or_else(|_| Err(stopped()))?;
-        let next = config.next_epoch_ahead.then(|| {
-            let mut next = ahead.config.clone();
-            next.epoch += 1;
-            (next, population.clone())
-        });
+        let next = config
+            .next_epoch_ahead
+            .then(|| (following(config, recycler.clone()), population.clone()));
         Ok(Some(Epoch {
             producer: None,
             ready: Some(ahead.ready),
@@ -240,8 +245,9 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Produce<V> for Epoch<V, T> 
         }?;
         // The next epoch starts once this one has nothing left to decode.
         if let Some(producer) = &self.producer {
-            if self.next.is_some() && (pick + 1 >= self.total || producer.rest_built(self.total)) {
-                let (config, population) = self.next.take().expect("checked");
+            let total = self.total;
+            let done = |_: &mut _| pick + 1 >= total || producer.rest_built(total);
+            if let Some((config, population)) = self.next.take_if(done) {
                 Self::make_next(producer, config, population)?;
             }
         }

@@ -264,7 +264,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
             return true;
         };
         let c = &self.ctx;
-        let positions = c.share.get(c.first + last * c.step);
+        let positions = c.share.get(c.index(last));
         if positions.is_empty() {
             return true;
         }
@@ -301,7 +301,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
     /// is made.
     pub(crate) fn prepare(&mut self, pick: usize) -> ReadStats {
         let ctx = &mut self.ctx;
-        let index = ctx.first + pick * ctx.step;
+        let index = ctx.index(pick);
         match (&mut self.strategy, index < ctx.share.len()) {
             (Strategy::Scatter(pending), true) => {
                 let positions = ctx.share.get(index);
@@ -315,7 +315,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
     /// The iterator's batch number `pick`.
     pub(crate) fn produce(&mut self, pick: usize) -> Result<Batch<V>> {
         let ctx = &mut self.ctx;
-        let index = ctx.first + pick * ctx.step;
+        let index = ctx.index(pick);
         let positions = ctx.share.get(index);
         let (cells, rows, stats) = match &mut self.strategy {
             // The iterator's first batch, read alone through the cache: it
@@ -347,6 +347,11 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
 type Made<V> = (Vec<u64>, BatchRows<V>, ReadStats);
 
 impl<T: Tiles> Ctx<T> {
+    /// The rank's batch index of the iterator's batch number `pick`.
+    fn index(&self, pick: usize) -> usize {
+        self.first + pick * self.step
+    }
+
     /// Hands the tiles that the batches after epoch position `next` will
     /// need (its window and the window after it) and the cache lacks to the
     /// I/O stage, so they arrive while this batch decodes.
