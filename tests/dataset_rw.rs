@@ -326,6 +326,11 @@ fn an_epoch_made_ahead_is_the_epoch_a_fresh_iterator_makes() {
         assert!(recycler.holds_next_epoch(), "{case}");
         let (third, recycler) = recycling_epoch(&ds, chained(2, &recycler));
         assert_eq!(third, epoch(&ds, config(2)), "{case}");
+        // Forgotten, once made: the next iterator makes its own.
+        recycler.forget_next_epoch();
+        assert!(!recycler.holds_next_epoch(), "{case}");
+        let (fourth, recycler) = recycling_epoch(&ds, chained(3, &recycler));
+        assert_eq!(fourth, epoch(&ds, config(3)), "{case}");
         // An iterator of another configuration drops it and makes its own.
         let other = config(3).with_seed(4).with_recycler(Some(recycler.clone()));
         assert_eq!(

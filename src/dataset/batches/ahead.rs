@@ -53,6 +53,14 @@ impl fmt::Debug for Ahead {
     }
 }
 
+impl Ahead {
+    /// Waits until its thread is done, and drops what it made.
+    pub(crate) fn finish(self) {
+        // A thread that stopped without sending is done too.
+        let _ = self.ready.recv();
+    }
+}
+
 /// A producer with its first batch made.
 type Made<V, T> = (Producer<V, T>, Result<Batch<V>>);
 

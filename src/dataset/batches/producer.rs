@@ -323,11 +323,11 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
             // window), so the caller has it without waiting for the whole
             // window, whose build then leaves it out.
             Strategy::Scatter(pending) if pick == 0 && ctx.first_alone(pending, &positions) => {
-                ctx.gather(positions)?
+                ctx.gather(positions, Ahead::After)?
             }
             Strategy::Scatter(pending) => ctx.take_built(pending, index, positions)?,
             Strategy::Window(chunks) => ctx.cut_from_window(chunks, positions)?,
-            Strategy::Gather => ctx.gather(positions)?,
+            Strategy::Gather => ctx.gather(positions, Ahead::Before)?,
         };
         let labels = match &ctx.obs {
             Some(obs) => obs.labels(&cells)?,
@@ -345,6 +345,19 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
 
 /// A batch: its cells, rows and cost.
 type Made<V> = (Vec<u64>, BatchRows<V>, ReadStats);
+
+/// When a batch read through the cache hands the tiles of the batches after
+/// it to the I/O stage.
+#[derive(Clone, Copy, PartialEq)]
+enum Ahead {
+    /// Before its decode, so they arrive meanwhile: batches gathered one by
+    /// one, each as short as the next one's fetch.
+    Before,
+    /// After it: the iterator's first batch read alone, which the caller is
+    /// waiting for, while the next windows' tiles (8 of them by default)
+    /// would take their copies and checks from its decode on the same cores.
+    After,
+}
 
 impl<T: Tiles> Ctx<T> {
     /// The rank's batch index of the iterator's batch number `pick`.
@@ -517,14 +530,19 @@ impl<T: Tiles> Ctx<T> {
         Ok((cells, rows, stats))
     }
 
-    /// The batch at epoch `positions`, read through the iterator's cache.
+    /// The batch at epoch `positions`, read through the iterator's cache,
+    /// the tiles of the batches after it fetched `ahead` of its decode or
+    /// after it.
     fn gather<V: DecodedCount + bytemuck::Pod>(
         &mut self,
         positions: Range<u64>,
+        ahead: Ahead,
     ) -> Result<Made<V>> {
         let mut fetched = ReadStats::default();
         let cells = self.cells(positions.clone(), &mut fetched)?;
-        self.fetch_ahead(positions.end);
+        if ahead == Ahead::Before {
+            self.fetch_ahead(positions.end);
+        }
         let mut stats = ReadStats::default();
         let outputs = [CellSelection::ids(&cells)];
         let rows = self.output.start::<V>(&self.recycled, self.n_genes)?;
@@ -536,6 +554,9 @@ impl<T: Tiles> Ctx<T> {
             stats: &mut stats,
         };
         self.output.fill(&mut rows, &mut read)?;
+        if ahead == Ahead::After {
+            self.fetch_ahead(positions.end);
+        }
         let [rows] = rows;
         let rows = rows.finish();
         stats.tiles_fetched += fetched.tiles_fetched;
