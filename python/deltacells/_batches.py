@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, NamedTuple, Optional, Uni
 import numpy as np
 
 from . import _deltacells
-from ._formats import convert
+from ._formats import convert, import_for
 from ._tables import pandas_column
 from .errors import InputError
 
@@ -107,6 +107,7 @@ class Batches:
     def __iter__(self) -> Iterator[Batch]:
         start, stop = self._bounds()
         it = self._dataset._h.batches(**self._options, first=start, count=stop - start)
+        import_for(self._format, bool(self._options["obs_columns"]))
         for position, cells, rows, labels in it:
             if rows[0] in ("dense", "tokens"):
                 X = rows[1]

@@ -75,6 +75,20 @@ def convert(parts: tuple, format: str) -> Any:
     return out
 
 
+def import_for(format: str, labels: bool) -> None:
+    """Imports what batches in `format` are made into (scipy.sparse, torch),
+    and pandas for their obs labels when `labels`, unless imported already.
+    Called once the engine decodes an epoch's first batch, so that the
+    imports run meanwhile instead of after it: scipy.sparse alone takes about
+    a quarter of a second, which a process's first batch waited for."""
+    if format in ("csr_matrix", "csr_array"):
+        import scipy.sparse  # noqa: F401
+    elif format == "torch":
+        import torch  # noqa: F401
+    if labels:
+        import pandas  # noqa: F401
+
+
 def torch_csr(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_cols: int) -> Any:
     """A `torch.sparse_csr_tensor` over the decoded arrays. torch wants row
     and column indices of one dtype: the row pointers (one per row) become
