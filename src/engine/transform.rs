@@ -298,17 +298,9 @@ impl<P: ValuePart> TransformedPart<'_, P> {
                 values.write(counts, &mut s.values);
             }
             Some(selection) => {
-                // Every gene is written and the next one written over it
-                // unless kept: no branch per gene on whether it is kept.
                 s.columns.resize(genes.len(), 0);
                 s.counts.resize(genes.len(), 0);
-                let mut n = 0;
-                for (&g, &c) in genes.iter().zip(counts) {
-                    let column = selection.column_or_dropped(g);
-                    s.columns[n] = column;
-                    s.counts[n] = c;
-                    n += usize::from(column >= 0);
-                }
+                let n = selection.keep_row(genes, counts, &mut s.columns, &mut s.counts);
                 s.columns.truncate(n);
                 s.values.resize(n, 0.0);
                 values.write(&s.counts[..n], &mut s.values);

@@ -205,6 +205,33 @@ impl GeneSelection {
         &self.genes
     }
 
+    /// Keeps the selected genes of a row's `genes`, with their `counts`, at
+    /// the front of `columns` (their output columns) and `kept` (their
+    /// counts), in the row's order; returns how many. Both outputs hold at
+    /// least `genes.len()`. Every gene is written and the next written over
+    /// it unless kept, so there is no branch per gene; the kind of lookup is
+    /// chosen once per row, and a dense table is read directly (a gene
+    /// outside it, negative ones included, wraps past its end).
+    pub(crate) fn keep_row(
+        &self,
+        genes: &[i32],
+        counts: &[u32],
+        columns: &mut [i32],
+        kept: &mut [u32],
+    ) -> usize {
+        match &self.lookup {
+            Lookup::Dense { first, table } => compact(genes, counts, columns, kept, |g| {
+                table
+                    .get((g as u32).wrapping_sub(*first) as usize)
+                    .copied()
+                    .unwrap_or(-1)
+            }),
+            Lookup::Sparse(_) => {
+                compact(genes, counts, columns, kept, |g| self.column_or_dropped(g))
+            }
+        }
+    }
+
     /// Output column of `gene`, or -1 when it is not kept: the form a loop
     /// that keeps genes without a branch per gene takes.
     #[inline]
@@ -269,6 +296,26 @@ fn names_to_genes(var_names: &[String], names: &[&str]) -> Result<Vec<Option<u32
         .collect()
 }
 
+/// [`GeneSelection::keep_row`] with the lookup `column`.
+#[inline]
+fn compact(
+    genes: &[i32],
+    counts: &[u32],
+    columns: &mut [i32],
+    kept: &mut [u32],
+    column: impl Fn(i32) -> i32,
+) -> usize {
+    let (columns, kept) = (&mut columns[..genes.len()], &mut kept[..genes.len()]);
+    let mut n = 0;
+    for (&g, &c) in genes.iter().zip(counts) {
+        let k = column(g);
+        columns[n] = k;
+        kept[n] = c;
+        n += usize::from(k >= 0);
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +370,31 @@ mod tests {
             }
             assert_eq!(s.column(-1), None);
             assert_eq!(s.n_genes(), 1 << 31);
+        }
+        // A row through each form: the kept genes, in the row's order, with
+        // their counts; genes outside the selection (negative, past the
+        // dense table either way) dropped.
+        let row: Vec<i32> = [0, 5, last - 7, last - 4, last - 3, 1 << 30, last]
+            .iter()
+            .map(|&g| g as i32)
+            .chain([-1])
+            .collect();
+        let counts: Vec<u32> = (1..=row.len() as u32).collect();
+        for s in [&wide, &narrow] {
+            let (mut columns, mut kept) = (vec![9; row.len()], vec![9; row.len()]);
+            let n = s.keep_row(&row, &counts, &mut columns, &mut kept);
+            let want: Vec<(i32, u32)> = row
+                .iter()
+                .zip(&counts)
+                .filter_map(|(&g, &c)| s.column(g).map(|k| (k, c)))
+                .collect();
+            assert_eq!(n, want.len());
+            let got: Vec<(i32, u32)> = columns[..n]
+                .iter()
+                .copied()
+                .zip(kept[..n].iter().copied())
+                .collect();
+            assert_eq!(got, want);
         }
         assert!(GeneSelection::new(1 << 31, &[1 << 31]).is_err());
         assert!(GeneSelection::new(1 << 31, &[last, 3, last]).is_err());
