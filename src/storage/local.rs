@@ -121,7 +121,7 @@ impl LocalStore {
                 std::io::ErrorKind::UnexpectedEof.into(),
             ));
         }
-        let mut buf = AlignedBytes::zeroed(len);
+        let mut buf = AlignedBytes::for_overwrite(len);
         file.read_exact_at(buf.as_mut_bytes(), range.start)
             .map_err(|e| Error::io(context(), e))?;
         Ok(buf)
