@@ -157,6 +157,12 @@ pub(crate) fn balanced_blocks(n_genes: usize, rows: CsrRef<'_, i32>, n_blocks: u
     cuts
 }
 
+/// Rows added at once hold at most this many nonzeros (one row more if a
+/// row alone holds more), and at most this many rows: positions and row
+/// numbers within them fit a `u32`, and the copy grouped by gene stays
+/// bounded whatever the caller passes.
+const PIECE: usize = 1 << 23;
+
 /// Adds `rows` (over every gene, each row's total in `totals`) to `genes`,
 /// one parallel task per block of genes (`cuts`: block starts, then the end).
 /// Within a block, cells are added in row order; every sum is exact, so the
@@ -166,14 +172,51 @@ pub(crate) fn balanced_blocks(n_genes: usize, rows: CsrRef<'_, i32>, n_blocks: u
 /// row order within each gene), then added one gene at a time: a gene's
 /// sketch bins (a few KiB) stay in cache while its values go in. Added in
 /// row order across a block of thousands of genes instead, nearly every
-/// value missed the cache on its gene's bins.
+/// value missed the cache on its gene's bins. Rows go through in pieces of
+/// at most [`PIECE`] nonzeros.
 pub(crate) fn add_rows(
     genes: &mut [GeneAcc],
     cuts: &[u32],
     rows: CsrRef<'_, i32>,
     totals: &[u64],
 ) -> Result<()> {
-    let bounds = block_bounds(rows, cuts);
+    add_in_pieces(genes, cuts, rows, totals, PIECE)
+}
+
+/// [`add_rows`] in pieces of at most `limit` nonzeros (or one row) and
+/// `limit` rows.
+fn add_in_pieces(
+    genes: &mut [GeneAcc],
+    cuts: &[u32],
+    rows: CsrRef<'_, i32>,
+    totals: &[u64],
+    limit: usize,
+) -> Result<()> {
+    let mut first = 0;
+    while first < totals.len() {
+        let base = rows.indptr[first] as usize;
+        let mut end = first + 1;
+        while end < totals.len()
+            && end - first < limit
+            && rows.indptr[end + 1] as usize - base <= limit
+        {
+            end += 1;
+        }
+        add_piece(genes, cuts, rows, totals, first..end)?;
+        first = end;
+    }
+    Ok(())
+}
+
+/// [`add_rows`] of the rows `piece`.
+fn add_piece(
+    genes: &mut [GeneAcc],
+    cuts: &[u32],
+    rows: CsrRef<'_, i32>,
+    totals: &[u64],
+    piece: Range<usize>,
+) -> Result<()> {
+    let bounds = block_bounds(rows, piece.clone(), cuts);
     let mut blocks: Vec<(Range<u32>, usize, &mut [GeneAcc])> = Vec::with_capacity(cuts.len());
     let mut rest = genes;
     for (b, w) in cuts.windows(2).enumerate() {
@@ -181,42 +224,45 @@ pub(crate) fn add_rows(
         blocks.push((w[0]..w[1], b, block));
         rest = tail;
     }
+    let base = rows.indptr[piece.start] as usize;
     let parts = |b: usize| {
         bounds
             .chunks_exact(cuts.len())
-            .map(move |at| at[b] as usize..at[b + 1] as usize)
+            .map(move |at| base + at[b] as usize..base + at[b + 1] as usize)
     };
+    let totals = &totals[piece];
     blocks
         .into_par_iter()
         .try_for_each(|(range, b, block)| add_block(block, range.start, rows, totals, parts(b)))
 }
 
-/// Where each row of `rows` crosses each of `cuts` (gene block starts, then
-/// the end): `cuts.len()` positions per row, into the row's nonzeros, found
+/// Where each row of `piece` crosses each of `cuts` (gene block starts, then
+/// the end): `cuts.len()` positions per row, into the piece's nonzeros, found
 /// by one walk along the row (its genes ascend) for all blocks at once, not
 /// two searches per block.
-fn block_bounds(rows: CsrRef<'_, i32>, cuts: &[u32]) -> Vec<u32> {
-    let mut bounds = vec![0u32; rows.n_rows() * cuts.len()];
+fn block_bounds(rows: CsrRef<'_, i32>, piece: Range<usize>, cuts: &[u32]) -> Vec<u32> {
+    let base = rows.indptr[piece.start] as usize;
+    let mut bounds = vec![0u32; piece.len() * cuts.len()];
     bounds
         .par_chunks_mut(cuts.len())
         .with_min_len(256)
-        .enumerate()
-        .for_each(|(r, at)| {
+        .zip(piece)
+        .for_each(|(at, r)| {
             let (lo, hi) = (rows.indptr[r] as usize, rows.indptr[r + 1] as usize);
             let mut i = lo;
             for (slot, &cut) in at.iter_mut().zip(cuts) {
                 while i < hi && (rows.indices[i] as u32) < cut {
                     i += 1;
                 }
-                *slot = i as u32;
+                *slot = (i - base) as u32;
             }
         });
     bounds
 }
 
-/// Adds the nonzeros `parts` (each row's range in the block) of `rows` to
-/// `block`, the accumulators of genes `first..`, grouped by gene (see
-/// [`add_rows`]).
+/// Adds the nonzeros `parts` (each row's range in the block, for the rows
+/// whose totals are `totals`) of `rows` to `block`, the accumulators of
+/// genes `first..`, grouped by gene (see [`add_rows`]).
 fn add_block(
     block: &mut [GeneAcc],
     first: u32,
@@ -302,6 +348,43 @@ mod tests {
         }
         for x in xs {
             assert_eq!(fixed(x), reference(x), "{x:e}");
+        }
+    }
+
+    #[test]
+    fn pieces_of_any_size_add_up_to_the_same_statistics() {
+        // 40 rows over 30 genes, some rows empty, some counts stored as 0.
+        let (mut indptr, mut indices, mut values) = (vec![0i64], Vec::new(), Vec::new());
+        for r in 0..40i32 {
+            for g in (0..30).filter(|g| (g * 7 + r * 3) % 5 < r % 4) {
+                indices.push(g);
+                values.push((g + r) % 6);
+            }
+            indptr.push(indices.len() as i64);
+        }
+        let rows = CsrRef {
+            n_cols: 30,
+            indptr: &indptr,
+            indices: &indices,
+            values: &values,
+        };
+        let totals = row_totals(rows);
+        let cuts = balanced_blocks(30, rows, 4);
+        let summary = |limit: usize| {
+            let mut genes = vec![GeneAcc::new(sketch_config()); 30];
+            add_in_pieces(&mut genes, &cuts, rows, &totals, limit).unwrap();
+            genes
+                .iter()
+                .map(|a| {
+                    let median = a.sketch.quantile(0.5).unwrap().map(f64::to_bits);
+                    (a.n_cells, a.sum, a.sum_sq, a.norm_sum, a.norm_sq, median)
+                })
+                .collect::<Vec<_>>()
+        };
+        let whole = summary(PIECE);
+        assert!(whole.iter().any(|g| g.0 > 0));
+        for limit in [1, 2, 7, 50] {
+            assert_eq!(summary(limit), whole, "pieces of {limit}");
         }
     }
 
