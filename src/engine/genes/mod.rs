@@ -210,8 +210,9 @@ impl GeneSelection {
     /// counts), in the row's order; returns how many. Both outputs hold at
     /// least `genes.len()`. Every gene is written and the next written over
     /// it unless kept, so there is no branch per gene; the kind of lookup is
-    /// chosen once per row, and a dense table is read directly (a gene
-    /// outside it, negative ones included, wraps past its end).
+    /// chosen once per row. A negative gene, read as `u32`, lies past every
+    /// selected gene (all below `2^31`), so it is dropped with no check of
+    /// its own.
     pub(crate) fn keep_row(
         &self,
         genes: &[i32],
@@ -221,14 +222,11 @@ impl GeneSelection {
     ) -> usize {
         match &self.lookup {
             Lookup::Dense { first, table } => compact(genes, counts, columns, kept, |g| {
-                table
-                    .get((g as u32).wrapping_sub(*first) as usize)
-                    .copied()
-                    .unwrap_or(-1)
+                dense_column(*first, table, g as u32)
             }),
-            Lookup::Sparse(_) => {
-                compact(genes, counts, columns, kept, |g| self.column_or_dropped(g))
-            }
+            Lookup::Sparse(pairs) => compact(genes, counts, columns, kept, |g| {
+                sparse_column(pairs, g as u32)
+            }),
         }
     }
 
@@ -240,13 +238,8 @@ impl GeneSelection {
             return -1;
         };
         match &self.lookup {
-            Lookup::Dense { first, table } => table
-                .get(gene.wrapping_sub(*first) as usize)
-                .copied()
-                .unwrap_or(-1),
-            Lookup::Sparse(pairs) => pairs
-                .binary_search_by_key(&gene, |p| p.0)
-                .map_or(-1, |i| pairs[i].1),
+            Lookup::Dense { first, table } => dense_column(*first, table, gene),
+            Lookup::Sparse(pairs) => sparse_column(pairs, gene),
         }
     }
 
@@ -294,6 +287,24 @@ fn names_to_genes(var_names: &[String], names: &[&str]) -> Result<Vec<Option<u32
             None => Ok(None),
         })
         .collect()
+}
+
+/// The column of `gene` in a dense table over genes `first..` (-1: dropped,
+/// or outside the table, which `gene - first` wraps past when below it).
+#[inline]
+fn dense_column(first: u32, table: &[i32], gene: u32) -> i32 {
+    table
+        .get(gene.wrapping_sub(first) as usize)
+        .copied()
+        .unwrap_or(-1)
+}
+
+/// The column of `gene` in sorted `(gene, column)` pairs (-1: not there).
+#[inline]
+fn sparse_column(pairs: &[(u32, i32)], gene: u32) -> i32 {
+    pairs
+        .binary_search_by_key(&gene, |p| p.0)
+        .map_or(-1, |i| pairs[i].1)
 }
 
 /// [`GeneSelection::keep_row`] with the lookup `column`.
