@@ -117,8 +117,8 @@ impl AlignedBytes {
 }
 
 impl Drop for AlignedBytes {
-    /// Keeps a large heap buffer for [`AlignedBytes::for_overwrite`], while
-    /// the pool holds under [`POOL_BYTES`].
+    /// Keeps a large heap buffer for `AlignedBytes::for_overwrite`, while
+    /// the pool holds under `POOL_BYTES`.
     fn drop(&mut self) {
         let Memory::Heap(words) = &mut self.memory else {
             return;

@@ -323,11 +323,11 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
             // window), so the caller has it without waiting for the whole
             // window, whose build then leaves it out.
             Strategy::Scatter(pending) if pick == 0 && ctx.first_alone(pending, &positions) => {
-                ctx.gather(positions, Ahead::After)?
+                ctx.gather(positions, FetchNext::After)?
             }
             Strategy::Scatter(pending) => ctx.take_built(pending, index, positions)?,
             Strategy::Window(chunks) => ctx.cut_from_window(chunks, positions)?,
-            Strategy::Gather => ctx.gather(positions, Ahead::Before)?,
+            Strategy::Gather => ctx.gather(positions, FetchNext::Before)?,
         };
         let labels = match &ctx.obs {
             Some(obs) => obs.labels(&cells)?,
@@ -349,7 +349,7 @@ type Made<V> = (Vec<u64>, BatchRows<V>, ReadStats);
 /// When a batch read through the cache hands the tiles of the batches after
 /// it to the I/O stage.
 #[derive(Clone, Copy, PartialEq)]
-enum Ahead {
+enum FetchNext {
     /// Before its decode, so they arrive meanwhile: batches gathered one by
     /// one, each as short as the next one's fetch.
     Before,
@@ -531,16 +531,16 @@ impl<T: Tiles> Ctx<T> {
     }
 
     /// The batch at epoch `positions`, read through the iterator's cache,
-    /// the tiles of the batches after it fetched `ahead` of its decode or
-    /// after it.
+    /// the tiles of the batches after it handed to the I/O stage before its
+    /// decode or after it (`next`).
     fn gather<V: DecodedCount + bytemuck::Pod>(
         &mut self,
         positions: Range<u64>,
-        ahead: Ahead,
+        next: FetchNext,
     ) -> Result<Made<V>> {
         let mut fetched = ReadStats::default();
         let cells = self.cells(positions.clone(), &mut fetched)?;
-        if ahead == Ahead::Before {
+        if next == FetchNext::Before {
             self.fetch_ahead(positions.end);
         }
         let mut stats = ReadStats::default();
@@ -554,7 +554,7 @@ impl<T: Tiles> Ctx<T> {
             stats: &mut stats,
         };
         self.output.fill(&mut rows, &mut read)?;
-        if ahead == Ahead::After {
+        if next == FetchNext::After {
             self.fetch_ahead(positions.end);
         }
         let [rows] = rows;
