@@ -123,3 +123,46 @@ proptest! {
         }
     }
 }
+
+/// A table (values from -1 up, mostly kept or mostly dropped), where it
+/// starts, and genes as rows hold them: inside the table, below and past
+/// it, negative, and registers that cross the table's ends.
+fn selection() -> impl Strategy<Value = (Vec<i32>, u32, Vec<i32>)> {
+    (0usize..400, 0u32..50, 0u32..=100).prop_flat_map(|(len, first, kept)| {
+        let value = (0u32..100, 0i32..1_000_000)
+            .prop_map(move |(p, v)| if p < kept { v } else { -1 - v % 3 });
+        let span = first as i32 + len as i32;
+        let gene = prop_oneof![
+            8 => first as i32..span.max(first as i32 + 1),
+            1 => 0..span + 20,
+            1 => prop::sample::select(vec![-1, i32::MIN, i32::MAX]),
+        ];
+        (
+            prop::collection::vec(value, len),
+            Just(first),
+            prop::collection::vec(gene, 0..200),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn every_backend_selects_like_the_reference((table, first, genes) in selection()) {
+        let counts: Vec<u32> = (0..genes.len() as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+        let value = |g: i32| table.get((g as u32).wrapping_sub(first) as usize).copied().filter(|&v| v >= 0);
+        let want: Vec<(i32, u32)> = genes
+            .iter()
+            .zip(&counts)
+            .filter_map(|(&g, &c)| value(g).map(|v| (v, c)))
+            .collect();
+        let len = genes.len();
+        for k in crate::tables::<RowKernels>("rows") {
+            let mut out = (vec![7i32; len], vec![7u32; len]);
+            let n = k.select(&table, first, &genes, &counts, (&mut out.0, &mut out.1));
+            let got: Vec<(i32, u32)> = out.0[..n].iter().copied().zip(out.1[..n].iter().copied()).collect();
+            prop_assert_eq!(&got, &want, "{}", k.isa());
+        }
+    }
+}

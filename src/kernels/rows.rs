@@ -46,6 +46,8 @@
 
 use super::dispatch::{kernel_entry, kernel_tables, Isa, Level};
 use super::reference::rows as scalar;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use super::vector::Vector;
 
 /// The row kernels of one [`Isa`]; reach one through
 /// [`KernelTable`](super::KernelTable).
@@ -57,10 +59,14 @@ pub struct RowKernels {
     lookup: Lookup,
     first_at_least: fn(&[u32], u32) -> Option<usize>,
     quotient_keys: fn(&[f64], &[f64], &mut [u64]),
+    select: Select,
 }
 
 /// The signature of [`RowKernels::place`].
 type Place = fn(&[u64], &mut [u32], (&[u32], &[u32]), (&mut [i32], &mut [u32]));
+
+/// The signature of [`RowKernels::select`].
+type Select = fn(&[i32], u32, &[i32], &[u32], (&mut [i32], &mut [u32])) -> usize;
 
 /// The signature of [`RowKernels::lookup`].
 type Lookup = fn(&[f32; MEMO_SLOTS], &[u32], &mut [f32]);
@@ -121,6 +127,27 @@ impl RowKernels {
     pub fn quotient_keys(&self, x: &[f64], m: &[f64], out: &mut [u64]) {
         (self.quotient_keys)(x, m, out)
     }
+
+    /// Keeps the genes that `table` gives a value: gene `g`'s value is
+    /// `table[g - first]` (none outside the table, or when negative). The
+    /// values of the kept genes go to `out.0` and their counts to `out.1`,
+    /// in the genes' order, and their number is returned; what the outputs
+    /// hold past them is unspecified.
+    ///
+    /// # Panics
+    ///
+    /// If `genes` and `counts` are not as long, or an output is shorter
+    /// (on every backend alike).
+    pub fn select(
+        &self,
+        table: &[i32],
+        first: u32,
+        genes: &[i32],
+        counts: &[u32],
+        out: (&mut [i32], &mut [u32]),
+    ) -> usize {
+        (self.select)(table, first, genes, counts, out)
+    }
 }
 
 /// The reference table.
@@ -131,6 +158,7 @@ static SCALAR: RowKernels = RowKernels {
     lookup: scalar::lookup,
     first_at_least: scalar::first_at_least,
     quotient_keys: scalar::quotient_keys,
+    select: scalar::select,
 };
 
 /// The reference's code, compiled for the ISA of the token (unused but for
@@ -175,6 +203,73 @@ fn quotient_keys<S>(_: S, x: &[f64], m: &[f64], out: &mut [u64]) {
     scalar::quotient_keys(x, m, out)
 }
 
+/// [`scalar::select`] a register of genes at a time: their values
+/// gathered from the table and the kept ones (and their counts) compressed
+/// to the outputs, where the reference takes a gene at a time with a load
+/// that depends on it. A register with a gene outside the table (its
+/// value none) goes through the reference's loop, as does the tail.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn select<V: Vector>(
+    v: V,
+    table: &[i32],
+    first: u32,
+    genes: &[i32],
+    counts: &[u32],
+    (out, out_counts): (&mut [i32], &mut [u32]),
+) -> usize {
+    scalar::check_select(genes, counts, &(&mut *out, &mut *out_counts));
+    let lanes = V::LANES;
+    let (mut n, mut i) = (0, 0);
+    // Gathers take their indices as `i32` lanes: a larger table keeps the
+    // reference.
+    if let Some(last) = table
+        .len()
+        .checked_sub(1)
+        .and_then(|l| i32::try_from(l).ok())
+    {
+        let (first_v, last_v) = (v.splat(first), v.splat(last as u32));
+        let every_lane = (1u32 << lanes) - 1;
+        while i + lanes <= genes.len() {
+            // SAFETY: `i + LANES <= genes.len() == counts.len()`.
+            let g = unsafe { v.load_u32(genes.as_ptr().add(i).cast()) };
+            let at = v.sub(g, first_v);
+            if v.any_nonzero(v.sub(at, v.min(at, last_v))) {
+                n = scalar::select_from(
+                    table,
+                    first,
+                    &genes[i..i + lanes],
+                    &counts[i..i + lanes],
+                    (&mut *out, &mut *out_counts),
+                    n,
+                );
+            } else {
+                // SAFETY: every lane of `at` is at most `last`, within the
+                // table; `n <= i`, so `n + LANES <= genes.len()`, which
+                // both outputs hold (checked above), and the counts are
+                // readable for `LANES` values at `i`.
+                unsafe {
+                    let values = v.gather_u32(table.as_ptr().cast(), at);
+                    let keep = !v.sign_bits(values) & every_lane;
+                    let c = v.load_u32(counts.as_ptr().add(i));
+                    v.compress_store_u32(out.as_mut_ptr().add(n).cast(), values, keep);
+                    v.compress_store_u32(out_counts.as_mut_ptr().add(n), c, keep);
+                    n += keep.count_ones() as usize;
+                }
+            }
+            i += lanes;
+        }
+    }
+    scalar::select_from(
+        table,
+        first,
+        &genes[i..],
+        &counts[i..],
+        (out, out_counts),
+        n,
+    )
+}
+
 /// Defines the table `$name`: the reference compiled for one ISA.
 macro_rules! rows_table {
     ($name:ident, $level:ident, $features:literal, $token:ty) => {
@@ -184,6 +279,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn lookup_entry(memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) = lookup);
             kernel_entry!($features, $token, fn first_entry(counts: &[u32], least: u32) -> Option<usize> = first_at_least);
             kernel_entry!($features, $token, fn quotient_entry(x: &[f64], m: &[f64], out: &mut [u64]) = quotient_keys);
+            kernel_entry!($features, $token, fn select_entry(table: &[i32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = select);
             RowKernels {
                 isa: Isa::compiled_for(Level::$level),
                 place: place_entry,
@@ -191,6 +287,7 @@ macro_rules! rows_table {
                 lookup: lookup_entry,
                 first_at_least: first_entry,
                 quotient_keys: quotient_entry,
+                select: select_entry,
             }
         };
     };

@@ -32,6 +32,7 @@
 //! genes.
 
 use super::dict::{check_tokens, special, GeneMap};
+use crate::engine::best_row_kernels;
 use crate::error::{Error, Result};
 
 /// scGPT's settings: tokens by gene key, bins, row length, the value
@@ -283,24 +284,20 @@ impl ScGptColumns {
 
     /// Keeps the tokens and counts of the genes that have a token, in
     /// column order, at the front of `s.tokens` and `s.counts`; returns how
-    /// many. Every gene is written and the next written over it unless it
-    /// has a token: no branch per gene.
+    /// many. The row kernels' `select` looks the tokens up a register of
+    /// genes at a time.
     fn gather(&self, genes: &[i32], counts: &[i32], s: &mut BinScratch) -> usize {
         s.tokens.resize(genes.len(), 0);
         s.counts.resize(genes.len(), 0);
-        let (tokens, kept) = (&mut s.tokens[..genes.len()], &mut s.counts[..genes.len()]);
-        let mut n = 0;
-        for (&g, &c) in genes.iter().zip(counts) {
-            let token = self.tokens[g as usize];
-            tokens[n] = token;
-            kept[n] = c as u32;
-            n += usize::from(token >= 0);
-        }
-        n
+        best_row_kernels().select(
+            &self.tokens,
+            0,
+            genes,
+            bytemuck::cast_slice(counts),
+            (&mut s.tokens, &mut s.counts),
+        )
     }
 
-    /// Orders the first `n` counts of `s`: `s.below` the running totals of
-    /// the small counts, `s.large` the others sorted.
     fn order(&self, n: usize, s: &mut BinScratch) {
         s.tables.clear();
         s.tables.resize(TABLES * SMALL_COUNTS, 0);

@@ -208,11 +208,13 @@ impl GeneSelection {
     /// Keeps the selected genes of a row's `genes`, with their `counts`, at
     /// the front of `columns` (their output columns) and `kept` (their
     /// counts), in the row's order; returns how many. Both outputs hold at
-    /// least `genes.len()`. Every gene is written and the next written over
-    /// it unless kept, so there is no branch per gene; the kind of lookup is
-    /// chosen once per row. A negative gene, read as `u32`, lies past every
-    /// selected gene (all below `2^31`), so it is dropped with no check of
-    /// its own.
+    /// least `genes.len()`. The kind of lookup is chosen once per row; a
+    /// dense table is looked up by the row kernels' `select` (a register of
+    /// genes gathered and compressed at a time), a sparse one a gene at a
+    /// time, every gene written and the next written over it unless kept,
+    /// so there is no branch per gene. A negative gene, read as `u32`, lies
+    /// past every selected gene (all below `2^31`), so it is dropped with no
+    /// check of its own.
     pub(crate) fn keep_row(
         &self,
         genes: &[i32],
@@ -221,12 +223,20 @@ impl GeneSelection {
         kept: &mut [u32],
     ) -> usize {
         match &self.lookup {
-            Lookup::Dense { first, table } => compact(genes, counts, columns, kept, |g| {
-                dense_column(*first, table, g as u32)
-            }),
-            Lookup::Sparse(pairs) => compact(genes, counts, columns, kept, |g| {
-                sparse_column(pairs, g as u32)
-            }),
+            Lookup::Dense { first, table } => {
+                best_row_kernels().select(table, *first, genes, counts, (columns, kept))
+            }
+            Lookup::Sparse(pairs) => {
+                let (columns, kept) = (&mut columns[..genes.len()], &mut kept[..genes.len()]);
+                let mut n = 0;
+                for (&g, &c) in genes.iter().zip(counts) {
+                    let k = sparse_column(pairs, g as u32);
+                    columns[n] = k;
+                    kept[n] = c;
+                    n += usize::from(k >= 0);
+                }
+                n
+            }
         }
     }
 
@@ -305,26 +315,6 @@ fn sparse_column(pairs: &[(u32, i32)], gene: u32) -> i32 {
     pairs
         .binary_search_by_key(&gene, |p| p.0)
         .map_or(-1, |i| pairs[i].1)
-}
-
-/// [`GeneSelection::keep_row`] with the lookup `column`.
-#[inline]
-fn compact(
-    genes: &[i32],
-    counts: &[u32],
-    columns: &mut [i32],
-    kept: &mut [u32],
-    column: impl Fn(i32) -> i32,
-) -> usize {
-    let (columns, kept) = (&mut columns[..genes.len()], &mut kept[..genes.len()]);
-    let mut n = 0;
-    for (&g, &c) in genes.iter().zip(counts) {
-        let k = column(g);
-        columns[n] = k;
-        kept[n] = c;
-        n += usize::from(k >= 0);
-    }
-    n
 }
 
 #[cfg(test)]

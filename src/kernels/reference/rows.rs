@@ -94,3 +94,51 @@ pub fn quotient_keys(x: &[f64], m: &[f64], out: &mut [u64]) {
         *o = !(x / m).to_bits();
     }
 }
+
+/// Reference for [`RowKernels::select`].
+#[inline(always)]
+pub fn select(
+    table: &[i32],
+    first: u32,
+    genes: &[i32],
+    counts: &[u32],
+    out: (&mut [i32], &mut [u32]),
+) -> usize {
+    check_select(genes, counts, &out);
+    select_from(table, first, genes, counts, out, 0)
+}
+
+/// The lengths [`RowKernels::select`] takes, checked alike on every backend.
+#[inline(always)]
+pub(crate) fn check_select(genes: &[i32], counts: &[u32], out: &(&mut [i32], &mut [u32])) {
+    assert!(
+        counts.len() == genes.len() && out.0.len() >= genes.len() && out.1.len() >= genes.len(),
+        "select: the genes and their counts must be as long, the outputs at least as long"
+    );
+}
+
+/// [`select`]'s loop over `genes`, whose kept values go to the outputs
+/// from `n` on (`n` at most the genes before these, so every write lies
+/// within the outputs); returns `n` past them. Every gene's value is
+/// written, and the next written over it unless it is kept: no branch
+/// per gene.
+#[inline(always)]
+pub(crate) fn select_from(
+    table: &[i32],
+    first: u32,
+    genes: &[i32],
+    counts: &[u32],
+    (out, out_counts): (&mut [i32], &mut [u32]),
+    mut n: usize,
+) -> usize {
+    for (&g, &c) in genes.iter().zip(counts) {
+        let value = table
+            .get((g as u32).wrapping_sub(first) as usize)
+            .copied()
+            .unwrap_or(-1);
+        out[n] = value;
+        out_counts[n] = c;
+        n += usize::from(value >= 0);
+    }
+    n
+}

@@ -135,6 +135,34 @@ impl Vector for Avx2 {
     }
 
     #[inline(always)]
+    fn sign_bits(self, v: __m256i) -> u32 {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_movemask_ps(_mm256_castsi256_ps(v)) as u32 }
+    }
+
+    #[inline(always)]
+    unsafe fn gather_u32(self, table: *const u32, index: __m256i) -> __m256i {
+        // SAFETY: AVX2 token; the caller makes every lane's index readable
+        // at `table`.
+        unsafe { _mm256_i32gather_epi32::<4>(table.cast(), index) }
+    }
+
+    #[inline(always)]
+    unsafe fn compress_store_u32(self, p: *mut u32, v: __m256i, keep: u32) {
+        // The kept lanes' numbers, in order, from the bytes 0..8 with BMI2:
+        // each kept lane's bit spread to a whole byte, then those bytes of
+        // 0x0706..00 gathered to the bottom. A lane permute by them moves the
+        // kept lanes down; the lanes past them repeat lane 0.
+        // SAFETY: AVX2 and BMI2 token; the caller makes 8 values writable at `p`.
+        unsafe {
+            let bytes = _pdep_u64(u64::from(keep), 0x0101_0101_0101_0101) * 0xFF;
+            let lanes = _pext_u64(0x0706_0504_0302_0100, bytes);
+            let index = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(lanes as i64));
+            _mm256_storeu_si256(p.cast(), _mm256_permutevar8x32_epi32(v, index));
+        }
+    }
+
+    #[inline(always)]
     unsafe fn load_planes(self, lo: *const u8, hi: *const u8) -> __m256i {
         // SAFETY: AVX2 token; the caller makes 8 bytes readable at each pointer.
         unsafe {

@@ -193,6 +193,27 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
     }
 
     #[inline(always)]
+    fn sign_bits(self, v: __m512i) -> u32 {
+        // SAFETY: AVX-512 token (DQ).
+        unsafe { u32::from(_mm512_movepi32_mask(v)) }
+    }
+
+    #[inline(always)]
+    unsafe fn gather_u32(self, table: *const u32, index: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token; the caller makes every lane's index
+        // readable at `table`.
+        unsafe { _mm512_i32gather_epi32::<4>(index, table.cast()) }
+    }
+
+    #[inline(always)]
+    unsafe fn compress_store_u32(self, p: *mut u32, v: __m512i, keep: u32) {
+        // SAFETY: AVX-512 token; the caller makes 16 values writable at `p`.
+        // The compress goes to a register and the store is a plain one: a
+        // compressing store to memory is microcoded on some cores.
+        unsafe { _mm512_storeu_si512(p.cast(), _mm512_maskz_compress_epi32(keep as u16, v)) }
+    }
+
+    #[inline(always)]
     fn reduce_min(self, v: __m512i) -> u32 {
         // SAFETY: AVX-512 token.
         unsafe { _mm512_reduce_min_epu32(v) }

@@ -319,6 +319,48 @@ pub(crate) trait Vector: Copy {
             .unwrap_or(0)
     }
 
+    /// Bit `i` set iff lane `i`, read as `i32`, is negative.
+    #[inline(always)]
+    fn sign_bits(self, v: Self::U32) -> u32 {
+        self.lanes(v)
+            .into_iter()
+            .take(Self::LANES)
+            .enumerate()
+            .fold(0, |bits, (i, x)| bits | (x >> 31) << i)
+    }
+
+    /// Lane `i` is `table[index[i]]`.
+    ///
+    /// # Safety
+    /// Every lane of `index` is below the number of values readable at
+    /// `table`.
+    #[inline(always)]
+    unsafe fn gather_u32(self, table: *const u32, index: Self::U32) -> Self::U32 {
+        let mut buf = [0u32; MAX_LANES];
+        for (b, i) in buf.iter_mut().zip(self.lanes(index)).take(Self::LANES) {
+            // SAFETY: the caller makes every lane's index readable at `table`.
+            *b = unsafe { *table.add(i as usize) };
+        }
+        // SAFETY: the buffer holds `MAX_LANES >= LANES` values.
+        unsafe { self.load_u32(buf.as_ptr()) }
+    }
+
+    /// Stores the lanes whose bit is set in `keep`, in lane order, at `p`;
+    /// the values past them, up to `LANES`, are unspecified.
+    ///
+    /// # Safety
+    /// `p` is writable for `LANES` values.
+    #[inline(always)]
+    unsafe fn compress_store_u32(self, p: *mut u32, v: Self::U32, keep: u32) {
+        let mut n = 0;
+        for (i, x) in self.lanes(v).into_iter().take(Self::LANES).enumerate() {
+            // SAFETY: `n <= i < LANES`, and the caller makes `LANES` values
+            // writable at `p`.
+            unsafe { *p.add(n) = x };
+            n += (keep >> i & 1) as usize;
+        }
+    }
+
     /// The lanes, in the first `LANES` entries.
     #[inline(always)]
     fn lanes(self, v: Self::U32) -> [u32; MAX_LANES] {
