@@ -72,7 +72,10 @@ impl AlignedBytes {
         if len < PAGES_FROM {
             return AlignedBytes::zeroed(len);
         }
-        let pooled = POOL.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        let pooled = {
+            let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
+            best_fit(pool.iter().map(Vec::len), words).map(|i| pool.swap_remove(i))
+        };
         let mut buffer = pooled.unwrap_or_default();
         // Only words past the buffer's old length are zeroed.
         buffer.resize(buffer.len().max(words), 0);
@@ -114,6 +117,19 @@ impl AlignedBytes {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+}
+
+/// Which of buffers of `sizes` words to use for `words`: the smallest that
+/// holds them (a large buffer kept for a large read), else the largest
+/// (the least to grow).
+fn best_fit(sizes: impl Iterator<Item = usize>, words: usize) -> Option<usize> {
+    let sizes: Vec<(usize, usize)> = sizes.enumerate().collect();
+    sizes
+        .iter()
+        .filter(|&&(_, n)| n >= words)
+        .min_by_key(|&&(_, n)| n)
+        .or_else(|| sizes.iter().max_by_key(|&&(_, n)| n))
+        .map(|&(i, _)| i)
 }
 
 impl Drop for AlignedBytes {
@@ -160,6 +176,16 @@ impl std::fmt::Debug for AlignedBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pooled_buffer_is_the_smallest_that_fits_else_the_largest() {
+        let sizes = [300, 100, 200, 100];
+        assert_eq!(best_fit(sizes.into_iter(), 150), Some(2));
+        assert_eq!(best_fit(sizes.into_iter(), 100), Some(1));
+        assert_eq!(best_fit(sizes.into_iter(), 50), Some(1));
+        assert_eq!(best_fit(sizes.into_iter(), 400), Some(0));
+        assert_eq!(best_fit([].into_iter(), 1), None);
+    }
 
     #[test]
     fn buffers_are_aligned_and_exact() {
