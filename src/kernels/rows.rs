@@ -22,6 +22,14 @@
 //! no branch per count; the few larger counts are found by
 //! [`RowKernels::first_at_least`] and rewritten after it.
 //!
+//! # Selecting
+//!
+//! A gene selection (or a tokenizer's table) keeps the genes of a row that
+//! a per-column table gives a value: [`RowKernels::select`] gathers a
+//! register of genes' values from the table and compresses the kept ones,
+//! with their counts, to the front of its outputs, where scalar code loads
+//! one gene's value at a time and writes it whether kept or not.
+//!
 //! # Quotients
 //!
 //! Geneformer orders a cell's genes by `x / m` (a scaled count over the
@@ -34,7 +42,9 @@
 //!
 //! # Backends
 //!
-//! The vector tables run the reference's own code, compiled for their
+//! Apart from `select` (written once over the vector vocabulary, with the
+//! reference's loop for registers that reach outside the table and for the
+//! tail), the vector tables run the reference's own code, compiled for their
 //! instruction set: on x86-64 that brings `popcnt` (a word's bits counted in
 //! one instruction, where the portable build spends a dozen) and lets the
 //! compiler widen the scan and the lookup (variable shifts, gathers), on
