@@ -228,7 +228,7 @@ fn select<V: Vector>(
     counts: &[u32],
     (out, out_counts): (&mut [i32], &mut [u32]),
 ) -> usize {
-    scalar::check_select(genes, counts, &(&mut *out, &mut *out_counts));
+    scalar::check_select(genes, counts, out, out_counts);
     let lanes = V::LANES;
     let (mut n, mut i) = (0, 0);
     // Gathers take their indices as `i32` lanes: a larger table keeps the

@@ -121,15 +121,20 @@ impl AlignedBytes {
 
 /// Which of buffers of `sizes` words to use for `words`: the smallest that
 /// holds them (a large buffer kept for a large read), else the largest
-/// (the least to grow).
+/// (the least to grow). One pass, with nothing allocated under the pool's
+/// lock: a buffer that fits ranks before every one that does not, fitting
+/// ones by increasing size, the others by decreasing size.
 fn best_fit(sizes: impl Iterator<Item = usize>, words: usize) -> Option<usize> {
-    let sizes: Vec<(usize, usize)> = sizes.enumerate().collect();
     sizes
-        .iter()
-        .filter(|&&(_, n)| n >= words)
-        .min_by_key(|&&(_, n)| n)
-        .or_else(|| sizes.iter().max_by_key(|&&(_, n)| n))
-        .map(|&(i, _)| i)
+        .enumerate()
+        .min_by_key(|&(_, n)| {
+            if n >= words {
+                (false, n)
+            } else {
+                (true, usize::MAX - n)
+            }
+        })
+        .map(|(i, _)| i)
 }
 
 impl Drop for AlignedBytes {

@@ -298,6 +298,8 @@ impl ScGptColumns {
         )
     }
 
+    /// Orders the first `n` counts of `s`: `s.below` the running totals of
+    /// the small counts, `s.large` the others sorted.
     fn order(&self, n: usize, s: &mut BinScratch) {
         s.tables.clear();
         s.tables.resize(TABLES * SMALL_COUNTS, 0);

@@ -104,15 +104,15 @@ pub fn select(
     counts: &[u32],
     out: (&mut [i32], &mut [u32]),
 ) -> usize {
-    check_select(genes, counts, &out);
+    check_select(genes, counts, out.0, out.1);
     select_from(table, first, genes, counts, out, 0)
 }
 
 /// The lengths [`RowKernels::select`] takes, checked alike on every backend.
 #[inline(always)]
-pub(crate) fn check_select(genes: &[i32], counts: &[u32], out: &(&mut [i32], &mut [u32])) {
+pub(crate) fn check_select(genes: &[i32], counts: &[u32], out: &[i32], out_counts: &[u32]) {
     assert!(
-        counts.len() == genes.len() && out.0.len() >= genes.len() && out.1.len() >= genes.len(),
+        counts.len() == genes.len() && out.len() >= genes.len() && out_counts.len() >= genes.len(),
         "select: the genes and their counts must be as long, the outputs at least as long"
     );
 }
