@@ -245,6 +245,7 @@ fn a_build_of_inputs_on_s3_into_s3_equals_the_local_build() {
 
 /// The raw S3 client for `url` (endpoint and credentials from the environment).
 fn raw_s3() -> Arc<dyn object_store::ObjectStore> {
+    deltacells::storage::object::install_tls_provider();
     Arc::new(
         object_store::aws::AmazonS3Builder::from_env()
             .with_bucket_name(bucket())
@@ -503,6 +504,7 @@ impl Server {
     }
 
     fn store(&self, bucket: &str, prefix: &str, config: IoConfig) -> ObjectStore {
+        deltacells::storage::object::install_tls_provider();
         let raw = object_store::aws::AmazonS3Builder::from_env()
             .with_endpoint(&self.endpoint)
             .with_bucket_name(bucket)

@@ -16,6 +16,12 @@
 //! fetched concurrently, at most [`IoConfig::requests_in_flight`] at once.
 //! Puts are atomic: one PUT, or for large objects a multipart upload that
 //! only becomes visible when completed.
+//!
+//! TLS is rustls with *ring*'s cryptography, installed as rustls's
+//! process-wide provider by [`install_tls_provider`] (which
+//! [`ObjectStore::from_url`] calls) unless the program installed one of its
+//! own first. Code that builds `object_store` clients itself, to wrap them
+//! with [`ObjectStore::new`], calls it before building them.
 
 use std::future::Future;
 use std::ops::Range;
@@ -119,6 +125,22 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime> {
         .map_err(|e| Error::Config(format!("cannot start the I/O runtime: {e}")))
 }
 
+/// Installs *ring* as rustls's process-wide cryptography provider, unless
+/// one is installed already (the program's own choice stands).
+///
+/// The HTTP client of `object_store` takes its TLS cryptography from that
+/// provider and panics when it builds a client without one. This crate
+/// builds rustls with *ring* alone, so no other provider is compiled in
+/// (see the `object-store` feature in Cargo.toml); calling this more than
+/// once is harmless.
+pub fn install_tls_provider() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // An Err means another provider came first: it serves as well.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 /// A dataset location in an object store.
 pub struct ObjectStore {
     inner: Arc<dyn object_store::ObjectStore>,
@@ -161,6 +183,7 @@ fn split_url(url: &str) -> Result<(&str, &str)> {
 impl ObjectStore {
     /// The store at `url`, configured from the environment (see the module docs).
     pub fn from_url(url: &str) -> Result<ObjectStore> {
+        install_tls_provider();
         let bad = |e: object_store::Error| Error::Config(format!("{url}: {e}"));
         // Retries are ours (one policy for every backend, and for wrappers).
         let no_retry = RetryConfig {
@@ -491,6 +514,22 @@ mod tests {
         assert_eq!(split_url("s3://b/p/q/").unwrap(), ("s3://b", "p/q"));
         assert_eq!(split_url("s3://b").unwrap(), ("s3://b", ""));
         assert!(split_url("s3:///p").is_err());
+    }
+
+    /// Every scheme's client builds, HTTPS ones included: building one
+    /// panics in reqwest when no TLS provider is installed.
+    #[test]
+    fn clients_build_with_tls_for_every_scheme() {
+        for url in [
+            "s3://bucket/prefix",
+            "gs://bucket/prefix",
+            "abfss://container@account.dfs.core.windows.net/prefix",
+            "https://example.invalid/prefix",
+        ] {
+            let store = ObjectStore::from_url(url).unwrap();
+            assert_eq!(store.describe(), url);
+        }
+        assert!(rustls::crypto::CryptoProvider::get_default().is_some());
     }
 
     #[test]
