@@ -134,11 +134,10 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime> {
 /// (see the `object-store` feature in Cargo.toml); calling this more than
 /// once is harmless.
 pub fn install_tls_provider() {
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    INSTALLED.call_once(|| {
-        // An Err means another provider came first: it serves as well.
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // An Err means another thread installed one first: it serves as well.
         let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+    }
 }
 
 /// A dataset location in an object store.
