@@ -113,7 +113,8 @@ pub fn mib(bytes: u64) -> f64 {
 
 /// What one epoch of training batches took.
 pub struct EpochFigures {
-    cells: usize,
+    /// Cells delivered.
+    pub cells: usize,
     batches: usize,
     decoded: usize,
     touched: usize,

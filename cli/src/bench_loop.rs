@@ -1,7 +1,9 @@
 //! `deltacells bench DIR --loop WORKLOAD`: one of the bench's workloads, run
 //! over and over for a set time, for a sampling profiler to attribute (for
 //! example `perf record -g -- deltacells bench DIR --loop tile`). The
-//! account of where a decode's time goes beyond zstd's is made this way.
+//! account of where a decode's time goes beyond zstd's is made this way,
+//! and the batch workloads show where tokenized batches spend theirs beyond
+//! plain ones.
 
 use std::io::Write;
 use std::time::Instant;
@@ -10,10 +12,11 @@ use clap::ValueEnum;
 use deltacells::engine::ChunkDecoder;
 use deltacells::format::tile::TileView;
 use deltacells::measure::{decode_scan, decompress_tiles, zstd_scan, TileBuffers};
-use deltacells::{Backend, Result};
+use deltacells::{Backend, Dataset, Error, Result};
 
-use crate::bench_cmd::{first_tiles, BenchArgs};
+use crate::bench_cmd::{batch_epoch, first_tiles, BenchArgs};
 use crate::dataset_cmd::open;
+use crate::model_bench::{base_config, from_stats};
 use crate::output::{out_err, Out};
 
 /// What `--loop` runs.
@@ -30,6 +33,13 @@ pub enum Workload {
     /// Fetch and check every tile as the scan does, and only decompress
     /// its frames: the scan's baseline.
     ZstdScan,
+    /// Epochs of block-shuffled plain CSR batches, as the bench's
+    /// model-ready lines run them (`--threads`, default 1): their baseline.
+    Batches,
+    /// The same epochs as Geneformer tokens (2,048, special tokens).
+    Geneformer,
+    /// The same epochs as scGPT bins (51 bins, 1,200 tokens).
+    Scgpt,
 }
 
 /// Runs `args.loop_workload` for `args.seconds` and prints its rate.
@@ -73,16 +83,65 @@ pub fn run(args: &BenchArgs, workload: Workload, backend: Backend) -> Result<()>
                 rounds += 1;
             }
         }
+        Workload::Batches | Workload::Geneformer | Workload::Scgpt => {
+            return batches(&mut out, args, workload, &ds, threads);
+        }
     }
     let s = start.elapsed().as_secs_f64();
     writeln!(
         out,
         "{} on {threads} thread(s), kernel {}: {rounds} rounds in {s:.1} s, {:.1} Mnnz/s",
-        workload
-            .to_possible_value()
-            .map_or("?".into(), |v| v.get_name().to_string()),
+        name(workload),
         ds.engine().backend(),
         nnz as f64 / s / 1e6,
+    )
+    .map_err(out_err)
+}
+
+fn name(workload: Workload) -> String {
+    workload
+        .to_possible_value()
+        .map_or("?".into(), |v| v.get_name().to_string())
+}
+
+/// The batch workloads: epochs of `workload`'s batches over `ds` (each in
+/// the last one's buffers) until `args.seconds` have passed.
+fn batches(
+    out: &mut Out,
+    args: &BenchArgs,
+    workload: Workload,
+    ds: &Dataset,
+    threads: usize,
+) -> Result<()> {
+    let mut config = base_config(args);
+    if workload != Workload::Batches {
+        let (geneformer, scgpt, _) = from_stats(ds)?.ok_or_else(|| {
+            Error::Input("the tokenizer workloads need a dataset with var names".into())
+        })?;
+        let tokenizer = match workload {
+            Workload::Geneformer => geneformer,
+            _ => scgpt,
+        };
+        config = config.with_tokenizer(Some(tokenizer));
+    }
+    let start = Instant::now();
+    let (mut epochs, mut cells, mut recycler) = (0u64, 0usize, None);
+    while start.elapsed().as_secs_f64() < args.seconds {
+        let epoch = batch_epoch(
+            &|c| ds.batches(c),
+            config.clone().with_epoch(epochs).with_recycler(recycler),
+        )?;
+        cells += epoch.cells;
+        recycler = Some(epoch.recycler);
+        epochs += 1;
+    }
+    let s = start.elapsed().as_secs_f64();
+    writeln!(
+        out,
+        "{} on {threads} thread(s), kernel {}: {epochs} epochs in {s:.1} s, {:.0} cells/s",
+        name(workload),
+        ds.engine().backend(),
+        cells as f64 / s,
     )
     .map_err(out_err)
 }

@@ -69,7 +69,7 @@ fn balance_column(ds: &Dataset) -> Option<String> {
 
 /// The tokenizers over `ds`'s var names, and the dense vocabulary, from one
 /// statistics pass; `None` when the dataset has no var names.
-fn from_stats(ds: &Dataset) -> Result<Option<(Tokenizer, Tokenizer, GeneSelection)>> {
+pub(crate) fn from_stats(ds: &Dataset) -> Result<Option<(Tokenizer, Tokenizer, GeneSelection)>> {
     let Some(names) = ds.var_names() else {
         return Ok(None);
     };
@@ -101,6 +101,18 @@ fn from_stats(ds: &Dataset) -> Result<Option<(Tokenizer, Tokenizer, GeneSelectio
     )))
 }
 
+/// The plain CSR batches every model-ready kind is a variant of: `args`'
+/// batch size, block shuffle window and cache, two batches prefetched.
+pub(crate) fn base_config(args: &BenchArgs) -> BatchConfig {
+    BatchConfig::default()
+        .with_batch_size(args.batch_size)
+        .with_shuffle(Shuffle::Block {
+            window_tiles: args.window,
+        })
+        .with_cache_bytes(args.cache_mb << 20)
+        .with_prefetch(2)
+}
+
 /// Measures and prints the model-ready batch lines (see the module docs).
 pub fn model_batches(
     out: &mut dyn Write,
@@ -108,13 +120,7 @@ pub fn model_batches(
     args: &BenchArgs,
     ds: &Dataset,
 ) -> Result<()> {
-    let base = BatchConfig::default()
-        .with_batch_size(args.batch_size)
-        .with_shuffle(Shuffle::Block {
-            window_tiles: args.window,
-        })
-        .with_cache_bytes(args.cache_mb << 20)
-        .with_prefetch(2);
+    let base = base_config(args);
     let normalized = Transform::NONE.normalize(1e4).log1p();
     let mut kinds: Vec<(&str, BatchConfig, Option<usize>)> = vec![(
         "normalized CSR, every gene (normalize_total 1e4 + log1p)",

@@ -5,8 +5,8 @@
 //! A comparison sort of a cell's ~2,000 pairs costs several times the decode
 //! of the cell. The keys' bits order the values, and their high bits spread
 //! them by magnitude (exponent, then leading mantissa bits), so one counting
-//! pass into a bucket per two pairs or so, over the keys' span, leaves
-//! buckets of a few pairs each. One insertion sort over all the pairs then
+//! pass into about a bucket per pair, over the keys' span, leaves buckets
+//! of a few pairs each. One insertion sort over all the pairs then
 //! moves each only within its bucket, so it costs the pairs out of order
 //! within buckets (a run of exact ties already in token order costs
 //! nothing). Past a bound on its moves (a large cluster out of order), the
@@ -55,9 +55,10 @@ fn bucket(from: &[(u64, i32)], to: &mut [(u64, i32)], counts: &mut Vec<u32>) {
         }
         return;
     }
-    // About one bucket for two pairs: fewer buckets to count through, and
-    // still a few pairs each.
-    let bits = from.len().next_power_of_two().trailing_zeros() - 1;
+    // About one bucket per pair: measured on Geneformer batches, 5-7% faster
+    // than one per two pairs (fewer pairs out of order for the insertion
+    // sort), and two per pair was slower (more buckets to count through).
+    let bits = from.len().next_power_of_two().trailing_zeros();
     let n_buckets = 1usize << bits;
     let span = hi - lo;
     // `span >> shift` has at most `bits` bits: every bucket index is below `n_buckets`.
@@ -68,8 +69,12 @@ fn bucket(from: &[(u64, i32)], to: &mut [(u64, i32)], counts: &mut Vec<u32>) {
     for p in from {
         counts[at(p.0) + 1] += 1;
     }
-    for b in 1..counts.len() {
-        counts[b] += counts[b - 1];
+    // The running total kept in a register: adding each bucket's stored
+    // predecessor instead makes every step wait for the store before it.
+    let mut total = 0;
+    for c in counts.iter_mut() {
+        total += *c;
+        *c = total;
     }
     // `counts[b]` is where bucket `b` starts; it is advanced past each pair
     // placed, so afterwards it is where bucket `b` ends.
