@@ -135,6 +135,19 @@ impl EpochFigures {
 /// What makes the batch iterator of a configuration: a dataset's or a corpus's.
 pub type Batches<'a> = &'a dyn Fn(BatchConfig) -> Result<BatchIter<f32>>;
 
+/// The block-shuffled batches the bench times (the training batch lines,
+/// and the plain CSR batches every model-ready kind is a variant of):
+/// `args`' batch size, window and cache, two batches prefetched.
+pub fn block_batches(args: &BenchArgs) -> BatchConfig {
+    BatchConfig::default()
+        .with_batch_size(args.batch_size)
+        .with_shuffle(Shuffle::Block {
+            window_tiles: args.window,
+        })
+        .with_cache_bytes(args.cache_mb << 20)
+        .with_prefetch(2)
+}
+
 /// Runs an epoch as a training loop would: each batch's buffers go back to
 /// the iterator once the batch is used.
 pub fn batch_epoch(batches: Batches<'_>, config: BatchConfig) -> Result<EpochFigures> {
@@ -497,13 +510,7 @@ pub fn training_batches(
     batches: Batches<'_>,
 ) -> Result<()> {
     let config = |epoch, recycler| {
-        BatchConfig::default()
-            .with_batch_size(args.batch_size)
-            .with_shuffle(Shuffle::Block {
-                window_tiles: args.window,
-            })
-            .with_cache_bytes(args.cache_mb << 20)
-            .with_prefetch(2)
+        block_batches(args)
             .with_epoch(epoch)
             .with_recycler(recycler)
             .with_next_epoch_ahead(true)

@@ -14,9 +14,9 @@ use deltacells::format::tile::TileView;
 use deltacells::measure::{decode_scan, decompress_tiles, zstd_scan, TileBuffers};
 use deltacells::{Backend, Dataset, Error, Result};
 
-use crate::bench_cmd::{batch_epoch, first_tiles, BenchArgs};
+use crate::bench_cmd::{batch_epoch, block_batches, first_tiles, BenchArgs};
 use crate::dataset_cmd::open;
-use crate::model_bench::{base_config, from_stats};
+use crate::model_bench::from_stats;
 use crate::output::{out_err, Out};
 
 /// What `--loop` runs.
@@ -98,6 +98,7 @@ pub fn run(args: &BenchArgs, workload: Workload, backend: Backend) -> Result<()>
     .map_err(out_err)
 }
 
+/// The workload's name as `--loop` takes it.
 fn name(workload: Workload) -> String {
     workload
         .to_possible_value()
@@ -113,7 +114,7 @@ fn batches(
     ds: &Dataset,
     threads: usize,
 ) -> Result<()> {
-    let mut config = base_config(args);
+    let mut config = block_batches(args);
     if workload != Workload::Batches {
         let (geneformer, scgpt, _) = from_stats(ds)?.ok_or_else(|| {
             Error::Input("the tokenizer workloads need a dataset with var names".into())
@@ -126,7 +127,8 @@ fn batches(
     }
     let start = Instant::now();
     let (mut epochs, mut cells, mut recycler) = (0u64, 0usize, None);
-    while start.elapsed().as_secs_f64() < args.seconds {
+    // At least one epoch, however short `--seconds`.
+    loop {
         let epoch = batch_epoch(
             &|c| ds.batches(c),
             config.clone().with_epoch(epochs).with_recycler(recycler),
@@ -134,11 +136,14 @@ fn batches(
         cells += epoch.cells;
         recycler = Some(epoch.recycler);
         epochs += 1;
+        if start.elapsed().as_secs_f64() >= args.seconds {
+            break;
+        }
     }
     let s = start.elapsed().as_secs_f64();
     writeln!(
         out,
-        "{} on {threads} thread(s), kernel {}: {epochs} epochs in {s:.1} s, {:.0} cells/s",
+        "{} on {threads} thread(s), kernel {}: {epochs} epochs ({cells} cells) in {s:.1} s, {:.0} cells/s",
         name(workload),
         ds.engine().backend(),
         cells as f64 / s,

@@ -25,7 +25,7 @@ use deltacells::tokenize::{GeneMap, Geneformer, ScGpt, Tokenizer};
 use deltacells::{Dataset, GeneSelection, Result};
 use serde_json::{json, Value};
 
-use crate::bench_cmd::{batch_epoch, BenchArgs};
+use crate::bench_cmd::{batch_epoch, block_batches, BenchArgs};
 use crate::output::out_err;
 
 /// Batches timed in the uniformly random balanced measurement (random
@@ -101,18 +101,6 @@ pub(crate) fn from_stats(ds: &Dataset) -> Result<Option<(Tokenizer, Tokenizer, G
     )))
 }
 
-/// The plain CSR batches every model-ready kind is a variant of: `args`'
-/// batch size, block shuffle window and cache, two batches prefetched.
-pub(crate) fn base_config(args: &BenchArgs) -> BatchConfig {
-    BatchConfig::default()
-        .with_batch_size(args.batch_size)
-        .with_shuffle(Shuffle::Block {
-            window_tiles: args.window,
-        })
-        .with_cache_bytes(args.cache_mb << 20)
-        .with_prefetch(2)
-}
-
 /// Measures and prints the model-ready batch lines (see the module docs).
 pub fn model_batches(
     out: &mut dyn Write,
@@ -120,7 +108,7 @@ pub fn model_batches(
     args: &BenchArgs,
     ds: &Dataset,
 ) -> Result<()> {
-    let base = base_config(args);
+    let base = block_batches(args);
     let normalized = Transform::NONE.normalize(1e4).log1p();
     let mut kinds: Vec<(&str, BatchConfig, Option<usize>)> = vec![(
         "normalized CSR, every gene (normalize_total 1e4 + log1p)",

@@ -232,6 +232,31 @@ fn bench_json_and_report_carry_every_figure_of_the_tables() {
     std::fs::remove_dir_all(report_dir).unwrap();
 }
 
+/// `bench --loop` with a batch workload runs whole epochs (at least one),
+/// each delivering every cell once, and says so.
+#[test]
+fn bench_loop_batch_workloads_run_whole_epochs() {
+    let ds = testdata().join("deltacells/datasets/small_obs");
+    for workload in ["batches", "geneformer", "scgpt"] {
+        let (ok, stdout, stderr) = deltacells(&[
+            "bench",
+            ds.to_str().unwrap(),
+            "--loop",
+            workload,
+            "--seconds",
+            "0",
+            "--batch-size",
+            "64",
+        ]);
+        assert!(ok, "{workload}: {stderr}");
+        assert!(
+            stdout.starts_with(&format!("{workload} on 1 thread(s)"))
+                && stdout.contains(": 1 epochs (700 cells) in "),
+            "{stdout}"
+        );
+    }
+}
+
 /// `convert A B OUT` builds one dataset from the two shared datasets, a gene
 /// list keeps exactly its genes, and `--plan-only` prints the plan and writes
 /// no tile.
