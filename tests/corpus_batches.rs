@@ -238,7 +238,11 @@ fn batches_follow_the_epoch_order_whichever_strategy_makes_them() {
                 )
             );
             assert!(recycler.holds_next_epoch(), "epoch 3 made ahead");
-            let floats = corpus.batches_of::<f32>(next.with_epoch(3)).unwrap();
+            // Without prefetch nothing is made before the first `next`, so
+            // the iterator cannot have left an epoch of its own yet.
+            let floats = corpus
+                .batches_of::<f32>(next.with_epoch(3).with_prefetch(0))
+                .unwrap();
             assert!(!recycler.holds_next_epoch(), "dropped: another count type");
             let fresh = corpus
                 .batches_of::<f32>(config.clone().with_epoch(3))
