@@ -152,8 +152,6 @@ pub(crate) struct RankScratch {
     tokens: Vec<i32>,
     /// `!bits` of each `v`.
     keys: Vec<u64>,
-    /// Each candidate's `(!bits of v, token)`.
-    exact: Vec<(u64, i32)>,
     buffers: RankBuffers,
 }
 
@@ -201,15 +199,7 @@ impl GeneformerColumns {
         scratch.keys.resize(n, 0);
         self.kernels
             .quotient_keys(&xs[..n], &ms[..n], &mut scratch.keys[..n]);
-        let exact = &mut scratch.exact;
-        exact.clear();
-        exact.extend(
-            scratch.keys[..n]
-                .iter()
-                .copied()
-                .zip(ts[..n].iter().copied()),
-        );
-        rank(exact, &mut scratch.buffers);
+        let exact = rank(&scratch.keys[..n], &ts[..n], &mut scratch.buffers);
         let (body, first) = match self.special {
             Some((cls, _)) => {
                 ids[0] = cls;
