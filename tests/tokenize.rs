@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use deltacells::dataset::{BatchConfig, BatchRows, Shuffle};
+use deltacells::dataset::{BatchConfig, BatchRows, Recycler, Shuffle};
 use deltacells::engine::Transform;
 use deltacells::tokenize::{GeneMap, Geneformer, ScGpt, TokenBatch, Tokenizer};
 use deltacells::{Csr, Dataset, DatasetWriter, GeneSelection, WriterConfig};
@@ -424,8 +424,14 @@ fn model_ready_batches_hold_what_reads_of_their_cells_give() {
             .with_genes(Some(selection.clone()))
             .with_dense(true);
         // Each batch handed back once compared, so later ones are built in
-        // its buffers (dense and token rows alike).
-        let mut batches = ds.batches(dense).unwrap();
+        // its buffers (dense and token rows alike): one recycler for all of
+        // them, so token rows are also built over what dense rows and the
+        // other tokenizer left there, and a short last batch in buffers
+        // longer than it.
+        let recycler = Recycler::new(4);
+        let mut batches = ds
+            .batches(dense.with_recycler(Some(recycler.clone())))
+            .unwrap();
         while let Some(batch) = batches.next() {
             let batch = batch.unwrap();
             let read = ds.read(&batch.cells).genes(&selection).normalize(1e4);
@@ -441,7 +447,10 @@ fn model_ready_batches_hold_what_reads_of_their_cells_give() {
             (&geneformer, &geneformer),
             (&Tokenizer::ScGpt(scgpt.clone()), &with_scgpt),
         ] {
-            let config = base.clone().with_tokenizer(Some(tokenizer.clone()));
+            let config = base
+                .clone()
+                .with_tokenizer(Some(tokenizer.clone()))
+                .with_recycler(Some(recycler.clone()));
             let mut seen = 0;
             let mut batches = ds.batches(config).unwrap();
             while let Some(batch) = batches.next() {

@@ -255,6 +255,17 @@ pub enum BatchRows<V> {
     Tokens(TokenRows),
 }
 
+impl<V> BatchRows<V> {
+    /// Cuts token rows' buffers to the rows written (see
+    /// [`TokenRows::settle`]): what a batch's rows are before it is
+    /// handed out.
+    pub(crate) fn settle(&mut self) {
+        if let BatchRows::Tokens(tokens) = self {
+            tokens.settle();
+        }
+    }
+}
+
 /// One training batch, with counts of type `V` (`f32` by default, or `i32`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Batch<V = f32> {

@@ -222,12 +222,12 @@ impl<'a, V: DecodedCount + bytemuck::Pod> Filling<'a, V> {
         })
     }
 
-    /// The rows written.
+    /// The rows written (tokens unsettled: see [`BatchRows::settle`]).
     pub(crate) fn finish(self) -> BatchRows<V> {
         match self {
             Filling::Rows(CountRows::Csr(csr)) => BatchRows::Csr(csr),
             Filling::Rows(CountRows::Dense(dense)) => BatchRows::Dense(dense),
-            Filling::Tokens(sink) => BatchRows::Tokens(sink.into_rows()),
+            Filling::Tokens(sink) => BatchRows::Tokens(sink.into_unsettled_rows()),
         }
     }
 }

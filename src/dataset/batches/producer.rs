@@ -317,7 +317,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
         let ctx = &mut self.ctx;
         let index = ctx.index(pick);
         let positions = ctx.share.get(index);
-        let (cells, rows, stats) = match &mut self.strategy {
+        let (cells, mut rows, stats) = match &mut self.strategy {
             // The iterator's first batch, read alone through the cache: it
             // decodes only its own chunks (about a tile's worth of a 4-tile
             // window), so the caller has it without waiting for the whole
@@ -329,6 +329,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
             Strategy::Window(chunks) => ctx.cut_from_window(chunks, positions)?,
             Strategy::Gather => ctx.gather(positions, FetchNext::Before)?,
         };
+        rows.settle();
         let labels = match &ctx.obs {
             Some(obs) => obs.labels(&cells)?,
             None => Labels::default(),

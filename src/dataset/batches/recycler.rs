@@ -113,12 +113,11 @@ impl Recycler {
 
     /// Token rows to build a batch in, in given-back buffers if any.
     pub(crate) fn take_tokens(&self) -> TokenRows {
-        TokenRows {
-            max_len: 0,
-            input_ids: reuse(&self.0.indices),
-            values: Some(values_of(reuse(&self.0.values))),
-            attention_mask: reuse(&self.0.masks),
-        }
+        TokenRows::in_buffers(
+            reuse(&self.0.indices),
+            Some(values_of(reuse(&self.0.values))),
+            reuse(&self.0.masks),
+        )
     }
 
     /// Whether it holds a next epoch made ahead
