@@ -9,7 +9,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use clap::ValueEnum;
-use deltacells::engine::ChunkDecoder;
+use deltacells::engine::{ChunkDecoder, Transform};
 use deltacells::format::tile::TileView;
 use deltacells::measure::{decode_scan, decompress_tiles, zstd_scan, TileBuffers};
 use deltacells::{Backend, Dataset, Error, Result};
@@ -40,6 +40,9 @@ pub enum Workload {
     Geneformer,
     /// The same epochs as scGPT bins (51 bins, 1,200 tokens).
     Scgpt,
+    /// The same epochs as normalized dense rows (normalize_total 1e4 +
+    /// log1p) over the 2,000 genes of largest normalized variance.
+    Dense,
 }
 
 /// Runs `args.loop_workload` for `args.seconds` and prints its rate.
@@ -83,7 +86,7 @@ pub fn run(args: &BenchArgs, workload: Workload, backend: Backend) -> Result<()>
                 rounds += 1;
             }
         }
-        Workload::Batches | Workload::Geneformer | Workload::Scgpt => {
+        Workload::Batches | Workload::Geneformer | Workload::Scgpt | Workload::Dense => {
             return batches(&mut out, args, workload, &ds, threads);
         }
     }
@@ -116,14 +119,17 @@ fn batches(
 ) -> Result<()> {
     let mut config = block_batches(args);
     if workload != Workload::Batches {
-        let (geneformer, scgpt, _) = from_stats(ds)?.ok_or_else(|| {
-            Error::Input("the tokenizer workloads need a dataset with var names".into())
+        let (geneformer, scgpt, vocabulary) = from_stats(ds)?.ok_or_else(|| {
+            Error::Input("the model-ready workloads need a dataset with var names".into())
         })?;
-        let tokenizer = match workload {
-            Workload::Geneformer => geneformer,
-            _ => scgpt,
+        config = match workload {
+            Workload::Geneformer => config.with_tokenizer(Some(geneformer)),
+            Workload::Scgpt => config.with_tokenizer(Some(scgpt)),
+            _ => config
+                .with_transform(Transform::NONE.normalize(1e4).log1p())
+                .with_genes(Some(vocabulary))
+                .with_dense(true),
         };
-        config = config.with_tokenizer(Some(tokenizer));
     }
     let start = Instant::now();
     let (mut epochs, mut cells, mut recycler) = (0u64, 0usize, None);
