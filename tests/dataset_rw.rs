@@ -355,6 +355,39 @@ fn an_epoch_made_ahead_is_the_epoch_a_fresh_iterator_makes() {
 }
 
 #[test]
+fn an_epoch_made_ahead_hands_out_its_first_batch_before_building_its_window() {
+    let (dir, _) = small("first-ahead", 700, 100, 20);
+    let ds = Arc::new(Dataset::open(&dir).unwrap());
+    let config = |epoch| {
+        BatchConfig::default()
+            .with_batch_size(45)
+            .with_seed(3)
+            .with_epoch(epoch)
+            .with_shuffle(Shuffle::Block { window_tiles: 2 })
+            .with_prefetch(0)
+    };
+    let decoded = |config: BatchConfig| -> Vec<usize> {
+        ds.batches(config)
+            .unwrap()
+            .map(|b| b.unwrap().stats.chunks_decoded)
+            .collect()
+    };
+    let first = ds.batches(config(0).with_next_epoch_ahead(true)).unwrap();
+    let recycler = first.recycler();
+    first.for_each(|b| drop(b.unwrap()));
+    assert!(recycler.holds_next_epoch());
+    // The first batch made ahead decoded only its own chunks, as a fresh
+    // iterator's first batch does, and the window's build is counted in
+    // the batch after it, as there: batch by batch the same decodes.
+    let ahead = decoded(config(1).with_recycler(Some(recycler.clone())));
+    assert!(!recycler.holds_next_epoch(), "taken");
+    let fresh = decoded(config(1));
+    assert_eq!(ahead, fresh);
+    assert!(ahead[0] < ahead[1], "{ahead:?}: the first batch read alone");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn batches_cover_every_cell_once_across_ranks_and_are_deterministic() {
     let (dir, data) = small("batches", 1000, 100, 4);
     let open = |threads| {

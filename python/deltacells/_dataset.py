@@ -438,11 +438,11 @@ class Dataset:
           gives for the batch's cells; scGPT samples its genes keyed by
           `(seed, epoch)`.
         * `next_epoch_ahead`: once this epoch has nothing left to decode,
-          build the first window of the same batches' next epoch (`epoch +
-          1`, nothing delivered) in the background; the next `batches` call
-          of this dataset with exactly those settings starts with it, its
-          first batch ready at once (any other call drops it). What
-          `CellDataset` does between its epochs.
+          make the first batch, then the first window, of the same batches'
+          next epoch (`epoch + 1`, nothing delivered) in the background; the
+          next `batches` call of this dataset with exactly those settings
+          starts with them, its first batch ready as soon as it is made (any
+          other call drops them). What `CellDataset` does between its epochs.
         """
         check_format(format)
         if shuffle not in SHUFFLES:

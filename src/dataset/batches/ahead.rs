@@ -7,14 +7,21 @@
 //! to decode (its last window is built; with batches gathered through the
 //! cache, once its last batch is made) starts, on a thread of its own, the
 //! next epoch's producer (the same configuration with the epoch one higher
-//! and nothing delivered, over the same tiles with a cache of its own) and
-//! that producer's first batch, which builds its first window, while the
+//! and nothing delivered, over the same tiles with a cache of its own),
+//! that producer's first batch, and then its first window, while the
 //! caller uses this epoch's last window. It leaves them in the iterator's
 //! [`Recycler`](crate::dataset::Recycler). The next iterator made with that
 //! recycler and exactly that configuration takes them, waiting for them if
-//! they are still being made, and its first batch is ready at once; an
-//! iterator of any other configuration drops them. The batches are the same
-//! either way: a producer is a pure function of its configuration.
+//! they are still being made; an iterator of any other configuration drops
+//! them. The batches are the same either way: a producer is a pure function
+//! of its configuration.
+//!
+//! The first batch is made alone, as an iterator's first batch is (see
+//! [`Producer::produce`]): it decodes only its own chunks, about a tile's
+//! worth, and is handed over at once, while the thread goes on to build the
+//! rest of the first window. A caller that drains its epochs as fast as they
+//! decode, and so leaves the thread no head start, then waits for the first
+//! batch about as long as for a first epoch's, not for a whole window.
 //!
 //! What this costs: while the last batches of an epoch are used, the next
 //! epoch's first window is held as well (up to twice the memory bound of
@@ -28,6 +35,7 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use crate::dataset::batches::producer::Producer;
 use crate::dataset::batches::sampling::Population;
 use crate::dataset::batches::{Batch, BatchConfig, BatchTiles, Produce, Recycler};
+use crate::dataset::read::ReadStats;
 use crate::error::{Error, Result};
 use crate::kernels::DecodedCount;
 
@@ -41,7 +49,9 @@ pub(crate) struct Ahead {
     kind: TypeId,
     /// Batches the producer makes, and its lookahead, once it is made.
     len: Receiver<Result<(usize, usize)>>,
-    /// The producer, with its first batch made, once it is.
+    /// Its first batch, a `Result<Batch<V>>`, once made.
+    first: Receiver<Box<dyn Any + Send>>,
+    /// The producer, with its first window built, once it is.
     ready: Receiver<Box<dyn Any + Send>>,
 }
 
@@ -61,8 +71,9 @@ impl Ahead {
     }
 }
 
-/// A producer with its first batch made.
-type Made<V, T> = (Producer<V, T>, Result<Batch<V>>);
+/// A producer with its first window built, and what building it cost
+/// (counted in the figures of the batch after the first).
+type Made<V, T> = (Producer<V, T>, ReadStats);
 
 /// Whether an iterator of `b` makes the batches `a` was made for: equal in
 /// everything the batches depend on (not in how far ahead they are made, or
@@ -102,7 +113,9 @@ fn following(config: &BatchConfig, recycler: Recycler) -> BatchConfig {
 /// ahead for it; and, when it makes the next epoch ahead, what that needs.
 pub(crate) struct Epoch<V, T> {
     producer: Option<Producer<V, T>>,
-    /// The producer made ahead and its first batch, until received.
+    /// The first batch made ahead, until received.
+    first: Option<Receiver<Box<dyn Any + Send>>>,
+    /// The producer made ahead, until received.
     ready: Option<Receiver<Box<dyn Any + Send>>>,
     /// Batches this iterator yields.
     total: usize,
@@ -126,6 +139,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
         Epoch {
             lookahead: producer.lookahead(),
             producer: Some(producer),
+            first: None,
             ready: None,
             total,
             next,
@@ -160,6 +174,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
             .then(|| (following(config, recycler.clone()), population.clone()));
         Ok(Some(Epoch {
             producer: None,
+            first: Some(ahead.first),
             ready: Some(ahead.ready),
             total: len.min(count),
             lookahead,
@@ -177,20 +192,33 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
         self.lookahead
     }
 
-    /// The producer made ahead and its first batch.
-    fn receive(&mut self, ready: Receiver<Box<dyn Any + Send>>) -> Result<Batch<V>> {
+    /// The first batch made ahead.
+    fn receive_first(first: Receiver<Box<dyn Any + Send>>) -> Result<Batch<V>> {
+        let made = first.recv().map_err(|_| stopped())?;
+        *made
+            .downcast::<Result<Batch<V>>>()
+            .expect("an epoch is taken only by a producer of its type")
+    }
+
+    /// The producer made ahead, once its first window is built, if it is
+    /// not received yet; what building the window cost.
+    fn receive_producer(&mut self) -> Result<ReadStats> {
+        let Some(ready) = self.ready.take() else {
+            return Ok(ReadStats::default());
+        };
         let made = ready.recv().map_err(|_| stopped())?;
-        let (producer, first) = *made
+        let (producer, built) = *made
             .downcast::<Made<V, T>>()
             .expect("an epoch is taken only by a producer of its type");
         self.producer = Some(producer);
-        first
+        Ok(built)
     }
 
     /// Starts making the epoch after this one, on a thread of its own,
-    /// which makes the producer, says how many batches it makes, then makes
-    /// the first (building its window). `producer` goes on making this
-    /// epoch's last batches meanwhile.
+    /// which makes the producer, says how many batches it makes, makes the
+    /// first (alone, see the module docs), then builds the rest of its
+    /// window. `producer` goes on making this epoch's last batches
+    /// meanwhile.
     fn make_next(
         producer: &Producer<V, T>,
         config: BatchConfig,
@@ -200,6 +228,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
         let tiles = producer.tiles_identity();
         let parts = producer.parts();
         let (len_tx, len) = sync_channel(1);
+        let (first_tx, first) = sync_channel(1);
         let (tx, ready) = sync_channel(1);
         let made_for = config.clone();
         std::thread::Builder::new()
@@ -215,14 +244,15 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
                 // Nobody may want them any more (the recycler let them go):
                 // then the sends fail, which is fine.
                 let _ = len_tx.send(Ok((next.len(), next.lookahead())));
-                // Its whole first window, not the first batch alone: nobody
-                // waits for that batch yet, and the window serves them all.
-                let built = next.prepare(0);
-                let first = next.produce(0).map(|mut batch| {
-                    batch.stats.add(built);
-                    batch
-                });
-                let _ = tx.send(Box::new((next, first)) as Box<dyn Any + Send>);
+                let batch = next.produce(0);
+                let made = batch.is_ok();
+                let _ = first_tx.send(Box::new(batch) as Box<dyn Any + Send>);
+                // The rest of the window the first batch draws from, which
+                // the batches after it need; after an error, nothing more.
+                if made {
+                    let built = next.prepare(1);
+                    let _ = tx.send(Box::new((next, built)) as Box<dyn Any + Send>);
+                }
             })
             .map_err(|e| Error::io("starting the next epoch's thread", e))?;
         recycler.leave_ahead(Ahead {
@@ -230,6 +260,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
             tiles,
             kind: TypeId::of::<Producer<V, T>>(),
             len,
+            first,
             ready,
         });
         Ok(())
@@ -246,11 +277,27 @@ fn stopped() -> Error {
 
 impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Produce<V> for Epoch<V, T> {
     fn produce(&mut self, pick: usize) -> Result<Batch<V>> {
-        let batch = match (self.ready.take(), &mut self.producer) {
-            (Some(ready), _) => self.receive(ready),
-            (None, Some(producer)) => producer.produce(pick),
-            (None, None) => unreachable!("an epoch holds its producer or the one made ahead"),
-        }?;
+        let batch = match self.first.take() {
+            Some(first) => {
+                let batch = Self::receive_first(first)?;
+                // An epoch of one batch is done: its producer makes the
+                // epoch after it (below).
+                if pick + 1 >= self.total {
+                    self.receive_producer()?;
+                }
+                batch
+            }
+            None => {
+                let built = self.receive_producer()?;
+                let producer = self
+                    .producer
+                    .as_mut()
+                    .expect("an epoch holds its producer or the one made ahead");
+                let mut batch = producer.produce(pick)?;
+                batch.stats.add(built);
+                batch
+            }
+        };
         // The next epoch starts once this one has nothing left to decode.
         if let Some(producer) = &self.producer {
             let total = self.total;
