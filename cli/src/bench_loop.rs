@@ -16,7 +16,7 @@ use deltacells::{Backend, Dataset, Error, Result};
 
 use crate::bench_cmd::{batch_epoch, block_batches, first_tiles, BenchArgs};
 use crate::dataset_cmd::open;
-use crate::model_bench::from_stats;
+use crate::model_bench::{from_stats, scgpt};
 use crate::output::{out_err, Out};
 
 /// What `--loop` runs.
@@ -118,19 +118,24 @@ fn batches(
     threads: usize,
 ) -> Result<()> {
     let mut config = block_batches(args);
-    if workload != Workload::Batches {
-        let (geneformer, scgpt, vocabulary) = from_stats(ds)?.ok_or_else(|| {
-            Error::Input("the model-ready workloads need a dataset with var names".into())
-        })?;
-        config = match workload {
-            Workload::Geneformer => config.with_tokenizer(Some(geneformer)),
-            Workload::Scgpt => config.with_tokenizer(Some(scgpt)),
-            _ => config
-                .with_transform(Transform::NONE.normalize(1e4).log1p())
-                .with_genes(Some(vocabulary))
-                .with_dense(true),
-        };
-    }
+    let named = || Error::Input("the model-ready workloads need a dataset with var names".into());
+    // scGPT's dictionary needs only the var names; Geneformer's medians and
+    // the dense vocabulary, a statistics pass first (not timed, but in a
+    // profile of the whole run).
+    config = match workload {
+        Workload::Scgpt => config.with_tokenizer(Some(scgpt(ds)?.ok_or_else(named)?)),
+        Workload::Geneformer | Workload::Dense => {
+            let (geneformer, _, vocabulary) = from_stats(ds)?.ok_or_else(named)?;
+            match workload {
+                Workload::Geneformer => config.with_tokenizer(Some(geneformer)),
+                _ => config
+                    .with_transform(Transform::NONE.normalize(1e4).log1p())
+                    .with_genes(Some(vocabulary))
+                    .with_dense(true),
+            }
+        }
+        _ => config,
+    };
     let start = Instant::now();
     let (mut epochs, mut cells, mut recycler) = (0u64, 0usize, None);
     // At least one epoch, however short `--seconds`.

@@ -67,6 +67,32 @@ fn balance_column(ds: &Dataset) -> Option<String> {
         .map(|n| n.to_string())
 }
 
+/// The bench's token dictionary over `names`: each a token, ids from 3,
+/// after `<pad>`, `<cls>` and `<eos>`.
+fn tokens(names: &[String]) -> Result<GeneMap<i32>> {
+    let special = [("<pad>", 0), ("<cls>", 1), ("<eos>", 2)].map(|(k, t)| (k.to_string(), t));
+    let ids = names
+        .iter()
+        .enumerate()
+        .map(|(g, n)| (n.clone(), g as i32 + 3));
+    GeneMap::new(special.into_iter().chain(ids))
+}
+
+/// scGPT over the bench's dictionary.
+fn scgpt_over(tokens: GeneMap<i32>) -> Result<Tokenizer> {
+    Ok(Tokenizer::ScGpt(
+        ScGpt::new(tokens)?.with_n_bins(51)?.with_max_len(1200)?,
+    ))
+}
+
+/// The bench's scGPT tokenizer over `ds`'s var names, which needs no
+/// statistics pass; `None` when the dataset has no var names.
+pub(crate) fn scgpt(ds: &Dataset) -> Result<Option<Tokenizer>> {
+    ds.var_names()
+        .map(|names| scgpt_over(tokens(names)?))
+        .transpose()
+}
+
 /// The tokenizers over `ds`'s var names, and the dense vocabulary, from one
 /// statistics pass; `None` when the dataset has no var names.
 pub(crate) fn from_stats(ds: &Dataset) -> Result<Option<(Tokenizer, Tokenizer, GeneSelection)>> {
@@ -74,12 +100,7 @@ pub(crate) fn from_stats(ds: &Dataset) -> Result<Option<(Tokenizer, Tokenizer, G
         return Ok(None);
     };
     let table = ds.gene_stats()?.table();
-    let special = [("<pad>", 0), ("<cls>", 1), ("<eos>", 2)].map(|(k, t)| (k.to_string(), t));
-    let ids = names
-        .iter()
-        .enumerate()
-        .map(|(g, n)| (n.clone(), g as i32 + 3));
-    let tokens = GeneMap::new(special.into_iter().chain(ids))?;
+    let tokens = tokens(names)?;
     let medians = GeneMap::new(
         names
             .iter()
@@ -88,7 +109,6 @@ pub(crate) fn from_stats(ds: &Dataset) -> Result<Option<(Tokenizer, Tokenizer, G
             .map(|(n, &m)| (n.clone(), m)),
     )?;
     let geneformer = Geneformer::new(tokens.clone(), medians)?.with_max_len(2048, true)?;
-    let scgpt = ScGpt::new(tokens)?.with_n_bins(51)?.with_max_len(1200)?;
     let mut by_variance: Vec<u32> = (0..names.len() as u32).collect();
     by_variance.sort_by(|&a, &b| table.norm_var[b as usize].total_cmp(&table.norm_var[a as usize]));
     by_variance.truncate(VOCABULARY);
@@ -96,7 +116,7 @@ pub(crate) fn from_stats(ds: &Dataset) -> Result<Option<(Tokenizer, Tokenizer, G
     let vocabulary = GeneSelection::new(names.len() as u32, &by_variance)?;
     Ok(Some((
         Tokenizer::Geneformer(geneformer),
-        Tokenizer::ScGpt(scgpt),
+        scgpt_over(tokens)?,
         vocabulary,
     )))
 }
