@@ -23,6 +23,8 @@ const SMALL: usize = 32;
 pub(crate) struct RankBuffers {
     /// Bucket boundaries.
     counts: Vec<u32>,
+    /// Each pair's bucket.
+    slots: Vec<u32>,
     /// The sorted pairs. Only grown, never cleared: every cell's pairs are
     /// all written over its front, so zeroing it per cell (a memset of 16
     /// bytes a gene, 5% of a Geneformer batch's time) would be wasted.
@@ -48,7 +50,13 @@ pub(crate) fn rank<'b>(
         }
         sorted.sort_unstable();
     } else {
-        bucket(keys, tokens, sorted, &mut buffers.counts);
+        bucket(
+            keys,
+            tokens,
+            sorted,
+            &mut buffers.counts,
+            &mut buffers.slots,
+        );
     }
     sorted
 }
@@ -59,7 +67,13 @@ pub(crate) fn rank<'b>(
 /// in, which is token order whenever tokens increase with the columns (a
 /// dictionary made in the dataset's gene order): such runs are checked and
 /// left as they are.
-fn bucket(keys: &[u64], tokens: &[i32], to: &mut [(u64, i32)], counts: &mut Vec<u32>) {
+fn bucket(
+    keys: &[u64],
+    tokens: &[i32],
+    to: &mut [(u64, i32)],
+    counts: &mut Vec<u32>,
+    slots: &mut Vec<u32>,
+) {
     let (lo, hi) = keys
         .iter()
         .fold((u64::MAX, 0), |(lo, hi), &k| (lo.min(k), hi.max(k)));
@@ -83,8 +97,10 @@ fn bucket(keys: &[u64], tokens: &[i32], to: &mut [(u64, i32)], counts: &mut Vec<
     let at = |key: u64| ((key - lo) >> shift) as usize;
     counts.clear();
     counts.resize(n_buckets + 1, 0);
-    for &key in keys {
-        counts[at(key) + 1] += 1;
+    slots.clear();
+    slots.extend(keys.iter().map(|&key| at(key) as u32));
+    for &b in slots.iter() {
+        counts[b as usize + 1] += 1;
     }
     // The running total kept in a register: adding each bucket's stored
     // predecessor instead makes every step wait for the store before it.
@@ -95,8 +111,8 @@ fn bucket(keys: &[u64], tokens: &[i32], to: &mut [(u64, i32)], counts: &mut Vec<
     }
     // `counts[b]` is where bucket `b` starts; it is advanced past each pair
     // placed, so afterwards it is where bucket `b` ends.
-    for (&key, &token) in keys.iter().zip(tokens) {
-        let slot = &mut counts[at(key)];
+    for ((&key, &token), &b) in keys.iter().zip(tokens).zip(slots.iter()) {
+        let slot = &mut counts[b as usize];
         to[*slot as usize] = (key, token);
         *slot += 1;
     }
@@ -122,7 +138,7 @@ fn bucket(keys: &[u64], tokens: &[i32], to: &mut [(u64, i32)], counts: &mut Vec<
             }
             _ => {
                 let (keys, tokens): (Vec<u64>, Vec<i32>) = part.iter().copied().unzip();
-                bucket(&keys, &tokens, part, &mut Vec::new());
+                bucket(&keys, &tokens, part, &mut Vec::new(), &mut Vec::new());
             }
         }
         begin = end;
