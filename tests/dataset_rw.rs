@@ -284,6 +284,16 @@ fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Batches of 45 cells (seed 3) of `epoch`, block-shuffled over windows of
+/// two tiles: the epochs made ahead are compared in.
+fn paired_windows(epoch: u64) -> BatchConfig {
+    BatchConfig::default()
+        .with_batch_size(45)
+        .with_seed(3)
+        .with_epoch(epoch)
+        .with_shuffle(Shuffle::Block { window_tiles: 2 })
+}
+
 #[test]
 fn an_epoch_made_ahead_is_the_epoch_a_fresh_iterator_makes() {
     let (dir, _) = small("next-epoch", 700, 100, 3);
@@ -298,11 +308,7 @@ fn an_epoch_made_ahead_is_the_epoch_a_fresh_iterator_makes() {
         (false, None, 2, 0),
     ] {
         let config = |epoch| {
-            BatchConfig::default()
-                .with_batch_size(45)
-                .with_seed(3)
-                .with_epoch(epoch)
-                .with_shuffle(Shuffle::Block { window_tiles: 2 })
+            paired_windows(epoch)
                 .with_dense(dense)
                 .with_genes(genes.clone())
                 .with_cache_bytes(cache_bytes)
@@ -358,14 +364,7 @@ fn an_epoch_made_ahead_is_the_epoch_a_fresh_iterator_makes() {
 fn an_epoch_made_ahead_hands_out_its_first_batch_before_building_its_window() {
     let (dir, _) = small("first-ahead", 700, 100, 20);
     let ds = Arc::new(Dataset::open(&dir).unwrap());
-    let config = |epoch| {
-        BatchConfig::default()
-            .with_batch_size(45)
-            .with_seed(3)
-            .with_epoch(epoch)
-            .with_shuffle(Shuffle::Block { window_tiles: 2 })
-            .with_prefetch(0)
-    };
+    let config = |epoch| paired_windows(epoch).with_prefetch(0);
     let decoded = |config: BatchConfig| -> Vec<usize> {
         ds.batches(config)
             .unwrap()
