@@ -383,6 +383,19 @@ fn an_epoch_made_ahead_hands_out_its_first_batch_before_building_its_window() {
     let fresh = decoded(config(1));
     assert_eq!(ahead, fresh);
     assert!(ahead[0] < ahead[1], "{ahead:?}: the first batch read alone");
+    // An epoch of one batch, made ahead, makes the one after it ahead too.
+    let whole = |epoch| {
+        paired_windows(epoch)
+            .with_batch_size(1000)
+            .with_next_epoch_ahead(true)
+            .with_recycler(Some(recycler.clone()))
+    };
+    for e in 2..5 {
+        let (got, _) = recycling_epoch(&ds, whole(e));
+        assert_eq!(got.len(), 1);
+        assert_eq!(got, epoch(&ds, paired_windows(e).with_batch_size(1000)));
+        assert!(recycler.holds_next_epoch(), "epoch {} made ahead", e + 1);
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }
 
