@@ -70,12 +70,10 @@ impl TokenRows {
 pub struct TokenSink<'t> {
     columns: &'t TokenColumns,
     cells: &'t [u64],
-    /// The rows' buffers: the first `n_rows` rows written, and past them
-    /// whatever an earlier batch left there (see [`Sink::start`]); their
-    /// `unsettled` is stale until handed back.
+    /// The rows' buffers: the rows written (always `unsettled`, counted
+    /// there), and past them whatever an earlier batch left (see
+    /// [`Sink::start`]).
     rows: TokenRows,
-    /// Rows written.
-    n_rows: usize,
     /// The columns the read was started over.
     n_cols: usize,
 }
@@ -97,12 +95,12 @@ impl<'t> TokenSink<'t> {
     pub(crate) fn resume(
         columns: &'t TokenColumns,
         cells: &'t [u64],
-        rows: TokenRows,
+        mut rows: TokenRows,
     ) -> TokenSink<'t> {
+        rows.unsettled = Some(rows.n_rows());
         TokenSink {
             columns,
             cells,
-            n_rows: rows.n_rows(),
             rows,
             n_cols: columns.n_cols(),
         }
@@ -118,8 +116,7 @@ impl<'t> TokenSink<'t> {
     /// The rows written, the buffers left as long as they are, for a
     /// batch that more rows are written to later ([`TokenSink::resume`])
     /// and that is settled ([`TokenRows::settle`]) when handed out.
-    pub(crate) fn into_unsettled_rows(mut self) -> TokenRows {
-        self.rows.unsettled = Some(self.n_rows);
+    pub(crate) fn into_unsettled_rows(self) -> TokenRows {
         self.rows
     }
 }
@@ -144,7 +141,7 @@ impl<'t> Sink for TokenSink<'t> {
     /// would write each byte twice, 5-6% of a tokenized batch's time.
     fn start(&mut self, n_cols: u32) {
         self.n_cols = n_cols as usize;
-        self.n_rows = 0;
+        self.rows.unsettled = Some(0);
         self.rows.max_len = self.columns.max_len();
         if !self.columns.has_values() {
             self.rows.values = None;
@@ -161,7 +158,7 @@ impl<'t> Sink for TokenSink<'t> {
                 self.n_cols
             )));
         }
-        let n_rows = self.n_rows + rows.len();
+        let n_rows = self.rows.n_rows() + rows.len();
         if n_rows > self.cells.len() {
             return Err(Error::Input(format!(
                 "a token output for {} cells was given {n_rows} rows",
@@ -175,14 +172,14 @@ impl<'t> Sink for TokenSink<'t> {
         if let Some(v) = &mut self.rows.values {
             grow(v, len, 0.0);
         }
-        self.n_rows = n_rows;
+        self.rows.unsettled = Some(n_rows);
         Ok(())
     }
 
     fn split(&mut self, cuts: &[usize]) -> Vec<TokenPart<'_>> {
         let added = cuts.last().copied().unwrap_or(0);
         let width = self.rows.max_len;
-        let first = self.n_rows - added;
+        let first = self.rows.n_rows() - added;
         let mut ids = &mut self.rows.input_ids[first * width..];
         let mut mask = &mut self.rows.attention_mask[first * width..];
         let mut values = self.rows.values.as_mut().map(|v| &mut v[first * width..]);
