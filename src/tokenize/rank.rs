@@ -45,9 +45,7 @@ pub(crate) fn rank<'b>(
     }
     let sorted = &mut buffers.sorted[..n];
     if n <= SMALL {
-        for ((slot, &key), &token) in sorted.iter_mut().zip(keys).zip(tokens) {
-            *slot = (key, token);
-        }
+        pairs_into(sorted, keys, tokens);
         sorted.sort_unstable();
     } else {
         bucket(
@@ -59,6 +57,13 @@ pub(crate) fn rank<'b>(
         );
     }
     sorted
+}
+
+/// Writes the pairs `(keys[i], tokens[i])` into `to`, in their order.
+fn pairs_into(to: &mut [(u64, i32)], keys: &[u64], tokens: &[i32]) {
+    for ((slot, &key), &token) in to.iter_mut().zip(keys).zip(tokens) {
+        *slot = (key, token);
+    }
 }
 
 /// Sorts the pairs `(keys[i], tokens[i])` into `to` (as long): counted into
@@ -78,9 +83,7 @@ fn bucket(
         .iter()
         .fold((u64::MAX, 0), |(lo, hi), &k| (lo.min(k), hi.max(k)));
     if lo >= hi {
-        for ((slot, &key), &token) in to.iter_mut().zip(keys).zip(tokens) {
-            *slot = (key, token);
-        }
+        pairs_into(to, keys, tokens);
         if !to.is_sorted_by_key(|p| p.1) {
             to.sort_unstable_by_key(|p| p.1);
         }
