@@ -318,16 +318,16 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
         let index = ctx.index(pick);
         let positions = ctx.share.get(index);
         let (cells, mut rows, stats) = match &mut self.strategy {
-            // The iterator's first batch, read alone through the cache: it
-            // decodes only its own chunks (about a tile's worth of a 4-tile
-            // window), so the caller has it without waiting for the whole
+            // The iterator's first batch, read alone: it decodes only its
+            // own rows (from about a tile's worth of a 4-tile window's
+            // chunks), so the caller has it without waiting for the whole
             // window, whose build then leaves it out.
             Strategy::Scatter(pending) if pick == 0 && ctx.first_alone(pending, &positions) => {
-                ctx.gather(positions, FetchNext::After)?
+                ctx.gather(positions, Alone::First)?
             }
             Strategy::Scatter(pending) => ctx.take_built(pending, index, positions)?,
             Strategy::Window(chunks) => ctx.cut_from_window(chunks, positions)?,
-            Strategy::Gather => ctx.gather(positions, FetchNext::Before)?,
+            Strategy::Gather => ctx.gather(positions, Alone::Gathered)?,
         };
         rows.settle();
         let labels = match &ctx.obs {
@@ -347,17 +347,24 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
 /// A batch: its cells, rows and cost.
 type Made<V> = (Vec<u64>, BatchRows<V>, ReadStats);
 
-/// When a batch read through the cache hands the tiles of the batches after
-/// it to the I/O stage.
+/// A batch read by itself rather than built with its window: how it is
+/// decoded, and when it hands the tiles of the batches after it to the I/O
+/// stage.
 #[derive(Clone, Copy, PartialEq)]
-enum FetchNext {
-    /// Before its decode, so they arrive meanwhile: batches gathered one by
-    /// one, each as short as the next one's fetch.
-    Before,
-    /// After it: the iterator's first batch read alone, which the caller is
-    /// waiting for, while the next windows' tiles (8 of them by default)
-    /// would take their copies and checks from its decode on the same cores.
-    After,
+enum Alone {
+    /// One of batches gathered one by one through the cache (which keeps
+    /// the chunks decoded for the next batches), the next tiles handed over
+    /// before its decode so that they arrive meanwhile: each batch is as
+    /// short as the next one's fetch.
+    Gathered,
+    /// The iterator's first batch, which the caller is waiting for. Its
+    /// cells are spread over about a tile's worth of its window's chunks,
+    /// of which it needs a row or two each, and the window's build decodes
+    /// those chunks again: each row is decoded straight into its place,
+    /// with no whole-chunk buffer to fill and cache. The next tiles (8 by
+    /// default) are handed over after it, as their copies and checks would
+    /// take the same cores as its decode.
+    First,
 }
 
 impl<T: Tiles> Ctx<T> {
@@ -531,17 +538,15 @@ impl<T: Tiles> Ctx<T> {
         Ok((cells, rows, stats))
     }
 
-    /// The batch at epoch `positions`, read through the iterator's cache,
-    /// the tiles of the batches after it handed to the I/O stage before its
-    /// decode or after it (`next`).
+    /// The batch at epoch `positions`, read by itself as `alone` says.
     fn gather<V: DecodedCount + bytemuck::Pod>(
         &mut self,
         positions: Range<u64>,
-        next: FetchNext,
+        alone: Alone,
     ) -> Result<Made<V>> {
         let mut fetched = ReadStats::default();
         let cells = self.cells(positions.clone(), &mut fetched)?;
-        if next == FetchNext::Before {
+        if alone == Alone::Gathered {
             self.fetch_ahead(positions.end);
         }
         let mut stats = ReadStats::default();
@@ -551,11 +556,11 @@ impl<T: Tiles> Ctx<T> {
         let mut read = ReadRun {
             tiles: &self.tiles,
             outputs: &outputs,
-            scatter: false,
+            scatter: alone == Alone::First,
             stats: &mut stats,
         };
         self.output.fill(&mut rows, &mut read)?;
-        if next == FetchNext::After {
+        if alone == Alone::First {
             self.fetch_ahead(positions.end);
         }
         let [rows] = rows;
