@@ -29,6 +29,71 @@ pub fn best_of(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     Ok(best)
 }
 
+/// Wall times of `n` measured paths, run in turn `rounds` times (path 0,
+/// 1, .., `n - 1`, then again), `f(i)` running path `i` once: on a shared
+/// machine a burst of other work then slows every path alike instead of
+/// one path's every run, and each round pairs the paths under the same
+/// conditions. `times[i][r]` is path `i`'s time in round `r`, in seconds.
+pub fn rounds(rounds: usize, n: usize, mut f: impl FnMut(usize) -> Result<()>) -> Result<Rounds> {
+    let mut times = vec![Vec::with_capacity(rounds.max(1)); n];
+    for _ in 0..rounds.max(1) {
+        for (i, t) in times.iter_mut().enumerate() {
+            let start = Instant::now();
+            f(i)?;
+            t.push(start.elapsed().as_secs_f64());
+        }
+    }
+    Ok(Rounds { times })
+}
+
+/// What [`rounds`] measured.
+#[derive(Clone, Debug)]
+pub struct Rounds {
+    /// Each path's time in each round, in seconds.
+    pub times: Vec<Vec<f64>>,
+}
+
+impl Rounds {
+    /// Path `i`'s best (least disturbed) time.
+    pub fn best(&self, i: usize) -> f64 {
+        self.times[i].iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    /// Path `i`'s throughput relative to path `base` (`base`'s time over
+    /// `i`'s): the ratio of their best times, and the least and greatest of
+    /// the ratios of their times in the same round, which say how far the
+    /// machine's noise moves it.
+    pub fn ratio(&self, i: usize, base: usize) -> Ratio {
+        let paired = self.times[base]
+            .iter()
+            .zip(&self.times[i])
+            .map(|(b, t)| b / t);
+        let (lo, hi) = paired.fold((f64::INFINITY, 0.0f64), |(lo, hi), r| {
+            (lo.min(r), hi.max(r))
+        });
+        Ratio {
+            best: self.best(base) / self.best(i),
+            range: [lo, hi],
+        }
+    }
+}
+
+/// A throughput ratio measured in [`rounds`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ratio {
+    /// The ratio of the best times.
+    pub best: f64,
+    /// The least and greatest ratio of one round's times.
+    pub range: [f64; 2],
+}
+
+impl Ratio {
+    /// The range as `lo-hi`, two decimals each.
+    pub fn range_text(&self) -> String {
+        format!("{:.2}-{:.2}", self.range[0], self.range[1])
+    }
+}
+
 /// One row of a decode report.
 #[derive(Clone, Debug)]
 pub struct Row {
@@ -41,42 +106,49 @@ pub struct Row {
     /// Cells processed per second.
     pub cells_per_s: f64,
     /// Throughput relative to zstd-only (1.0 = as fast as decompression alone).
-    pub vs_zstd: f64,
+    pub vs_zstd: Ratio,
 }
 
 /// Single-thread decode of whole tiles, `f32` values, for zstd-only and every
-/// backend this CPU has, best of `reps`; then the best backend decoding
-/// chunk after chunk into one reused buffer (`"{backend} in cache"`): a
-/// whole tile's output (8 bytes per nonzero) is far larger than any cache,
-/// and writing it to memory is most of what a decode adds to zstd's time.
+/// backend this CPU has; then the best backend decoding chunk after chunk
+/// into one reused buffer (`"{backend} in cache"`): a whole tile's output (8
+/// bytes per nonzero) is far larger than any cache, and writing it to memory
+/// is most of what a decode adds to zstd's time. Every path runs once in each
+/// of `reps` rounds (see [`rounds`]); each row has its best time.
 pub fn tile_decode_report(tiles: &[TileView<'_>], reps: usize) -> Result<Vec<Row>> {
     let nnz: usize = tiles.iter().map(|t| t.nnz()).sum();
     let cells: usize = tiles.iter().map(|t| t.n_cells()).sum();
     let mut out = TileBuffers::for_tiles(tiles);
-    let mut dec = ChunkDecoder::for_backend(Backend::Scalar)?;
-    let zstd = best_of(reps, || decompress_tiles(&mut dec, tiles))?;
-    let row = |what: String, seconds: f64| Row {
-        what,
-        seconds,
-        nnz_per_s: nnz as f64 / seconds,
-        cells_per_s: cells as f64 / seconds,
-        vs_zstd: zstd / seconds,
-    };
-    let mut rows = vec![row("zstd-only".into(), zstd)];
-    for b in Backend::available() {
-        let mut dec = ChunkDecoder::for_backend(b)?;
-        let s = best_of(reps, || out.decode(&mut dec, tiles))?;
-        rows.push(row(b.name().into(), s));
-    }
-    // The best backend again, each chunk decoded into the same buffer, which
-    // stays in cache while the chunk is small: the decoder's own cost, with
-    // no output written back to memory (what a consumer that uses each chunk
-    // as it comes would see).
     let best = Backend::detect();
-    let mut dec = ChunkDecoder::for_backend(best)?;
-    let s = best_of(reps, || out.decode_chunks(&mut dec, tiles))?;
-    rows.push(row(format!("{} in cache", best.name()), s));
-    Ok(rows)
+    // zstd-only (on any decoder), every backend, then the best in cache.
+    let backends = Backend::available();
+    let mut decoders = std::iter::once(Backend::Scalar)
+        .chain(backends.iter().copied())
+        .chain([best])
+        .map(ChunkDecoder::for_backend)
+        .collect::<Result<Vec<_>>>()?;
+    let n = decoders.len();
+    let measured = rounds(reps, n, |i| match i {
+        0 => decompress_tiles(&mut decoders[0], tiles),
+        _ if i == n - 1 => out.decode_chunks(&mut decoders[i], tiles),
+        _ => out.decode(&mut decoders[i], tiles),
+    })?;
+    let names = std::iter::once("zstd-only".to_string())
+        .chain(backends.iter().map(|b| b.name().to_string()))
+        .chain([format!("{} in cache", best.name())]);
+    Ok(names
+        .enumerate()
+        .map(|(i, what)| {
+            let seconds = measured.best(i);
+            Row {
+                what,
+                seconds,
+                nnz_per_s: nnz as f64 / seconds,
+                cells_per_s: cells as f64 / seconds,
+                vs_zstd: measured.ratio(i, 0),
+            }
+        })
+        .collect())
 }
 
 /// Decompresses every chunk's frames of `tiles` and stops: the zstd-only
@@ -136,16 +208,17 @@ impl TileBuffers {
 /// Formats rows as an aligned text table.
 pub fn format_rows(rows: &[Row]) -> String {
     let mut s = format!(
-        "{:<16} {:>12} {:>12} {:>12}\n",
-        "path", "Mnnz/s", "kcells/s", "vs zstd-only"
+        "{:<16} {:>12} {:>12} {:>12} {:>13}\n",
+        "path", "Mnnz/s", "kcells/s", "vs zstd-only", "(each round)"
     );
     for r in rows {
         s += &format!(
-            "{:<16} {:>12.1} {:>12.1} {:>12.2}\n",
+            "{:<16} {:>12.1} {:>12.1} {:>12.2} {:>13}\n",
             r.what,
             r.nnz_per_s / 1e6,
             r.cells_per_s / 1e3,
-            r.vs_zstd
+            r.vs_zstd.best,
+            r.vs_zstd.range_text()
         );
     }
     s
@@ -164,31 +237,30 @@ pub struct ScanReport {
     pub decode_s: f64,
     /// Best time to fetch, check and only decompress every tile's frames.
     pub zstd_s: f64,
-}
-
-impl ScanReport {
     /// Decode throughput relative to zstd-only.
-    pub fn vs_zstd(&self) -> f64 {
-        self.zstd_s / self.decode_s
-    }
+    pub vs_zstd: Ratio,
 }
 
-/// Scans `ds` `reps` times each way, `group` tiles per request (so every
-/// worker has chunks to decode), into one reused buffer, with the tiles of
-/// the next groups fetched ahead on the dataset's I/O stage. Both ways fetch
-/// and check every tile at every repetition (the dataset's cache is not
-/// used), so a small dataset is timed as a large one would be.
+/// Scans `ds` `reps` times each way, in turn (see [`rounds`]), `group` tiles
+/// per request (so every worker has chunks to decode), into one reused
+/// buffer, with the tiles of the next groups fetched ahead on the dataset's
+/// I/O stage. Both ways fetch and check every tile at every repetition (the
+/// dataset's cache is not used), so a small dataset is timed as a large one
+/// would be.
 pub fn scan_report(ds: &crate::dataset::Dataset, group: usize, reps: usize) -> Result<ScanReport> {
     let mut out = crate::csr::Csr::<f32>::empty(0);
-    let decode_s = best_of(reps, || decode_scan(ds, group, &mut out))?;
-    let zstd_s = best_of(reps, || zstd_scan(ds, group))?;
+    let measured = rounds(reps, 2, |i| match i {
+        0 => zstd_scan(ds, group),
+        _ => decode_scan(ds, group, &mut out),
+    })?;
     let m = ds.manifest();
     Ok(ScanReport {
         threads: ds.engine().threads(),
         cells: m.n_cells,
         nnz: m.tile_nnz.iter().sum(),
-        decode_s,
-        zstd_s,
+        decode_s: measured.best(1),
+        zstd_s: measured.best(0),
+        vs_zstd: measured.ratio(1, 0),
     })
 }
 
@@ -317,4 +389,55 @@ fn status_bytes(field: &str) -> Option<u64> {
 /// one after another in one process. Returns whether it worked.
 pub fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{rounds, Rounds};
+
+    #[test]
+    fn rounds_run_every_path_in_turn() {
+        let mut order = Vec::new();
+        let measured = rounds(3, 2, |i| {
+            order.push(i);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(order, [0, 1, 0, 1, 0, 1]);
+        assert!(measured.times.iter().all(|t| t.len() == 3));
+        let failed = rounds(2, 2, |i| match i {
+            1 => Err(crate::Error::Input("stop".into())),
+            _ => Ok(()),
+        });
+        assert!(failed.is_err());
+    }
+
+    #[test]
+    fn a_ratio_pairs_each_round_and_its_best_lies_within() {
+        // Round 1 is disturbed for the decode (path 1), round 2 for zstd.
+        let measured = Rounds {
+            times: vec![vec![1.0, 1.0, 3.0], vec![2.0, 4.0, 2.0]],
+        };
+        let r = measured.ratio(1, 0);
+        assert_eq!(r.best, 0.5);
+        assert_eq!(r.range, [0.25, 1.5]);
+        assert_eq!(r.range_text(), "0.25-1.50");
+        assert_eq!(measured.ratio(0, 0).range, [1.0, 1.0]);
+        // The ratio of the best times always lies within the rounds' ratios.
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut draw = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            1.0 + (state % 1000) as f64
+        };
+        for _ in 0..200 {
+            let times = vec![
+                (0..5).map(|_| draw()).collect(),
+                (0..5).map(|_| draw()).collect(),
+            ];
+            let r = Rounds { times }.ratio(1, 0);
+            assert!(r.range[0] <= r.best && r.best <= r.range[1], "{r:?}");
+        }
+    }
 }

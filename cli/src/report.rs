@@ -40,6 +40,15 @@ fn rows(v: &Value) -> &[Value] {
     v.as_array().map_or(&[], Vec::as_slice)
 }
 
+/// A row's least and greatest ratio of one round (`lo-hi`).
+fn each_round(row: &Value) -> String {
+    let range = rows(&row["vs_zstd_only_each_round"]);
+    match range {
+        [lo, hi] => format!("{:.2}-{:.2}", num(lo), num(hi)),
+        _ => "?".into(),
+    }
+}
+
 /// The report's text: what was measured where, then one table per section.
 fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> String {
     let mut s = String::new();
@@ -85,16 +94,17 @@ fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> Strin
     let _ = writeln!(s, "## Single-thread tile decode by backend\n");
     let _ = writeln!(
         s,
-        "| path | Mnnz/s | kcells/s | vs zstd-only |\n|---|---|---|---|"
+        "| path | Mnnz/s | kcells/s | vs zstd-only | (each round) |\n|---|---|---|---|---|"
     );
     for row in rows(&r["tile_decode"]) {
         let _ = writeln!(
             s,
-            "| {} | {:.1} | {:.1} | {:.2} |",
+            "| {} | {:.1} | {:.1} | {:.2} | {} |",
             row["path"].as_str().unwrap_or("?"),
             num(&row["nnz_per_s"]) / 1e6,
             num(&row["cells_per_s"]) / 1e3,
-            num(&row["vs_zstd_only"])
+            num(&row["vs_zstd_only"]),
+            each_round(row)
         );
     }
     let _ = writeln!(
@@ -103,7 +113,7 @@ fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> Strin
     );
     let _ = writeln!(
         s,
-        "| threads | cells/s | Mnnz/s | zstd-only Mnnz/s | vs zstd-only | scaling |\n|---|---|---|---|---|---|"
+        "| threads | cells/s | Mnnz/s | zstd-only Mnnz/s | vs zstd-only | (each round) | scaling |\n|---|---|---|---|---|---|---|"
     );
     for row in rows(&r["full_scan"]) {
         let scaling = row
@@ -111,12 +121,13 @@ fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> Strin
             .map_or(String::new(), |v| format!("{:.2}x", num(v)));
         let _ = writeln!(
             s,
-            "| {} | {:.0} | {:.1} | {:.1} | {:.2} | {scaling} |",
+            "| {} | {:.0} | {:.1} | {:.1} | {:.2} | {} | {scaling} |",
             row["threads"],
             num(&row["cells_per_s"]),
             num(&row["nnz_per_s"]) / 1e6,
             num(&row["zstd_only_nnz_per_s"]) / 1e6,
-            num(&row["vs_zstd_only"])
+            num(&row["vs_zstd_only"]),
+            each_round(row)
         );
     }
     let bt = &r["batches"];

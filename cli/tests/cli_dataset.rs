@@ -194,6 +194,23 @@ fn bench_json_and_report_carry_every_figure_of_the_tables() {
         let rows = report[section].as_array().unwrap();
         assert!(!rows.is_empty(), "{section}");
     }
+    // Each ratio to zstd-only comes with the least and greatest of its
+    // rounds, between which the ratio of the best times lies.
+    for section in ["tile_decode", "full_scan"] {
+        for row in report[section].as_array().unwrap() {
+            let best = row["vs_zstd_only"].as_f64().unwrap();
+            let range: Vec<f64> = row["vs_zstd_only_each_round"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
+            assert!(
+                range.len() == 2 && range[0] <= best && best <= range[1],
+                "{row}"
+            );
+        }
+    }
     let readers = report["concurrent_readers"].as_array().unwrap();
     assert_eq!(readers[1]["threads"], 2);
     assert!(readers
@@ -217,6 +234,7 @@ fn bench_json_and_report_carry_every_figure_of_the_tables() {
         assert!(md.contains(heading), "{heading}\n{md}");
     }
     assert!(md.contains("concurrent readers: 2 thread(s)"), "{md}");
+    assert!(md.contains("| vs zstd-only | (each round) |"), "{md}");
     let charts: Vec<&str> = md
         .lines()
         .filter_map(|l| l.strip_prefix("![")?.split_once("](")?.1.strip_suffix(')'))
