@@ -88,6 +88,16 @@ pub struct Ratio {
 }
 
 impl Ratio {
+    /// The ratio of throughputs when the paths did different work: this
+    /// ratio of times, multiplied by the ratio of their work (`work`, the
+    /// path's over the base's).
+    pub fn per_work(self, work: f64) -> Ratio {
+        Ratio {
+            best: self.best * work,
+            range: self.range.map(|r| r * work),
+        }
+    }
+
     /// The range as `lo-hi`, two decimals each.
     pub fn range_text(&self) -> String {
         format!("{:.2}-{:.2}", self.range[0], self.range[1])
@@ -423,6 +433,9 @@ mod tests {
         assert_eq!(r.range, [0.25, 1.5]);
         assert_eq!(r.range_text(), "0.25-1.50");
         assert_eq!(measured.ratio(0, 0).range, [1.0, 1.0]);
+        // A path that did a quarter of the base's work in the same times.
+        let quarter = measured.ratio(1, 0).per_work(0.25);
+        assert_eq!((quarter.best, quarter.range), (0.125, [0.0625, 0.375]));
         // The ratio of the best times always lies within the rounds' ratios.
         let mut state = 0x2545_F491_4F6C_DD1Du64;
         let mut draw = || {

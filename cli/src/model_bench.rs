@@ -2,12 +2,13 @@
 //! balanced batches, each as a ratio of plain CSR batches measured in the
 //! same run with the same settings (batch size, window, cache, threads).
 //!
-//! Plain CSR batches are measured first and again last, and each ratio is
-//! over the better of the two, so a machine that slowed down in between
-//! shows as the spread of the two plain rates, printed beside them. Every
-//! kind runs an epoch to warm up, then a second epoch (in the first one's
-//! buffers) is timed, the iterator's creation included, as the training
-//! batch lines time theirs (the same `batch_epoch`).
+//! Every kind, plain CSR batches first, runs an epoch to warm up. Then each
+//! round times one epoch of every kind in turn (`--reps` rounds, see
+//! `deltacells::measure::rounds`), each in its own buffers from the epoch
+//! before, the iterator's creation included, as the training batch lines
+//! time theirs (the same `batch_epoch`). Each ratio is of the best times,
+//! with the least and greatest ratio of one round beside it: on a shared
+//! machine a slow spell falls on a round, not on one kind.
 //!
 //! The tokenizers' dictionaries come from the dataset itself: each var name
 //! is a token (ids from 3, after `<pad>`, `<cls>` and `<eos>`), and
@@ -20,6 +21,7 @@ use std::io::Write;
 
 use deltacells::dataset::{BatchConfig, Pick, Shuffle, Weights};
 use deltacells::engine::Transform;
+use deltacells::measure::rounds;
 use deltacells::obs::Kind;
 use deltacells::tokenize::{GeneMap, Geneformer, ScGpt, Tokenizer};
 use deltacells::{Dataset, GeneSelection, Result};
@@ -35,19 +37,11 @@ const RANDOM_BATCHES: usize = 40;
 /// The genes of the dense vocabulary.
 const VOCABULARY: usize = 2000;
 
-/// Cells per second of `config`'s batches over `ds`: an epoch to warm up,
-/// then the next epoch in its buffers (at most `limit` batches of each),
-/// each run as the plain batch lines run theirs.
-fn rate(ds: &Dataset, config: &BatchConfig, limit: Option<usize>) -> Result<f64> {
-    let pick = limit.map_or(Pick::All, |n| Pick::Range(0..n));
-    let config = config.clone().with_pick(pick);
-    let batches = |c| ds.batches(c);
-    let warm = batch_epoch(&batches, config.clone())?;
-    let timed = batch_epoch(
-        &batches,
-        config.with_epoch(1).with_recycler(Some(warm.recycler)),
-    )?;
-    Ok(timed.cells_per_s())
+/// `config`'s batches, at most `limit` of them.
+fn limited(config: &BatchConfig, limit: Option<usize>) -> BatchConfig {
+    config
+        .clone()
+        .with_pick(limit.map_or(Pick::All, |n| Pick::Range(0..n)))
 }
 
 /// The categorical obs column balanced batches balance: `cell_type` if the
@@ -169,26 +163,58 @@ pub fn model_batches(
         ));
     }
 
-    let first = rate(ds, &base, None)?;
-    let mut rates = Vec::new();
-    for (_, config, limit) in &kinds {
-        rates.push(rate(ds, config, *limit)?);
-    }
-    let last = rate(ds, &base, None)?;
-    let plain = first.max(last);
+    let runs: Vec<BatchConfig> = std::iter::once(base)
+        .chain(
+            kinds
+                .iter()
+                .map(|(_, config, limit)| limited(config, *limit)),
+        )
+        .collect();
+    let batches = |c| ds.batches(c);
+    // Each kind's warm-up epoch, whose buffers its timed epochs take.
+    let mut recyclers = runs
+        .iter()
+        .map(|c| Ok(batch_epoch(&batches, c.clone())?.recycler))
+        .collect::<Result<Vec<_>>>()?;
+    let mut cells = vec![0; runs.len()];
+    let measured = rounds(args.reps, runs.len(), |i| {
+        let config = runs[i]
+            .clone()
+            .with_epoch(1)
+            .with_recycler(Some(recyclers[i].clone()));
+        let epoch = batch_epoch(&batches, config)?;
+        (cells[i], recyclers[i]) = (epoch.cells, epoch.recycler);
+        Ok(())
+    })?;
+    let rate = |i: usize| cells[i] as f64 / measured.best(i);
     writeln!(
         out,
-        "\nmodel-ready batches ({} cells, block shuffle over {} tiles unless random, {} threads), each as a ratio of plain CSR batches ({first:.0} cells/s before, {last:.0} after):",
+        "\nmodel-ready batches ({} cells, block shuffle over {} tiles unless random, {} threads), each as a ratio of plain CSR batches ({:.0} cells/s), best of {} rounds of every kind in turn (each round's ratio):",
         args.batch_size,
         args.window,
-        ds.engine().threads()
+        ds.engine().threads(),
+        rate(0),
+        args.reps.max(1)
     )
     .map_err(out_err)?;
     let mut figures = Vec::new();
-    for ((what, _, limit), r) in kinds.iter().zip(&rates) {
+    for (k, (what, _, limit)) in kinds.iter().enumerate() {
+        let work = cells[k + 1] as f64 / cells[0].max(1) as f64;
+        let (r, vs) = (rate(k + 1), measured.ratio(k + 1, 0).per_work(work));
         let note = limit.map_or(String::new(), |n| format!(" ({n} batches)"));
-        writeln!(out, "  {what}: {r:.0} cells/s, {:.2}{note}", r / plain).map_err(out_err)?;
-        figures.push(json!({"kind": what, "cells_per_s": r, "vs_plain_csr": r / plain}));
+        writeln!(
+            out,
+            "  {what}: {r:.0} cells/s, {:.2} ({}){note}",
+            vs.best,
+            vs.range_text()
+        )
+        .map_err(out_err)?;
+        figures.push(json!({
+            "kind": what,
+            "cells_per_s": r,
+            "vs_plain_csr": vs.best,
+            "vs_plain_csr_each_round": vs.range,
+        }));
     }
     if stats.is_none() {
         writeln!(
@@ -208,7 +234,7 @@ pub fn model_batches(
     report.insert(
         "model_batches".into(),
         json!({
-            "plain_csr_cells_per_s": [first, last],
+            "plain_csr_cells_per_s": rate(0),
             "balance_column": balance,
             "kinds": figures,
         }),

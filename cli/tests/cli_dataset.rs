@@ -194,21 +194,22 @@ fn bench_json_and_report_carry_every_figure_of_the_tables() {
         let rows = report[section].as_array().unwrap();
         assert!(!rows.is_empty(), "{section}");
     }
-    // Each ratio to zstd-only comes with the least and greatest of its
-    // rounds, between which the ratio of the best times lies.
-    for section in ["tile_decode", "full_scan"] {
-        for row in report[section].as_array().unwrap() {
-            let best = row["vs_zstd_only"].as_f64().unwrap();
-            let range: Vec<f64> = row["vs_zstd_only_each_round"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_f64().unwrap())
-                .collect();
-            assert!(
-                range.len() == 2 && range[0] <= best && best <= range[1],
-                "{row}"
-            );
+    // Each ratio to zstd-only, and each model-ready kind's to plain CSR
+    // batches, comes with the least and greatest of its rounds' ratios,
+    // between which the ratio of the best times lies.
+    for (section, key) in [
+        ("/tile_decode", "vs_zstd_only"),
+        ("/full_scan", "vs_zstd_only"),
+        ("/model_batches/kinds", "vs_plain_csr"),
+    ] {
+        let rows = report.pointer(section).and_then(|s| s.as_array()).unwrap();
+        assert!(!rows.is_empty(), "{section}");
+        for row in rows {
+            let best = row[key].as_f64().unwrap();
+            let range = row[format!("{key}_each_round")].as_array().unwrap();
+            let range: Vec<f64> = range.iter().map(|v| v.as_f64().unwrap()).collect();
+            let within = range.len() == 2 && range[0] <= best && best <= range[1];
+            assert!(within, "{section}: {row}");
         }
     }
     let readers = report["concurrent_readers"].as_array().unwrap();
