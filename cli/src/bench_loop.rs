@@ -40,6 +40,9 @@ pub enum Workload {
     Geneformer,
     /// The same epochs as scGPT bins (51 bins, 1,200 tokens).
     Scgpt,
+    /// The same epochs as normalized CSR rows (normalize_total 1e4 +
+    /// log1p) of every gene.
+    Normalized,
     /// The same epochs as normalized dense rows (normalize_total 1e4 +
     /// log1p) over the 2,000 genes of largest normalized variance.
     Dense,
@@ -86,7 +89,11 @@ pub fn run(args: &BenchArgs, workload: Workload, backend: Backend) -> Result<()>
                 rounds += 1;
             }
         }
-        Workload::Batches | Workload::Geneformer | Workload::Scgpt | Workload::Dense => {
+        Workload::Batches
+        | Workload::Geneformer
+        | Workload::Scgpt
+        | Workload::Normalized
+        | Workload::Dense => {
             return batches(&mut out, args, workload, &ds, threads);
         }
     }
@@ -118,18 +125,20 @@ fn batches(
     threads: usize,
 ) -> Result<()> {
     let mut config = block_batches(args);
+    let normalized = Transform::NONE.normalize(1e4).log1p();
     let named = || Error::Input("the model-ready workloads need a dataset with var names".into());
     // scGPT's dictionary needs only the var names; Geneformer's medians and
     // the dense vocabulary, a statistics pass first (not timed, but in a
     // profile of the whole run).
     config = match workload {
         Workload::Scgpt => config.with_tokenizer(Some(scgpt(ds)?.ok_or_else(named)?)),
+        Workload::Normalized => config.with_transform(normalized),
         Workload::Geneformer | Workload::Dense => {
             let (geneformer, _, vocabulary) = from_stats(ds)?.ok_or_else(named)?;
             match workload {
                 Workload::Geneformer => config.with_tokenizer(Some(geneformer)),
                 _ => config
-                    .with_transform(Transform::NONE.normalize(1e4).log1p())
+                    .with_transform(normalized)
                     .with_genes(Some(vocabulary))
                     .with_dense(true),
             }

@@ -256,7 +256,7 @@ fn bench_json_and_report_carry_every_figure_of_the_tables() {
 #[test]
 fn bench_loop_batch_workloads_run_whole_epochs() {
     let ds = testdata().join("deltacells/datasets/small_obs");
-    for workload in ["batches", "geneformer", "scgpt", "dense"] {
+    for workload in ["batches", "geneformer", "scgpt", "normalized", "dense"] {
         let (ok, stdout, stderr) = deltacells(&[
             "bench",
             ds.to_str().unwrap(),
