@@ -6,7 +6,7 @@
 //! round times one epoch of every kind in turn (`--reps` rounds, see
 //! `deltacells::measure::rounds`), each in its own buffers from the epoch
 //! before, the iterator's creation included, as the training batch lines
-//! time theirs (the same `batch_epoch`). Each ratio is of the best times,
+//! time theirs (the same `batch_epoch`). Each ratio is of the best rates,
 //! with the least and greatest ratio of one round beside it: on a shared
 //! machine a slow spell falls on a round, not on one kind.
 //!

@@ -352,10 +352,10 @@ type Made<V> = (Vec<u64>, BatchRows<V>, ReadStats);
 /// stage.
 #[derive(Clone, Copy, PartialEq)]
 enum Alone {
-    /// One of batches gathered one by one through the cache (which keeps
-    /// the chunks decoded for the next batches), the next tiles handed over
-    /// before its decode so that they arrive meanwhile: each batch is as
-    /// short as the next one's fetch.
+    /// A batch of those gathered one by one through the cache (which keeps
+    /// the chunks it decodes for the batches after it), the next tiles
+    /// handed over before its decode so that they arrive meanwhile: each
+    /// batch is as short as the next one's fetch.
     Gathered,
     /// The iterator's first batch, which the caller is waiting for. Its
     /// cells are spread over about a tile's worth of its window's chunks,
