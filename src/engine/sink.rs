@@ -503,6 +503,8 @@ pub struct Selected<'g, S> {
     inner: S,
     genes: &'g GeneSelection,
     kept: Vec<i64>,
+    /// Where a row's kept genes are counted (see [`GeneSelection::keep_row`]).
+    scratch: (Vec<i32>, Vec<u32>),
 }
 
 impl<'g, S: Sink> Selected<'g, S> {
@@ -512,6 +514,7 @@ impl<'g, S: Sink> Selected<'g, S> {
             inner,
             genes,
             kept: Vec::new(),
+            scratch: (Vec::new(), Vec::new()),
         }
     }
 
@@ -552,10 +555,15 @@ impl<S: Sink> Sink for Selected<'_, S> {
             let genes = rows.genes(r).ok_or_else(|| {
                 Error::Input("a gene selection needs each row's genes to size its rows".into())
             })?;
-            total += genes
-                .iter()
-                .filter(|&&g| self.genes.column(g).is_some())
-                .count() as i64;
+            // Counted as kept by the row kernels' select, a register of
+            // genes at a time (the genes stand in for their counts).
+            let (columns, counts) = &mut self.scratch;
+            columns.resize(genes.len(), 0);
+            counts.resize(genes.len(), 0);
+            let kept = self
+                .genes
+                .keep_row(genes, bytemuck::cast_slice(genes), columns, counts);
+            total += kept as i64;
             self.kept.push(total);
         }
         self.inner.extend(&AddedRows::new(&self.kept))

@@ -14,6 +14,8 @@ use crate::kernels::{Count, KernelTable};
 /// ([`RowMapper::emit`]), so the output may overwrite the row it came from
 /// (a decoded chunk mapped in place, or a row decoded into its batch). A
 /// selection in gene order (a monotone one) keeps the row's order. Any other
+/// is taken by the row kernels' `select`, which looks a register of genes
+/// up at a time (the row's order is then the columns'). Any other
 /// marks each kept gene's column in a bitmap, a bit per output column; a
 /// running count of the bits before each word then gives every gene its
 /// place in the row (the bits below its column), and it is written there.
@@ -33,14 +35,25 @@ pub(crate) struct RowMapper<V = i32> {
     /// Words of `marks` the row taken spans.
     words: usize,
     /// Output column of each kept gene of the row taken, in the row's order
-    /// (when marked).
+    /// (when selected or marked).
     columns: Vec<u32>,
     /// The count of each of `columns`.
     counts: Vec<V>,
-    /// Whether the row taken was marked (else it is in `pairs`).
-    marked: bool,
-    /// `(column, count)` of the row taken, in column order, when not marked.
+    /// Where the row taken is.
+    taken: Taken,
+    /// `(column, count)` of the row taken, in column order, when sorted.
     pairs: Vec<(i32, V)>,
+}
+
+/// Where a [`RowMapper`] holds the row it took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Taken {
+    /// In `pairs`, in column order.
+    Pairs,
+    /// In `columns` and `counts`, in column order (a monotone selection's).
+    Selected,
+    /// In `columns` and `counts`, in the row's order, their columns marked.
+    Marked,
 }
 
 impl<V> Default for RowMapper<V> {
@@ -73,7 +86,7 @@ impl<V> RowMapper<V> {
             words: 0,
             columns: Vec::new(),
             counts: Vec::new(),
-            marked: false,
+            taken: Taken::Pairs,
             pairs: Vec::new(),
         }
     }
@@ -84,18 +97,31 @@ impl<V: Count> RowMapper<V> {
     /// `selection`; returns how many of its genes are kept.
     pub(crate) fn take(&mut self, selection: &GeneSelection, genes: &[i32], counts: &[V]) -> usize {
         let n_cols = selection.n_cols as usize;
+        let n = genes.len().min(counts.len());
         self.pairs.clear();
-        self.marked = false;
-        if selection.monotone || n_cols / 64 > 4 * genes.len() {
+        if selection.monotone {
+            self.columns.resize(n, 0);
+            self.counts.resize(n, V::default());
+            let kept = selection.keep_row(
+                &genes[..n],
+                bytemuck::cast_slice(&counts[..n]),
+                bytemuck::cast_slice_mut(&mut self.columns),
+                bytemuck::cast_slice_mut(&mut self.counts),
+            );
+            self.columns.truncate(kept);
+            self.counts.truncate(kept);
+            self.taken = Taken::Selected;
+            return kept;
+        }
+        self.taken = Taken::Pairs;
+        if n_cols / 64 > 4 * genes.len() {
             self.pairs.extend(
                 genes
                     .iter()
                     .zip(counts)
                     .filter_map(|(&g, &c)| selection.column(g).map(|col| (col, c))),
             );
-            if !selection.monotone {
-                self.pairs.sort_unstable_by_key(|p| p.0);
-            }
+            self.pairs.sort_unstable_by_key(|p| p.0);
             return self.pairs.len();
         }
         self.words = n_cols.div_ceil(64);
@@ -103,7 +129,6 @@ impl<V: Count> RowMapper<V> {
             self.marks.resize(self.words, 0);
             self.before.resize(self.words, 0);
         }
-        let n = genes.len().min(counts.len());
         if self.take_every_gene(selection, &genes[..n], &counts[..n]) {
             return n;
         }
@@ -144,7 +169,7 @@ impl<V: Count> RowMapper<V> {
         }
         self.columns.truncate(kept);
         self.counts.truncate(kept);
-        self.marked = true;
+        self.taken = Taken::Marked;
         kept
     }
 
@@ -176,36 +201,43 @@ impl<V: Count> RowMapper<V> {
         }
         self.counts.clear();
         self.counts.extend_from_slice(counts);
-        self.marked = true;
+        self.taken = Taken::Marked;
         true
     }
 
     /// Writes the row taken last to the front of `out_genes` and
     /// `out_counts` (each at least as long as the genes kept), in column order.
     pub(crate) fn emit(&mut self, out_genes: &mut [i32], out_counts: &mut [V]) {
-        if !std::mem::take(&mut self.marked) {
-            let kept = self.pairs.len();
-            let (out_genes, out_counts) = (&mut out_genes[..kept], &mut out_counts[..kept]);
-            for ((g, c), &(col, count)) in out_genes
-                .iter_mut()
-                .zip(out_counts.iter_mut())
-                .zip(&self.pairs)
-            {
-                *g = col;
-                *c = count;
+        let kept = match self.taken {
+            Taken::Pairs => self.pairs.len(),
+            Taken::Selected | Taken::Marked => self.columns.len(),
+        };
+        let (out_genes, out_counts) = (&mut out_genes[..kept], &mut out_counts[..kept]);
+        match std::mem::replace(&mut self.taken, Taken::Pairs) {
+            Taken::Pairs => {
+                for ((g, c), &(col, count)) in out_genes
+                    .iter_mut()
+                    .zip(out_counts.iter_mut())
+                    .zip(&self.pairs)
+                {
+                    *g = col;
+                    *c = count;
+                }
+                return;
             }
-            return;
+            Taken::Selected => {
+                out_genes.copy_from_slice(bytemuck::cast_slice(&self.columns));
+                out_counts.copy_from_slice(&self.counts);
+                return;
+            }
+            Taken::Marked => {}
         }
-        let kept = self.columns.len();
         let marks = &mut self.marks[..self.words];
         self.kernels.place(
             marks,
             &mut self.before[..self.words],
             (&self.columns, bytemuck::cast_slice(&self.counts)),
-            (
-                &mut out_genes[..kept],
-                bytemuck::cast_slice_mut(&mut out_counts[..kept]),
-            ),
+            (out_genes, bytemuck::cast_slice_mut(out_counts)),
         );
         marks.fill(0);
     }
