@@ -34,7 +34,7 @@ pub(crate) enum Strategy<V> {
     /// batches do not fit where its decoded chunks do: a window's chunks are
     /// decoded once, whole, and each batch is copied out of them (see
     /// [`super::window`]).
-    Window(WindowChunks),
+    Window(Box<WindowChunks>),
     /// Windows do not fit, or cells come in random order: each batch is a
     /// read through the iterator's cache, which re-decodes what it evicted.
     Gather,
@@ -201,7 +201,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
         let (strategy, budget) = match scattered {
             Some(b) => (Strategy::Scatter(Pending::default()), Some(b)),
             None => match budget(None) {
-                Some(b) => (Strategy::Window(WindowChunks::default()), Some(b)),
+                Some(b) => (Strategy::Window(Box::default()), Some(b)),
                 None => (Strategy::Gather, None),
             },
         };
@@ -523,11 +523,12 @@ impl<T: Tiles> Ctx<T> {
             let stop = positions.end.min(self.order.window_end(at));
             let offset = (at - positions.start) as usize;
             let part = &cells[offset..offset + (stop - at) as usize];
-            stats.add(chunks.enter(&self.tiles, w, self.order.window(w))?);
+            let cells = CellSelection::ids(part);
+            stats.add(chunks.enter(&self.tiles, w, self.order.window(w), &cells)?);
             let mut copy = CopyRun {
                 chunks,
                 tiles: &self.tiles,
-                cells: CellSelection::ids(part),
+                cells,
             };
             self.output.fill(&mut rows, &mut copy)?;
             at = stop;

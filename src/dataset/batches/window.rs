@@ -6,8 +6,11 @@
 //! Every batch of a block-shuffle window draws its cells from all of the
 //! window's chunks, so every chunk of the window's tiles is decoded whole,
 //! once, into buffers kept from the previous window (no page faults once
-//! warm). A batch is then a read whose every segment is copied out of those
-//! chunks (the plan's copy fill), in parallel pieces on the pool, the output
+//! warm). Each batch decodes the chunks it needs that are not decoded yet:
+//! a window's first batch, about a tile's worth of its chunks, is handed out
+//! without waiting for the rest, and the next batches decode fewer and fewer.
+//! A batch is then a read whose every segment is copied out of those chunks
+//! (the plan's copy fill), in parallel pieces on the pool, the output
 //! transforming each row as it goes.
 //!
 //! A window's output is the iterator's cache, either way: [`WindowBudget`]
@@ -15,11 +18,12 @@
 //! bound together with its compressed tiles, and how many bytes are left for
 //! the tile cache.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::dataset::read::{Fetched, ReadStats};
 use crate::dataset::tiles::{decode_into, pieces_in, Tiles};
-use crate::engine::decoded::DecodedChunk;
+use crate::engine::decoded::{DecodedChunk, Unit};
 use crate::engine::execute::{execute, Sources};
 use crate::engine::plan::Policy;
 use crate::engine::{CellSelection, Sink};
@@ -99,56 +103,75 @@ impl WindowBudget {
 /// The decoded chunks of the window being served.
 #[derive(Default)]
 pub(crate) struct WindowChunks {
-    /// The window decoded (its index in the epoch order).
+    /// The window entered (its index in the epoch order).
     window: Option<usize>,
-    /// Its tiles and every chunk of them, decoded.
+    /// Its tiles, and its chunks decoded so far.
     fetched: Fetched,
+    /// Its chunks not decoded yet.
+    pending: HashSet<Unit>,
     /// Buffers of the previous window's chunks, decoded into next.
     spare: Vec<DecodedChunk>,
 }
 
 impl WindowChunks {
-    /// Whether window `w` is the decoded one.
+    /// Whether window `w` is the one entered, every chunk of it decoded.
     pub(crate) fn holds(&self, w: usize) -> bool {
-        self.window == Some(w)
+        self.window == Some(w) && self.pending.is_empty()
     }
 
-    /// Makes window `w` (tiles `window` of `tiles`) the decoded one,
-    /// decoding it unless it already is.
+    /// Makes window `w` (tiles `window` of `tiles`) the one entered, its
+    /// tiles fetched, unless it already is; then decodes the chunks that
+    /// `cells` (all in the window) need and are not decoded yet.
     pub(crate) fn enter<T: Tiles + ?Sized>(
         &mut self,
         tiles: &T,
         w: usize,
         window: &[usize],
+        cells: &CellSelection,
     ) -> Result<ReadStats> {
         let mut stats = ReadStats::default();
-        if self.window == Some(w) {
+        if self.window != Some(w) {
+            self.window = None;
+            self.pending.clear();
+            for (_, chunk) in self.fetched.chunks.drain() {
+                if let Ok(chunk) = Arc::try_unwrap(chunk) {
+                    self.spare.push(chunk);
+                }
+            }
+            self.fetched = Fetched::new(tiles.fetch(window, &[], &mut stats)?);
+            let fetched = &self.fetched;
+            self.pending.extend(
+                window
+                    .iter()
+                    .flat_map(|&t| (0..fetched.view(t).n_chunks()).map(move |c| (t, c))),
+            );
+            stats.chunks_touched += self.pending.len();
+            self.window = Some(w);
+        }
+        if self.pending.is_empty() {
             return Ok(stats);
         }
-        self.window = None;
-        for (_, chunk) in self.fetched.chunks.drain() {
-            if let Ok(chunk) = Arc::try_unwrap(chunk) {
-                self.spare.push(chunk);
-            }
-        }
-        self.fetched = Fetched::new(tiles.fetch(window, &[], &mut stats)?);
-        let units: Vec<(usize, usize)> = window
-            .iter()
-            .flat_map(|&t| (0..self.fetched.view(t).n_chunks()).map(move |c| (t, c)))
+        let pieces = pieces_in(tiles.limits(), std::slice::from_ref(cells))?;
+        let plan = self.fetched.plan(&pieces, 1, &Policy::Copy);
+        let units: Vec<Unit> = plan
+            .buffered
+            .into_iter()
+            .filter(|u| self.pending.contains(u))
             .collect();
-        stats.chunks_touched += units.len();
+        let buffers = self
+            .spare
+            .split_off(self.spare.len().saturating_sub(units.len()));
+        let decoded = decode_into(tiles, &self.fetched, &units, buffers)?;
         stats.chunks_decoded += units.len();
-        let spare = std::mem::take(&mut self.spare);
-        let decoded = decode_into(tiles, &self.fetched, &units, spare)?;
-        self.fetched
-            .chunks
-            .extend(decoded.into_iter().map(|(u, c)| (u, Arc::new(c))));
-        self.window = Some(w);
+        for (u, c) in decoded {
+            self.pending.remove(&u);
+            self.fetched.chunks.insert(u, Arc::new(c));
+        }
         Ok(stats)
     }
 
-    /// Appends the rows of `cells` of `tiles` (all in the decoded window)
-    /// to `sink`.
+    /// Appends the rows of `cells` of `tiles` (all in the window entered,
+    /// their chunks decoded) to `sink`.
     pub(crate) fn copy<T: Tiles + ?Sized, S: Sink>(
         &self,
         tiles: &T,
