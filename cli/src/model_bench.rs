@@ -132,6 +132,13 @@ pub fn model_batches(
     let stats = from_stats(ds)?;
     if let Some((geneformer, scgpt, vocabulary)) = &stats {
         kinds.push((
+            "normalized CSR, 2,000 genes of largest normalized variance",
+            base.clone()
+                .with_transform(normalized)
+                .with_genes(Some(vocabulary.clone())),
+            None,
+        ));
+        kinds.push((
             "normalized dense, 2,000 genes of largest normalized variance",
             base.clone()
                 .with_transform(normalized)
