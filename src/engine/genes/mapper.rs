@@ -13,10 +13,10 @@ use crate::kernels::{Count, KernelTable};
 /// A row is taken in ([`RowMapper::take`]), then written out
 /// ([`RowMapper::emit`]), so the output may overwrite the row it came from
 /// (a decoded chunk mapped in place, or a row decoded into its batch). A
-/// selection in gene order (a monotone one) keeps the row's order. Any other
-/// is taken by the row kernels' `select`, which looks a register of genes
-/// up at a time (the row's order is then the columns'). Any other
-/// marks each kept gene's column in a bitmap, a bit per output column; a
+/// selection in gene order (a monotone one) keeps the row's order, and is
+/// taken by the row kernels' `select`, which looks a register of genes up at
+/// a time. Any other marks each kept gene's column in a bitmap, a bit per
+/// output column; a
 /// running count of the bits before each word then gives every gene its
 /// place in the row (the bits below its column), and it is written there.
 /// Every step is a fixed amount of work per gene and per 64 columns, with no
