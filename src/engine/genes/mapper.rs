@@ -223,23 +223,22 @@ impl<V: Count> RowMapper<V> {
                     *g = col;
                     *c = count;
                 }
-                return;
             }
             Taken::Selected => {
                 out_genes.copy_from_slice(bytemuck::cast_slice(&self.columns));
                 out_counts.copy_from_slice(&self.counts);
-                return;
             }
-            Taken::Marked => {}
+            Taken::Marked => {
+                let marks = &mut self.marks[..self.words];
+                self.kernels.place(
+                    marks,
+                    &mut self.before[..self.words],
+                    (&self.columns, bytemuck::cast_slice(&self.counts)),
+                    (out_genes, bytemuck::cast_slice_mut(out_counts)),
+                );
+                marks.fill(0);
+            }
         }
-        let marks = &mut self.marks[..self.words];
-        self.kernels.place(
-            marks,
-            &mut self.before[..self.words],
-            (&self.columns, bytemuck::cast_slice(&self.counts)),
-            (out_genes, bytemuck::cast_slice_mut(out_counts)),
-        );
-        marks.fill(0);
     }
 }
 
