@@ -9,14 +9,14 @@ use std::io::Write;
 use std::time::Instant;
 
 use clap::ValueEnum;
-use deltacells::engine::{ChunkDecoder, Transform};
+use deltacells::engine::ChunkDecoder;
 use deltacells::format::tile::TileView;
 use deltacells::measure::{decode_scan, decompress_tiles, zstd_scan, TileBuffers};
 use deltacells::{Backend, Dataset, Error, Result};
 
 use crate::bench_cmd::{batch_epoch, block_batches, first_tiles, BenchArgs};
 use crate::dataset_cmd::open;
-use crate::model_bench::{from_stats, scgpt};
+use crate::model_bench::{from_stats, normalized, scgpt};
 use crate::output::{out_err, Out};
 
 /// What `--loop` runs.
@@ -125,7 +125,7 @@ fn batches(
     threads: usize,
 ) -> Result<()> {
     let mut config = block_batches(args);
-    let normalized = Transform::NONE.normalize(1e4).log1p();
+    let normalized = normalized();
     let named = || Error::Input("the model-ready workloads need a dataset with var names".into());
     // scGPT's dictionary needs only the var names; Geneformer's medians and
     // the dense vocabulary, a statistics pass first (not timed, but in a

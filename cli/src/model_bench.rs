@@ -37,6 +37,12 @@ const RANDOM_BATCHES: usize = 40;
 /// The genes of the dense vocabulary.
 const VOCABULARY: usize = 2000;
 
+/// The normalization of the bench's normalized lines: scanpy's
+/// `normalize_total(target_sum=1e4)` then `log1p`.
+pub(crate) fn normalized() -> Transform {
+    Transform::NONE.normalize(1e4).log1p()
+}
+
 /// `config`'s batches, at most `limit` of them.
 fn limited(config: &BatchConfig, limit: Option<usize>) -> BatchConfig {
     config
@@ -123,7 +129,7 @@ pub fn model_batches(
     ds: &Dataset,
 ) -> Result<()> {
     let base = block_batches(args);
-    let normalized = Transform::NONE.normalize(1e4).log1p();
+    let normalized = normalized();
     let mut kinds: Vec<(&str, BatchConfig, Option<usize>)> = vec![(
         "normalized CSR, every gene (normalize_total 1e4 + log1p)",
         base.clone().with_transform(normalized),
