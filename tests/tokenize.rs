@@ -46,9 +46,18 @@ fn name(g: usize) -> String {
 /// Tokens: a permutation of the columns (so token order is not column
 /// order), with every 10th gene left out, and the special tokens.
 fn tokens() -> GeneMap<i32> {
+    tokens_by(|g| (g * 1907) % GENES as usize)
+}
+
+/// Tokens increasing with the columns, every 10th gene left out.
+fn tokens_in_column_order() -> GeneMap<i32> {
+    tokens_by(|g| g)
+}
+
+fn tokens_by(token: impl Fn(usize) -> usize) -> GeneMap<i32> {
     let genes = (0..GENES as usize)
         .filter(|g| g % 10 != 7)
-        .map(|g| (name(g), 3 + ((g * 1907) % GENES as usize) as i32));
+        .map(|g| (name(g), 3 + token(g) as i32));
     let special = ["<pad>", "<cls>", "<eos>"]
         .into_iter()
         .zip([PAD, CLS, EOS])
@@ -59,10 +68,19 @@ fn tokens() -> GeneMap<i32> {
 /// Medians from a few values (ties), every 13th gene left out.
 fn medians() -> GeneMap<f64> {
     let values = [0.5, 1.0, 1.0, 2.0, 0.1];
+    medians_by(|g| values[g % values.len()])
+}
+
+/// A different median for every gene, as Geneformer's own are.
+fn distinct_medians() -> GeneMap<f64> {
+    medians_by(|g| 0.05 + g as f64 / 997.0)
+}
+
+fn medians_by(median: impl Fn(usize) -> f64) -> GeneMap<f64> {
     GeneMap::new(
         (0..GENES as usize)
             .filter(|g| g % 13 != 5)
-            .map(|g| (name(g), values[g % values.len()])),
+            .map(|g| (name(g), median(g))),
     )
     .unwrap()
 }
@@ -97,8 +115,13 @@ fn row(m: &Csr<i32>, cell: usize) -> (&[i32], &[i32]) {
 }
 
 /// Geneformer's row of one cell, the plain way.
-fn geneformer_row(m: &Csr<i32>, cell: usize, max_len: usize, special: bool) -> (Vec<i32>, Vec<u8>) {
-    let (tok, med) = (tokens(), medians());
+fn geneformer_row(
+    (tok, med): &(GeneMap<i32>, GeneMap<f64>),
+    m: &Csr<i32>,
+    cell: usize,
+    max_len: usize,
+    special: bool,
+) -> (Vec<i32>, Vec<u8>) {
     let (genes, counts) = row(m, cell);
     let total: f64 = counts.iter().map(|&c| f64::from(c)).sum();
     let mut genes: Vec<(f64, i32)> = genes
@@ -199,7 +222,15 @@ fn scgpt_genes(
 }
 
 fn geneformer(max_len: usize, special: bool) -> Tokenizer {
-    let g = Geneformer::new(tokens(), medians()).unwrap();
+    geneformer_over(&(tokens(), medians()), max_len, special)
+}
+
+fn geneformer_over(
+    (tokens, medians): &(GeneMap<i32>, GeneMap<f64>),
+    max_len: usize,
+    special: bool,
+) -> Tokenizer {
+    let g = Geneformer::new(tokens.clone(), medians.clone()).unwrap();
     Tokenizer::Geneformer(g.with_max_len(max_len, special).unwrap())
 }
 
@@ -217,32 +248,41 @@ fn row_of(b: &TokenBatch, r: usize) -> std::ops::Range<usize> {
     r * b.rows.max_len..(r + 1) * b.rows.max_len
 }
 
+/// Over tie-heavy medians with tokens in and out of column order, and over
+/// distinct medians: each ranks its rows with different passes.
 #[test]
 fn geneformer_matches_a_float_sort_with_ties_by_token() {
     let dir = Dir::new("geneformer");
     let m = matrix(120);
     let ds = dataset(&dir.0, &m);
     let order: Vec<u64> = (0..120u64).rev().step_by(3).chain(0..40).collect();
-    for (max_len, special) in [
-        (2048, false),
-        (2048, true),
-        (50, false),
-        (3, true),
-        (1, false),
-    ] {
-        let tok = geneformer(max_len, special);
-        let b = ds.read(order.clone()).tokenize(&tok).unwrap();
-        assert_eq!(b.cells, order);
-        assert!(b.rows.values.is_none());
-        assert_eq!(b.rows.input_ids.len(), order.len() * max_len);
-        for (r, &cell) in order.iter().enumerate() {
-            let (ids, mask) = geneformer_row(&m, cell as usize, max_len, special);
-            assert_eq!(
-                b.rows.input_ids[row_of(&b, r)],
-                ids,
-                "cell {cell}, max_len {max_len}"
-            );
-            assert_eq!(b.rows.attention_mask[row_of(&b, r)], mask, "cell {cell}");
+    let dictionaries = [
+        (tokens(), medians()),
+        (tokens_in_column_order(), medians()),
+        (tokens(), distinct_medians()),
+    ];
+    for dictionary in &dictionaries {
+        for (max_len, special) in [
+            (2048, false),
+            (2048, true),
+            (50, false),
+            (3, true),
+            (1, false),
+        ] {
+            let tok = geneformer_over(dictionary, max_len, special);
+            let b = ds.read(order.clone()).tokenize(&tok).unwrap();
+            assert_eq!(b.cells, order);
+            assert!(b.rows.values.is_none());
+            assert_eq!(b.rows.input_ids.len(), order.len() * max_len);
+            for (r, &cell) in order.iter().enumerate() {
+                let (ids, mask) = geneformer_row(dictionary, &m, cell as usize, max_len, special);
+                assert_eq!(
+                    b.rows.input_ids[row_of(&b, r)],
+                    ids,
+                    "cell {cell}, max_len {max_len}"
+                );
+                assert_eq!(b.rows.attention_mask[row_of(&b, r)], mask, "cell {cell}");
+            }
         }
     }
 }

@@ -13,12 +13,14 @@
 //!
 //! Every `v` is positive and finite, so its IEEE bits order as the values
 //! do, and `!bits` orders them decreasing: the genes are the pairs
-//! `(!bits, token)` sorted increasing, which the `rank` module does with a
-//! counting pass into buckets by the keys' high bits instead of a
-//! comparison sort (the same order, in time linear in the genes).
+//! `(!bits, token)` sorted increasing, which the `rank` module does with
+//! counting passes over the keys' high bits instead of a comparison sort
+//! (the same order, in time linear in the genes). Which passes depends on
+//! whether the medians repeat and the tokens follow the columns, known once
+//! per dataset from this table.
 
 use super::dict::{check_tokens, special, GeneMap};
-use super::rank::{rank, RankBuffers};
+use super::rank::{rank, Expect, RankBuffers};
 use crate::engine::best_row_kernels;
 use crate::error::{Error, Result};
 use crate::kernels::rows::RowKernels;
@@ -49,6 +51,8 @@ pub(crate) struct GeneformerColumns {
     pub(crate) special: Option<(i32, i32)>,
     pub(crate) target_sum: f64,
     pub(crate) max_len: usize,
+    /// Which sort ranks a row's genes fastest.
+    expect: Expect,
     /// The kernels the quotients are computed with.
     kernels: &'static RowKernels,
 }
@@ -116,7 +120,7 @@ impl Geneformer {
 
     /// The table for columns named `keys`.
     pub(crate) fn columns(&self, keys: &[String]) -> GeneformerColumns {
-        let columns = keys
+        let columns: Vec<(f64, i32)> = keys
             .iter()
             .map(|k| match (self.tokens.get(k), self.medians.get(k)) {
                 (Some(t), Some(m)) => (m, t),
@@ -125,6 +129,7 @@ impl Geneformer {
             .collect();
         let token = |name| self.tokens.get(name).expect("checked when configured");
         GeneformerColumns {
+            expect: Expect::of(&columns),
             columns,
             pad: token("<pad>"),
             special: self
@@ -199,7 +204,12 @@ impl GeneformerColumns {
         scratch.keys.resize(n, 0);
         self.kernels
             .quotient_keys(&xs[..n], &ms[..n], &mut scratch.keys[..n]);
-        let exact = rank(&scratch.keys[..n], &ts[..n], &mut scratch.buffers);
+        let exact = rank(
+            &scratch.keys[..n],
+            &ts[..n],
+            self.expect,
+            &mut scratch.buffers,
+        );
         let (body, first) = match self.special {
             Some((cls, _)) => {
                 ids[0] = cls;
