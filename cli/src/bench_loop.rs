@@ -38,6 +38,9 @@ pub enum Workload {
     Batches,
     /// The same epochs as Geneformer tokens (2,048, special tokens).
     Geneformer,
+    /// The same epochs as Geneformer tokens over a dictionary like
+    /// Geneformer's own: a median per gene, tokens in another order.
+    GeneformerOwn,
     /// The same epochs as scGPT bins (51 bins, 1,200 tokens).
     Scgpt,
     /// The same epochs as normalized CSR rows (normalize_total 1e4 +
@@ -91,6 +94,7 @@ pub fn run(args: &BenchArgs, workload: Workload, backend: Backend) -> Result<()>
         }
         Workload::Batches
         | Workload::Geneformer
+        | Workload::GeneformerOwn
         | Workload::Scgpt
         | Workload::Normalized
         | Workload::Dense => {
@@ -133,13 +137,14 @@ fn batches(
     config = match workload {
         Workload::Scgpt => config.with_tokenizer(Some(scgpt(ds)?.ok_or_else(named)?)),
         Workload::Normalized => config.with_transform(normalized),
-        Workload::Geneformer | Workload::Dense => {
-            let (geneformer, _, vocabulary) = from_stats(ds)?.ok_or_else(named)?;
+        Workload::Geneformer | Workload::GeneformerOwn | Workload::Dense => {
+            let stats = from_stats(ds)?.ok_or_else(named)?;
             match workload {
-                Workload::Geneformer => config.with_tokenizer(Some(geneformer)),
+                Workload::Geneformer => config.with_tokenizer(Some(stats.geneformer)),
+                Workload::GeneformerOwn => config.with_tokenizer(Some(stats.geneformer_own)),
                 _ => config
                     .with_transform(normalized)
-                    .with_genes(Some(vocabulary))
+                    .with_genes(Some(stats.vocabulary))
                     .with_dense(true),
             }
         }

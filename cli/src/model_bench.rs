@@ -14,8 +14,13 @@
 //! is a token (ids from 3, after `<pad>`, `<cls>` and `<eos>`), and
 //! Geneformer's medians are the gene statistics' `norm_median` (genes never
 //! expressed have none and are left out), computed by one pass over the
-//! dataset first. The 2,000-gene vocabulary is the 2,000 genes of largest
-//! normalized variance.
+//! dataset first. A sketch's medians repeat (a few hundred values), and
+//! tokens numbered in the dataset's gene order put a cell's ties in token
+//! order already: the easiest case for Geneformer's sort. A second
+//! Geneformer line uses a dictionary like Geneformer's own instead: a
+//! median per gene (its mean over the cells expressing it, from the same
+//! statistics) and tokens numbered from the last gene to the first. The
+//! 2,000-gene vocabulary is the 2,000 genes of largest normalized variance.
 
 use std::io::Write;
 
@@ -70,11 +75,20 @@ fn balance_column(ds: &Dataset) -> Option<String> {
 /// The bench's token dictionary over `names`: each a token, ids from 3,
 /// after `<pad>`, `<cls>` and `<eos>`.
 fn tokens(names: &[String]) -> Result<GeneMap<i32>> {
+    tokens_by(names, |g| g)
+}
+
+/// The same tokens numbered from the last gene to the first.
+fn reversed_tokens(names: &[String]) -> Result<GeneMap<i32>> {
+    tokens_by(names, |g| names.len() - 1 - g)
+}
+
+fn tokens_by(names: &[String], number: impl Fn(usize) -> usize) -> Result<GeneMap<i32>> {
     let special = [("<pad>", 0), ("<cls>", 1), ("<eos>", 2)].map(|(k, t)| (k.to_string(), t));
     let ids = names
         .iter()
         .enumerate()
-        .map(|(g, n)| (n.clone(), g as i32 + 3));
+        .map(|(g, n)| (n.clone(), number(g) as i32 + 3));
     GeneMap::new(special.into_iter().chain(ids))
 }
 
@@ -93,32 +107,52 @@ pub(crate) fn scgpt(ds: &Dataset) -> Result<Option<Tokenizer>> {
         .transpose()
 }
 
+/// What the model-ready lines use beyond plain batches, from one
+/// statistics pass over a dataset (see the module docs).
+pub(crate) struct FromStats {
+    /// Geneformer over the sketch's medians and tokens in gene order.
+    pub(crate) geneformer: Tokenizer,
+    /// Geneformer over a dictionary like its own.
+    pub(crate) geneformer_own: Tokenizer,
+    pub(crate) scgpt: Tokenizer,
+    /// The dense vocabulary.
+    pub(crate) vocabulary: GeneSelection,
+}
+
 /// The tokenizers over `ds`'s var names, and the dense vocabulary, from one
 /// statistics pass; `None` when the dataset has no var names.
-pub(crate) fn from_stats(ds: &Dataset) -> Result<Option<(Tokenizer, Tokenizer, GeneSelection)>> {
+pub(crate) fn from_stats(ds: &Dataset) -> Result<Option<FromStats>> {
     let Some(names) = ds.var_names() else {
         return Ok(None);
     };
     let table = ds.gene_stats()?.table();
-    let tokens = tokens(names)?;
-    let medians = GeneMap::new(
-        names
-            .iter()
-            .zip(&table.norm_median)
-            .filter(|(_, m)| m.is_finite() && **m > 0.0)
-            .map(|(n, &m)| (n.clone(), m)),
-    )?;
-    let geneformer = Geneformer::new(tokens.clone(), medians)?.with_max_len(2048, true)?;
+    let geneformer = |tokens, medians: &mut dyn Iterator<Item = f64>| -> Result<Tokenizer> {
+        let medians = GeneMap::new(
+            names
+                .iter()
+                .zip(medians)
+                .filter(|(_, m)| m.is_finite() && *m > 0.0)
+                .map(|(n, m)| (n.clone(), m)),
+        )?;
+        let g = Geneformer::new(tokens, medians)?.with_max_len(2048, true)?;
+        Ok(Tokenizer::Geneformer(g))
+    };
+    let cells = ds.manifest().n_cells as f64;
+    let mut expressed_mean = table
+        .norm_mean
+        .iter()
+        .zip(&table.n_cells)
+        .map(|(&m, &n)| m * cells / n as f64);
     let mut by_variance: Vec<u32> = (0..names.len() as u32).collect();
     by_variance.sort_by(|&a, &b| table.norm_var[b as usize].total_cmp(&table.norm_var[a as usize]));
     by_variance.truncate(VOCABULARY);
     by_variance.sort_unstable();
-    let vocabulary = GeneSelection::new(names.len() as u32, &by_variance)?;
-    Ok(Some((
-        Tokenizer::Geneformer(geneformer),
-        scgpt_over(tokens)?,
-        vocabulary,
-    )))
+    Ok(Some(FromStats {
+        geneformer: geneformer(tokens(names)?, &mut table.norm_median.iter().copied())?,
+        geneformer_own: geneformer(reversed_tokens(names)?, &mut expressed_mean)?,
+        scgpt: scgpt_over(tokens(names)?)?,
+        vocabulary: GeneSelection::new(names.len() as u32, &by_variance)?,
+    }))
 }
 
 /// Measures and prints the model-ready batch lines (see the module docs).
@@ -136,7 +170,13 @@ pub fn model_batches(
         None,
     )];
     let stats = from_stats(ds)?;
-    if let Some((geneformer, scgpt, vocabulary)) = &stats {
+    if let Some(FromStats {
+        geneformer,
+        geneformer_own,
+        scgpt,
+        vocabulary,
+    }) = &stats
+    {
         kinds.push((
             "normalized CSR, 2,000 genes of largest normalized variance",
             base.clone()
@@ -155,6 +195,11 @@ pub fn model_batches(
         kinds.push((
             "Geneformer tokens (2,048, special tokens)",
             base.clone().with_tokenizer(Some(geneformer.clone())),
+            None,
+        ));
+        kinds.push((
+            "Geneformer tokens, a median per gene, tokens in another order",
+            base.clone().with_tokenizer(Some(geneformer_own.clone())),
             None,
         ));
         kinds.push((
