@@ -170,5 +170,10 @@ fn dropping_the_iterator_early_stops_the_prefetch_thread() {
     assert_eq!(store.reads.load(Ordering::SeqCst), after);
     // Left running, it would have read the epoch's other tiles.
     let tiles = after - opened;
-    assert!(tiles <= 6, "{tiles} tiles read after one batch of 20");
+    // A stopped producer has made at most the batch delivered, the 3 its
+    // queue holds (prefetch 1 and the windows it builds ahead) and one it
+    // was sending, a tile each, and fetched the two windows after those:
+    // 7 tiles, where a busy machine lets it get that far (alone it stops
+    // at 4).
+    assert!(tiles <= 7, "{tiles} tiles read after one batch of 20");
 }
