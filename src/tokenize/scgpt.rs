@@ -261,22 +261,25 @@ impl ScGptColumns {
         keep(n, body, self.seed, self.epoch, cell, &mut s.keep);
         ids[0] = self.cls;
         values[0] = 0.0;
-        // The kept genes compacted without a branch per gene: each is
-        // written at the next place, which only a kept one advances. The
-        // loop ends at the last kept gene, so no write passes the row.
-        let end = s
-            .keep
-            .iter()
-            .rposition(|&kept| kept != 0)
-            .map_or(0, |p| p + 1);
+        // The kept genes, a word of 64 flags at a time, each word's kept
+        // genes found by their bits.
         let mut len = 1;
-        for ((&kept, &token), &c) in s.keep[..end].iter().zip(&s.tokens).zip(&s.counts) {
-            ids[len] = token;
-            values[len] = match s.bins.get(c as usize) {
-                Some(&bin) => bin,
-                None => bin_of(c),
-            };
-            len += usize::from(kept);
+        for (w, flags) in s.keep.chunks(64).enumerate() {
+            let mut bits = flags
+                .iter()
+                .enumerate()
+                .fold(0u64, |word, (i, &kept)| word | u64::from(kept) << i);
+            while bits != 0 {
+                let p = (w << 6) + bits.trailing_zeros() as usize;
+                let c = s.counts[p];
+                ids[len] = s.tokens[p];
+                values[len] = match s.bins.get(c as usize) {
+                    Some(&bin) => bin,
+                    None => bin_of(c),
+                };
+                len += 1;
+                bits &= bits - 1;
+            }
         }
         mask[..len].fill(1);
         ids[len..].fill(self.pad);
