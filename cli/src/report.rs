@@ -40,9 +40,9 @@ fn rows(v: &Value) -> &[Value] {
     v.as_array().map_or(&[], Vec::as_slice)
 }
 
-/// A row's least and greatest ratio of one round (`lo-hi`).
-fn each_round(row: &Value) -> String {
-    let range = rows(&row["vs_zstd_only_each_round"]);
+/// A row's least and greatest ratio of one round (`lo-hi`), under `key`.
+fn each_round(row: &Value, key: &str) -> String {
+    let range = rows(&row[key]);
     match range {
         [lo, hi] => format!("{:.2}-{:.2}", num(lo), num(hi)),
         _ => "?".into(),
@@ -104,7 +104,7 @@ fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> Strin
             num(&row["nnz_per_s"]) / 1e6,
             num(&row["cells_per_s"]) / 1e3,
             num(&row["vs_zstd_only"]),
-            each_round(row)
+            each_round(row, "vs_zstd_only_each_round")
         );
     }
     let _ = writeln!(
@@ -127,7 +127,7 @@ fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> Strin
             num(&row["nnz_per_s"]) / 1e6,
             num(&row["zstd_only_nnz_per_s"]) / 1e6,
             num(&row["vs_zstd_only"]),
-            each_round(row)
+            each_round(row, "vs_zstd_only_each_round")
         );
     }
     let bt = &r["batches"];
@@ -166,6 +166,33 @@ fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> Strin
             num(&rb["chunks_decoded_per_batch"]),
             num(&rb["bytes_requested_vs_chunk_bytes"])
         );
+    }
+    let mb = &r["model_batches"];
+    let kinds = rows(&mb["kinds"]);
+    if !kinds.is_empty() {
+        let _ = writeln!(s, "\n## Model-ready batches\n");
+        let _ = writeln!(
+            s,
+            "Each kind's rate as a ratio of plain CSR batches ({:.0} cells/s), every kind timed in turn in each round.\n",
+            num(&mb["plain_csr_cells_per_s"])
+        );
+        let _ = writeln!(
+            s,
+            "| kind | cells/s | vs plain CSR | (each round) |\n|---|---|---|---|"
+        );
+        for row in kinds {
+            let _ = writeln!(
+                s,
+                "| {} | {:.0} | {:.2} | {} |",
+                row["kind"].as_str().unwrap_or("?"),
+                num(&row["cells_per_s"]),
+                num(&row["vs_plain_csr"]),
+                each_round(row, "vs_plain_csr_each_round")
+            );
+        }
+        if let Some(column) = mb["balance_column"].as_str() {
+            let _ = writeln!(s, "\nBalanced on the obs column `{column}`.");
+        }
     }
     let _ = writeln!(s, "\n## Charts\n");
     for chart in charts {

@@ -230,9 +230,14 @@ fn bench_json_and_report_carry_every_figure_of_the_tables() {
         "## Single-thread tile decode",
         "## Full scan",
         "## Reads by path",
+        "## Model-ready batches",
         "## Charts",
     ] {
         assert!(md.contains(heading), "{heading}\n{md}");
+    }
+    for kind in report["model_batches"]["kinds"].as_array().unwrap() {
+        let row = format!("| {} |", kind["kind"].as_str().unwrap());
+        assert!(md.contains(&row), "{row}\n{md}");
     }
     assert!(md.contains("concurrent readers: 2 thread(s)"), "{md}");
     assert!(md.contains("| vs zstd-only | (each round) |"), "{md}");
@@ -256,7 +261,14 @@ fn bench_json_and_report_carry_every_figure_of_the_tables() {
 #[test]
 fn bench_loop_batch_workloads_run_whole_epochs() {
     let ds = testdata().join("deltacells/datasets/small_obs");
-    for workload in ["batches", "geneformer", "scgpt", "normalized", "dense"] {
+    for workload in [
+        "batches",
+        "geneformer",
+        "geneformer-own",
+        "scgpt",
+        "normalized",
+        "dense",
+    ] {
         let (ok, stdout, stderr) = deltacells(&[
             "bench",
             ds.to_str().unwrap(),
