@@ -36,7 +36,7 @@ const LOW: u32 = 11;
 /// Bits of the high digit.
 const HIGH: u32 = 12;
 /// The bits two counting passes sort by.
-pub(crate) const BITS: u32 = LOW + HIGH;
+const BITS: u32 = LOW + HIGH;
 
 /// What a cell's pairs are like, known from the tokenizer's medians and
 /// tokens: it picks the passes of [`rank`] (see the module docs).
