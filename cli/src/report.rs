@@ -8,6 +8,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use deltacells::measure::Ratio;
 use deltacells::{Error, Result};
 use serde_json::Value;
 
@@ -40,11 +41,15 @@ fn rows(v: &Value) -> &[Value] {
     v.as_array().map_or(&[], Vec::as_slice)
 }
 
-/// A row's least and greatest ratio of one round (`lo-hi`), under `key`.
+/// The least and greatest ratio of one round of a row's ratio `key`
+/// (under `{key}_each_round`), as the bench prints them.
 fn each_round(row: &Value, key: &str) -> String {
-    let range = rows(&row[key]);
-    match range {
-        [lo, hi] => format!("{:.2}-{:.2}", num(lo), num(hi)),
+    match rows(&row[format!("{key}_each_round")]) {
+        [lo, hi] => Ratio {
+            best: num(&row[key]),
+            range: [num(lo), num(hi)],
+        }
+        .range_text(),
         _ => "?".into(),
     }
 }
@@ -104,7 +109,7 @@ fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> Strin
             num(&row["nnz_per_s"]) / 1e6,
             num(&row["cells_per_s"]) / 1e3,
             num(&row["vs_zstd_only"]),
-            each_round(row, "vs_zstd_only_each_round")
+            each_round(row, "vs_zstd_only")
         );
     }
     let _ = writeln!(
@@ -127,7 +132,7 @@ fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> Strin
             num(&row["nnz_per_s"]) / 1e6,
             num(&row["zstd_only_nnz_per_s"]) / 1e6,
             num(&row["vs_zstd_only"]),
-            each_round(row, "vs_zstd_only_each_round")
+            each_round(row, "vs_zstd_only")
         );
     }
     let bt = &r["batches"];
@@ -187,7 +192,7 @@ fn markdown(r: &Value, charts: &[std::result::Result<PathBuf, String>]) -> Strin
                 row["kind"].as_str().unwrap_or("?"),
                 num(&row["cells_per_s"]),
                 num(&row["vs_plain_csr"]),
-                each_round(row, "vs_plain_csr_each_round")
+                each_round(row, "vs_plain_csr")
             );
         }
         if let Some(column) = mb["balance_column"].as_str() {
