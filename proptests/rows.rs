@@ -166,3 +166,27 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn every_backend_compresses_like_the_reference(
+        values in prop::collection::vec(prop_oneof![3 => 0i32..1_000_000, 2 => i32::MIN..0, 1 => Just(i32::MAX)], 0..300),
+    ) {
+        let counts: Vec<u32> = (0..values.len() as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+        let want: Vec<(i32, u32)> = values
+            .iter()
+            .zip(&counts)
+            .filter(|(&v, _)| v >= 0)
+            .map(|(&v, &c)| (v, c))
+            .collect();
+        let len = values.len();
+        for k in crate::tables::<RowKernels>("rows") {
+            let mut out = (vec![7i32; len], vec![7u32; len]);
+            let n = k.compress(&values, &counts, (&mut out.0, &mut out.1));
+            let got: Vec<(i32, u32)> = out.0[..n].iter().copied().zip(out.1[..n].iter().copied()).collect();
+            prop_assert_eq!(&got, &want, "{}", k.isa());
+        }
+    }
+}

@@ -29,6 +29,9 @@
 //! register of genes' values from the table and compresses the kept ones,
 //! with their counts, to the front of its outputs, where scalar code loads
 //! one gene's value at a time and writes it whether kept or not.
+//! [`RowKernels::compress`] is the same without the table: it keeps the
+//! non-negative values of an array already gathered (scGPT's tokens, those
+//! of the genes a long cell drops made negative).
 //!
 //! # Quotients
 //!
@@ -42,9 +45,9 @@
 //!
 //! # Backends
 //!
-//! Apart from `select` (written once over the vector vocabulary, with the
-//! reference's loop for registers that reach outside the table and for the
-//! tail), the vector tables run the reference's own code, compiled for their
+//! Apart from `select` and `compress` (written once over the vector
+//! vocabulary, with the reference's loop for registers that reach outside
+//! the table and for the tail), the vector tables run the reference's own code, compiled for their
 //! instruction set: on x86-64 that brings `popcnt` (a word's bits counted in
 //! one instruction, where the portable build spends a dozen) and lets the
 //! compiler widen the scan and the lookup (variable shifts, gathers), on
@@ -70,6 +73,7 @@ pub struct RowKernels {
     first_at_least: fn(&[u32], u32) -> Option<usize>,
     quotient_keys: fn(&[f64], &[f64], &mut [u64]),
     select: Select,
+    compress: Compress,
 }
 
 /// The signature of [`RowKernels::place`].
@@ -77,6 +81,9 @@ type Place = fn(&[u64], &mut [u32], (&[u32], &[u32]), (&mut [i32], &mut [u32]));
 
 /// The signature of [`RowKernels::select`].
 type Select = fn(&[i32], u32, &[i32], &[u32], (&mut [i32], &mut [u32])) -> usize;
+
+/// The signature of [`RowKernels::compress`].
+type Compress = fn(&[i32], &[u32], (&mut [i32], &mut [u32])) -> usize;
 
 /// The signature of [`RowKernels::lookup`].
 type Lookup = fn(&[f32; MEMO_SLOTS], &[u32], &mut [f32]);
@@ -158,6 +165,18 @@ impl RowKernels {
     ) -> usize {
         (self.select)(table, first, genes, counts, out)
     }
+
+    /// Keeps the non-negative `values`: they go to `out.0` and their
+    /// counts to `out.1`, in order, and their number is returned; what the
+    /// outputs hold past them is unspecified.
+    ///
+    /// # Panics
+    ///
+    /// If `values` and `counts` are not as long, or an output is shorter
+    /// (on every backend alike).
+    pub fn compress(&self, values: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize {
+        (self.compress)(values, counts, out)
+    }
 }
 
 /// The reference table.
@@ -169,6 +188,7 @@ static SCALAR: RowKernels = RowKernels {
     first_at_least: scalar::first_at_least,
     quotient_keys: scalar::quotient_keys,
     select: scalar::select,
+    compress: scalar::compress,
 };
 
 /// The reference's code, compiled for the ISA of the token (unused but for
@@ -239,7 +259,6 @@ fn select<V: Vector>(
         .and_then(|l| i32::try_from(l).ok())
     {
         let (first_v, last_v) = (v.splat(first), v.splat(last as u32));
-        let every_lane = (1u32 << lanes) - 1;
         while i + lanes <= genes.len() {
             // SAFETY: `i + LANES <= genes.len() == counts.len()`.
             let g = unsafe { v.load_u32(genes.as_ptr().add(i).cast()) };
@@ -260,11 +279,7 @@ fn select<V: Vector>(
                 // readable for `LANES` values at `i`.
                 unsafe {
                     let values = v.gather_u32(table.as_ptr().cast(), at);
-                    let keep = !v.sign_bits(values) & every_lane;
-                    let c = v.load_u32(counts.as_ptr().add(i));
-                    v.compress_store_u32(out.as_mut_ptr().add(n).cast(), values, keep);
-                    v.compress_store_u32(out_counts.as_mut_ptr().add(n), c, keep);
-                    n += keep.count_ones() as usize;
+                    n = keep_register(v, values, counts, i, (out, out_counts), n);
                 }
             }
             i += lanes;
@@ -280,6 +295,64 @@ fn select<V: Vector>(
     )
 }
 
+/// [`scalar::compress`] a register of values at a time, the kept ones (and
+/// their counts) compressed to the outputs; the tail through the
+/// reference's loop.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn compress<V: Vector>(
+    v: V,
+    values: &[i32],
+    counts: &[u32],
+    (out, out_counts): (&mut [i32], &mut [u32]),
+) -> usize {
+    scalar::check_select(values, counts, out, out_counts);
+    let (mut n, mut i) = (0, 0);
+    while i + V::LANES <= values.len() {
+        // SAFETY: `i + LANES <= values.len() == counts.len()`, and
+        // `n <= i`, so `n + LANES` is within both outputs (checked above).
+        unsafe {
+            let register = v.load_u32(values.as_ptr().add(i).cast());
+            n = keep_register(v, register, counts, i, (out, out_counts), n);
+        }
+        i += V::LANES;
+    }
+    scalar::keep_from(
+        values[i..].iter().copied(),
+        &counts[i..],
+        (out, out_counts),
+        n,
+    )
+}
+
+/// Writes the non-negative lanes of `values` (the values at `i`) and the
+/// counts at `i` of the same lanes to the outputs at `n`; returns `n` past
+/// them.
+///
+/// # Safety
+///
+/// `counts` holds `LANES` values at `i`, and both outputs `LANES` at `n`.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+unsafe fn keep_register<V: Vector>(
+    v: V,
+    values: V::U32,
+    counts: &[u32],
+    i: usize,
+    (out, out_counts): (&mut [i32], &mut [u32]),
+    n: usize,
+) -> usize {
+    let keep = !v.sign_bits(values) & ((1u32 << V::LANES) - 1);
+    // SAFETY: the caller's contract: `LANES` counts at `i`, and room for
+    // `LANES` values in each output at `n`.
+    unsafe {
+        let c = v.load_u32(counts.as_ptr().add(i));
+        v.compress_store_u32(out.as_mut_ptr().add(n).cast(), values, keep);
+        v.compress_store_u32(out_counts.as_mut_ptr().add(n), c, keep);
+    }
+    n + keep.count_ones() as usize
+}
+
 /// Defines the table `$name`: the reference compiled for one ISA.
 macro_rules! rows_table {
     ($name:ident, $level:ident, $features:literal, $token:ty) => {
@@ -290,6 +363,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn first_entry(counts: &[u32], least: u32) -> Option<usize> = first_at_least);
             kernel_entry!($features, $token, fn quotient_entry(x: &[f64], m: &[f64], out: &mut [u64]) = quotient_keys);
             kernel_entry!($features, $token, fn select_entry(table: &[i32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = select);
+            kernel_entry!($features, $token, fn compress_entry(values: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = compress);
             RowKernels {
                 isa: Isa::compiled_for(Level::$level),
                 place: place_entry,
@@ -298,6 +372,7 @@ macro_rules! rows_table {
                 first_at_least: first_entry,
                 quotient_keys: quotient_entry,
                 select: select_entry,
+                compress: compress_entry,
             }
         };
     };

@@ -34,6 +34,7 @@
 use super::dict::{check_tokens, special, GeneMap};
 use crate::engine::best_row_kernels;
 use crate::error::{Error, Result};
+use crate::kernels::rows::{RowKernels, MEMO_SLOTS};
 
 /// scGPT's settings: tokens by gene key, bins, row length, the value
 /// transform and the sampling seed.
@@ -177,10 +178,14 @@ const TABLES: usize = 4;
 /// Reused buffers of [`ScGptColumns::row`].
 #[derive(Default)]
 pub(crate) struct BinScratch {
-    /// The tokens of the cell's genes that have one, in column order.
+    /// The tokens of the cell's genes that have one, in column order; those
+    /// of the genes the row drops are then made negative.
     tokens: Vec<i32>,
     /// Their counts.
     counts: Vec<u32>,
+    /// The kept genes' tokens and counts.
+    kept_tokens: Vec<i32>,
+    kept_counts: Vec<u32>,
     /// [`TABLES`] tables of the genes of each count below [`SMALL_COUNTS`].
     tables: Vec<u32>,
     /// `below[c]`: the genes of count below `c`, for `c <= SMALL_COUNTS`.
@@ -216,7 +221,9 @@ impl ScGptColumns {
     /// ordered by a table of small counts (and a sort of the few large
     /// ones), the edges computed from the order statistics they give, and
     /// the bin of each small count the cell holds found once, by one walk
-    /// along the edges.
+    /// along the edges. The kept genes are then compressed out of the
+    /// cell's by the row kernels' `compress` and their bins looked up by
+    /// `lookup`, a register of genes at a time.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn row(
         &self,
@@ -232,54 +239,66 @@ impl ScGptColumns {
             Some(_) => counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>() as f64,
             None => 0.0,
         };
-        let n = self.gather(genes, counts, s);
+        let kernels = best_row_kernels();
+        let n = self.gather(kernels, genes, counts, s);
         self.order(n, s);
-        let (below, large) = (&s.below, &s.large);
-        let n_small = below[SMALL_COUNTS] as usize;
-        let kth = |k: usize| -> f64 {
-            let count = if k < n_small {
-                (below.partition_point(|&t| t as usize <= k) - 1) as u32
-            } else {
-                large[k - n_small]
-            };
-            self.value(count, n_counts)
-        };
-        quantile_edges(n, self.n_bins, kth, &mut s.edges);
+        let mut ordered = Ordered::new(&s.below, &s.large);
+        quantile_edges(
+            n,
+            self.n_bins,
+            |k| self.value(ordered.kth(k), n_counts),
+            &mut s.edges,
+        );
         let edges = &s.edges;
         let bin_of = |c: u32| edges.partition_point(|&e| e <= self.value(c, n_counts)) as f32;
         s.bins.clear();
         s.bins.resize(SMALL_COUNTS, 0.0);
         let mut e = 0;
         for c in 0..SMALL_COUNTS {
-            if below[c + 1] != below[c] {
+            if s.below[c + 1] != s.below[c] {
                 let x = self.value(c as u32, n_counts);
-                e += edges[e..].partition_point(|&edge| edge <= x);
+                while e < edges.len() && edges[e] <= x {
+                    e += 1;
+                }
                 s.bins[c] = e as f32;
             }
         }
         let body = self.max_len - 1;
-        keep(n, body, self.seed, self.epoch, cell, &mut s.keep);
+        let (kept_tokens, kept_counts) = if n <= body {
+            (&s.tokens[..n], &s.counts[..n])
+        } else {
+            keep(n, body, self.seed, self.epoch, cell, &mut s.keep);
+            // The dropped genes' tokens made negative, which `compress`
+            // drops.
+            for (token, &kept) in s.tokens[..n].iter_mut().zip(&s.keep) {
+                *token |= i32::from(kept) - 1;
+            }
+            s.kept_tokens.resize(n, 0);
+            s.kept_counts.resize(n, 0);
+            let kept = kernels.compress(
+                &s.tokens[..n],
+                &s.counts[..n],
+                (&mut s.kept_tokens, &mut s.kept_counts),
+            );
+            (&s.kept_tokens[..kept], &s.kept_counts[..kept])
+        };
+        let len = 1 + kept_tokens.len();
         ids[0] = self.cls;
         values[0] = 0.0;
-        // The kept genes, a word of 64 flags at a time, each word's kept
-        // genes found by their bits.
-        let mut len = 1;
-        for (w, flags) in s.keep.chunks(64).enumerate() {
-            let mut bits = flags
-                .iter()
-                .enumerate()
-                .fold(0u64, |word, (i, &kept)| word | u64::from(kept) << i);
-            while bits != 0 {
-                let p = (w << 6) + bits.trailing_zeros() as usize;
-                let c = s.counts[p];
-                ids[len] = s.tokens[p];
-                values[len] = match s.bins.get(c as usize) {
-                    Some(&bin) => bin,
-                    None => bin_of(c),
-                };
-                len += 1;
-                bits &= bits - 1;
-            }
+        ids[1..len].copy_from_slice(kept_tokens);
+        let memo = s.bins[..MEMO_SLOTS]
+            .try_into()
+            .expect("SMALL_COUNTS > MEMO_SLOTS");
+        kernels.lookup(memo, kept_counts, &mut values[1..len]);
+        let mut from = 0;
+        while let Some(i) = kernels.first_at_least(&kept_counts[from..], MEMO_SLOTS as u32 - 1) {
+            let at = from + i;
+            let c = kept_counts[at];
+            values[1 + at] = match s.bins.get(c as usize) {
+                Some(&bin) => bin,
+                None => bin_of(c),
+            };
+            from = at + 1;
         }
         mask[..len].fill(1);
         ids[len..].fill(self.pad);
@@ -291,10 +310,16 @@ impl ScGptColumns {
     /// column order, at the front of `s.tokens` and `s.counts`; returns how
     /// many. The row kernels' `select` looks the tokens up a register of
     /// genes at a time.
-    fn gather(&self, genes: &[i32], counts: &[i32], s: &mut BinScratch) -> usize {
+    fn gather(
+        &self,
+        kernels: &RowKernels,
+        genes: &[i32],
+        counts: &[i32],
+        s: &mut BinScratch,
+    ) -> usize {
         s.tokens.resize(genes.len(), 0);
         s.counts.resize(genes.len(), 0);
-        best_row_kernels().select(
+        kernels.select(
             &self.tokens,
             0,
             genes,
@@ -336,13 +361,49 @@ impl ScGptColumns {
     }
 }
 
+/// A cell's counts in order, read as [`ScGptColumns::order`] leaves them:
+/// the `k`-th smallest is a small count found by a cursor along the
+/// running totals (the edges ask for `k`s that only step back by one
+/// between calls), or a large one by its place.
+struct Ordered<'s> {
+    below: &'s [u32],
+    large: &'s [u32],
+    /// The small count the cursor is at.
+    at: usize,
+}
+
+impl<'s> Ordered<'s> {
+    fn new(below: &'s [u32], large: &'s [u32]) -> Ordered<'s> {
+        Ordered {
+            below,
+            large,
+            at: 0,
+        }
+    }
+
+    /// The `k`-th smallest count (from 0).
+    fn kth(&mut self, k: usize) -> u32 {
+        let n_small = self.below[SMALL_COUNTS] as usize;
+        if k >= n_small {
+            return self.large[k - n_small];
+        }
+        while self.below[self.at] as usize > k {
+            self.at -= 1;
+        }
+        while self.below[self.at + 1] as usize <= k {
+            self.at += 1;
+        }
+        self.at as u32
+    }
+}
+
 /// The bin edges of `n` values whose `k`-th smallest is `kth(k)` (all
 /// non-negative), as `np.quantile(x, np.linspace(0, 1, n_bins - 1))`
 /// computes them (see the module docs), into `edges`; none when `n` is 0.
 pub(crate) fn quantile_edges(
     n: usize,
     n_bins: usize,
-    kth: impl Fn(usize) -> f64,
+    mut kth: impl FnMut(usize) -> f64,
     edges: &mut Vec<f64>,
 ) {
     edges.clear();
@@ -386,7 +447,10 @@ pub(crate) fn quantile_edges(
 /// position is taken right after earlier draws stored theirs, and with
 /// bits most of those fall in the same few words, so the processor's guess
 /// that the read does not depend on a pending store fails often (each a
-/// pipeline flush); measured 3x slower per cell of 2,100 genes.
+/// pipeline flush); measured 3x slower per cell of 2,100 genes. A byte
+/// rather than a mark in the token itself: with the token's sign as the
+/// mark, each mark stores a value loaded just before (where a flag stores
+/// a constant), and the draw took 3x as long again.
 pub(crate) fn keep(n: usize, k: usize, seed: u64, epoch: u64, cell: u64, keep: &mut Vec<u8>) {
     keep.clear();
     keep.resize(n, 0);
@@ -429,19 +493,20 @@ fn splitmix(z: u64) -> u64 {
 mod tests {
     use super::*;
 
-    fn kept(keep: &[u8]) -> Vec<usize> {
-        assert!(keep.iter().all(|&k| k <= 1));
-        (0..keep.len()).filter(|&p| keep[p] == 1).collect()
+    /// The positions a cell of `n` genes keeps in a row of `k`.
+    fn kept(n: usize, k: usize, seed: u64, epoch: u64, cell: u64) -> Vec<usize> {
+        let mut flags = vec![7; 3];
+        keep(n, k, seed, epoch, cell, &mut flags);
+        assert_eq!(flags.len(), n);
+        assert!(flags.iter().all(|&f| f <= 1));
+        (0..n).filter(|&p| flags[p] == 1).collect()
     }
 
     #[test]
     fn keep_draws_k_distinct_positions_uniformly() {
-        let mut buf = Vec::new();
         // Fewer genes than the row holds: every one, in order.
-        keep(70, 100, 1, 0, 5, &mut buf);
-        assert_eq!(kept(&buf), (0..70).collect::<Vec<_>>());
-        keep(0, 100, 1, 0, 5, &mut buf);
-        assert!(kept(&buf).is_empty());
+        assert_eq!(kept(70, 100, 1, 0, 5), (0..70).collect::<Vec<_>>());
+        assert!(kept(0, 100, 1, 0, 5).is_empty());
         // Positions kept when few are kept, dropped when most are: each
         // position's frequency over many cells is within 4 standard
         // deviations of k / n, and every cell keeps exactly k.
@@ -449,10 +514,8 @@ mod tests {
             let cells = 4000;
             let mut freq = vec![0u32; n];
             for cell in 0..cells {
-                keep(n, k, 7, 3, cell, &mut buf);
-                let got = kept(&buf);
+                let got = kept(n, k, 7, 3, cell);
                 assert_eq!(got.len(), k, "{n} genes, {k} kept");
-                assert!(got.iter().all(|&p| p < n));
                 for p in got {
                     freq[p] += 1;
                 }
@@ -467,14 +530,34 @@ mod tests {
             }
         }
         // Deterministic in (seed, epoch, cell), and each of them matters.
-        let draw = |seed, epoch, cell| {
-            let mut b = Vec::new();
-            keep(500, 200, seed, epoch, cell, &mut b);
-            b
-        };
+        let draw = |seed, epoch, cell| kept(500, 200, seed, epoch, cell);
         assert_eq!(draw(1, 2, 3), draw(1, 2, 3));
         for other in [draw(9, 2, 3), draw(1, 9, 3), draw(1, 2, 9)] {
             assert_ne!(other, draw(1, 2, 3));
+        }
+    }
+
+    #[test]
+    fn ordered_finds_every_kth_count_forward_and_one_back() {
+        let counts = [3u32, 1, 1, 300, 7, 1, 256, 3, 0, 255];
+        let mut sorted = counts.to_vec();
+        sorted.sort_unstable();
+        let mut below = vec![0u32; SMALL_COUNTS + 1];
+        for &c in counts.iter().filter(|&&c| (c as usize) < SMALL_COUNTS) {
+            below[c as usize + 1] += 1;
+        }
+        for c in 0..SMALL_COUNTS {
+            below[c + 1] += below[c];
+        }
+        let large: Vec<u32> = sorted.iter().copied().filter(|&c| c >= 256).collect();
+        let mut ordered = Ordered::new(&below, &large);
+        // The order the edges ask in: k, k + 1, then k again or later.
+        for k in 0..counts.len() - 1 {
+            assert_eq!(ordered.kth(k), sorted[k], "k = {k}");
+            assert_eq!(ordered.kth(k + 1), sorted[k + 1], "k = {}", k + 1);
+        }
+        for k in (0..counts.len()).rev() {
+            assert_eq!(ordered.kth(k), sorted[k], "back to k = {k}");
         }
     }
 }

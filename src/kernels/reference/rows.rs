@@ -108,34 +108,57 @@ pub fn select(
     select_from(table, first, genes, counts, out, 0)
 }
 
-/// The lengths [`RowKernels::select`] takes, checked alike on every backend.
+/// The lengths [`RowKernels::select`] and [`RowKernels::compress`] take
+/// (genes or values, and counts), checked alike on every backend.
 #[inline(always)]
 pub(crate) fn check_select(genes: &[i32], counts: &[u32], out: &[i32], out_counts: &[u32]) {
     assert!(
         counts.len() == genes.len() && out.len() >= genes.len() && out_counts.len() >= genes.len(),
-        "select: the genes and their counts must be as long, the outputs at least as long"
+        "select, compress: the genes or values and their counts must be as long, the outputs at least as long"
     );
 }
 
 /// [`select`]'s loop over `genes`, whose kept values go to the outputs
 /// from `n` on (`n` at most the genes before these, so every write lies
-/// within the outputs); returns `n` past them. Every gene's value is
-/// written, and the next written over it unless it is kept: no branch
-/// per gene.
+/// within the outputs); returns `n` past them.
 #[inline(always)]
 pub(crate) fn select_from(
     table: &[i32],
     first: u32,
     genes: &[i32],
     counts: &[u32],
+    out: (&mut [i32], &mut [u32]),
+    n: usize,
+) -> usize {
+    let values = genes.iter().map(|&g| {
+        table
+            .get((g as u32).wrapping_sub(first) as usize)
+            .copied()
+            .unwrap_or(-1)
+    });
+    keep_from(values, counts, out, n)
+}
+
+/// Reference for [`RowKernels::compress`].
+#[inline(always)]
+pub fn compress(values: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize {
+    check_select(values, counts, out.0, out.1);
+    keep_from(values.iter().copied(), counts, out, 0)
+}
+
+/// Writes the non-negative `values` and their `counts` to the outputs from
+/// `n` on (`n` at most the values before these, so every write lies within
+/// the outputs, at least as long as all of them); returns `n` past them.
+/// Every value is written, and the next written over it unless it is kept:
+/// no branch per value.
+#[inline(always)]
+pub(crate) fn keep_from(
+    values: impl Iterator<Item = i32>,
+    counts: &[u32],
     (out, out_counts): (&mut [i32], &mut [u32]),
     mut n: usize,
 ) -> usize {
-    for (&g, &c) in genes.iter().zip(counts) {
-        let value = table
-            .get((g as u32).wrapping_sub(first) as usize)
-            .copied()
-            .unwrap_or(-1);
+    for (value, &c) in values.zip(counts) {
         out[n] = value;
         out_counts[n] = c;
         n += usize::from(value >= 0);
