@@ -450,7 +450,7 @@ pub(crate) fn quantile_edges(
 /// pipeline flush); measured 3x slower per cell of 2,100 genes. A byte
 /// rather than a mark in the token itself: with the token's sign as the
 /// mark, each mark stores a value loaded just before (where a flag stores
-/// a constant), and the draw took 3x as long again.
+/// a constant), and the draw took over twice as long.
 pub(crate) fn keep(n: usize, k: usize, seed: u64, epoch: u64, cell: u64, keep: &mut Vec<u8>) {
     keep.clear();
     keep.resize(n, 0);
