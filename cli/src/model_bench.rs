@@ -147,10 +147,14 @@ pub(crate) fn from_stats(ds: &Dataset) -> Result<Option<FromStats>> {
     by_variance.sort_by(|&a, &b| table.norm_var[b as usize].total_cmp(&table.norm_var[a as usize]));
     by_variance.truncate(VOCABULARY);
     by_variance.sort_unstable();
+    let in_gene_order = tokens(names)?;
     Ok(Some(FromStats {
-        geneformer: geneformer(tokens(names)?, &mut table.norm_median.iter().copied())?,
+        geneformer: geneformer(
+            in_gene_order.clone(),
+            &mut table.norm_median.iter().copied(),
+        )?,
         geneformer_own: geneformer(reversed_tokens(names)?, &mut expressed_mean)?,
-        scgpt: scgpt_over(tokens(names)?)?,
+        scgpt: scgpt_over(in_gene_order)?,
         vocabulary: GeneSelection::new(names.len() as u32, &by_variance)?,
     }))
 }
