@@ -447,11 +447,8 @@ impl<V: DecodedCount> SinkPart for DensePart<'_, V> {
     }
 
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
-        self.compose(row, |out| {
-            for (&g, &c) in genes.iter().zip(counts) {
-                out[g as usize] = V::from_u32(c as u32);
-            }
-        });
+        let values = counts.iter().map(|&c| V::from_u32(c as u32));
+        self.write_at(row, genes.iter().copied().zip(values));
     }
 }
 
@@ -488,8 +485,14 @@ impl<V: Count> DensePart<'_, V> {
 
     /// Writes row `row`'s `values` at `columns` (the other columns stay zero).
     pub(crate) fn write_values(&mut self, row: usize, columns: &[i32], values: &[V]) {
+        self.write_at(row, columns.iter().copied().zip(values.iter().copied()));
+    }
+
+    /// Writes row `row`: each `(column, value)` of `entries`, zeros
+    /// elsewhere.
+    fn write_at(&mut self, row: usize, entries: impl Iterator<Item = (i32, V)>) {
         self.compose(row, |out| {
-            for (&c, &v) in columns.iter().zip(values) {
+            for (c, v) in entries {
                 out[c as usize] = v;
             }
         });

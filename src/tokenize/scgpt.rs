@@ -170,6 +170,9 @@ impl ScGpt {
 /// ordered, and their bins looked up in one; larger ones are sorted.
 const SMALL_COUNTS: usize = 256;
 
+// The bins of the small counts are the row kernels' memo for `lookup`.
+const _: () = assert!(SMALL_COUNTS >= MEMO_SLOTS);
+
 /// Tables the counts are counted in, one per gene of each group of this
 /// many, so that consecutive genes of the same count (most are 1 or 2) do
 /// not wait on each other's increment.
@@ -288,7 +291,7 @@ impl ScGptColumns {
         ids[1..len].copy_from_slice(kept_tokens);
         let memo = s.bins[..MEMO_SLOTS]
             .try_into()
-            .expect("SMALL_COUNTS > MEMO_SLOTS");
+            .expect("SMALL_COUNTS >= MEMO_SLOTS");
         kernels.lookup(memo, kept_counts, &mut values[1..len]);
         let mut from = 0;
         while let Some(i) = kernels.first_at_least(&kept_counts[from..], MEMO_SLOTS as u32 - 1) {
