@@ -334,30 +334,39 @@ impl ScGptColumns {
     /// Orders the first `n` counts of `s`: `s.below` the running totals of
     /// the small counts, `s.large` the others sorted.
     fn order(&self, n: usize, s: &mut BinScratch) {
+        // A slot past the small counts counts the large ones, so that the
+        // loop has no branch; they are collected by a second pass only
+        // when the cell has some.
         s.tables.clear();
-        s.tables.resize(TABLES * SMALL_COUNTS, 0);
-        s.large.clear();
-        let tables = &mut s.tables[..TABLES * SMALL_COUNTS];
-        let mut count = |c: u32, t: usize| match tables.get_mut(c as usize * TABLES + t) {
-            Some(slot) => *slot += 1,
-            None => s.large.push(c),
-        };
-        let groups = s.counts[..n].chunks_exact(TABLES);
+        s.tables.resize(TABLES * (SMALL_COUNTS + 1), 0);
+        let tables = &mut s.tables[..TABLES * (SMALL_COUNTS + 1)];
+        let counts = &s.counts[..n];
+        let slot = |c: u32| c.min(SMALL_COUNTS as u32) as usize * TABLES;
+        let groups = counts.chunks_exact(TABLES);
         let rest = groups.remainder();
         for group in groups {
             let group: &[u32; TABLES] = group.try_into().expect("exact chunks");
             for (t, &c) in group.iter().enumerate() {
-                count(c, t);
+                tables[slot(c) + t] += 1;
             }
         }
         for (t, &c) in rest.iter().enumerate() {
-            count(c, t);
+            tables[slot(c) + t] += 1;
         }
-        s.large.sort_unstable();
+        s.large.clear();
+        if tables[TABLES * SMALL_COUNTS..].iter().any(|&k| k > 0) {
+            s.large.extend(
+                counts
+                    .iter()
+                    .copied()
+                    .filter(|&c| c as usize >= SMALL_COUNTS),
+            );
+            s.large.sort_unstable();
+        }
         s.below.clear();
         s.below.push(0);
         let mut total = 0;
-        for per_count in tables.chunks_exact(TABLES) {
+        for per_count in tables[..TABLES * SMALL_COUNTS].chunks_exact(TABLES) {
             total += per_count.iter().sum::<u32>();
             s.below.push(total);
         }
