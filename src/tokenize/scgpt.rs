@@ -189,7 +189,8 @@ pub(crate) struct BinScratch {
     /// The kept genes' tokens and counts.
     kept_tokens: Vec<i32>,
     kept_counts: Vec<u32>,
-    /// [`TABLES`] tables of the genes of each count below [`SMALL_COUNTS`].
+    /// [`TABLES`] tables of the genes of each count below [`SMALL_COUNTS`],
+    /// and of the larger ones in a slot past them.
     tables: Vec<u32>,
     /// `below[c]`: the genes of count below `c`, for `c <= SMALL_COUNTS`.
     below: Vec<u32>,
