@@ -359,16 +359,12 @@ impl RowValues {
 
     /// Writes the value of each of `counts` (the row's, in any order) to `out`.
     pub(crate) fn write(&self, counts: &[u32], out: &mut [f32]) {
-        self.kernels.lookup(&self.memo, counts, out);
-        if !self.large {
-            return;
-        }
-        let least = MEMO_SLOTS as u32 - 1;
-        let mut from = 0;
-        while let Some(i) = self.kernels.first_at_least(&counts[from..], least) {
-            let at = from + i;
-            out[at] = self.transform.value(counts[at], self.total);
-            from = at + 1;
+        if self.large {
+            self.kernels.lookup_or(&self.memo, counts, out, |c| {
+                self.transform.value(c, self.total)
+            });
+        } else {
+            self.kernels.lookup(&self.memo, counts, out);
         }
     }
 }

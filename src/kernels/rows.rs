@@ -47,8 +47,8 @@
 //!
 //! Apart from `select` and `compress` (written once over the vector
 //! vocabulary, with the reference's loop for registers that reach outside
-//! the table and for the tail), the vector tables run the reference's own code, compiled for their
-//! instruction set: on x86-64 that brings `popcnt` (a word's bits counted in
+//! the table and for the tail), the vector tables run the reference's own
+//! code, compiled for their instruction set: on x86-64 that brings `popcnt` (a word's bits counted in
 //! one instruction, where the portable build spends a dozen) and lets the
 //! compiler widen the scan and the lookup (variable shifts, gathers), on
 //! AArch64 the NEON bit count. Places, sums and looked-up values involve no
@@ -127,6 +127,31 @@ impl RowKernels {
     /// If `counts` and `out` are not as long (on every backend alike).
     pub fn lookup(&self, memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) {
         (self.lookup)(memo, counts, out)
+    }
+
+    /// [`RowKernels::lookup`], then each count from `MEMO_SLOTS - 1` on
+    /// (which share the memo's last slot) written again as `larger(count)`,
+    /// found by [`RowKernels::first_at_least`]: every count's value, for
+    /// rows whose larger counts are few.
+    ///
+    /// # Panics
+    ///
+    /// As [`RowKernels::lookup`].
+    pub fn lookup_or(
+        &self,
+        memo: &[f32; MEMO_SLOTS],
+        counts: &[u32],
+        out: &mut [f32],
+        larger: impl Fn(u32) -> f32,
+    ) {
+        self.lookup(memo, counts, out);
+        let least = MEMO_SLOTS as u32 - 1;
+        let mut from = 0;
+        while let Some(i) = self.first_at_least(&counts[from..], least) {
+            let at = from + i;
+            out[at] = larger(counts[at]);
+            from = at + 1;
+        }
     }
 
     /// The position of the first count that is at least `least`: where a
@@ -384,6 +409,30 @@ kernel_tables!(RowKernels, SCALAR, rows_table);
 mod tests {
     use super::*;
     use crate::kernels::KernelTable;
+
+    #[test]
+    fn lookup_or_writes_the_larger_counts_values_over_the_memo() {
+        let memo: [f32; MEMO_SLOTS] = std::array::from_fn(|c| c as f32 / 2.0);
+        let last = MEMO_SLOTS as u32 - 1;
+        let counts: Vec<u32> = (0..40)
+            .map(|i| [1, 0, last - 1, last, last + 1, 9000][i % 6])
+            .collect();
+        let want: Vec<f32> = counts
+            .iter()
+            .map(|&c| {
+                if c < last {
+                    c as f32 / 2.0
+                } else {
+                    -(c as f32)
+                }
+            })
+            .collect();
+        for k in RowKernels::available() {
+            let mut out = vec![7.0; counts.len()];
+            k.lookup_or(&memo, &counts, &mut out, |c| -(c as f32));
+            assert_eq!(out, want, "{}", k.isa());
+        }
+    }
 
     #[test]
     fn columns_are_placed_by_the_marks_before_them() {

@@ -293,17 +293,12 @@ impl ScGptColumns {
         let memo = s.bins[..MEMO_SLOTS]
             .try_into()
             .expect("SMALL_COUNTS >= MEMO_SLOTS");
-        kernels.lookup(memo, kept_counts, &mut values[1..len]);
-        let mut from = 0;
-        while let Some(i) = kernels.first_at_least(&kept_counts[from..], MEMO_SLOTS as u32 - 1) {
-            let at = from + i;
-            let c = kept_counts[at];
-            values[1 + at] = match s.bins.get(c as usize) {
+        kernels.lookup_or(memo, kept_counts, &mut values[1..len], |c| {
+            match s.bins.get(c as usize) {
                 Some(&bin) => bin,
                 None => bin_of(c),
-            };
-            from = at + 1;
-        }
+            }
+        });
         mask[..len].fill(1);
         ids[len..].fill(self.pad);
         values[len..].fill(-2.0);
