@@ -1,6 +1,8 @@
 //! Tile kernel throughput, per kernel and per table this CPU runs (scalar
 //! beside every vector one), in nonzeros per second, on a cache-resident chunk
-//! (16k nonzeros: 32 KiB of planes) and a DRAM-sized one (16M nonzeros).
+//! (16k nonzeros: 32 KiB of planes) and a DRAM-sized one (16M nonzeros), the
+//! decoding kernels on the DRAM-sized one with plain and with streaming
+//! stores.
 //!
 //! The data imitates real chunks: cells of 1,000 to 3,000 nonzeros over 36,601
 //! genes sorted by decreasing expression (so gaps are mostly small), and
@@ -10,7 +12,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use deltacells::kernels::reference::tile as scalar;
-use deltacells::kernels::{CellBounds, KernelTable, Planes, TileKernels};
+use deltacells::kernels::{CellBounds, KernelTable, Planes, Stores, TileKernels};
 
 #[path = "common/plots.rs"]
 mod plots;
@@ -18,8 +20,13 @@ mod plots;
 /// Genes in the synthetic data (as in a typical human atlas).
 const N_GENES: u32 = 36_601;
 
-/// The sizes benchmarked: L2-resident and DRAM-sized.
-const SIZES: [(&str, usize); 2] = [("16k", 16 << 10), ("16M", 16 << 20)];
+/// The sizes benchmarked, L2-resident and DRAM-sized, and how the decoding
+/// kernels store.
+const SIZES: [(&str, usize, Stores); 3] = [
+    ("16k", 16 << 10, Stores::Cached),
+    ("16M", 16 << 20, Stores::Cached),
+    ("16M-streaming", 16 << 20, Stores::Streaming),
+];
 
 /// xorshift64*: deterministic data without a dependency.
 struct Rng(u64);
@@ -125,17 +132,17 @@ fn bench_kernel(
 }
 
 fn kernels(c: &mut Criterion) {
-    for (size, nnz) in SIZES {
+    for (size, nnz, stores) in SIZES {
         let chunk = Chunk::new(nnz);
         let mut f32s = vec![0f32; nnz];
         bench_kernel(c, "counts_f32", size, nnz, &mut |t| {
-            t.counts_f32(Planes::split(&chunk.count_planes), &mut f32s)
+            t.counts_f32(Planes::split(&chunk.count_planes), &mut f32s, stores)
                 .expect("valid counts")
         });
         drop(f32s);
         let mut i32s = vec![0i32; nnz];
         bench_kernel(c, "counts_i32", size, nnz, &mut |t| {
-            t.counts_i32(Planes::split(&chunk.count_planes), &mut i32s)
+            t.counts_i32(Planes::split(&chunk.count_planes), &mut i32s, stores)
                 .expect("valid counts")
         });
         bench_kernel(c, "gaps_to_indices", size, nnz, &mut |t| {
@@ -144,10 +151,15 @@ fn kernels(c: &mut Criterion) {
                 chunk.cells(),
                 N_GENES,
                 &mut i32s,
+                stores,
             )
             .expect("valid gaps")
         });
         drop(i32s);
+        if stores == Stores::Streaming {
+            // The other kernels write no decoded output.
+            continue;
+        }
         let mut u16s = vec![0u16; nnz];
         bench_kernel(c, "recombine_u16", size, nnz, &mut |t| {
             t.recombine_u16(&chunk.gap_planes, &mut u16s)

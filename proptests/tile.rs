@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use deltacells::engine::{ChunkDecoder, RowOut};
 use deltacells::format::tile::TileView;
 use deltacells::format::tile_writer::TileEncoder;
+use deltacells::kernels::Stores;
 use deltacells::{Backend, Csr};
 use proptest::prelude::*;
 
@@ -112,13 +113,13 @@ proptest! {
         let view = TileView::parse(&tile).unwrap();
         let wanted = |cell: usize| mask[cell % mask.len()];
         let span = |cell: usize| csr.indptr[cell] as usize..csr.indptr[cell + 1] as usize;
-        for backend in Backend::available() {
+        for (backend, stores) in Backend::available().into_iter().flat_map(|b| [(b, Stores::Cached), (b, Stores::Streaming)]) {
             let mut dec = ChunkDecoder::for_backend(backend).unwrap();
             for (i, c) in view.chunks().enumerate() {
                 let cells: Vec<usize> = (c.cell_lo as usize..c.cell_hi as usize).filter(|&x| wanted(x)).rev().collect();
                 let mut bufs: Vec<(Vec<i32>, Vec<f32>)> = cells.iter().map(|&x| (vec![0; span(x).len()], vec![0.0; span(x).len()])).collect();
                 let mut rows: Vec<RowOut<'_, f32>> = cells.iter().zip(bufs.iter_mut()).map(|(&x, (a, b))| (x, (&mut a[..], &mut b[..]))).collect();
-                dec.decode_rows(&view, i, &mut rows).unwrap();
+                dec.decode_rows(&view, i, &mut rows, stores).unwrap();
                 for (&x, (idx, val)) in cells.iter().zip(&bufs) {
                     prop_assert_eq!(&idx[..], &csr.indices[span(x)]);
                     prop_assert!(val.iter().zip(&csr.values[span(x)]).all(|(&a, &b)| a == b as f32));

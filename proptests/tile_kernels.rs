@@ -3,13 +3,14 @@
 //! fault the output is unspecified, for the reference too).
 //!
 //! Inputs aim at the vector code's edges: lengths around every vector width,
-//! slices starting at odd offsets, empty and giant cells, gaps and counts of 0
+//! slices starting at odd offsets (outputs at every offset within a vector,
+//! where streaming stores begin), empty and giant cells, gaps and counts of 0
 //! and 65535, cells whose indices reach exactly `n_genes - 1` or `n_genes`, and
 //! exceptions at the first and last nonzero of a cell and of the chunk.
 
 use deltacells::kernels::reference::tile as scalar;
 use deltacells::kernels::{
-    Backend, CellBounds, Exceptions, Fault, KernelTable, Planes, TileKernels,
+    Backend, CellBounds, Exceptions, Fault, KernelTable, Planes, Stores, TileKernels,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -21,6 +22,9 @@ const EDGE_LENGTHS: [usize; 14] = [0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127
 /// The largest `n_genes` for which the vector prefix sum runs (above it the
 /// kernels defer to the reference; see `generic::WRAP_SAFE_GENES`).
 const WRAP_SAFE_GENES: u32 = u32::MAX - 65534;
+
+/// Both ways the decoding kernels write.
+const STORES: [Stores; 2] = [Stores::Cached, Stores::Streaming];
 
 /// Every vector table this CPU runs (the list every suite iterates; see
 /// `every_table_the_cpu_reports_is_exercised`).
@@ -183,19 +187,24 @@ fn check_gaps_to_indices(
         chunk.cells(),
         n_genes,
         &mut expected,
+        Stores::Cached,
     );
     let input = shifted(&planes, offsets.0);
-    for t in vector_tables() {
+    for (t, stores) in vector_tables()
+        .into_iter()
+        .flat_map(|t| STORES.map(|s| (t, s)))
+    {
         let mut out = vec![-1i32; offsets.1 + n];
         let got = t.gaps_to_indices(
             Planes::split(&input[offsets.0..]),
             chunk.cells(),
             n_genes,
             &mut out[offsets.1..],
+            stores,
         );
-        prop_assert_eq!(got, want, "{} n_genes={}", t.isa(), n_genes);
+        prop_assert_eq!(got, want, "{} {:?} n_genes={}", t.isa(), stores, n_genes);
         if want.is_ok() {
-            prop_assert_eq!(&out[offsets.1..], &expected[..], "{}", t.isa());
+            prop_assert_eq!(&out[offsets.1..], &expected[..], "{} {:?}", t.isa(), stores);
         }
     }
     Ok(())
@@ -217,7 +226,7 @@ proptest! {
     #![proptest_config(crate::config(256))]
 
     #[test]
-    fn recombine_u16_matches(values in length().prop_flat_map(|n| vec(any::<u16>(), n)), off in (0..8usize, 0..8usize)) {
+    fn recombine_u16_matches(values in length().prop_flat_map(|n| vec(any::<u16>(), n)), off in (0..8usize, 0..17usize)) {
         let planes = planes_of(&values);
         let mut expected = vec![0u16; values.len()];
         TileKernels::scalar().recombine_u16(&planes, &mut expected);
@@ -231,7 +240,7 @@ proptest! {
     }
 
     #[test]
-    fn split_planes_matches(values in length().prop_flat_map(|n| vec(any::<u16>(), n)), off in (0..8usize, 0..8usize)) {
+    fn split_planes_matches(values in length().prop_flat_map(|n| vec(any::<u16>(), n)), off in (0..8usize, 0..17usize)) {
         let expected = planes_of(&values);
         let input = shifted(&values, off.0);
         for t in vector_tables() {
@@ -245,24 +254,24 @@ proptest! {
     fn counts_match(
         values in length().prop_flat_map(|n| vec(nonzero_u16(), n)),
         zero_at in breaks(),
-        off in (0..8usize, 0..8usize),
+        off in (0..8usize, 0..17usize),
     ) {
         let planes = counts_planes(&values, &zero_at);
         let n = values.len();
         let mut want_i = vec![0i32; n];
-        let want = TileKernels::scalar().counts_i32(Planes::split(&planes), &mut want_i);
+        let want = TileKernels::scalar().counts_i32(Planes::split(&planes), &mut want_i, Stores::Cached);
         let mut want_f = vec![0f32; n];
-        prop_assert_eq!(TileKernels::scalar().counts_f32(Planes::split(&planes), &mut want_f), want);
+        prop_assert_eq!(TileKernels::scalar().counts_f32(Planes::split(&planes), &mut want_f, Stores::Cached), want);
         let input = shifted(&planes, off.0);
-        for t in vector_tables() {
+        for (t, stores) in vector_tables().into_iter().flat_map(|t| STORES.map(|s| (t, s))) {
             let mut out_i = vec![-1i32; off.1 + n];
-            prop_assert_eq!(t.counts_i32(Planes::split(&input[off.0..]), &mut out_i[off.1..]), want, "{} i32", t.isa());
+            prop_assert_eq!(t.counts_i32(Planes::split(&input[off.0..]), &mut out_i[off.1..], stores), want, "{} {:?} i32", t.isa(), stores);
             let mut out_f = vec![-1f32; off.1 + n];
-            prop_assert_eq!(t.counts_f32(Planes::split(&input[off.0..]), &mut out_f[off.1..]), want, "{} f32", t.isa());
+            prop_assert_eq!(t.counts_f32(Planes::split(&input[off.0..]), &mut out_f[off.1..], stores), want, "{} {:?} f32", t.isa(), stores);
             if want.is_ok() {
-                prop_assert_eq!(&out_i[off.1..], &want_i[..], "{} i32", t.isa());
+                prop_assert_eq!(&out_i[off.1..], &want_i[..], "{} {:?} i32", t.isa(), stores);
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                prop_assert_eq!(bits(&out_f[off.1..]), bits(&want_f), "{} f32", t.isa());
+                prop_assert_eq!(bits(&out_f[off.1..]), bits(&want_f), "{} {:?} f32", t.isa(), stores);
             }
         }
     }
@@ -272,7 +281,7 @@ proptest! {
         chunk in chunk(),
         choice in 0..8u8,
         random in any::<u32>(),
-        off in (0..8usize, 0..8usize),
+        off in (0..8usize, 0..17usize),
     ) {
         check_gaps_to_indices(&chunk, pick_n_genes(&chunk, choice, random), off)?;
     }
@@ -286,7 +295,7 @@ proptest! {
         unmarked in prop_oneof![4 => Just(None), 1 => any::<Index>().prop_map(Some)],
         choice in 0..4u8,
         random in any::<u32>(),
-        off in (0..8usize, 0..8usize),
+        off in (0..8usize, 0..17usize),
     ) {
         let n = chunk.n();
         prop_assume!(n > 0);
@@ -313,7 +322,7 @@ proptest! {
         }
         let planes = planes_of(&gaps);
         let mut base = vec![0i32; n];
-        TileKernels::scalar().gaps_to_indices(Planes::split(&planes), chunk.cells(), u32::MAX, &mut base).ok();
+        TileKernels::scalar().gaps_to_indices(Planes::split(&planes), chunk.cells(), u32::MAX, &mut base, Stores::Cached).ok();
         // The reference's `+=` wants indices below 2^31 throughout, as in a tile.
         let top = spans.iter().map(|&(_, e)| base[e - 1] as u64).max().unwrap_or(0)
             + payloads.iter().map(|&p| u64::from(p)).sum::<u64>();
@@ -363,8 +372,8 @@ proptest! {
         let payloads: Vec<u32> = (0..positions.len() as u32).map(|k| payload - k).collect();
         let mut base_i = vec![0i32; n];
         let mut base_f = vec![0f32; n];
-        TileKernels::scalar().counts_i32(Planes::split(&planes), &mut base_i).unwrap();
-        TileKernels::scalar().counts_f32(Planes::split(&planes), &mut base_f).unwrap();
+        TileKernels::scalar().counts_i32(Planes::split(&planes), &mut base_i, Stores::Cached).unwrap();
+        TileKernels::scalar().counts_f32(Planes::split(&planes), &mut base_f, Stores::Cached).unwrap();
         // What the rule says, independently of the function: the first
         // position whose stored value is not the marker is the fault, and
         // otherwise every payload lands at its position.
@@ -395,7 +404,7 @@ proptest! {
             let cells = lens.len();
             (Just(lens), vec(index_step(), n), vec(prop_oneof![Just(0u32), 1..100u32, 65_530..=70_000u32], cells))
         }),
-        off in (0..8usize, 0..8usize),
+        off in (0..8usize, 0..17usize),
     ) {
         // Strictly increasing indices per cell; the steps stay far below 2^31.
         let mut bounds = vec![0i64];
@@ -440,7 +449,7 @@ proptest! {
         large in prop_oneof![Just(0u16), 1..=65_535u16],
         choice in 0..8u8,
         random in any::<u32>(),
-        off in (0..8usize, 0..8usize),
+        off in (0..8usize, 0..17usize),
     ) {
         // Raising every gap to `large` makes the giant cell's sum pass 2^32
         // for `large` above ~61,000.
@@ -510,6 +519,7 @@ fn indices_reaching_n_genes_fault_identically() {
             chunk.cells(),
             top,
             &mut out,
+            Stores::Streaming,
         );
         assert_eq!(
             got,

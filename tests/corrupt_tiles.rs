@@ -27,12 +27,16 @@ fn rule_of(bytes: &[u8]) -> TileRule {
         .into_iter()
         .map(|b| match decode_all(bytes, b) {
             Err(Error::Tile(TileError { rule, at })) => {
-                match common::decode_rows_with(bytes, b, |_| true) {
-                    Err(Error::Tile(TileError {
-                        rule: by_rows,
-                        at: at_rows,
-                    })) => assert_eq!((&by_rows, at_rows), (&rule, at), "by rows, {b}"),
-                    other => panic!("by rows, {b}: {other:?}"),
+                for stores in common::STORES {
+                    match common::decode_rows_with(bytes, b, stores, |_| true) {
+                        Err(Error::Tile(TileError {
+                            rule: by_rows,
+                            at: at_rows,
+                        })) => {
+                            assert_eq!((&by_rows, at_rows), (&rule, at), "by rows, {b}, {stores:?}")
+                        }
+                        other => panic!("by rows, {b}, {stores:?}: {other:?}"),
+                    }
                 }
                 rule
             }
@@ -107,7 +111,12 @@ fn sample_tile_is_valid() {
     let (t, csr) = sample_tile();
     for b in common::tile_backends() {
         assert_eq!(decode_all(&t, b).unwrap(), csr);
-        assert_eq!(common::decode_rows_with(&t, b, |_| true).unwrap(), csr);
+        for stores in common::STORES {
+            assert_eq!(
+                common::decode_rows_with(&t, b, stores, |_| true).unwrap(),
+                csr
+            );
+        }
     }
     let view = TileView::parse(&t).unwrap();
     assert!(view.chunks().any(|c| c.vexc.len > 0) && view.chunks().any(|c| c.gexc.len > 0));

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{decode_with, expected_csr, read_aligned, testdata};
+use common::{decode_with, expected_csr, read_aligned, testdata, Stores};
 use deltacells::format::tile::TileView;
 use deltacells::format::tile_writer::TileEncoder;
 use deltacells::{Backend, Csr};
@@ -47,11 +47,17 @@ fn golden_tiles_decode_exactly_on_every_backend() {
             let got = decode_with(bytes.bytes(), backend)
                 .unwrap_or_else(|err| panic!("{name} ({backend}): {err}"));
             assert_eq!(got, expected, "{name} decoded with {backend}");
-            let by_rows = common::decode_rows_with(bytes.bytes(), backend, |_| true)
-                .unwrap_or_else(|err| panic!("{name} ({backend}), by rows: {err}"));
-            assert_eq!(by_rows, expected, "{name} decoded by rows with {backend}");
-            let odd = common::decode_rows_with(bytes.bytes(), backend, |c| c % 2 == 1)
-                .unwrap_or_else(|err| panic!("{name} ({backend}), odd rows: {err}"));
+            for stores in common::STORES {
+                let by_rows = common::decode_rows_with(bytes.bytes(), backend, stores, |_| true)
+                    .unwrap_or_else(|err| panic!("{name} ({backend}, {stores:?}), by rows: {err}"));
+                assert_eq!(
+                    by_rows, expected,
+                    "{name} decoded by rows with {backend}, {stores:?}"
+                );
+            }
+            let odd =
+                common::decode_rows_with(bytes.bytes(), backend, Stores::Streaming, |c| c % 2 == 1)
+                    .unwrap_or_else(|err| panic!("{name} ({backend}), odd rows: {err}"));
             let row = |csr: &Csr<i32>, c: usize| {
                 let r = csr.indptr[c] as usize..csr.indptr[c + 1] as usize;
                 (csr.indices[r.clone()].to_vec(), csr.values[r].to_vec())

@@ -18,7 +18,7 @@ use crate::format::tile::{ChunkEntry, StreamKind, TileError, TilePosition, TileR
 use crate::format::zstd::Decompressor;
 use crate::kernels::reference::tile::apply_value_exceptions;
 use crate::kernels::{
-    Backend, CellBounds, DecodedCount, Exceptions, Fault, KernelTable, Planes, TileKernels,
+    Backend, CellBounds, DecodedCount, Exceptions, Fault, KernelTable, Planes, Stores, TileKernels,
 };
 
 /// Decodes chunks of tiles. Owns a zstd context and the scratch planes; keep one
@@ -105,6 +105,11 @@ const DECODE_ORDER: [StreamKind; 4] = [
     StreamKind::Vals,
     StreamKind::Gaps,
 ];
+
+/// The output size from which [`ChunkDecoder::decode_tile`] streams its
+/// stores ([`Stores::Streaming`]): past any core's L2 and most of a shared
+/// L3, the lines it writes leave the cache before anyone reads them.
+pub const STREAM_TILE_BYTES: usize = 8 << 20;
 
 /// Grows `v` to exactly `len` elements, reusing its allocation.
 fn sized<T: Copy + Default>(v: &mut Vec<T>, len: usize) -> &mut [T] {
@@ -212,6 +217,18 @@ impl ChunkDecoder {
         indices: &mut [i32],
         values: &mut [V],
     ) -> Result<()> {
+        self.decode_whole_chunk(tile, chunk, indices, values, Stores::Cached)
+    }
+
+    /// [`ChunkDecoder::decode_chunk`], written as `stores` says.
+    fn decode_whole_chunk<V: DecodedCount>(
+        &mut self,
+        tile: &TileView<'_>,
+        chunk: usize,
+        indices: &mut [i32],
+        values: &mut [V],
+        stores: Stores,
+    ) -> Result<()> {
         let c = tile.chunk(chunk);
         let n = c.nnz() as usize;
         output_len("indices", n, indices.len())?;
@@ -227,6 +244,7 @@ impl ChunkDecoder {
                 indices,
                 values,
             }],
+            stores,
         )
     }
 
@@ -235,7 +253,9 @@ impl ChunkDecoder {
     /// exactly its length, in any order. The chunk's frames are decompressed
     /// once, and each row's genes and counts are written once, where they
     /// belong (a training batch builds its rows this way, with no whole-chunk
-    /// buffer in between).
+    /// buffer in between), as `stores` says: [`Stores::Streaming`] where the
+    /// rows are not read again before they would have left the cache (a
+    /// batch of a window, handed out later).
     ///
     /// Checks and errors are those of [`ChunkDecoder::decode_chunk`], in its
     /// order: given every row of the chunk, it reports the same error.
@@ -244,6 +264,7 @@ impl ChunkDecoder {
         tile: &TileView<'_>,
         chunk: usize,
         rows: &mut [RowOut<'_, V>],
+        stores: Stores,
     ) -> Result<()> {
         let c = tile.chunk(chunk);
         let (lo, hi) = (c.cell_lo as usize, c.cell_hi as usize);
@@ -270,7 +291,7 @@ impl ChunkDecoder {
                 values,
             });
         }
-        self.decode_spans(tile, chunk, &mut spans)
+        self.decode_spans(tile, chunk, &mut spans, stores)
     }
 
     /// The decode of [`ChunkDecoder::decode_chunk`] and
@@ -282,6 +303,7 @@ impl ChunkDecoder {
         tile: &TileView<'_>,
         chunk: usize,
         spans: &mut [Span<'_, '_, V>],
+        stores: Stores,
     ) -> Result<()> {
         let c = tile.chunk(chunk);
         let n = c.nnz() as usize;
@@ -302,7 +324,7 @@ impl ChunkDecoder {
         Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Vals, vals)?;
         let planes = Planes::split(&self.planes);
         for s in spans.iter_mut() {
-            V::counts(k, s.planes(planes), s.values)
+            V::counts(k, s.planes(planes), s.values, stores)
                 .map_err(|f| fail(StreamKind::Vals, f, s.start))?;
         }
         if !vexc.is_empty() {
@@ -318,7 +340,7 @@ impl ChunkDecoder {
         Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Gaps, gaps)?;
         let planes = Planes::split(&self.planes);
         for s in spans.iter_mut() {
-            k.gaps_to_indices(s.planes(planes), s.cells, n_genes, s.indices)
+            k.gaps_to_indices(s.planes(planes), s.cells, n_genes, s.indices, stores)
                 .map_err(|f| fail(StreamKind::Gaps, f, s.start))?;
         }
         if !gexc.is_empty() {
@@ -334,7 +356,8 @@ impl ChunkDecoder {
     }
 
     /// Decodes a whole tile into caller buffers: `indptr` (`n_cells + 1`),
-    /// `indices` and `values` (`nnz` each).
+    /// `indices` and `values` (`nnz` each), with streaming stores from
+    /// [`STREAM_TILE_BYTES`] of output on.
     pub fn decode_tile<V: DecodedCount>(
         &mut self,
         tile: &TileView<'_>,
@@ -347,9 +370,14 @@ impl ChunkDecoder {
         output_len("indices", nnz, indices.len())?;
         output_len("values", nnz, values.len())?;
         indptr.copy_from_slice(&tile.indptr_all());
+        let stores = if nnz * (size_of::<i32>() + size_of::<V>()) >= STREAM_TILE_BYTES {
+            Stores::Streaming
+        } else {
+            Stores::Cached
+        };
         for (i, c) in tile.chunks().enumerate() {
             let r = c.nnz_lo as usize..c.nnz_hi as usize;
-            self.decode_chunk(tile, i, &mut indices[r.clone()], &mut values[r])?;
+            self.decode_whole_chunk(tile, i, &mut indices[r.clone()], &mut values[r], stores)?;
         }
         Ok(())
     }

@@ -27,7 +27,7 @@ use crate::engine::sink::{convert, split_off, AddedRows, RowGenes, Sink, SinkPar
 use crate::engine::RowOut;
 use crate::error::{Error, Result};
 use crate::format::tile::TileView;
-use crate::kernels::{Count, DecodedCount};
+use crate::kernels::{Count, DecodedCount, Stores};
 
 /// Target of nonzeros per copy task: big enough to amortise scheduling,
 /// small enough to spread a batch over every worker.
@@ -287,21 +287,32 @@ fn scatter<P: SinkPart>(
             |(mapper, scratch_mapper, scratch), ((t, c), mut parts)| {
                 let mut rows = Vec::with_capacity(parts.len());
                 let mut written = Vec::new();
+                // Streamed only when every part decoded into leaves its rows
+                // unread until the output is handed out.
+                let mut stores = Stores::Streaming;
                 for (i, (cell, nnz, part)) in parts.iter_mut().enumerate() {
+                    let streams = part.streams();
                     match part.stored() {
-                        Some(slices) => rows.push((*cell, slices)),
+                        Some(slices) => {
+                            if !streams {
+                                stores = Stores::Cached;
+                            }
+                            rows.push((*cell, slices));
+                        }
                         None => written.push((*cell, *nnz, i)),
                     }
                 }
                 if !rows.is_empty() {
-                    decode_scattered(engine, sources, (t, c), &mut rows, mapper)?;
+                    decode_scattered(engine, sources, (t, c), &mut rows, mapper, stores)?;
                 }
                 drop(rows);
                 if written.is_empty() {
                     return Ok(());
                 }
                 let mut rows = scratch.lay_out(&mut written);
-                decode_scattered(engine, sources, (t, c), &mut rows, scratch_mapper)?;
+                // Read back at once: the scratch stays in the cache.
+                let cached = Stores::Cached;
+                decode_scattered(engine, sources, (t, c), &mut rows, scratch_mapper, cached)?;
                 drop(rows);
                 let mut start = 0;
                 for &(_, nnz, i) in &written {
@@ -320,19 +331,27 @@ fn scatter<P: SinkPart>(
 /// A scattered row: its cell (in its tile), its stored nonzeros, its part.
 type ScatteredRow<P> = (usize, usize, P);
 
-/// Decodes scattered `rows` of chunk `unit`, then maps them in place where
-/// the tile's genes are remapped.
+/// Decodes scattered `rows` of chunk `unit` (written as `stores` says,
+/// unless the tile's genes are remapped: then they are mapped in place at
+/// once, so plainly).
 fn decode_scattered<V: DecodedCount>(
     engine: &Engine,
     sources: &dyn Sources,
     (t, c): Unit,
     rows: &mut [RowOut<'_, V>],
     mapper: &mut RowMapper<V>,
+    stores: Stores,
 ) -> Result<()> {
+    let remap = sources.remap(t);
+    let stores = if remap.is_some() {
+        Stores::Cached
+    } else {
+        stores
+    };
     engine
-        .with_decoder(|d| d.decode_rows(&sources.view(t), c, rows))
+        .with_decoder(|d| d.decode_rows(&sources.view(t), c, rows, stores))
         .map_err(in_tile(t))?;
-    match sources.remap(t) {
+    match remap {
         Some(genes) => map_in_place(genes, mapper, rows).map_err(in_tile(t)),
         None => Ok(()),
     }

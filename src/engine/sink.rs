@@ -190,6 +190,14 @@ pub trait SinkPart: Send {
 
     /// Writes the part's row `row` from its genes (ascending) and counts.
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]);
+
+    /// Whether rows decoded into [`SinkPart::stored`] are left unread until
+    /// the output is handed out (not rewritten as they are dropped, say),
+    /// so the decoder may write them past the cache
+    /// ([`Stores::Streaming`](crate::kernels::Stores)). By default not.
+    fn streams(&self) -> bool {
+        false
+    }
 }
 
 impl<S: Sink> Sink for &mut S {
@@ -308,6 +316,12 @@ impl<V: DecodedCount> SinkPart for CsrPart<'_, V> {
         let (start, end) = self.span(row);
         self.indices[start..end].copy_from_slice(genes);
         convert(&mut self.values[start..end], counts);
+    }
+
+    /// A CSR output is read by its caller once the read is done: a batch of
+    /// a window after the window is built, a read's rows after all of them.
+    fn streams(&self) -> bool {
+        true
     }
 }
 

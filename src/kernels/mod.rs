@@ -54,4 +54,4 @@ mod vector;
 
 pub use backend::{Backend, BackendError, KERNEL_ENV};
 pub use dispatch::{Isa, KernelTable};
-pub use tile::{CellBounds, Count, DecodedCount, Exceptions, Fault, Planes, TileKernels};
+pub use tile::{CellBounds, Count, DecodedCount, Exceptions, Fault, Planes, Stores, TileKernels};

@@ -13,6 +13,7 @@ use deltacells::engine::{ChunkDecoder, RowOut};
 use deltacells::format::manifest::Manifest;
 use deltacells::format::npy::read_csr_npz;
 use deltacells::format::tile::TileView;
+pub use deltacells::kernels::Stores;
 use deltacells::{Backend, Csr};
 
 pub use testdata::testdata;
@@ -61,12 +62,13 @@ pub fn decode_with(bytes: &[u8], backend: Backend) -> deltacells::Result<Csr<i32
 }
 
 /// Parses and decodes a tile row by row with `backend`
-/// ([`ChunkDecoder::decode_rows`]): each chunk's rows in reverse order, or
-/// only the rows `keep` accepts (a tile cell index); the rows left out stay
-/// empty.
+/// ([`ChunkDecoder::decode_rows`]) and `stores`: each chunk's rows in
+/// reverse order, or only the rows `keep` accepts (a tile cell index); the
+/// rows left out stay empty.
 pub fn decode_rows_with(
     bytes: &[u8],
     backend: Backend,
+    stores: Stores,
     keep: impl Fn(usize) -> bool,
 ) -> deltacells::Result<Csr<i32>> {
     let view = TileView::parse(bytes)?;
@@ -96,7 +98,7 @@ pub fn decode_rows_with(
             .filter(|r| keep(r.0))
             .rev()
             .collect();
-        dec.decode_rows(&view, i, &mut wanted)?;
+        dec.decode_rows(&view, i, &mut wanted, stores)?;
     }
     for (idx, val) in rows {
         csr.indices.extend(idx);
@@ -105,6 +107,9 @@ pub fn decode_rows_with(
     }
     Ok(csr)
 }
+
+/// Both ways the kernels write.
+pub const STORES: [Stores; 2] = [Stores::Cached, Stores::Streaming];
 
 /// Every backend this CPU runs (each has tile kernels).
 pub fn tile_backends() -> Vec<Backend> {

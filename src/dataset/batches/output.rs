@@ -329,4 +329,11 @@ impl<V: DecodedCount> SinkPart for CountRowsPart<'_, V> {
             CountRowsPart::Dense(p) => p.write_row(row, genes, counts),
         }
     }
+
+    fn streams(&self) -> bool {
+        match self {
+            CountRowsPart::Csr(p) => p.streams(),
+            CountRowsPart::Dense(p) => p.streams(),
+        }
+    }
 }

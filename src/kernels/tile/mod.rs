@@ -263,8 +263,32 @@ impl Fault {
     }
 }
 
-type CountsFn<V> = fn(Planes<'_>, &mut [V]) -> Result<(), Fault>;
-type GapsFn = fn(Planes<'_>, CellBounds<'_>, u32, &mut [i32]) -> Result<(), Fault>;
+/// How a decoding kernel writes its output.
+///
+/// A tile decodes to 8 bytes a nonzero, far more than any cache holds once
+/// it is past a few megabytes: written by plain stores, each line is first
+/// read from memory, then written back when it is evicted, and one core
+/// writes only about a third as fast as it can stream (measured on a
+/// 2-core Xeon: 6-8 GB/s into a 70 MB buffer, 20-23 GB/s with
+/// non-temporal stores). Streaming stores skip that read, and keep the
+/// output from evicting the planes the kernels read; but output read again
+/// soon (a row tokenized as soon as it is decoded) is then read from memory,
+/// so the caller chooses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stores {
+    /// Plain stores: the output stays in the cache for whoever reads it
+    /// next.
+    #[default]
+    Cached,
+    /// Non-temporal stores where the ISA has them (AVX2, AVX-512; NEON and
+    /// the reference store plainly), fenced before the kernel returns: for
+    /// output larger than the cache, or not read before it would have left
+    /// it.
+    Streaming,
+}
+
+type CountsFn<V> = fn(Planes<'_>, &mut [V], Stores) -> Result<(), Fault>;
+type GapsFn = fn(Planes<'_>, CellBounds<'_>, u32, &mut [i32], Stores) -> Result<(), Fault>;
 type GapExcFn = fn(Exceptions<'_>, CellBounds<'_>, u32, &mut [i32]) -> Result<(), Fault>;
 type IndicesToGapsFn = fn(&[i32], CellBounds<'_>, &mut [u16], &mut Vec<(u32, u32)>);
 
@@ -292,26 +316,40 @@ impl TileKernels {
         (self.recombine_u16)(planes, out)
     }
 
-    /// Planes -> `i32` counts, refusing a stored 0.
-    pub fn counts_i32(&self, planes: Planes<'_>, out: &mut [i32]) -> Result<(), Fault> {
-        (self.counts_i32)(planes, out)
+    /// Planes -> `i32` counts, refusing a stored 0, written as `stores`
+    /// says.
+    pub fn counts_i32(
+        &self,
+        planes: Planes<'_>,
+        out: &mut [i32],
+        stores: Stores,
+    ) -> Result<(), Fault> {
+        (self.counts_i32)(planes, out, stores)
     }
 
-    /// Planes -> `f32` counts, refusing a stored 0.
-    pub fn counts_f32(&self, planes: Planes<'_>, out: &mut [f32]) -> Result<(), Fault> {
-        (self.counts_f32)(planes, out)
+    /// Planes -> `f32` counts, refusing a stored 0, written as `stores`
+    /// says.
+    pub fn counts_f32(
+        &self,
+        planes: Planes<'_>,
+        out: &mut [f32],
+        stores: Stores,
+    ) -> Result<(), Fault> {
+        (self.counts_f32)(planes, out, stores)
     }
 
     /// Per-cell prefix sum of the gaps in `planes` -> gene indices, with the
-    /// zero-gap and range checks (see [`scalar::gaps_to_indices`]).
+    /// zero-gap and range checks (see [`scalar::gaps_to_indices`]), written
+    /// as `stores` says.
     pub fn gaps_to_indices(
         &self,
         planes: Planes<'_>,
         cells: CellBounds<'_>,
         n_genes: u32,
         out: &mut [i32],
+        stores: Stores,
     ) -> Result<(), Fault> {
-        (self.gaps_to_indices)(planes, cells, n_genes, out)
+        (self.gaps_to_indices)(planes, cells, n_genes, out, stores)
     }
 
     /// `gexc` application (see [`scalar::apply_gap_exceptions`]).
@@ -347,9 +385,11 @@ impl TileKernels {
 static SCALAR: TileKernels = TileKernels {
     isa: Isa::PORTABLE,
     recombine_u16: scalar::recombine_u16,
-    counts_i32: scalar::counts::<i32>,
-    counts_f32: scalar::counts::<f32>,
-    gaps_to_indices: scalar::gaps_to_indices,
+    counts_i32: |planes, out, _| scalar::counts::<i32>(planes, out),
+    counts_f32: |planes, out, _| scalar::counts::<f32>(planes, out),
+    gaps_to_indices: |planes, cells, n_genes, out, _| {
+        scalar::gaps_to_indices(planes, cells, n_genes, out)
+    },
     gap_exceptions: scalar::apply_gap_exceptions,
     split_planes: scalar::split_planes,
     indices_to_gaps: scalar::indices_to_gaps,
@@ -360,10 +400,10 @@ macro_rules! tile_table {
     ($name:ident, $level:ident, $features:literal, $token:ty) => {
         static $name: TileKernels = {
             kernel_entry!($features, $token, fn recombine_u16(planes: &[u8], out: &mut [u16]) = simd::recombine_u16);
-            kernel_entry!($features, $token, fn counts_i32(planes: Planes<'_>, out: &mut [i32]) -> Result<(), Fault> = simd::counts);
-            kernel_entry!($features, $token, fn counts_f32(planes: Planes<'_>, out: &mut [f32]) -> Result<(), Fault> = simd::counts);
+            kernel_entry!($features, $token, fn counts_i32(planes: Planes<'_>, out: &mut [i32], stores: Stores) -> Result<(), Fault> = simd::counts);
+            kernel_entry!($features, $token, fn counts_f32(planes: Planes<'_>, out: &mut [f32], stores: Stores) -> Result<(), Fault> = simd::counts);
             kernel_entry!($features, $token, fn gaps_to_indices(
-                planes: Planes<'_>, cells: CellBounds<'_>, n_genes: u32, out: &mut [i32]
+                planes: Planes<'_>, cells: CellBounds<'_>, n_genes: u32, out: &mut [i32], stores: Stores
             ) -> Result<(), Fault> = simd::gaps_to_indices);
             kernel_entry!($features, $token, fn gap_exceptions(
                 exceptions: Exceptions<'_>, cells: CellBounds<'_>, n_genes: u32, out: &mut [i32]
@@ -420,17 +460,32 @@ impl Count for u32 {
 /// A decoded count type, with its count kernel picked from a table.
 pub trait DecodedCount: Count {
     /// Planes -> counts of this type, refusing a stored 0.
-    fn counts(k: &TileKernels, planes: Planes<'_>, out: &mut [Self]) -> Result<(), Fault>;
+    fn counts(
+        k: &TileKernels,
+        planes: Planes<'_>,
+        out: &mut [Self],
+        stores: Stores,
+    ) -> Result<(), Fault>;
 }
 
 impl DecodedCount for i32 {
-    fn counts(k: &TileKernels, planes: Planes<'_>, out: &mut [i32]) -> Result<(), Fault> {
-        k.counts_i32(planes, out)
+    fn counts(
+        k: &TileKernels,
+        planes: Planes<'_>,
+        out: &mut [i32],
+        stores: Stores,
+    ) -> Result<(), Fault> {
+        k.counts_i32(planes, out, stores)
     }
 }
 
 impl DecodedCount for f32 {
-    fn counts(k: &TileKernels, planes: Planes<'_>, out: &mut [f32]) -> Result<(), Fault> {
-        k.counts_f32(planes, out)
+    fn counts(
+        k: &TileKernels,
+        planes: Planes<'_>,
+        out: &mut [f32],
+        stores: Stores,
+    ) -> Result<(), Fault> {
+        k.counts_f32(planes, out, stores)
     }
 }

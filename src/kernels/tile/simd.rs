@@ -11,7 +11,7 @@
 use crate::kernels::reference::tile as scalar;
 use crate::kernels::vector::Vector;
 
-use super::{CellBounds, Count, Exceptions, Fault, Planes};
+use super::{CellBounds, Count, Exceptions, Fault, Planes, Stores};
 
 /// Above this `n_genes`, the wrapping `u32` prefix sum could hide a range fault.
 ///
@@ -153,9 +153,41 @@ pub(crate) fn split_planes<S: Vector>(s: S, values: &[u16], out: &mut [u8]) {
     }
 }
 
-/// Planes -> counts, refusing a stored 0 (see [`scalar::counts`]).
+/// Stores `v` at `p`: streamed when `STREAM` and `p` is aligned, else
+/// plainly.
+///
+/// # Safety
+/// `p` is writable for `LANES` values.
+#[inline(always)]
+unsafe fn store<S: Vector, const STREAM: bool>(s: S, p: *mut u32, v: S::U32) {
+    if STREAM && (p as usize).is_multiple_of(S::ALIGN) {
+        // SAFETY: the caller's promise, and `p` is aligned.
+        unsafe { s.stream_u32(p, v) }
+    } else {
+        // SAFETY: the caller's promise.
+        unsafe { s.store_u32(p, v) }
+    }
+}
+
+/// Planes -> counts, refusing a stored 0 (see [`scalar::counts`]), written
+/// as `stores` says.
 #[inline(always)]
 pub(crate) fn counts<S: Vector, V: CountBits>(
+    s: S,
+    planes: Planes<'_>,
+    out: &mut [V],
+    stores: Stores,
+) -> Result<(), Fault> {
+    match stores {
+        Stores::Cached => counts_with::<S, V, false>(s, planes, out),
+        Stores::Streaming => counts_with::<S, V, true>(s, planes, out),
+    }
+}
+
+/// [`counts`], streaming its aligned stores when `STREAM` (all but the
+/// first and last step, see [`Steps`]).
+#[inline(always)]
+fn counts_with<S: Vector, V: CountBits, const STREAM: bool>(
     s: S,
     planes: Planes<'_>,
     out: &mut [V],
@@ -173,7 +205,10 @@ pub(crate) fn counts<S: Vector, V: CountBits>(
         let v = unsafe { s.load_planes(lo.add(at), hi.add(at)) };
         least = s.min(least, v);
         // SAFETY: as above.
-        unsafe { s.store_u32(dst.add(at), V::encode(s, v)) };
+        unsafe { store::<S, STREAM>(s, dst.add(at), V::encode(s, v)) };
+    }
+    if STREAM {
+        s.fence_streams();
     }
     if s.reduce_min(least) == 0 {
         return scalar::counts(planes, out);
@@ -219,13 +254,22 @@ fn scan_step<S: Vector, const EVERY_INDEX: bool>(
     v
 }
 
+/// `exempt` with the lanes from `len` on added: padding lanes hold gap 0
+/// (they repeat the last index), so only the zero check must skip them.
+#[inline(always)]
+fn with_padding<S: Vector>(s: S, exempt: S::U32, len: usize) -> S::U32 {
+    s.or(exempt, s.andnot(s.lanes_below(len), s.splat(1)))
+}
+
 /// Scans cell `start..end` of the planes into the output (`io`), and returns
-/// its total in every lane.
+/// its total in every lane. With `STREAM`, the values before the first
+/// aligned output address go first as a partial step, so that every full
+/// step's store is aligned and streams.
 ///
 /// # Safety
 /// `end` is within both planes and the output.
 #[inline(always)]
-unsafe fn scan_cell<S: Vector, const EVERY_INDEX: bool>(
+unsafe fn scan_cell<S: Vector, const EVERY_INDEX: bool, const STREAM: bool>(
     s: S,
     (lo, hi, dst): (*const u8, *const u8, *mut u32),
     (start, end): (usize, usize),
@@ -233,16 +277,31 @@ unsafe fn scan_cell<S: Vector, const EVERY_INDEX: bool>(
     checks: &mut ScanChecks<S>,
 ) -> S::U32 {
     let mut carry = s.splat(0);
+    // Lanes whose gap may be 0: the cell's first, until a step has taken it.
     let mut exempt = first_lane;
     let mut j = start;
+    if STREAM {
+        let head = (S::ALIGN - dst.wrapping_add(j) as usize % S::ALIGN) % S::ALIGN
+            / std::mem::size_of::<u32>();
+        if head > 0 && end - j > head {
+            // SAFETY: `j + head < end` (and `head < LANES`).
+            let g = unsafe { s.load_planes_partial(lo.add(j), hi.add(j), head) };
+            let checked = s.or(g, with_padding(s, exempt, head));
+            let v = scan_step::<S, EVERY_INDEX>(s, g, checked, &mut carry, checks);
+            // SAFETY: as above.
+            unsafe { s.store_u32_partial(dst.add(j), v, head) };
+            exempt = s.splat(0);
+            j += head;
+        }
+    }
     if end - j >= S::LANES {
-        // The first step is peeled: only it may hold a zero gap, so the loop
-        // checks the gaps as they are.
+        // The first full step is peeled: only it (or the head) may hold a
+        // zero gap, so the loop checks the gaps as they are.
         // SAFETY: `j + LANES <= end`, in bounds by the caller's promise.
         let g = unsafe { s.load_planes(lo.add(j), hi.add(j)) };
-        let v = scan_step::<S, EVERY_INDEX>(s, g, s.or(g, first_lane), &mut carry, checks);
+        let v = scan_step::<S, EVERY_INDEX>(s, g, s.or(g, exempt), &mut carry, checks);
         // SAFETY: as above.
-        unsafe { s.store_u32(dst.add(j), v) };
+        unsafe { store::<S, STREAM>(s, dst.add(j), v) };
         exempt = s.splat(0);
         j += S::LANES;
         while end - j >= S::LANES {
@@ -250,7 +309,7 @@ unsafe fn scan_cell<S: Vector, const EVERY_INDEX: bool>(
             let g = unsafe { s.load_planes(lo.add(j), hi.add(j)) };
             let v = scan_step::<S, EVERY_INDEX>(s, g, g, &mut carry, checks);
             // SAFETY: as above.
-            unsafe { s.store_u32(dst.add(j), v) };
+            unsafe { store::<S, STREAM>(s, dst.add(j), v) };
             j += S::LANES;
         }
     }
@@ -258,10 +317,8 @@ unsafe fn scan_cell<S: Vector, const EVERY_INDEX: bool>(
         let len = end - j;
         // SAFETY: `j + len = end`.
         let g = unsafe { s.load_planes_partial(lo.add(j), hi.add(j), len) };
-        // Padding lanes hold gap 0: they repeat the last index, so only the
-        // zero check must skip them.
-        let exempt = s.or(exempt, s.andnot(s.lanes_below(len), s.splat(1)));
-        let v = scan_step::<S, EVERY_INDEX>(s, g, s.or(g, exempt), &mut carry, checks);
+        let checked = s.or(g, with_padding(s, exempt, len));
+        let v = scan_step::<S, EVERY_INDEX>(s, g, checked, &mut carry, checks);
         // SAFETY: as above.
         unsafe { s.store_u32_partial(dst.add(j), v, len) };
     }
@@ -269,12 +326,29 @@ unsafe fn scan_cell<S: Vector, const EVERY_INDEX: bool>(
 }
 
 /// Per-cell prefix sum of gaps -> gene indices, with the zero-gap and range
-/// checks in the same pass (see [`scalar::gaps_to_indices`]).
+/// checks in the same pass (see [`scalar::gaps_to_indices`]), written as
+/// `stores` says.
 ///
 /// Lanes sum in wrapping `u32`; that the result still equals the reference's
 /// `u64` sums for every input is argued at [`WRAP_SAFE_GENES`].
 #[inline(always)]
 pub(crate) fn gaps_to_indices<S: Vector>(
+    s: S,
+    planes: Planes<'_>,
+    cells: CellBounds<'_>,
+    n_genes: u32,
+    out: &mut [i32],
+    stores: Stores,
+) -> Result<(), Fault> {
+    match stores {
+        Stores::Cached => gaps_to_indices_with::<S, false>(s, planes, cells, n_genes, out),
+        Stores::Streaming => gaps_to_indices_with::<S, true>(s, planes, cells, n_genes, out),
+    }
+}
+
+/// [`gaps_to_indices`], streaming its full steps' stores when `STREAM`.
+#[inline(always)]
+fn gaps_to_indices_with<S: Vector, const STREAM: bool>(
     s: S,
     planes: Planes<'_>,
     cells: CellBounds<'_>,
@@ -297,12 +371,16 @@ pub(crate) fn gaps_to_indices<S: Vector>(
         if cell.1 - cell.0 <= NO_WRAP_CELL {
             // Its sums are exact and increase: the total is the largest.
             // SAFETY: `cell.1 <= cells.nnz() <= n`.
-            let total = unsafe { scan_cell::<S, false>(s, io, cell, first_lane, &mut checks) };
+            let total =
+                unsafe { scan_cell::<S, false, STREAM>(s, io, cell, first_lane, &mut checks) };
             checks.most_index = s.max(checks.most_index, total);
         } else {
             // SAFETY: as above.
-            unsafe { scan_cell::<S, true>(s, io, cell, first_lane, &mut checks) };
+            unsafe { scan_cell::<S, true, STREAM>(s, io, cell, first_lane, &mut checks) };
         }
+    }
+    if STREAM {
+        s.fence_streams();
     }
     if s.reduce_min(checks.least_gap) == 0 || s.reduce_max(checks.most_index) >= n_genes {
         return scalar::gaps_to_indices(planes, cells, n_genes, out);

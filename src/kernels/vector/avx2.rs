@@ -185,6 +185,19 @@ impl Vector for Avx2 {
     }
 
     #[inline(always)]
+    unsafe fn stream_u32(self, p: *mut u32, v: __m256i) {
+        // SAFETY: AVX2 token; the caller makes 8 values writable at `p`,
+        // aligned to 32 bytes.
+        unsafe { _mm256_stream_si256(p.cast(), v) }
+    }
+
+    #[inline(always)]
+    fn fence_streams(self) {
+        // SAFETY: SSE is part of every x86_64 CPU.
+        unsafe { _mm_sfence() }
+    }
+
+    #[inline(always)]
     unsafe fn store_u16(self, p: *mut u16, v: __m256i) {
         // SAFETY: AVX2 token; the caller makes 8 values writable at `p`.
         unsafe {

@@ -263,6 +263,19 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
     }
 
     #[inline(always)]
+    unsafe fn stream_u32(self, p: *mut u32, v: __m512i) {
+        // SAFETY: AVX-512 token; the caller makes 16 values writable at `p`,
+        // aligned to 64 bytes.
+        unsafe { _mm512_stream_si512(p.cast(), v) }
+    }
+
+    #[inline(always)]
+    fn fence_streams(self) {
+        // SAFETY: SSE is part of every x86_64 CPU.
+        unsafe { _mm_sfence() }
+    }
+
+    #[inline(always)]
     unsafe fn store_u32_partial(self, p: *mut u32, v: __m512i, len: usize) {
         // SAFETY: AVX-512 token; masked stores write only the first `len` values.
         unsafe { _mm512_mask_storeu_epi32(p.cast(), mask16(len), v) }

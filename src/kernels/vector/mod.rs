@@ -115,6 +115,22 @@ pub(crate) trait Vector: Copy {
     /// # Safety
     /// `p` is writable for `LANES` values.
     unsafe fn store_u32(self, p: *mut u32, v: Self::U32);
+    /// Stores `LANES` values at `p` past the caches where the ISA can
+    /// (non-temporal stores), for output nobody reads before it would have
+    /// left them; [`Vector::fence_streams`] must follow before the output is
+    /// handed to another thread. By default a plain store.
+    ///
+    /// # Safety
+    /// `p` is writable for `LANES` values and aligned to [`Vector::ALIGN`].
+    #[inline(always)]
+    unsafe fn stream_u32(self, p: *mut u32, v: Self::U32) {
+        // SAFETY: the caller's promise is `store_u32`'s.
+        unsafe { self.store_u32(p, v) }
+    }
+    /// Orders every [`Vector::stream_u32`] before later stores (they are
+    /// weakly ordered), so that whoever next sees the output sees them.
+    #[inline(always)]
+    fn fence_streams(self) {}
     /// Stores the lanes, each below 65536, as `LANES` `u16` values at `p`.
     ///
     /// # Safety
