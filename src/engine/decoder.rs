@@ -217,11 +217,13 @@ impl ChunkDecoder {
         indices: &mut [i32],
         values: &mut [V],
     ) -> Result<()> {
-        self.decode_whole_chunk(tile, chunk, indices, values, Stores::Cached)
+        self.decode_chunk_with(tile, chunk, indices, values, Stores::Cached)
     }
 
-    /// [`ChunkDecoder::decode_chunk`], written as `stores` says.
-    fn decode_whole_chunk<V: DecodedCount>(
+    /// [`ChunkDecoder::decode_chunk`], written as `stores` says
+    /// ([`Stores::Streaming`] for output not read before it would have left
+    /// the cache).
+    pub fn decode_chunk_with<V: DecodedCount>(
         &mut self,
         tile: &TileView<'_>,
         chunk: usize,
@@ -377,7 +379,7 @@ impl ChunkDecoder {
         };
         for (i, c) in tile.chunks().enumerate() {
             let r = c.nnz_lo as usize..c.nnz_hi as usize;
-            self.decode_whole_chunk(tile, i, &mut indices[r.clone()], &mut values[r], stores)?;
+            self.decode_chunk_with(tile, i, &mut indices[r.clone()], &mut values[r], stores)?;
         }
         Ok(())
     }

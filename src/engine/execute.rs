@@ -182,11 +182,16 @@ fn run<P: SinkPart>(engine: &Engine, sources: &dyn Sources, task: Task, mut part
         Fill::Scatter => scatter(engine, sources, vec![(task, part)]),
         Fill::Decode => {
             let view = sources.view(task.tile);
+            let stores = if part.streams() {
+                Stores::Streaming
+            } else {
+                Stores::Cached
+            };
             let (indices, values) = part
                 .stored()
                 .ok_or_else(|| contract("gave no stored rows to decode into"))?;
             engine
-                .with_decoder(|d| d.decode_chunk(&view, task.chunk, indices, values))
+                .with_decoder(|d| d.decode_chunk_with(&view, task.chunk, indices, values, stores))
                 .map_err(in_tile(task.tile))
         }
         Fill::Copy => {

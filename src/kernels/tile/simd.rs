@@ -153,20 +153,29 @@ pub(crate) fn split_planes<S: Vector>(s: S, values: &[u16], out: &mut [u8]) {
     }
 }
 
-/// Stores `v` at `p`: streamed when `STREAM` and `p` is aligned, else
-/// plainly.
+/// Stores `v` at `p`, streamed when `STREAM`.
 ///
 /// # Safety
-/// `p` is writable for `LANES` values.
+/// `p` is writable for `LANES` values, and aligned to [`Vector::ALIGN`]
+/// when `STREAM`.
 #[inline(always)]
 unsafe fn store<S: Vector, const STREAM: bool>(s: S, p: *mut u32, v: S::U32) {
-    if STREAM && (p as usize).is_multiple_of(S::ALIGN) {
-        // SAFETY: the caller's promise, and `p` is aligned.
+    if STREAM {
+        debug_assert!((p as usize).is_multiple_of(S::ALIGN));
+        // SAFETY: the caller's promise.
         unsafe { s.stream_u32(p, v) }
     } else {
         // SAFETY: the caller's promise.
         unsafe { s.store_u32(p, v) }
     }
+}
+
+/// How many `u32` lie between `p` and the next address aligned to
+/// [`Vector::ALIGN`] (fewer than `LANES`): what a streaming kernel writes
+/// plainly, as a partial step, before its aligned steps.
+#[inline(always)]
+fn lanes_to_aligned<S: Vector>(p: *const u32) -> usize {
+    (S::ALIGN - p as usize % S::ALIGN) % S::ALIGN / std::mem::size_of::<u32>()
 }
 
 /// Planes -> counts, refusing a stored 0 (see [`scalar::counts`]), written
@@ -178,14 +187,18 @@ pub(crate) fn counts<S: Vector, V: CountBits>(
     out: &mut [V],
     stores: Stores,
 ) -> Result<(), Fault> {
-    match stores {
-        Stores::Cached => counts_with::<S, V, false>(s, planes, out),
-        Stores::Streaming => counts_with::<S, V, true>(s, planes, out),
+    if stores == Stores::Streaming && S::STREAMS {
+        counts_with::<S, V, true>(s, planes, out)
+    } else {
+        counts_with::<S, V, false>(s, planes, out)
     }
 }
 
-/// [`counts`], streaming its aligned stores when `STREAM` (all but the
-/// first and last step, see [`Steps`]).
+/// [`counts`], with plain stores (steps as [`Steps`] lays them out) or,
+/// when `STREAM`, partial steps up to the first and from the last aligned
+/// output address and streamed aligned steps between them, so that no line
+/// is written both plainly and streamed (a plain store to a line being
+/// streamed makes the core read it from memory again).
 #[inline(always)]
 fn counts_with<S: Vector, V: CountBits, const STREAM: bool>(
     s: S,
@@ -198,22 +211,74 @@ fn counts_with<S: Vector, V: CountBits, const STREAM: bool>(
     }
     let (lo, hi) = plane_ptrs(planes, n);
     // `V` is `i32` or `f32`: `CountBits::encode` gives its bits.
-    let dst = out.as_mut_ptr().cast::<u32>();
+    let io = (lo, hi, out.as_mut_ptr().cast::<u32>());
     let mut least = s.splat(u32::MAX);
-    for at in Steps::new::<S, u32>(n, S::LANES, dst) {
-        // SAFETY: `at + LANES <= n`: in bounds of both planes and of `out`.
-        let v = unsafe { s.load_planes(lo.add(at), hi.add(at)) };
-        least = s.min(least, v);
-        // SAFETY: as above.
-        unsafe { store::<S, STREAM>(s, dst.add(at), V::encode(s, v)) };
-    }
     if STREAM {
+        let head = lanes_to_aligned::<S>(io.2);
+        // SAFETY: `head < LANES <= n`.
+        unsafe { counts_partial::<S, V>(s, io, 0, head, &mut least) };
+        let mut at = head;
+        while n - at >= S::LANES {
+            // SAFETY: `at + LANES <= n`: in bounds of both planes and of
+            // `out`; `at` is aligned, `head` being.
+            unsafe { counts_step::<S, V, true>(s, io, at, &mut least) };
+            at += S::LANES;
+        }
+        // SAFETY: `at + (n - at) = n`.
+        unsafe { counts_partial::<S, V>(s, io, at, n - at, &mut least) };
         s.fence_streams();
+    } else {
+        for at in Steps::new::<S, u32>(n, S::LANES, io.2) {
+            // SAFETY: `at + LANES <= n`: in bounds of both planes and of `out`.
+            unsafe { counts_step::<S, V, false>(s, io, at, &mut least) };
+        }
     }
     if s.reduce_min(least) == 0 {
         return scalar::counts(planes, out);
     }
     Ok(())
+}
+
+/// One step of [`counts_with`] at `at`, folding the counts into `least`.
+///
+/// # Safety
+/// `at + LANES` is within both planes and the output; `at`'s output is
+/// aligned when `STREAM`.
+#[inline(always)]
+unsafe fn counts_step<S: Vector, V: CountBits, const STREAM: bool>(
+    s: S,
+    (lo, hi, dst): (*const u8, *const u8, *mut u32),
+    at: usize,
+    least: &mut S::U32,
+) {
+    // SAFETY: the caller's promise.
+    let v = unsafe { s.load_planes(lo.add(at), hi.add(at)) };
+    *least = s.min(*least, v);
+    // SAFETY: the caller's promise.
+    unsafe { store::<S, STREAM>(s, dst.add(at), V::encode(s, v)) };
+}
+
+/// `len` (below `LANES`, maybe 0) counts at `at` of [`counts_with`], stored
+/// plainly; padding lanes are left out of `least`.
+///
+/// # Safety
+/// `at + len` is within both planes and the output.
+#[inline(always)]
+unsafe fn counts_partial<S: Vector, V: CountBits>(
+    s: S,
+    (lo, hi, dst): (*const u8, *const u8, *mut u32),
+    at: usize,
+    len: usize,
+    least: &mut S::U32,
+) {
+    if len == 0 {
+        return;
+    }
+    // SAFETY: the caller's promise.
+    let v = unsafe { s.load_planes_partial(lo.add(at), hi.add(at), len) };
+    *least = s.min(*least, with_padding(s, v, len));
+    // SAFETY: the caller's promise.
+    unsafe { s.store_u32_partial(dst.add(at), V::encode(s, v), len) };
 }
 
 /// The most nonzeros a cell can hold without its `u32` sum wrapping: 65,537
@@ -254,11 +319,11 @@ fn scan_step<S: Vector, const EVERY_INDEX: bool>(
     v
 }
 
-/// `exempt` with the lanes from `len` on added: padding lanes hold gap 0
-/// (they repeat the last index), so only the zero check must skip them.
+/// `v` with 1 ORed into the lanes from `len` on: padding lanes (a partial
+/// step's, read as 0) then pass a check for zero gaps or counts.
 #[inline(always)]
-fn with_padding<S: Vector>(s: S, exempt: S::U32, len: usize) -> S::U32 {
-    s.or(exempt, s.andnot(s.lanes_below(len), s.splat(1)))
+fn with_padding<S: Vector>(s: S, v: S::U32, len: usize) -> S::U32 {
+    s.or(v, s.andnot(s.lanes_below(len), s.splat(1)))
 }
 
 /// Scans cell `start..end` of the planes into the output (`io`), and returns
@@ -281,8 +346,7 @@ unsafe fn scan_cell<S: Vector, const EVERY_INDEX: bool, const STREAM: bool>(
     let mut exempt = first_lane;
     let mut j = start;
     if STREAM {
-        let head = (S::ALIGN - dst.wrapping_add(j) as usize % S::ALIGN) % S::ALIGN
-            / std::mem::size_of::<u32>();
+        let head = lanes_to_aligned::<S>(dst.wrapping_add(j));
         if head > 0 && end - j > head {
             // SAFETY: `j + head < end` (and `head < LANES`).
             let g = unsafe { s.load_planes_partial(lo.add(j), hi.add(j), head) };
@@ -340,9 +404,10 @@ pub(crate) fn gaps_to_indices<S: Vector>(
     out: &mut [i32],
     stores: Stores,
 ) -> Result<(), Fault> {
-    match stores {
-        Stores::Cached => gaps_to_indices_with::<S, false>(s, planes, cells, n_genes, out),
-        Stores::Streaming => gaps_to_indices_with::<S, true>(s, planes, cells, n_genes, out),
+    if stores == Stores::Streaming && S::STREAMS {
+        gaps_to_indices_with::<S, true>(s, planes, cells, n_genes, out)
+    } else {
+        gaps_to_indices_with::<S, false>(s, planes, cells, n_genes, out)
     }
 }
 

@@ -27,6 +27,7 @@ impl Vector for Avx2 {
     const LANES_64: usize = 4;
     const PLANE_BYTES: usize = 32;
     const ALIGN: usize = 32;
+    const STREAMS: bool = true;
     type U32 = __m256i;
     type U64 = __m256i;
     type F64 = __m256d;

@@ -97,6 +97,7 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
     const LANES_64: usize = 8;
     const PLANE_BYTES: usize = 64;
     const ALIGN: usize = 64;
+    const STREAMS: bool = true;
     type U32 = __m512i;
     type U64 = __m512i;
     type F64 = __m512d;

@@ -62,6 +62,9 @@ pub(crate) trait Vector: Copy {
     const PLANE_BYTES: usize;
     /// The store alignment (bytes) worth arranging for: the register width.
     const ALIGN: usize;
+    /// Whether [`Vector::stream_u32`] bypasses the cache (else it is a plain
+    /// store, and kernels need not arrange their stores for it).
+    const STREAMS: bool = false;
     /// A vector of `u32` lanes.
     type U32: Copy;
     /// A vector of `u64` lanes.
@@ -116,9 +119,10 @@ pub(crate) trait Vector: Copy {
     /// `p` is writable for `LANES` values.
     unsafe fn store_u32(self, p: *mut u32, v: Self::U32);
     /// Stores `LANES` values at `p` past the caches where the ISA can
-    /// (non-temporal stores), for output nobody reads before it would have
-    /// left them; [`Vector::fence_streams`] must follow before the output is
-    /// handed to another thread. By default a plain store.
+    /// (non-temporal stores, see [`Vector::STREAMS`]), for output nobody
+    /// reads before it would have left them; [`Vector::fence_streams`] must
+    /// follow before the output is handed to another thread. By default a
+    /// plain store.
     ///
     /// # Safety
     /// `p` is writable for `LANES` values and aligned to [`Vector::ALIGN`].
