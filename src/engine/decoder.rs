@@ -109,7 +109,7 @@ const DECODE_ORDER: [StreamKind; 4] = [
 /// The output size from which [`ChunkDecoder::decode_tile`] streams its
 /// stores ([`Stores::Streaming`]): past any core's L2 and most of a shared
 /// L3, the lines it writes leave the cache before anyone reads them.
-pub const STREAM_TILE_BYTES: usize = 8 << 20;
+const STREAM_TILE_BYTES: usize = 8 << 20;
 
 /// Grows `v` to exactly `len` elements, reusing its allocation.
 fn sized<T: Copy + Default>(v: &mut Vec<T>, len: usize) -> &mut [T] {
@@ -358,8 +358,8 @@ impl ChunkDecoder {
     }
 
     /// Decodes a whole tile into caller buffers: `indptr` (`n_cells + 1`),
-    /// `indices` and `values` (`nnz` each), with streaming stores from
-    /// [`STREAM_TILE_BYTES`] of output on.
+    /// `indices` and `values` (`nnz` each), with streaming stores
+    /// ([`Stores::Streaming`]) from 8 MiB of output on.
     pub fn decode_tile<V: DecodedCount>(
         &mut self,
         tile: &TileView<'_>,
