@@ -113,7 +113,7 @@ proptest! {
         let view = TileView::parse(&tile).unwrap();
         let wanted = |cell: usize| mask[cell % mask.len()];
         let span = |cell: usize| csr.indptr[cell] as usize..csr.indptr[cell + 1] as usize;
-        for (backend, stores) in Backend::available().into_iter().flat_map(|b| [(b, Stores::Cached), (b, Stores::Streaming)]) {
+        for (backend, stores) in Backend::available().into_iter().flat_map(|b| Stores::ALL.map(|s| (b, s))) {
             let mut dec = ChunkDecoder::for_backend(backend).unwrap();
             for (i, c) in view.chunks().enumerate() {
                 let cells: Vec<usize> = (c.cell_lo as usize..c.cell_hi as usize).filter(|&x| wanted(x)).rev().collect();

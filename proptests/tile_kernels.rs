@@ -23,9 +23,6 @@ const EDGE_LENGTHS: [usize; 14] = [0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127
 /// kernels defer to the reference; see `generic::WRAP_SAFE_GENES`).
 const WRAP_SAFE_GENES: u32 = u32::MAX - 65534;
 
-/// Both ways the decoding kernels write.
-const STORES: [Stores; 2] = [Stores::Cached, Stores::Streaming];
-
 /// Every vector table this CPU runs (the list every suite iterates; see
 /// `every_table_the_cpu_reports_is_exercised`).
 fn vector_tables() -> Vec<&'static TileKernels> {
@@ -192,7 +189,7 @@ fn check_gaps_to_indices(
     let input = shifted(&planes, offsets.0);
     for (t, stores) in vector_tables()
         .into_iter()
-        .flat_map(|t| STORES.map(|s| (t, s)))
+        .flat_map(|t| Stores::ALL.map(|s| (t, s)))
     {
         let mut out = vec![-1i32; offsets.1 + n];
         let got = t.gaps_to_indices(
@@ -263,7 +260,7 @@ proptest! {
         let mut want_f = vec![0f32; n];
         prop_assert_eq!(TileKernels::scalar().counts_f32(Planes::split(&planes), &mut want_f, Stores::Cached), want);
         let input = shifted(&planes, off.0);
-        for (t, stores) in vector_tables().into_iter().flat_map(|t| STORES.map(|s| (t, s))) {
+        for (t, stores) in vector_tables().into_iter().flat_map(|t| Stores::ALL.map(|s| (t, s))) {
             let mut out_i = vec![-1i32; off.1 + n];
             prop_assert_eq!(t.counts_i32(Planes::split(&input[off.0..]), &mut out_i[off.1..], stores), want, "{} {:?} i32", t.isa(), stores);
             let mut out_f = vec![-1f32; off.1 + n];

@@ -9,6 +9,7 @@ use common::{assemble_tile, fix_crc, RawChunk};
 use deltacells::engine::ChunkDecoder;
 use deltacells::format::tile::{StreamKind, TileError, TileRule, TileView};
 use deltacells::format::tile_writer::TileEncoder;
+use deltacells::kernels::Stores;
 use deltacells::{Backend, Csr, Error};
 
 #[path = "common/counting_alloc.rs"]
@@ -27,7 +28,7 @@ fn rule_of(bytes: &[u8]) -> TileRule {
         .into_iter()
         .map(|b| match decode_all(bytes, b) {
             Err(Error::Tile(TileError { rule, at })) => {
-                for stores in common::STORES {
+                for stores in Stores::ALL {
                     match common::decode_rows_with(bytes, b, stores, |_| true) {
                         Err(Error::Tile(TileError {
                             rule: by_rows,
@@ -111,7 +112,7 @@ fn sample_tile_is_valid() {
     let (t, csr) = sample_tile();
     for b in common::tile_backends() {
         assert_eq!(decode_all(&t, b).unwrap(), csr);
-        for stores in common::STORES {
+        for stores in Stores::ALL {
             assert_eq!(
                 common::decode_rows_with(&t, b, stores, |_| true).unwrap(),
                 csr

@@ -5,9 +5,10 @@
 
 mod common;
 
-use common::{decode_with, expected_csr, read_aligned, testdata, Stores};
+use common::{decode_with, expected_csr, read_aligned, testdata};
 use deltacells::format::tile::TileView;
 use deltacells::format::tile_writer::TileEncoder;
+use deltacells::kernels::Stores;
 use deltacells::{Backend, Csr};
 
 fn index() -> Vec<serde_json::Value> {
@@ -47,7 +48,7 @@ fn golden_tiles_decode_exactly_on_every_backend() {
             let got = decode_with(bytes.bytes(), backend)
                 .unwrap_or_else(|err| panic!("{name} ({backend}): {err}"));
             assert_eq!(got, expected, "{name} decoded with {backend}");
-            for stores in common::STORES {
+            for stores in Stores::ALL {
                 let by_rows = common::decode_rows_with(bytes.bytes(), backend, stores, |_| true)
                     .unwrap_or_else(|err| panic!("{name} ({backend}, {stores:?}), by rows: {err}"));
                 assert_eq!(

@@ -372,11 +372,8 @@ impl ChunkDecoder {
         output_len("indices", nnz, indices.len())?;
         output_len("values", nnz, values.len())?;
         indptr.copy_from_slice(&tile.indptr_all());
-        let stores = if nnz * (size_of::<i32>() + size_of::<V>()) >= STREAM_TILE_BYTES {
-            Stores::Streaming
-        } else {
-            Stores::Cached
-        };
+        let bytes = nnz * (size_of::<i32>() + size_of::<V>());
+        let stores = Stores::streaming_if(bytes >= STREAM_TILE_BYTES);
         for (i, c) in tile.chunks().enumerate() {
             let r = c.nnz_lo as usize..c.nnz_hi as usize;
             self.decode_chunk_with(tile, i, &mut indices[r.clone()], &mut values[r], stores)?;

@@ -182,11 +182,7 @@ fn run<P: SinkPart>(engine: &Engine, sources: &dyn Sources, task: Task, mut part
         Fill::Scatter => scatter(engine, sources, vec![(task, part)]),
         Fill::Decode => {
             let view = sources.view(task.tile);
-            let stores = if part.streams() {
-                Stores::Streaming
-            } else {
-                Stores::Cached
-            };
+            let stores = Stores::streaming_if(part.streams());
             let (indices, values) = part
                 .stored()
                 .ok_or_else(|| contract("gave no stored rows to decode into"))?;
@@ -294,19 +290,18 @@ fn scatter<P: SinkPart>(
                 let mut written = Vec::new();
                 // Streamed only when every part decoded into leaves its rows
                 // unread until the output is handed out.
-                let mut stores = Stores::Streaming;
+                let mut all_stream = true;
                 for (i, (cell, nnz, part)) in parts.iter_mut().enumerate() {
                     let streams = part.streams();
                     match part.stored() {
                         Some(slices) => {
-                            if !streams {
-                                stores = Stores::Cached;
-                            }
+                            all_stream &= streams;
                             rows.push((*cell, slices));
                         }
                         None => written.push((*cell, *nnz, i)),
                     }
                 }
+                let stores = Stores::streaming_if(all_stream);
                 if !rows.is_empty() {
                     decode_scattered(engine, sources, (t, c), &mut rows, mapper, stores)?;
                 }
@@ -348,11 +343,7 @@ fn decode_scattered<V: DecodedCount>(
     stores: Stores,
 ) -> Result<()> {
     let remap = sources.remap(t);
-    let stores = if remap.is_some() {
-        Stores::Cached
-    } else {
-        stores
-    };
+    let stores = Stores::streaming_if(stores == Stores::Streaming && remap.is_none());
     engine
         .with_decoder(|d| d.decode_rows(&sources.view(t), c, rows, stores))
         .map_err(in_tile(t))?;

@@ -13,7 +13,7 @@ use deltacells::engine::{ChunkDecoder, RowOut};
 use deltacells::format::manifest::Manifest;
 use deltacells::format::npy::read_csr_npz;
 use deltacells::format::tile::TileView;
-pub use deltacells::kernels::Stores;
+use deltacells::kernels::Stores;
 use deltacells::{Backend, Csr};
 
 pub use testdata::testdata;
@@ -107,9 +107,6 @@ pub fn decode_rows_with(
     }
     Ok(csr)
 }
-
-/// Both ways the kernels write.
-pub const STORES: [Stores; 2] = [Stores::Cached, Stores::Streaming];
 
 /// Every backend this CPU runs (each has tile kernels).
 pub fn tile_backends() -> Vec<Backend> {

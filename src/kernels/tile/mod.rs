@@ -287,6 +287,20 @@ pub enum Stores {
     Streaming,
 }
 
+impl Stores {
+    /// Both ways, plain first: what a test or bench runs every kernel with.
+    pub const ALL: [Stores; 2] = [Stores::Cached, Stores::Streaming];
+
+    /// `Streaming` when `stream`, else `Cached`.
+    pub fn streaming_if(stream: bool) -> Stores {
+        if stream {
+            Stores::Streaming
+        } else {
+            Stores::Cached
+        }
+    }
+}
+
 type CountsFn<V> = fn(Planes<'_>, &mut [V], Stores) -> Result<(), Fault>;
 type GapsFn = fn(Planes<'_>, CellBounds<'_>, u32, &mut [i32], Stores) -> Result<(), Fault>;
 type GapExcFn = fn(Exceptions<'_>, CellBounds<'_>, u32, &mut [i32]) -> Result<(), Fault>;
