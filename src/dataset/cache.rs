@@ -138,6 +138,23 @@ impl ChunkCache {
         self.insert(Key::Tile(tile), Entry::Tile(t), bytes);
     }
 
+    /// Drops tile `tile` and its decoded chunks: a reader done with them for
+    /// good (a window of batches, once built) lets their buffers serve the
+    /// next fetch and decode rather than wait for the bound to evict them.
+    pub(crate) fn forget_tile(&self, tile: usize) {
+        let mut lru = self.lock();
+        let keys: Vec<Key> = lru
+            .entries
+            .keys()
+            .copied()
+            .filter(|k| matches!(*k, Key::Tile(t) | Key::Chunk(t, _) if t == tile))
+            .collect();
+        let forgotten: Vec<Entry> = keys.into_iter().filter_map(|k| lru.remove(k)).collect();
+        // Dropped after the lock is released, as in `insert`.
+        drop(lru);
+        drop(forgotten);
+    }
+
     /// Adds a decoded chunk (evicting older entries beyond the bound; possibly itself).
     pub(crate) fn put_chunk(&self, tile: usize, chunk: usize, c: Arc<DecodedChunk>) {
         let bytes = c.bytes();
@@ -177,17 +194,23 @@ impl Lru {
         evicted
     }
 
+    /// Takes entry `key` out, if held.
+    fn remove(&mut self, key: Key) -> Option<Entry> {
+        let (entry, bytes, clock) = self.entries.remove(&key)?;
+        self.order.remove(&clock);
+        self.used -= bytes;
+        Some(entry)
+    }
+
     /// Evicts least recent entries until `used + room <= capacity` (or none
     /// are left).
     fn evict(&mut self, room: usize, capacity: usize) -> Vec<Entry> {
         let mut evicted = Vec::new();
         while self.used.saturating_add(room) > capacity {
-            let Some((_, victim)) = self.order.pop_first() else {
+            let Some((_, &victim)) = self.order.first_key_value() else {
                 break;
             };
-            let (entry, b, _) = self.entries.remove(&victim).expect("ordered entries exist");
-            self.used -= b;
-            evicted.push(entry);
+            evicted.extend(self.remove(victim));
         }
         evicted
     }
@@ -238,6 +261,28 @@ mod tests {
         assert_eq!(spares.len(), 1, "0,0 stays with the reader holding it");
         assert_eq!(spares[0].indices.len(), 50);
         assert_eq!(held.indices.len(), 100);
+    }
+
+    #[test]
+    fn forgetting_a_tile_drops_it_and_its_chunks_only() {
+        let c = ChunkCache::new(1 << 20);
+        let tile = |n| {
+            Arc::new(TileBytes {
+                bytes: AlignedBytes::zeroed(n),
+            })
+        };
+        c.put_tile(3, tile(100));
+        c.put_tile(4, tile(200));
+        c.put_chunk(3, 0, chunk(10));
+        c.put_chunk(3, 7, chunk(10));
+        c.put_chunk(4, 0, chunk(10));
+        c.forget_tile(3);
+        assert!(!c.has_tile(3) && !c.has_chunk(3, 0) && !c.has_chunk(3, 7));
+        assert!(c.has_tile(4) && c.has_chunk(4, 0));
+        assert_eq!(c.used(), 200 + chunk(10).bytes());
+        c.forget_tile(9);
+        c.put_chunk(3, 0, chunk(10));
+        assert!(c.chunk(3, 0).is_some(), "a forgotten tile may come back");
     }
 
     #[test]

@@ -502,6 +502,14 @@ impl<T: Tiles> Ctx<T> {
             b.rows = Some(rows);
         }
         pending.close(w, built.into_iter().map(|(b, _)| b).collect());
+        // Windows share no tile, so the epoch is done with this one's: their
+        // buffers go to the next windows' fetches, not back to the system
+        // with the cache at the epoch's end (which cost every epoch a fresh,
+        // faulted-in buffer for most of its tiles).
+        for &t in self.order.window(w) {
+            let (cache, key) = self.tiles.cache(t);
+            cache.forget_tile(key);
+        }
         Ok(stats)
     }
 
