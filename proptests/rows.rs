@@ -78,16 +78,27 @@ proptest! {
         for (&w, &c) in want.iter().zip(&counts) {
             prop_assert_eq!(w, memo[c.min(MEMO_SLOTS as u32 - 1) as usize]);
         }
-        let first = counts.iter().position(|&c| c >= least);
-        prop_assert_eq!(RowKernels::scalar().first_at_least(&counts, least), first);
+        // Larger counts' values: any function of the count will do.
+        let larger = |c: u32| -(c as f32) - least as f32;
+        let last = MEMO_SLOTS as u32 - 1;
+        let values: Vec<u32> = counts
+            .iter()
+            .map(|&c| if c < last { memo[c as usize] } else { larger(c) }.to_bits())
+            .collect();
+        let mut in_place = counts.clone();
+        RowKernels::scalar().values_in_place(&memo, &mut in_place, &larger);
+        prop_assert_eq!(&in_place, &values);
         for k in crate::tables::<RowKernels>("rows") {
             prop_assert_eq!(k.scan(&counts), (total, seen), "{}", k.isa());
             let mut got = vec![f32::NAN; counts.len()];
             k.lookup(&memo, &counts, &mut got);
             prop_assert_eq!(&got, &want, "{}", k.isa());
-            for from in [0, counts.len() / 3, counts.len()] {
-                let want = counts[from..].iter().position(|&c| c >= least);
-                prop_assert_eq!(k.first_at_least(&counts[from..], least), want, "{}", k.isa());
+            // From every offset within a block, so blocks with and without
+            // a larger count, and tails of every length, are covered.
+            for from in 0..counts.len().min(17) {
+                let mut got = counts[from..].to_vec();
+                k.values_in_place(&memo, &mut got, &larger);
+                prop_assert_eq!(&got[..], &values[from..], "{} from {}", k.isa(), from);
             }
         }
     }

@@ -342,7 +342,9 @@ impl RowValues {
         let kernels = best_row_kernels();
         let (total, seen) = kernels.scan(counts);
         let mut memo = [0.0; MEMO_SLOTS];
-        let mut bits = seen;
+        // The last slot stands for the larger counts, whose values are
+        // computed one by one: never read.
+        let mut bits = seen & !(1 << (MEMO_SLOTS - 1));
         while bits != 0 {
             let c = bits.trailing_zeros();
             memo[c as usize] = transform.value(c, total);
@@ -360,12 +362,23 @@ impl RowValues {
     /// Writes the value of each of `counts` (the row's, in any order) to `out`.
     pub(crate) fn write(&self, counts: &[u32], out: &mut [f32]) {
         if self.large {
-            self.kernels.lookup_or(&self.memo, counts, out, |c| {
-                self.transform.value(c, self.total)
-            });
+            self.kernels
+                .lookup_or(&self.memo, counts, out, |c| self.larger(c));
         } else {
             self.kernels.lookup(&self.memo, counts, out);
         }
+    }
+
+    /// Writes over each of `slots` (the row's counts, in any order) the
+    /// bits of its value.
+    pub(crate) fn write_in_place(&self, slots: &mut [u32]) {
+        self.kernels
+            .values_in_place(&self.memo, slots, &|c| self.larger(c));
+    }
+
+    /// The value of a count without a memo slot of its own.
+    fn larger(&self, count: u32) -> f32 {
+        self.transform.value(count, self.total)
     }
 }
 
@@ -403,9 +416,12 @@ mod tests {
             let values = RowValues::new(transform, &counts);
             let mut out = vec![f32::NAN; counts.len()];
             values.write(&counts, &mut out);
+            let mut in_place = counts.clone();
+            values.write_in_place(&mut in_place);
             for (i, (&c, &v)) in counts.iter().zip(&out).enumerate() {
                 let want = transform.value(c, total);
                 assert_eq!(v.to_bits(), want.to_bits(), "count {c} at {i}");
+                assert_eq!(in_place[i], want.to_bits(), "count {c} at {i}, in place");
             }
         }
     }

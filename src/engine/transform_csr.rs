@@ -8,8 +8,6 @@
 //! slots rewritten as the transform's values. The values are those of
 //! [`Transform::value`], the same as a [`crate::engine::Transformed`] output's.
 
-use std::cell::RefCell;
-
 use crate::csr::Csr;
 use crate::engine::sink::{AddedRows, CsrPart, Sink, SinkPart};
 use crate::engine::transform::{RowValues, Transform};
@@ -74,21 +72,13 @@ impl SinkPart for InPlacePart<'_> {
     }
 }
 
-thread_local! {
-    /// A row's counts, copied out of the slots they are rewritten over.
-    static COUNTS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
-}
-
 impl Drop for InPlacePart<'_> {
     fn drop(&mut self) {
         let transform = self.transform;
-        COUNTS.with_borrow_mut(|counts| {
-            self.part.for_each_row(|slots| {
-                // Each slot holds a count's bits until it is rewritten.
-                counts.clear();
-                counts.extend_from_slice(bytemuck::cast_slice(slots));
-                RowValues::new(transform, counts).write(counts, slots);
-            });
+        self.part.for_each_row(|slots| {
+            // Each slot holds a count's bits until it is rewritten.
+            let counts: &mut [u32] = bytemuck::cast_slice_mut(slots);
+            RowValues::new(transform, counts).write_in_place(counts);
         });
     }
 }

@@ -19,8 +19,11 @@
 //! sums a row and marks which small counts occur, the caller computes the
 //! value of each marked count once (a logarithm each), and
 //! [`RowKernels::lookup`] writes every count's value from that memo, with
-//! no branch per count; the few larger counts are found by
-//! [`RowKernels::first_at_least`] and rewritten after it.
+//! no branch per count. A row holding larger counts goes through
+//! [`RowKernels::values_in_place`] instead, which looks up a register of
+//! counts at a time and computes the value of each larger count where it
+//! meets one, in the same pass; it writes over the counts, so a transformed
+//! row decoded in place becomes its values without a copy.
 //!
 //! # Selecting
 //!
@@ -45,11 +48,12 @@
 //!
 //! # Backends
 //!
-//! Apart from `select` and `compress` (written once over the vector
-//! vocabulary, with the reference's loop for registers that reach outside
-//! the table and for the tail), the vector tables run the reference's own
-//! code, compiled for their instruction set: on x86-64 that brings `popcnt` (a word's bits counted in
-//! one instruction, where the portable build spends a dozen) and lets the
+//! Apart from `select`, `compress` and `values_in_place` (written once over
+//! the vector vocabulary, with the reference's loop for registers that
+//! reach outside the table or the memo and for the tail), the vector tables
+//! run the reference's own code, compiled for their instruction set: on
+//! x86-64 that brings `popcnt` (a word's bits counted in one instruction,
+//! where the portable build spends a dozen) and lets the
 //! compiler widen the scan and the lookup (variable shifts, gathers), on
 //! AArch64 the NEON bit count. Places, sums and looked-up values involve no
 //! rounding, so every table gives the reference's result; the property
@@ -70,7 +74,7 @@ pub struct RowKernels {
     place: Place,
     scan: fn(&[u32]) -> (u64, u64),
     lookup: Lookup,
-    first_at_least: fn(&[u32], u32) -> Option<usize>,
+    values_in_place: ValuesInPlace,
     quotient_keys: fn(&[f64], &[f64], &mut [u64]),
     select: Select,
     compress: Compress,
@@ -87,6 +91,9 @@ type Compress = fn(&[i32], &[u32], (&mut [i32], &mut [u32])) -> usize;
 
 /// The signature of [`RowKernels::lookup`].
 type Lookup = fn(&[f32; MEMO_SLOTS], &[u32], &mut [f32]);
+
+/// The signature of [`RowKernels::values_in_place`].
+type ValuesInPlace = fn(&[f32; MEMO_SLOTS], &mut [u32], &dyn Fn(u32) -> f32);
 
 pub use scalar::MEMO_SLOTS;
 
@@ -129,14 +136,25 @@ impl RowKernels {
         (self.lookup)(memo, counts, out)
     }
 
-    /// [`RowKernels::lookup`], then each count from `MEMO_SLOTS - 1` on
-    /// (which share the memo's last slot) written again as `larger(count)`,
-    /// found by [`RowKernels::first_at_least`]: every count's value, for
-    /// rows whose larger counts are few.
+    /// Writes over each count `c` of `slots` the bits of its value:
+    /// `memo[c]` below `MEMO_SLOTS - 1`, else `larger(c)` (the memo's last
+    /// slot is not read).
+    pub fn values_in_place(
+        &self,
+        memo: &[f32; MEMO_SLOTS],
+        slots: &mut [u32],
+        larger: &dyn Fn(u32) -> f32,
+    ) {
+        (self.values_in_place)(memo, slots, larger)
+    }
+
+    /// Every count's value, as [`RowKernels::values_in_place`] gives it,
+    /// written to `out`: for rows with larger counts (others take
+    /// [`RowKernels::lookup`]).
     ///
     /// # Panics
     ///
-    /// As [`RowKernels::lookup`].
+    /// If `counts` and `out` are not as long (on every backend alike).
     pub fn lookup_or(
         &self,
         memo: &[f32; MEMO_SLOTS],
@@ -144,20 +162,9 @@ impl RowKernels {
         out: &mut [f32],
         larger: impl Fn(u32) -> f32,
     ) {
-        self.lookup(memo, counts, out);
-        let least = MEMO_SLOTS as u32 - 1;
-        let mut from = 0;
-        while let Some(i) = self.first_at_least(&counts[from..], least) {
-            let at = from + i;
-            out[at] = larger(counts[at]);
-            from = at + 1;
-        }
-    }
-
-    /// The position of the first count that is at least `least`: where a
-    /// lookup's larger counts are, found without a branch per count.
-    pub fn first_at_least(&self, counts: &[u32], least: u32) -> Option<usize> {
-        (self.first_at_least)(counts, least)
+        let slots: &mut [u32] = bytemuck::cast_slice_mut(out);
+        slots.copy_from_slice(counts);
+        self.values_in_place(memo, slots, &larger);
     }
 
     /// Writes `!(x[i] / m[i]).to_bits()` for every `i`: for positive
@@ -210,7 +217,7 @@ static SCALAR: RowKernels = RowKernels {
     place: scalar::place,
     scan: scalar::scan,
     lookup: scalar::lookup,
-    first_at_least: scalar::first_at_least,
+    values_in_place: scalar::values_in_place,
     quotient_keys: scalar::quotient_keys,
     select: scalar::select,
     compress: scalar::compress,
@@ -244,11 +251,39 @@ fn lookup<S>(_: S, memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) {
     scalar::lookup(memo, counts, out)
 }
 
-/// [`scalar::first_at_least`] compiled for the token's ISA.
+/// [`scalar::values_in_place`] a register of counts at a time: a register
+/// whose counts all have a memo slot of their own is one gather from the
+/// memo, stored over the counts; one holding a larger count goes through
+/// the reference's loop, as does the tail. (The reference's loop over
+/// blocks of 16 counts, compiled as it was, came out as half-width gathers
+/// with scalar code between them: three times this kernel's share of a
+/// profile of normalized batches.)
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
-fn first_at_least<S>(_: S, counts: &[u32], least: u32) -> Option<usize> {
-    scalar::first_at_least(counts, least)
+fn values_in_place<V: Vector>(
+    v: V,
+    memo: &[f32; MEMO_SLOTS],
+    slots: &mut [u32],
+    larger: &dyn Fn(u32) -> f32,
+) {
+    let top = v.splat(MEMO_SLOTS as u32 - 2);
+    let mut i = 0;
+    while i + V::LANES <= slots.len() {
+        // SAFETY: `i + LANES <= slots.len()`.
+        let c = unsafe { v.load_u32(slots.as_ptr().add(i)) };
+        if v.any_nonzero(v.sub(c, v.min(c, top))) {
+            scalar::values_in_place(memo, &mut slots[i..i + V::LANES], larger);
+        } else {
+            // SAFETY: every lane of `c` is at most `MEMO_SLOTS - 2`, within
+            // the memo; `i + LANES <= slots.len()`.
+            unsafe {
+                let values = v.gather_u32(memo.as_ptr().cast(), c);
+                v.store_u32(slots.as_mut_ptr().add(i), values);
+            }
+        }
+        i += V::LANES;
+    }
+    scalar::values_in_place(memo, &mut slots[i..], larger)
 }
 
 /// [`scalar::quotient_keys`] compiled for the token's ISA.
@@ -385,7 +420,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn place_entry(marks: &[u64], before: &mut [u32], columns: (&[u32], &[u32]), out: (&mut [i32], &mut [u32])) = place);
             kernel_entry!($features, $token, fn scan_entry(counts: &[u32]) -> (u64, u64) = scan);
             kernel_entry!($features, $token, fn lookup_entry(memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) = lookup);
-            kernel_entry!($features, $token, fn first_entry(counts: &[u32], least: u32) -> Option<usize> = first_at_least);
+            kernel_entry!($features, $token, fn values_entry(memo: &[f32; MEMO_SLOTS], slots: &mut [u32], larger: &dyn Fn(u32) -> f32) = values_in_place);
             kernel_entry!($features, $token, fn quotient_entry(x: &[f64], m: &[f64], out: &mut [u64]) = quotient_keys);
             kernel_entry!($features, $token, fn select_entry(table: &[i32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = select);
             kernel_entry!($features, $token, fn compress_entry(values: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = compress);
@@ -394,7 +429,7 @@ macro_rules! rows_table {
                 place: place_entry,
                 scan: scan_entry,
                 lookup: lookup_entry,
-                first_at_least: first_entry,
+                values_in_place: values_entry,
                 quotient_keys: quotient_entry,
                 select: select_entry,
                 compress: compress_entry,

@@ -66,21 +66,18 @@ pub fn lookup(memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) {
     }
 }
 
-/// Reference for [`RowKernels::first_at_least`]: blocks of counts are
-/// passed over by their largest, which the vector tables compute a
-/// register at a time.
+/// Reference for [`RowKernels::values_in_place`].
 #[inline(always)]
-pub fn first_at_least(counts: &[u32], least: u32) -> Option<usize> {
-    const BLOCK: usize = 16;
-    for (b, block) in counts.chunks(BLOCK).enumerate() {
-        if block.iter().fold(0, |m, &c| m.max(c)) >= least {
-            return block
-                .iter()
-                .position(|&c| c >= least)
-                .map(|i| b * BLOCK + i);
+pub fn values_in_place(memo: &[f32; MEMO_SLOTS], slots: &mut [u32], larger: &dyn Fn(u32) -> f32) {
+    let last = MEMO_SLOTS as u32 - 1;
+    for s in slots {
+        *s = if *s < last {
+            memo[*s as usize]
+        } else {
+            larger(*s)
         }
+        .to_bits();
     }
-    None
 }
 
 /// Reference for [`RowKernels::quotient_keys`].
