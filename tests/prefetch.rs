@@ -1,7 +1,8 @@
 //! Batches with prefetch on, over a store that fails or panics on one tile:
 //! the failure reaches the caller as the error, with its original message,
-//! at the same point of the epoch as without prefetch; and dropping the
-//! iterator early stops the prefetch thread.
+//! at the same point of the epoch as without prefetch; dropping the
+//! iterator early stops the prefetch thread; and an epoch reads each tile
+//! once.
 
 mod common;
 
@@ -117,11 +118,10 @@ fn a_panic_in_the_prefetch_thread_is_the_error_with_its_message() {
     assert!(epoch(&ok, 2).iter().all(Result::is_ok));
 }
 
-#[test]
-fn dropping_the_iterator_early_stops_the_prefetch_thread() {
-    // Twenty tiles of ten cells: a producer left running would read them
-    // all, where a stopped one has read its window and the ones fetched ahead.
-    let dir = std::env::temp_dir().join(format!("deltacells-prefetch-drop-{}", std::process::id()));
+/// Twenty tiles of ten cells (two chunks each), in memory, every read
+/// counted; the reads the open made are counted already.
+fn twenty_tiles() -> (Arc<Dataset>, Arc<Faulty>) {
+    let dir = std::env::temp_dir().join(format!("deltacells-prefetch-20-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let data = Synth::new(SynthConfig {
         n_genes: 500,
@@ -143,6 +143,32 @@ fn dropping_the_iterator_early_stops_the_prefetch_thread() {
     });
     std::fs::remove_dir_all(&dir).unwrap();
     let ds = Arc::new(Dataset::open_store(store.clone(), OpenOptions::default()).unwrap());
+    (ds, store)
+}
+
+/// The store's reads once they stop changing: tiles asked of the I/O stage
+/// ahead may still be landing after the iterator that asked is gone.
+fn settled_reads(store: &Faulty) -> usize {
+    let mut after = store.reads.load(Ordering::SeqCst);
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = store.reads.load(Ordering::SeqCst);
+        if now == after {
+            break;
+        }
+        after = now;
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let settled = store.reads.load(Ordering::SeqCst);
+    assert_eq!(settled, after, "reads still going on");
+    settled
+}
+
+#[test]
+fn dropping_the_iterator_early_stops_the_prefetch_thread() {
+    // A producer left running would read every tile, where a stopped one
+    // has read its window and the ones fetched ahead.
+    let (ds, store) = twenty_tiles();
     let opened = store.reads.load(Ordering::SeqCst);
     let mut batches = ds
         .batches(
@@ -155,25 +181,35 @@ fn dropping_the_iterator_early_stops_the_prefetch_thread() {
     assert_eq!(batches.len(), 20);
     batches.next().unwrap().unwrap();
     drop(batches);
-    // Drop joined the thread. Tiles it asked the I/O stage to fetch ahead
-    // may still be landing; once the count settles, nothing more is read.
-    let mut after = store.reads.load(Ordering::SeqCst);
-    for _ in 0..100 {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let now = store.reads.load(Ordering::SeqCst);
-        if now == after {
-            break;
-        }
-        after = now;
-    }
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    assert_eq!(store.reads.load(Ordering::SeqCst), after);
-    // Left running, it would have read the epoch's other tiles.
-    let tiles = after - opened;
+    // Drop joined the thread; once the count settles, nothing more is read.
+    let tiles = settled_reads(&store) - opened;
     // A stopped producer has made at most the batch delivered, the 3 its
     // queue holds (prefetch 1 and the windows it builds ahead) and one it
     // was sending, a tile each, and fetched the two windows after those:
     // 7 tiles, where a busy machine lets it get that far (alone it stops
     // at 4).
     assert!(tiles <= 7, "{tiles} tiles read after one batch of 20");
+}
+
+#[test]
+fn a_block_shuffled_epoch_reads_each_tile_once() {
+    // Windows of four tiles, built a window at a time, whose tiles leave the
+    // iterator's cache once built: fetching ahead must not ask for them
+    // again (it once did, and read every tile twice an epoch).
+    let (ds, store) = twenty_tiles();
+    for prefetch in [0, 2] {
+        let before = settled_reads(&store);
+        let config = BatchConfig::default()
+            .with_batch_size(8)
+            .with_shuffle(Shuffle::Block { window_tiles: 4 })
+            .with_prefetch(prefetch);
+        let batches: Vec<Batch> = ds.batches(config).unwrap().collect::<Result<_>>().unwrap();
+        let cells: usize = batches.iter().map(|b| b.cells.len()).sum();
+        assert_eq!(cells, 200);
+        assert_eq!(
+            settled_reads(&store) - before,
+            20,
+            "tiles read by an epoch with prefetch {prefetch}"
+        );
+    }
 }

@@ -382,6 +382,23 @@ impl<T: Tiles> Ctx<T> {
         self.tiles.prefetch(self.order.window_tiles(following));
     }
 
+    /// Hands the tiles of the first window from epoch position `next` on
+    /// that is not built yet to the I/O stage, so they arrive before it is
+    /// built. The windows before it are built and their tiles dropped (see
+    /// `build_window`): asking for those again, as [`Ctx::fetch_ahead`]
+    /// would, reads every tile twice an epoch.
+    fn fetch_unbuilt<V>(&self, next: u64, pending: &Pending<V>) {
+        let mut at = next;
+        while at < self.order.len() {
+            let w = self.order.window_of(at);
+            if pending.needs(w) {
+                self.tiles.prefetch(self.order.window(w));
+                return;
+            }
+            at = self.order.window_end(at);
+        }
+    }
+
     /// The cells at epoch `positions`, each window's tiles fetched (and
     /// checked) before its cells are listed.
     fn cells(&mut self, positions: Range<u64>, stats: &mut ReadStats) -> Result<Vec<u64>> {
@@ -403,7 +420,7 @@ impl<T: Tiles> Ctx<T> {
             return Ok((Vec::new(), rows, ReadStats::default()));
         }
         let stats = self.build_windows(pending, index, &positions)?;
-        self.fetch_ahead(positions.end);
+        self.fetch_unbuilt(positions.end, pending);
         let (cells, rows) = pending.take(index).ok_or_else(|| Error::Panicked {
             what: "the batch builder".into(),
             message: format!("batch {index} was not built with its windows"),
