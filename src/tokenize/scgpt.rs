@@ -469,16 +469,20 @@ pub(crate) fn keep(n: usize, k: usize, seed: u64, epoch: u64, cell: u64, keep: &
     } else {
         (n - k, true)
     };
+    // The marks as a slice: a byte stored through the vector's pointer
+    // might be its length or pointer, so each draw would load both again.
+    let marks = keep.as_mut_slice();
     let mut state = splitmix(splitmix(splitmix(seed) ^ epoch) ^ cell);
     for j in n - drawn..n {
         state = state.wrapping_add(GOLDEN);
         let r = splitmix(state);
-        let t = ((u128::from(r) * (j as u128 + 1)) >> 64) as usize;
+        // `j + 1 <= n` fits 64 bits: one 64x64-bit multiply.
+        let t = ((u128::from(r) * u128::from(j as u64 + 1)) >> 64) as usize;
         // `j` when `t` is taken, else `t`, without a branch (taken about
         // half the time at the end of a long draw).
-        let taken = usize::from(keep[t]);
+        let taken = usize::from(marks[t]);
         let p = t ^ ((t ^ j) & taken.wrapping_neg());
-        keep[p] = 1;
+        marks[p] = 1;
     }
     if dropped {
         for kept in keep.iter_mut() {
