@@ -66,7 +66,10 @@ impl AlignedBytes {
     /// A buffer of `len` bytes for a caller that writes every one of them
     /// before anything reads it (a whole object read from a file): it may
     /// hold an earlier buffer's bytes. Large ones come from the buffers
-    /// dropped before (see [`POOL`]).
+    /// dropped before (see [`POOL`]) when one is large enough; else from the
+    /// allocator, zeroed by it (fresh pages come zeroed from the system, so
+    /// nothing writes them before the read does). A pooled buffer too small
+    /// is left for a smaller read: growing it would copy its stale bytes.
     pub(crate) fn for_overwrite(len: usize) -> AlignedBytes {
         let words = len.div_ceil(8);
         if len < PAGES_FROM {
@@ -74,11 +77,16 @@ impl AlignedBytes {
         }
         let pooled = {
             let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
-            best_fit(pool.iter().map(Vec::len), words).map(|i| pool.swap_remove(i))
+            smallest_fitting(pool.iter().map(Vec::capacity), words).map(|i| pool.swap_remove(i))
         };
-        let mut buffer = pooled.unwrap_or_default();
-        // Only words past the buffer's old length are zeroed.
-        buffer.resize(buffer.len().max(words), 0);
+        let buffer = match pooled {
+            // Within its capacity: only words past its old length are zeroed.
+            Some(mut buffer) => {
+                buffer.resize(buffer.len().max(words), 0);
+                buffer
+            }
+            None => vec![0; words],
+        };
         AlignedBytes {
             memory: Memory::Heap(buffer),
             len,
@@ -120,39 +128,66 @@ impl AlignedBytes {
 }
 
 /// Which of buffers of `sizes` words to use for `words`: the smallest that
-/// holds them (a large buffer kept for a large read), else the largest
-/// (the least to grow). One pass, with nothing allocated under the pool's
-/// lock: a buffer that fits ranks before every one that does not, fitting
-/// ones by increasing size, the others by decreasing size.
-fn best_fit(sizes: impl Iterator<Item = usize>, words: usize) -> Option<usize> {
+/// holds them (a large buffer kept for a large read), if any.
+fn smallest_fitting(sizes: impl Iterator<Item = usize>, words: usize) -> Option<usize> {
     sizes
         .enumerate()
-        .min_by_key(|&(_, n)| {
-            if n >= words {
-                (false, n)
-            } else {
-                (true, usize::MAX - n)
-            }
-        })
+        .filter(|&(_, n)| n >= words)
+        .min_by_key(|&(_, n)| n)
         .map(|(i, _)| i)
 }
 
 impl Drop for AlignedBytes {
-    /// Keeps a large heap buffer for `AlignedBytes::for_overwrite`, while
-    /// the pool holds under `POOL_BYTES`.
+    /// Keeps a large heap buffer for `AlignedBytes::for_overwrite` (see
+    /// [`kept_in`]).
     fn drop(&mut self) {
         let Memory::Heap(words) = &mut self.memory else {
             return;
         };
-        let bytes = 8 * words.len();
-        if bytes < PAGES_FROM {
+        if 8 * words.capacity() < PAGES_FROM {
             return;
         }
         let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
-        let held: usize = pool.iter().map(|b| 8 * b.len()).sum();
-        if held + bytes <= POOL_BYTES {
-            pool.push(std::mem::take(words));
-        }
+        let sizes: Vec<usize> = pool.iter().map(Vec::capacity).collect();
+        let dropped = match kept_in(&sizes, words.capacity(), POOL_BYTES / 8) {
+            Kept::Added => {
+                pool.push(std::mem::take(words));
+                None
+            }
+            Kept::Instead(i) => Some(std::mem::replace(&mut pool[i], std::mem::take(words))),
+            Kept::Not => None,
+        };
+        // A buffer let go is freed after the lock is released.
+        drop(pool);
+        drop(dropped);
+    }
+}
+
+/// Whether the pool keeps a buffer given back.
+#[derive(Debug, PartialEq, Eq)]
+enum Kept {
+    /// Beside the others.
+    Added,
+    /// In place of the smaller one at this index.
+    Instead(usize),
+    /// Not at all.
+    Not,
+}
+
+/// Whether a pool of buffers of `sizes` words, holding at most `limit`
+/// words, keeps one of `words` words: beside them while they fit, else in
+/// place of the smallest if that is smaller and the larger fits in its
+/// place (a small buffer serves only reads as small, a large one any read
+/// up to its size).
+fn kept_in(sizes: &[usize], words: usize, limit: usize) -> Kept {
+    let held: usize = sizes.iter().sum();
+    if held + words <= limit {
+        return Kept::Added;
+    }
+    let smallest = (0..sizes.len()).min_by_key(|&i| sizes[i]);
+    match smallest {
+        Some(i) if sizes[i] < words && held - sizes[i] + words <= limit => Kept::Instead(i),
+        _ => Kept::Not,
     }
 }
 
@@ -183,13 +218,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_pooled_buffer_is_the_smallest_that_fits_else_the_largest() {
+    fn a_pooled_buffer_is_the_smallest_that_fits_if_any() {
         let sizes = [300, 100, 200, 100];
-        assert_eq!(best_fit(sizes.into_iter(), 150), Some(2));
-        assert_eq!(best_fit(sizes.into_iter(), 100), Some(1));
-        assert_eq!(best_fit(sizes.into_iter(), 50), Some(1));
-        assert_eq!(best_fit(sizes.into_iter(), 400), Some(0));
-        assert_eq!(best_fit([].into_iter(), 1), None);
+        assert_eq!(smallest_fitting(sizes.into_iter(), 150), Some(2));
+        assert_eq!(smallest_fitting(sizes.into_iter(), 100), Some(1));
+        assert_eq!(smallest_fitting(sizes.into_iter(), 50), Some(1));
+        assert_eq!(smallest_fitting(sizes.into_iter(), 400), None);
+        assert_eq!(smallest_fitting([].into_iter(), 1), None);
+    }
+
+    #[test]
+    fn a_full_pool_keeps_the_larger_buffer_within_its_bound() {
+        assert_eq!(kept_in(&[], 10, 30), Kept::Added);
+        assert_eq!(kept_in(&[10, 10], 10, 30), Kept::Added);
+        assert_eq!(kept_in(&[10, 4, 12], 8, 30), Kept::Instead(1));
+        assert_eq!(kept_in(&[10, 4, 12], 4, 30), Kept::Added);
+        assert_eq!(kept_in(&[10, 6, 12], 5, 30), Kept::Not);
+        assert_eq!(kept_in(&[10, 4, 12], 20, 30), Kept::Not);
     }
 
     #[test]
@@ -215,7 +260,7 @@ mod tests {
             .collect();
         drop(many);
         let pool = POOL.lock().unwrap();
-        assert!(pool.iter().map(|b| 8 * b.len()).sum::<usize>() <= POOL_BYTES);
+        assert!(pool.iter().map(|b| 8 * b.capacity()).sum::<usize>() <= POOL_BYTES);
     }
 
     #[test]
