@@ -148,8 +148,8 @@ impl Drop for AlignedBytes {
             return;
         }
         let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
-        let sizes: Vec<usize> = pool.iter().map(Vec::capacity).collect();
-        let dropped = match kept_in(&sizes, words.capacity(), POOL_BYTES / 8) {
+        let sizes = pool.iter().map(Vec::capacity);
+        let dropped = match kept_in(sizes, words.capacity(), POOL_BYTES / 8) {
             Kept::Added => {
                 pool.push(std::mem::take(words));
                 None
@@ -178,15 +178,14 @@ enum Kept {
 /// words, keeps one of `words` words: beside them while they fit, else in
 /// place of the smallest if that is smaller and the larger fits in its
 /// place (a small buffer serves only reads as small, a large one any read
-/// up to its size).
-fn kept_in(sizes: &[usize], words: usize, limit: usize) -> Kept {
-    let held: usize = sizes.iter().sum();
+/// up to its size). Nothing is allocated: it runs under the pool's lock.
+fn kept_in(sizes: impl Iterator<Item = usize> + Clone, words: usize, limit: usize) -> Kept {
+    let held: usize = sizes.clone().sum();
     if held + words <= limit {
         return Kept::Added;
     }
-    let smallest = (0..sizes.len()).min_by_key(|&i| sizes[i]);
-    match smallest {
-        Some(i) if sizes[i] < words && held - sizes[i] + words <= limit => Kept::Instead(i),
+    match sizes.enumerate().min_by_key(|&(_, n)| n) {
+        Some((i, n)) if n < words && held - n + words <= limit => Kept::Instead(i),
         _ => Kept::Not,
     }
 }
@@ -229,12 +228,12 @@ mod tests {
 
     #[test]
     fn a_full_pool_keeps_the_larger_buffer_within_its_bound() {
-        assert_eq!(kept_in(&[], 10, 30), Kept::Added);
-        assert_eq!(kept_in(&[10, 10], 10, 30), Kept::Added);
-        assert_eq!(kept_in(&[10, 4, 12], 8, 30), Kept::Instead(1));
-        assert_eq!(kept_in(&[10, 4, 12], 4, 30), Kept::Added);
-        assert_eq!(kept_in(&[10, 6, 12], 5, 30), Kept::Not);
-        assert_eq!(kept_in(&[10, 4, 12], 20, 30), Kept::Not);
+        assert_eq!(kept_in([0usize; 0].into_iter(), 10, 30), Kept::Added);
+        assert_eq!(kept_in([10, 10].into_iter(), 10, 30), Kept::Added);
+        assert_eq!(kept_in([10, 4, 12].into_iter(), 8, 30), Kept::Instead(1));
+        assert_eq!(kept_in([10, 4, 12].into_iter(), 4, 30), Kept::Added);
+        assert_eq!(kept_in([10, 6, 12].into_iter(), 5, 30), Kept::Not);
+        assert_eq!(kept_in([10, 4, 12].into_iter(), 20, 30), Kept::Not);
     }
 
     #[test]
