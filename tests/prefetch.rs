@@ -213,3 +213,37 @@ fn a_block_shuffled_epoch_reads_each_tile_once() {
         );
     }
 }
+
+#[test]
+fn epochs_made_ahead_read_each_tile_once_an_epoch() {
+    // Each epoch hands the next one's first window to the I/O stage while
+    // its own last windows are used, and the next epoch's producer takes
+    // those fetches rather than reading the tiles again.
+    let (ds, store) = twenty_tiles();
+    let before = settled_reads(&store);
+    let config = |epoch, recycler| {
+        BatchConfig::default()
+            .with_batch_size(8)
+            .with_shuffle(Shuffle::Block { window_tiles: 4 })
+            .with_prefetch(2)
+            .with_epoch(epoch)
+            .with_recycler(recycler)
+            .with_next_epoch_ahead(true)
+    };
+    let mut recycler = None;
+    for epoch in 0..2 {
+        let mut batches = ds.batches(config(epoch, recycler.take())).unwrap();
+        recycler = Some(batches.recycler());
+        let mut cells = 0;
+        while let Some(batch) = batches.next() {
+            let batch = batch.unwrap();
+            cells += batch.cells.len();
+            batches.recycle(batch);
+        }
+        assert_eq!(cells, 200, "epoch {epoch}");
+    }
+    // The third epoch, made ahead, has read its first window and asked for
+    // its second, as an iterator's first batch does; then it is dropped.
+    recycler.unwrap().forget_next_epoch();
+    assert_eq!(settled_reads(&store) - before, 20 + 20 + 4 + 4);
+}

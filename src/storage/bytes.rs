@@ -139,7 +139,7 @@ fn smallest_fitting(sizes: impl Iterator<Item = usize>, words: usize) -> Option<
 
 impl Drop for AlignedBytes {
     /// Keeps a large heap buffer for `AlignedBytes::for_overwrite` (see
-    /// [`kept_in`]).
+    /// `kept_in`).
     fn drop(&mut self) {
         let Memory::Heap(words) = &mut self.memory else {
             return;

@@ -23,10 +23,16 @@
 //! decode, and so leaves the thread no head start, then waits for the first
 //! batch about as long as for a first epoch's, not for a whole window.
 //!
+//! Before that, when windows are built at once, the producer asks the I/O
+//! stage for the next epoch's first window as soon as it asks for its own
+//! last window (see [`Producer::fetch_next_epoch`]): the next epoch's
+//! producer then finds those tiles read, even when the caller drains this
+//! epoch as fast as it decodes.
+//!
 //! What this costs: while the last batches of an epoch are used, the next
 //! epoch's first window is held as well (up to twice the memory bound of
-//! [`BatchConfig::cache_bytes`] for a moment), and a window is decoded in
-//! vain if no next epoch comes.
+//! [`BatchConfig::cache_bytes`] for a moment), and a window is read and
+//! decoded in vain if no next epoch comes.
 
 use std::any::{Any, TypeId};
 use std::fmt;
@@ -130,12 +136,15 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
     /// The batches of `producer`, `total` of them, made for `config`;
     /// `population`, its cells, given when the next epoch is made ahead.
     pub(crate) fn new(
-        producer: Producer<V, T>,
+        mut producer: Producer<V, T>,
         total: usize,
         config: &BatchConfig,
         population: Option<Population>,
     ) -> Epoch<V, T> {
         let next = population.map(|p| (following(config, producer.recycler()), p));
+        if let Some((config, population)) = &next {
+            producer.fetch_next_epoch(config.clone(), population.clone());
+        }
         Epoch {
             lookahead: producer.lookahead(),
             producer: Some(producer),
@@ -207,9 +216,12 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
             return Ok(ReadStats::default());
         };
         let made = ready.recv().map_err(|_| stopped())?;
-        let (producer, built) = *made
+        let (mut producer, built) = *made
             .downcast::<Made<V, T>>()
             .expect("an epoch is taken only by a producer of its type");
+        if let Some((config, population)) = &self.next {
+            producer.fetch_next_epoch(config.clone(), population.clone());
+        }
         self.producer = Some(producer);
         Ok(built)
     }

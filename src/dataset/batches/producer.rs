@@ -145,7 +145,14 @@ struct Ctx<T> {
     /// Buffers of batches the caller is done with, to build batches in.
     recycled: Recycler,
     obs: Option<Arc<dyn CellLabels>>,
+    /// The tiles of the next epoch's first window, when it is made ahead:
+    /// fetched once this epoch has no window of its own left to fetch.
+    next_epoch: Option<NextEpochTiles>,
 }
+
+/// Finds the tiles of the next epoch's first window (see
+/// [`Producer::fetch_next_epoch`]).
+type NextEpochTiles = Box<dyn FnOnce() -> Vec<usize> + Send>;
 
 impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
     /// The batches of `config` over `tiles`, whose rows have `n_genes`
@@ -229,6 +236,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
                 step,
                 recycled,
                 obs,
+                next_epoch: None,
             },
             strategy,
             lookahead,
@@ -279,6 +287,21 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
     /// [`BatchTiles::identity`] of its tiles.
     pub(crate) fn tiles_identity(&self) -> usize {
         self.ctx.tiles.identity()
+    }
+
+    /// Hands the first window of the epoch `config` says, over
+    /// `population` (the next epoch, made ahead with this producer's
+    /// share), to the I/O stage as soon as this epoch has no window of its
+    /// own left to fetch: while its last windows are built and used, so
+    /// the next epoch's first batch finds its tiles fetched even when the
+    /// caller drains this epoch as fast as it decodes. Only for windows
+    /// built at once (the other strategies fetch as they go).
+    pub(crate) fn fetch_next_epoch(&mut self, config: BatchConfig, population: Population) {
+        let limits = self.ctx.tiles.limits().to_vec();
+        let first = self.ctx.first;
+        self.ctx.next_epoch = Some(Box::new(move || {
+            first_window(&limits, &config, population, first)
+        }));
     }
 
     /// Number of batches this producer can make.
@@ -344,6 +367,33 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
     }
 }
 
+/// The tiles of the window that batch `first` of the epoch `config` says
+/// (over `population`, from tiles of `limits`) starts in: what the first
+/// batch of an iterator of those picks fetches first. None when the epoch
+/// has no such batch.
+fn first_window(
+    limits: &[u64],
+    config: &BatchConfig,
+    population: Population,
+    first: usize,
+) -> Vec<usize> {
+    let order = EpochOrder::of(
+        limits,
+        population,
+        config.shuffle,
+        config.seed,
+        config.epoch,
+    );
+    let Ok(order) = RemainingOrder::new(order, &config.delivered) else {
+        return Vec::new();
+    };
+    let share = super::share_of(order.len(), config);
+    if first >= share.len() {
+        return Vec::new();
+    }
+    order.window_tiles(share.get(first).start).to_vec()
+}
+
 /// A batch: its cells, rows and cost.
 type Made<V> = (Vec<u64>, BatchRows<V>, ReadStats);
 
@@ -386,16 +436,23 @@ impl<T: Tiles> Ctx<T> {
     /// that is not built yet to the I/O stage, so they arrive before it is
     /// built. The windows before it are built and their tiles dropped (see
     /// `build_window`): asking for those again, as [`Ctx::fetch_ahead`]
-    /// would, reads every tile twice an epoch.
-    fn fetch_unbuilt<V>(&self, next: u64, pending: &Pending<V>) {
+    /// would, reads every tile twice an epoch. From the epoch's last
+    /// window on, the next epoch's first window, if it is made ahead (see
+    /// [`Producer::fetch_next_epoch`]).
+    fn fetch_unbuilt<V>(&mut self, next: u64, pending: &Pending<V>) {
         let mut at = next;
         while at < self.order.len() {
             let w = self.order.window_of(at);
+            at = self.order.window_end(at);
             if pending.needs(w) {
                 self.tiles.prefetch(self.order.window(w));
-                return;
+                break;
             }
-            at = self.order.window_end(at);
+        }
+        if at >= self.order.len() {
+            if let Some(tiles) = self.next_epoch.take() {
+                self.tiles.prefetch(&tiles());
+            }
         }
     }
 
