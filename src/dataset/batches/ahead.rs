@@ -142,9 +142,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
         population: Option<Population>,
     ) -> Epoch<V, T> {
         let next = population.map(|p| (following(config, producer.recycler()), p));
-        if let Some((config, population)) = &next {
-            producer.fetch_next_epoch(config.clone(), population.clone());
-        }
+        fetch_next_epoch(&mut producer, &next);
         Epoch {
             lookahead: producer.lookahead(),
             producer: Some(producer),
@@ -219,9 +217,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
         let (mut producer, built) = *made
             .downcast::<Made<V, T>>()
             .expect("an epoch is taken only by a producer of its type");
-        if let Some((config, population)) = &self.next {
-            producer.fetch_next_epoch(config.clone(), population.clone());
-        }
+        fetch_next_epoch(&mut producer, &self.next);
         self.producer = Some(producer);
         Ok(built)
     }
@@ -276,6 +272,17 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
             ready,
         });
         Ok(())
+    }
+}
+
+/// Has `producer` fetch the first window of `next`, the epoch made ahead
+/// after its own, if there is one (see [`Producer::fetch_next_epoch`]).
+fn fetch_next_epoch<V: DecodedCount + bytemuck::Pod, T: BatchTiles>(
+    producer: &mut Producer<V, T>,
+    next: &Option<(BatchConfig, Population)>,
+) {
+    if let Some((config, population)) = next {
+        producer.fetch_next_epoch(config.clone(), population.clone());
     }
 }
 

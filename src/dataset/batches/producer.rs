@@ -171,15 +171,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
     ) -> Result<Producer<V, T>> {
         output.check::<V>()?;
         let limits = tiles.limits().to_vec();
-        let order = EpochOrder::of(
-            &limits,
-            population,
-            config.shuffle,
-            config.seed,
-            config.epoch,
-        );
-        let order = RemainingOrder::new(order, &config.delivered)?;
-        let share = super::share_of(order.len(), config);
+        let (order, share) = epoch_share(&limits, config, population)?;
         let budget = |row_bytes| {
             order
                 .has_windows()
@@ -367,6 +359,25 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
     }
 }
 
+/// The order of the epoch `config` says, over `population` (from tiles of
+/// `limits`), less what it delivered; and this rank's share of it.
+fn epoch_share(
+    limits: &[u64],
+    config: &BatchConfig,
+    population: Population,
+) -> Result<(RemainingOrder, RankShare)> {
+    let order = EpochOrder::of(
+        limits,
+        population,
+        config.shuffle,
+        config.seed,
+        config.epoch,
+    );
+    let order = RemainingOrder::new(order, &config.delivered)?;
+    let share = super::share_of(order.len(), config);
+    Ok((order, share))
+}
+
 /// The tiles of the window that batch `first` of the epoch `config` says
 /// (over `population`, from tiles of `limits`) starts in: what the first
 /// batch of an iterator of those picks fetches first. None when the epoch
@@ -377,17 +388,9 @@ fn first_window(
     population: Population,
     first: usize,
 ) -> Vec<usize> {
-    let order = EpochOrder::of(
-        limits,
-        population,
-        config.shuffle,
-        config.seed,
-        config.epoch,
-    );
-    let Ok(order) = RemainingOrder::new(order, &config.delivered) else {
+    let Ok((order, share)) = epoch_share(limits, config, population) else {
         return Vec::new();
     };
-    let share = super::share_of(order.len(), config);
     if first >= share.len() {
         return Vec::new();
     }
