@@ -121,8 +121,10 @@ fn a_panic_in_the_prefetch_thread_is_the_error_with_its_message() {
 /// Twenty tiles of ten cells (two chunks each), in memory, every read
 /// counted; the reads the open made are counted already.
 fn twenty_tiles() -> (Arc<Dataset>, Arc<Faulty>) {
-    let dir = std::env::temp_dir().join(format!("deltacells-prefetch-20-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    // Tests run in parallel threads of one process, so each call writes into
+    // its own directory.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dataset");
     let data = Synth::new(SynthConfig {
         n_genes: 500,
         median_umis: 50.0,
@@ -141,7 +143,7 @@ fn twenty_tiles() -> (Arc<Dataset>, Arc<Faulty>) {
         fault: Fault::None,
         reads: AtomicUsize::new(0),
     });
-    std::fs::remove_dir_all(&dir).unwrap();
+    tmp.close().unwrap();
     let ds = Arc::new(Dataset::open_store(store.clone(), OpenOptions::default()).unwrap());
     (ds, store)
 }
