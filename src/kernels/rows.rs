@@ -23,7 +23,11 @@
 //! [`RowKernels::values_in_place`] instead, which looks up a register of
 //! counts at a time and computes the value of each larger count where it
 //! meets one, in the same pass; it writes over the counts, so a transformed
-//! row decoded in place becomes its values without a copy.
+//! row decoded in place becomes its values without a copy. Both look up a
+//! register of counts at once (the vector vocabulary's `lookup_64`): on
+//! AVX-512 the memo's 64 values lie in four registers and two lane
+//! permutes read them, with no memory access per count; elsewhere a
+//! gather.
 //!
 //! # Selecting
 //!
@@ -48,14 +52,14 @@
 //!
 //! # Backends
 //!
-//! Apart from `select`, `compress` and `values_in_place` (written once over
-//! the vector vocabulary, with the reference's loop for registers that
-//! reach outside the table or the memo and for the tail), the vector tables
-//! run the reference's own code, compiled for their instruction set: on
-//! x86-64 that brings `popcnt` (a word's bits counted in one instruction,
-//! where the portable build spends a dozen) and lets the
-//! compiler widen the scan and the lookup (variable shifts, gathers), on
-//! AArch64 the NEON bit count. Places, sums and looked-up values involve no
+//! Apart from `lookup`, `values_in_place`, `select` and `compress`
+//! (written once over the vector vocabulary, with the reference's loop for
+//! registers that reach outside the table or the memo and for the tail),
+//! the vector tables run the reference's own code, compiled for their
+//! instruction set: on x86-64 that brings `popcnt` (a word's bits counted
+//! in one instruction, where the portable build spends a dozen) and lets
+//! the compiler widen the scan (variable shifts), on AArch64 the NEON bit
+//! count. Places, sums and looked-up values involve no
 //! rounding, so every table gives the reference's result; the property
 //! tests check it anyway, as for every family.
 //!
@@ -244,16 +248,35 @@ fn scan<S>(_: S, counts: &[u32]) -> (u64, u64) {
     scalar::scan(counts)
 }
 
-/// [`scalar::lookup`] compiled for the token's ISA.
+/// [`scalar::lookup`] a register of counts at a time, each looked up in the
+/// memo by [`Vector::lookup_64`]; the tail through the reference's loop.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
-fn lookup<S>(_: S, memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) {
-    scalar::lookup(memo, counts, out)
+fn lookup<V: Vector>(v: V, memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) {
+    assert_eq!(
+        counts.len(),
+        out.len(),
+        "lookup: the counts and the output must be as long"
+    );
+    let table = bytemuck::cast_ref(memo);
+    let last = v.splat(MEMO_SLOTS as u32 - 1);
+    let mut i = 0;
+    while i + V::LANES <= counts.len() {
+        // SAFETY: `i + LANES <= counts.len() == out.len()`; every lane of
+        // the index is at most `MEMO_SLOTS - 1`, within the memo.
+        unsafe {
+            let c = v.min(v.load_u32(counts.as_ptr().add(i)), last);
+            let values = v.lookup_64(table, c);
+            v.store_u32(out.as_mut_ptr().add(i).cast(), values);
+        }
+        i += V::LANES;
+    }
+    scalar::lookup(memo, &counts[i..], &mut out[i..])
 }
 
 /// [`scalar::values_in_place`] a register of counts at a time: a register
-/// whose counts all have a memo slot of their own is one gather from the
-/// memo, stored over the counts; one holding a larger count goes through
+/// whose counts all have a memo slot of their own is one lookup in the
+/// memo ([`Vector::lookup_64`]), stored over the counts; one holding a larger count goes through
 /// the reference's loop, as does the tail. (The reference's loop over
 /// blocks of 16 counts, compiled as it was, came out as half-width gathers
 /// with scalar code between them: three times this kernel's share of a
@@ -277,7 +300,7 @@ fn values_in_place<V: Vector>(
             // SAFETY: every lane of `c` is at most `MEMO_SLOTS - 2`, within
             // the memo; `i + LANES <= slots.len()`.
             unsafe {
-                let values = v.gather_u32(memo.as_ptr().cast(), c);
+                let values = v.lookup_64(bytemuck::cast_ref(memo), c);
                 v.store_u32(slots.as_mut_ptr().add(i), values);
             }
         }

@@ -207,6 +207,23 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
     }
 
     #[inline(always)]
+    unsafe fn lookup_64(self, table: &[u32; 64], index: __m512i) -> __m512i {
+        // The table in four registers, two lane permutes of 32 values each
+        // (index bits 0-4), and bit 5 picking between them: no memory
+        // access per lane, where a gather makes one per lane (in profiles
+        // of normalized batches, a third of the gather's time).
+        // SAFETY: AVX-512 token; the table holds 64 values, four registers.
+        unsafe {
+            let t = table.as_ptr();
+            let part = |i: usize| _mm512_loadu_si512(t.add(16 * i).cast());
+            let low = _mm512_permutex2var_epi32(part(0), index, part(1));
+            let high = _mm512_permutex2var_epi32(part(2), index, part(3));
+            let upper = _mm512_test_epi32_mask(index, _mm512_set1_epi32(32));
+            _mm512_mask_blend_epi32(upper, low, high)
+        }
+    }
+
+    #[inline(always)]
     unsafe fn compress_store_u32(self, p: *mut u32, v: __m512i, keep: u32) {
         // SAFETY: AVX-512 token; the caller makes 16 values writable at `p`.
         // The compress goes to a register and the store is a plain one: a

@@ -365,6 +365,17 @@ pub(crate) trait Vector: Copy {
         unsafe { self.load_u32(buf.as_ptr()) }
     }
 
+    /// Lane `i` is `table[index[i]]`, from a table of 64 values (a row's
+    /// memo of values by count): a gather unless the ISA has a faster way.
+    ///
+    /// # Safety
+    /// Every lane of `index` is below 64.
+    #[inline(always)]
+    unsafe fn lookup_64(self, table: &[u32; 64], index: Self::U32) -> Self::U32 {
+        // SAFETY: the caller keeps every index below 64, within the table.
+        unsafe { self.gather_u32(table.as_ptr(), index) }
+    }
+
     /// Stores the lanes whose bit is set in `keep`, in lane order, at `p`;
     /// the values past them, up to `LANES`, are unspecified.
     ///
