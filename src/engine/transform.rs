@@ -30,7 +30,7 @@ use std::cell::RefCell;
 
 use crate::csr::Csr;
 use crate::engine::genes::{best_row_kernels, GeneSelection};
-use crate::engine::sink::{AddedRows, CsrPart, Dense, DensePart, Sink, SinkPart};
+use crate::engine::sink::{kept_offsets, AddedRows, CsrPart, Dense, DensePart, Sink, SinkPart};
 use crate::error::{Error, Result};
 use crate::kernels::rows::{RowKernels, MEMO_SLOTS};
 
@@ -214,22 +214,13 @@ impl<S: ValueSink> Sink for Transformed<'_, S> {
     }
 
     fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
-        let Some(selection) = self.genes.filter(|_| self.inner.sizes_rows()) else {
+        let Some(selection) = self
+            .genes
+            .filter(|g| self.inner.sizes_rows() && !g.keeps_every_gene())
+        else {
             return self.inner.extend_values(rows);
         };
-        self.kept.clear();
-        self.kept.push(0);
-        let mut total = 0i64;
-        for r in 0..rows.len() {
-            let genes = rows.genes(r).ok_or_else(|| {
-                Error::Input("a transformed read needs each row's genes to size its rows".into())
-            })?;
-            total += genes
-                .iter()
-                .filter(|&&g| selection.column(g).is_some())
-                .count() as i64;
-            self.kept.push(total);
-        }
+        kept_offsets(selection, rows, &mut self.kept)?;
         self.inner.extend_values(&AddedRows::new(&self.kept))
     }
 

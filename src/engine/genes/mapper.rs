@@ -149,7 +149,7 @@ impl<V: Count> RowMapper<V> {
         };
         match &selection.lookup {
             // The common case, a corpus mapping: one table load per gene.
-            Lookup::Dense { first, table } => {
+            Lookup::Dense { first, table, .. } => {
                 for (&g, &c) in genes.iter().zip(counts) {
                     let at = (g as u32).wrapping_sub(*first) as usize;
                     if let Some(&col) = table.get(at) {
@@ -179,7 +179,10 @@ impl<V: Count> RowMapper<V> {
     /// `false` (nothing taken) for any other selection, or a gene outside
     /// the dataset.
     fn take_every_gene(&mut self, selection: &GeneSelection, genes: &[i32], counts: &[V]) -> bool {
-        let Lookup::Dense { first: 0, table } = &selection.lookup else {
+        let Lookup::Dense {
+            first: 0, table, ..
+        } = &selection.lookup
+        else {
             return false;
         };
         if !selection.total {

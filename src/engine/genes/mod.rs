@@ -35,7 +35,14 @@ enum Lookup {
     /// A direct table over the selection's span `first..first + table.len()`
     /// (-1: dropped), used while the span is at most [`DENSE_SPAN_PER_GENE`]
     /// times the selection (or [`DENSE_SPAN_MIN`]): one load per lookup.
-    Dense { first: u32, table: Vec<i32> },
+    /// `marks` has a bit per gene of the span, set where it is kept: an
+    /// eighth of the table per gene, so that counting a row's kept genes
+    /// reads memory that stays in L1.
+    Dense {
+        first: u32,
+        table: Vec<i32>,
+        marks: Vec<u64>,
+    },
     /// `(gene, column)` sorted by gene, searched: for selections spread thinly
     /// over a wide dataset.
     Sparse(Vec<(u32, i32)>),
@@ -110,11 +117,19 @@ impl GeneSelection {
         let dense_limit = (DENSE_SPAN_PER_GENE * pairs.len()).max(DENSE_SPAN_MIN);
         let lookup = match (pairs.first(), pairs.last()) {
             (Some(&(first, _)), Some(&(last, _))) if ((last - first) as usize) < dense_limit => {
-                let mut table = vec![-1i32; (last - first) as usize + 1];
+                let span = (last - first) as usize + 1;
+                let mut table = vec![-1i32; span];
+                let mut marks = vec![0u64; span.div_ceil(64)];
                 for &(g, k) in &pairs {
-                    table[(g - first) as usize] = k;
+                    let i = (g - first) as usize;
+                    table[i] = k;
+                    marks[i >> 6] |= 1 << (i & 63);
                 }
-                Lookup::Dense { first, table }
+                Lookup::Dense {
+                    first,
+                    table,
+                    marks,
+                }
             }
             _ => Lookup::Sparse(pairs),
         };
@@ -149,7 +164,7 @@ impl GeneSelection {
     /// Every kept `(gene, output column)`, by gene.
     fn kept(&self) -> Vec<(u32, i32)> {
         match &self.lookup {
-            Lookup::Dense { first, table } => table
+            Lookup::Dense { first, table, .. } => table
                 .iter()
                 .enumerate()
                 .filter(|&(_, &k)| k >= 0)
@@ -223,7 +238,7 @@ impl GeneSelection {
         kept: &mut [u32],
     ) -> usize {
         match &self.lookup {
-            Lookup::Dense { first, table } => {
+            Lookup::Dense { first, table, .. } => {
                 best_row_kernels().select(table, *first, genes, counts, (columns, kept))
             }
             Lookup::Sparse(pairs) => {
@@ -240,6 +255,28 @@ impl GeneSelection {
         }
     }
 
+    /// How many of a row's `genes` are kept: a bit of the marks per gene
+    /// for a dense lookup (no branch per gene), a search per gene for a
+    /// sparse one.
+    pub(crate) fn count_kept(&self, genes: &[i32]) -> usize {
+        match &self.lookup {
+            Lookup::Dense { first, marks, .. } => genes
+                .iter()
+                .map(|&g| {
+                    // A negative gene, read as `u32`, lies past the span.
+                    let i = (g as u32).wrapping_sub(*first) as usize;
+                    marks
+                        .get(i >> 6)
+                        .map_or(0, |w| (w >> (i & 63)) as usize & 1)
+                })
+                .sum(),
+            Lookup::Sparse(pairs) => genes
+                .iter()
+                .filter(|&&g| sparse_column(pairs, g as u32) >= 0)
+                .count(),
+        }
+    }
+
     /// Output column of `gene`, or -1 when it is not kept: the form a loop
     /// that keeps genes without a branch per gene takes.
     #[inline]
@@ -248,7 +285,7 @@ impl GeneSelection {
             return -1;
         };
         match &self.lookup {
-            Lookup::Dense { first, table } => dense_column(*first, table, gene),
+            Lookup::Dense { first, table, .. } => dense_column(*first, table, gene),
             Lookup::Sparse(pairs) => sparse_column(pairs, gene),
         }
     }
@@ -390,6 +427,7 @@ mod tests {
                 .filter_map(|(&g, &c)| s.column(g).map(|k| (k, c)))
                 .collect();
             assert_eq!(n, want.len());
+            assert_eq!(s.count_kept(&row), n);
             let got: Vec<(i32, u32)> = columns[..n]
                 .iter()
                 .copied()
@@ -401,6 +439,33 @@ mod tests {
         assert!(GeneSelection::new(1 << 31, &[last, 3, last]).is_err());
         let empty = GeneSelection::new(1 << 31, &[]).unwrap();
         assert!(empty.is_empty() && empty.column(0).is_none());
+        assert_eq!(empty.count_kept(&row), 0);
+    }
+
+    #[test]
+    fn count_kept_counts_the_genes_keep_row_keeps() {
+        // Dense spans of several words, their first and last genes and the
+        // genes just outside them, and every gene of a small dataset.
+        let n_genes = 1_000;
+        let every: Vec<i32> = (-3..n_genes as i32 + 3).collect();
+        for genes in [
+            vec![0u32],
+            vec![999],
+            vec![64, 63, 127, 128],
+            (100..300).step_by(3).collect(),
+            (0..n_genes).rev().collect(),
+        ] {
+            let s = GeneSelection::new(n_genes, &genes).unwrap();
+            assert!(matches!(s.lookup, Lookup::Dense { .. }));
+            let mut scratch = (vec![0; every.len()], vec![0; every.len()]);
+            let counts = bytemuck::cast_slice(&every);
+            let kept = s.keep_row(&every, counts, &mut scratch.0, &mut scratch.1);
+            assert_eq!((s.count_kept(&every), kept), (genes.len(), genes.len()));
+            for &g in &every {
+                let one = usize::from(genes.contains(&(g as u32)) && g >= 0);
+                assert_eq!(s.count_kept(&[g]), one, "gene {g}");
+            }
+        }
     }
 
     #[test]
