@@ -219,12 +219,21 @@ fn a_vocabulary_of_names_is_normalized_by_the_whole_cell() {
         .unwrap();
     assert_eq!((csr.csr.n_cols, densify(&csr.csr)), (5, want));
     // Without a transform, the mapping reads raw counts as zero columns too.
-    let raw = ds.read(selection).genes(&genes).dense::<i32>().unwrap();
+    let raw = ds
+        .read(selection.clone())
+        .genes(&genes)
+        .dense::<i32>()
+        .unwrap();
     let want: Vec<i32> = expected(&m, &cells, &vocab, None, false)
         .into_iter()
         .map(|v| v as i32)
         .collect();
     assert_eq!(raw.rows.data(), &want[..]);
+    // And as CSR, whose rows (100 of them: sized on the pool, counted in
+    // parallel) hold only the kept genes.
+    let raw = ds.read(selection).genes(&genes).csr::<f32>().unwrap();
+    let want: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+    assert_eq!((raw.csr.n_cols, densify(&raw.csr)), (5, want));
 }
 
 /// An output that takes rows as given.

@@ -211,6 +211,10 @@ fn run<P: SinkPart>(engine: &Engine, sources: &dyn Sources, task: Task, mut part
     }
 }
 
+/// Rows from which an output sized by its rows' genes is sized on the
+/// pool (a batch's 256 are).
+const POOL_SIZED_ROWS: usize = 64;
+
 /// Runs `plan` into `sinks` (output `i` into `sinks[i]`, already started),
 /// reading what `sources` holds.
 pub(crate) fn execute<S: Sink>(
@@ -219,10 +223,26 @@ pub(crate) fn execute<S: Sink>(
     sources: &dyn Sources,
     sinks: &mut [S],
 ) -> Result<()> {
-    let mut sized = Vec::with_capacity(sinks.len());
-    for (o, sink) in sinks.iter_mut().enumerate() {
-        sized.push(size_output(sources, plan.output(o), sink)?);
-    }
+    let size = |sinks: &mut [S]| {
+        sinks
+            .iter_mut()
+            .enumerate()
+            .map(|(o, sink)| size_output(sources, plan.output(o), sink))
+            .collect::<Result<Vec<_>>>()
+    };
+    // An output sized by its rows' genes counts them in parallel, so a
+    // read of many rows is sized on the pool; a few rows (a small read,
+    // a concurrent reader's) on the calling thread, as they are copied.
+    let rows: usize = (0..sinks.len())
+        .flat_map(|o| plan.output(o))
+        .map(|s| s.local.len())
+        .sum();
+    let by_genes = sinks.iter().any(|s| !s.stores_rows() && s.sizes_rows());
+    let sized = if by_genes && rows > POOL_SIZED_ROWS {
+        engine.install(|| size(sinks))?
+    } else {
+        size(sinks)?
+    };
     let mut work = Vec::new();
     let mut scattered = Vec::new();
     for (sink, (tasks, cuts)) in sinks.iter_mut().zip(sized) {

@@ -80,6 +80,8 @@
 
 use std::cell::RefCell;
 
+use rayon::prelude::*;
+
 use crate::csr::Csr;
 use crate::engine::genes::{GeneSelection, RowMapper};
 use crate::error::{Error, Result};
@@ -515,29 +517,48 @@ impl<V: Count> DensePart<'_, V> {
 
 /// The offsets of `rows` once `selection` keeps some of their genes (a
 /// first 0, then the running total of kept genes after each row), into
-/// `kept`: what sizes the rows of an output over a selection. This runs on
-/// the thread that lays out the output, before the rows are decoded in
-/// parallel, so it counts with the selection's marks (a bit per gene, in
-/// L1) rather than its table of columns: a lookup per gene in the table
-/// there took 15-18% of a profile of normalized CSR batches over 2,000
-/// genes, holding every decode thread up.
+/// `kept`: what sizes the rows of an output over a selection. The output
+/// is sized before its rows are decoded in parallel, so this would hold
+/// every decode thread up: the rows are counted in parallel (on the
+/// engine's pool, where a read of many rows is sized), each with the
+/// selection's marks (a bit per gene, in
+/// L1) rather than its table of columns. Counted one by one, on the thread
+/// laying out the batches, with a lookup per gene in the table, the count
+/// took 15-18% of a profile of normalized CSR batches over 2,000 genes.
 pub(crate) fn kept_offsets(
     selection: &GeneSelection,
     rows: &AddedRows<'_>,
     kept: &mut Vec<i64>,
 ) -> Result<()> {
     kept.clear();
-    kept.push(0);
-    let mut total = 0i64;
-    for r in 0..rows.len() {
+    kept.resize(rows.len() + 1, 0);
+    let count = |(r, k): (usize, &mut i64)| {
         let genes = rows.genes(r).ok_or_else(|| {
             Error::Input("a gene selection needs each row's genes to size its rows".into())
         })?;
-        total += selection.count_kept(genes) as i64;
-        kept.push(total);
+        *k = selection.count_kept(genes) as i64;
+        Ok::<(), Error>(())
+    };
+    // In parallel only on a pool's thread (a large read is sized on the
+    // engine's pool), never handing a small read's rows to another pool.
+    if rayon::current_thread_index().is_some() {
+        kept[1..]
+            .par_iter_mut()
+            .enumerate()
+            .with_min_len(ROWS_PER_COUNT)
+            .try_for_each(count)?;
+    } else {
+        kept[1..].iter_mut().enumerate().try_for_each(count)?;
+    }
+    for r in 1..kept.len() {
+        kept[r] += kept[r - 1];
     }
     Ok(())
 }
+
+/// Rows [`kept_offsets`] counts in one piece of work: a few thousand
+/// genes each, so a piece outweighs handing it to a thread.
+const ROWS_PER_COUNT: usize = 16;
 
 /// Any output over a gene selection: each row keeps the selected genes,
 /// renumbered to their output columns (`0..k` in the selection's order) and
