@@ -201,3 +201,28 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn every_backend_counts_marked_genes_like_the_reference(
+        marks in prop::collection::vec(any::<u32>(), 0..12),
+        first in prop_oneof![Just(0u32), 0u32..500, Just(u32::MAX - 40)],
+        genes in prop::collection::vec(prop_oneof![-3i32..600, Just(i32::MIN), Just(i32::MAX)], 0..200),
+    ) {
+        // Against a count written here: bit `g - first` (wrapping) of the
+        // marks, none past them.
+        let bits = 32 * marks.len() as u64;
+        let want = genes
+            .iter()
+            .filter(|&&g| {
+                let i = u64::from((g as u32).wrapping_sub(first));
+                i < bits && marks[(i / 32) as usize] >> (i % 32) & 1 == 1
+            })
+            .count();
+        for k in crate::tables::<RowKernels>("rows") {
+            prop_assert_eq!(k.count_marked(&marks, first, &genes), want, "{}", k.isa());
+        }
+    }
+}

@@ -40,6 +40,10 @@
 //! non-negative values of an array already gathered (scGPT's tokens, those
 //! of the genes a long cell drops made negative).
 //!
+//! [`RowKernels::count_marked`] only counts a row's genes that a bitmap
+//! marks (a bit per gene: a selection's kept genes, an output row's
+//! length), a register at a time, from memory a 32nd the size of a table.
+//!
 //! # Quotients
 //!
 //! Geneformer orders a cell's genes by `x / m` (a scaled count over the
@@ -52,11 +56,11 @@
 //!
 //! # Backends
 //!
-//! Apart from `lookup`, `values_in_place`, `select` and `compress`
-//! (written once over the vector vocabulary, with the reference's loop for
-//! registers that reach outside the table or the memo and for the tail),
-//! the vector tables run the reference's own code, compiled for their
-//! instruction set: on x86-64 that brings `popcnt` (a word's bits counted
+//! Apart from `lookup`, `values_in_place`, `select`, `compress` and
+//! `count_marked` (written once over the vector vocabulary, with the
+//! reference's loop for registers that reach outside the table or the memo
+//! and for the tail), the vector tables run the reference's own code,
+//! compiled for their instruction set: on x86-64 that brings `popcnt` (a word's bits counted
 //! in one instruction, where the portable build spends a dozen) and lets
 //! the compiler widen the scan (variable shifts), on AArch64 the NEON bit
 //! count. Places, sums and looked-up values involve no
@@ -82,6 +86,7 @@ pub struct RowKernels {
     quotient_keys: fn(&[f64], &[f64], &mut [u64]),
     select: Select,
     compress: Compress,
+    count_marked: fn(&[u32], u32, &[i32]) -> usize,
 }
 
 /// The signature of [`RowKernels::place`].
@@ -213,6 +218,15 @@ impl RowKernels {
     pub fn compress(&self, values: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize {
         (self.compress)(values, counts, out)
     }
+
+    /// How many `genes` are marked: gene `g` is when `g - first` (as
+    /// `u32`, wrapping) is below `32 * marks.len()` and bit `(g - first) %
+    /// 32` of `marks[(g - first) / 32]` is set. What sizes a row over a
+    /// gene selection (its kept genes), from marks that stay in L1 where
+    /// the selection's table of columns does not.
+    pub fn count_marked(&self, marks: &[u32], first: u32, genes: &[i32]) -> usize {
+        (self.count_marked)(marks, first, genes)
+    }
 }
 
 /// The reference table.
@@ -225,6 +239,7 @@ static SCALAR: RowKernels = RowKernels {
     quotient_keys: scalar::quotient_keys,
     select: scalar::select,
     compress: scalar::compress,
+    count_marked: scalar::count_marked,
 };
 
 /// The reference's code, compiled for the ISA of the token (unused but for
@@ -436,6 +451,47 @@ unsafe fn keep_register<V: Vector>(
     n + keep.count_ones() as usize
 }
 
+/// [`scalar::count_marked`] a register of genes at a time: each gene's word
+/// of the marks gathered and its bit shifted down, genes past the marks
+/// cleared, the bits summed per lane; the tail through the reference's
+/// loop. Marks of `2^32` bits or more keep the reference.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn count_marked<V: Vector>(v: V, marks: &[u32], first: u32, genes: &[i32]) -> usize {
+    let Some(last) = u32::try_from(marks.len())
+        .ok()
+        .and_then(|w| w.checked_mul(32))
+        .and_then(|bits| bits.checked_sub(1))
+    else {
+        return scalar::count_marked(marks, first, genes);
+    };
+    let (first_v, last_v) = (v.splat(first), v.splat(last));
+    let (five, low, one) = (v.splat(5), v.splat(31), v.splat(1));
+    let mut sums = v.splat(0);
+    let mut i = 0;
+    while i + V::LANES <= genes.len() {
+        // SAFETY: `i + LANES <= genes.len()`; every word index is at most
+        // `last / 32`, below `marks.len()`.
+        unsafe {
+            let at = v.sub(v.load_u32(genes.as_ptr().add(i).cast()), first_v);
+            let within = v.min(at, last_v);
+            let word = v.gather_u32(marks.as_ptr(), v.shr_each(within, five));
+            let bit = v.and(v.shr_each(word, v.and(at, low)), one);
+            // 1 in the lanes past the marks, whose bit is then dropped.
+            let past = v.min(v.sub(at, within), one);
+            sums = v.add(sums, v.andnot(past, bit));
+        }
+        i += V::LANES;
+    }
+    let counted: usize = v
+        .lanes(sums)
+        .iter()
+        .take(V::LANES)
+        .map(|&n| n as usize)
+        .sum();
+    counted + scalar::count_marked(marks, first, &genes[i..])
+}
+
 /// Defines the table `$name`: the reference compiled for one ISA.
 macro_rules! rows_table {
     ($name:ident, $level:ident, $features:literal, $token:ty) => {
@@ -447,6 +503,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn quotient_entry(x: &[f64], m: &[f64], out: &mut [u64]) = quotient_keys);
             kernel_entry!($features, $token, fn select_entry(table: &[i32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = select);
             kernel_entry!($features, $token, fn compress_entry(values: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = compress);
+            kernel_entry!($features, $token, fn count_marked_entry(marks: &[u32], first: u32, genes: &[i32]) -> usize = count_marked);
             RowKernels {
                 isa: Isa::compiled_for(Level::$level),
                 place: place_entry,
@@ -456,6 +513,7 @@ macro_rules! rows_table {
                 quotient_keys: quotient_entry,
                 select: select_entry,
                 compress: compress_entry,
+                count_marked: count_marked_entry,
             }
         };
     };

@@ -35,13 +35,13 @@ enum Lookup {
     /// A direct table over the selection's span `first..first + table.len()`
     /// (-1: dropped), used while the span is at most [`DENSE_SPAN_PER_GENE`]
     /// times the selection (or [`DENSE_SPAN_MIN`]): one load per lookup.
-    /// `marks` has a bit per gene of the span, set where it is kept: an
-    /// eighth of the table per gene, so that counting a row's kept genes
-    /// reads memory that stays in L1.
+    /// `marks` has a bit per gene of the span, set where it is kept: a
+    /// 32nd of the table, so that counting a row's kept genes reads memory
+    /// that stays in L1.
     Dense {
         first: u32,
         table: Vec<i32>,
-        marks: Vec<u64>,
+        marks: Vec<u32>,
     },
     /// `(gene, column)` sorted by gene, searched: for selections spread thinly
     /// over a wide dataset.
@@ -119,11 +119,11 @@ impl GeneSelection {
             (Some(&(first, _)), Some(&(last, _))) if ((last - first) as usize) < dense_limit => {
                 let span = (last - first) as usize + 1;
                 let mut table = vec![-1i32; span];
-                let mut marks = vec![0u64; span.div_ceil(64)];
+                let mut marks = vec![0u32; span.div_ceil(32)];
                 for &(g, k) in &pairs {
                     let i = (g - first) as usize;
                     table[i] = k;
-                    marks[i >> 6] |= 1 << (i & 63);
+                    marks[i >> 5] |= 1 << (i & 31);
                 }
                 Lookup::Dense {
                     first,
@@ -256,20 +256,14 @@ impl GeneSelection {
     }
 
     /// How many of a row's `genes` are kept: a bit of the marks per gene
-    /// for a dense lookup (no branch per gene), a search per gene for a
-    /// sparse one.
+    /// for a dense lookup, counted by the row kernels a register of genes
+    /// at a time (a negative gene, read as `u32`, lies past the span), a
+    /// search per gene for a sparse one.
     pub(crate) fn count_kept(&self, genes: &[i32]) -> usize {
         match &self.lookup {
-            Lookup::Dense { first, marks, .. } => genes
-                .iter()
-                .map(|&g| {
-                    // A negative gene, read as `u32`, lies past the span.
-                    let i = (g as u32).wrapping_sub(*first) as usize;
-                    marks
-                        .get(i >> 6)
-                        .map_or(0, |w| (w >> (i & 63)) as usize & 1)
-                })
-                .sum(),
+            Lookup::Dense { first, marks, .. } => {
+                best_row_kernels().count_marked(marks, *first, genes)
+            }
             Lookup::Sparse(pairs) => genes
                 .iter()
                 .filter(|&&g| sparse_column(pairs, g as u32) >= 0)

@@ -162,3 +162,17 @@ pub(crate) fn keep_from(
     }
     n
 }
+
+/// Reference for [`RowKernels::count_marked`].
+#[inline(always)]
+pub fn count_marked(marks: &[u32], first: u32, genes: &[i32]) -> usize {
+    genes
+        .iter()
+        .map(|&g| {
+            let i = (g as u32).wrapping_sub(first) as usize;
+            marks
+                .get(i >> 5)
+                .map_or(0, |&w| (w >> (i & 31)) as usize & 1)
+        })
+        .sum()
+}

@@ -75,6 +75,12 @@ impl Vector for Avx2 {
     }
 
     #[inline(always)]
+    fn shr_each(self, v: __m256i, counts: __m256i) -> __m256i {
+        // SAFETY: AVX2 token.
+        unsafe { _mm256_srlv_epi32(v, counts) }
+    }
+
+    #[inline(always)]
     fn max(self, a: __m256i, b: __m256i) -> __m256i {
         // SAFETY: AVX2 token.
         unsafe { _mm256_max_epu32(a, b) }

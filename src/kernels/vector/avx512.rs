@@ -145,6 +145,12 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
     }
 
     #[inline(always)]
+    fn shr_each(self, v: __m512i, counts: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token.
+        unsafe { _mm512_srlv_epi32(v, counts) }
+    }
+
+    #[inline(always)]
     fn max(self, a: __m512i, b: __m512i) -> __m512i {
         // SAFETY: AVX-512 token.
         unsafe { _mm512_max_epu32(a, b) }

@@ -90,6 +90,9 @@ pub(crate) trait Vector: Copy {
     fn min(self, a: Self::U32, b: Self::U32) -> Self::U32;
     /// Lane-wise unsigned maximum.
     fn max(self, a: Self::U32, b: Self::U32) -> Self::U32;
+    /// Lane `i` shifted right (logically) by lane `i` of `counts` (each
+    /// below 32).
+    fn shr_each(self, v: Self::U32, counts: Self::U32) -> Self::U32;
     /// Inclusive prefix sum across the lanes.
     fn prefix_sum(self, v: Self::U32) -> Self::U32;
     /// The last lane in every lane.

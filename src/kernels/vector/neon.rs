@@ -92,6 +92,14 @@ impl Vector for Neon {
     }
 
     #[inline(always)]
+    fn shr_each(self, v: U32x16, counts: U32x16) -> U32x16 {
+        // SAFETY: NEON token. `ushl` shifts right by negative counts.
+        map2(v, counts, |x, n| unsafe {
+            vshlq_u32(x, vnegq_s32(vreinterpretq_s32_u32(n)))
+        })
+    }
+
+    #[inline(always)]
     fn max(self, a: U32x16, b: U32x16) -> U32x16 {
         // SAFETY: NEON token.
         map2(a, b, |x, y| unsafe { vmaxq_u32(x, y) })
