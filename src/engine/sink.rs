@@ -521,10 +521,10 @@ impl<V: Count> DensePart<'_, V> {
 /// is sized before its rows are decoded in parallel, so this would hold
 /// every decode thread up: the rows are counted in parallel (on the
 /// engine's pool, where a read of many rows is sized), each with the
-/// selection's marks (a bit per gene, in
-/// L1) rather than its table of columns. Counted one by one, on the thread
-/// laying out the batches, with a lookup per gene in the table, the count
-/// took 15-18% of a profile of normalized CSR batches over 2,000 genes.
+/// selection's marks (a bit per gene, in L1) rather than its table of
+/// columns. Counted one by one, on the thread laying out the batches, with
+/// a lookup per gene in the table, the count took 15-18% of a profile of
+/// normalized CSR batches over 2,000 genes.
 pub(crate) fn kept_offsets(
     selection: &GeneSelection,
     rows: &AddedRows<'_>,

@@ -60,10 +60,10 @@
 //! `count_marked` (written once over the vector vocabulary, with the
 //! reference's loop for registers that reach outside the table or the memo
 //! and for the tail), the vector tables run the reference's own code,
-//! compiled for their instruction set: on x86-64 that brings `popcnt` (a word's bits counted
-//! in one instruction, where the portable build spends a dozen) and lets
-//! the compiler widen the scan (variable shifts), on AArch64 the NEON bit
-//! count. Places, sums and looked-up values involve no
+//! compiled for their instruction set: on x86-64 that brings `popcnt` (a
+//! word's bits counted in one instruction, where the portable build spends
+//! a dozen) and lets the compiler widen the scan (variable shifts), on
+//! AArch64 the NEON bit count. Places, sums and looked-up values involve no
 //! rounding, so every table gives the reference's result; the property
 //! tests check it anyway, as for every family.
 //!
@@ -268,11 +268,7 @@ fn scan<S>(_: S, counts: &[u32]) -> (u64, u64) {
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
 fn lookup<V: Vector>(v: V, memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) {
-    assert_eq!(
-        counts.len(),
-        out.len(),
-        "lookup: the counts and the output must be as long"
-    );
+    scalar::check_lookup(counts, out);
     let table = bytemuck::cast_ref(memo);
     let last = v.splat(MEMO_SLOTS as u32 - 1);
     let mut i = 0;

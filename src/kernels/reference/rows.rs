@@ -56,14 +56,21 @@ pub fn scan(counts: &[u32]) -> (u64, u64) {
 /// Reference for [`RowKernels::lookup`].
 #[inline(always)]
 pub fn lookup(memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) {
+    check_lookup(counts, out);
+    for (o, &c) in out.iter_mut().zip(counts) {
+        *o = memo[c.min(MEMO_SLOTS as u32 - 1) as usize];
+    }
+}
+
+/// The lengths [`RowKernels::lookup`] takes, checked alike on every
+/// backend.
+#[inline(always)]
+pub(crate) fn check_lookup(counts: &[u32], out: &[f32]) {
     assert_eq!(
         counts.len(),
         out.len(),
         "lookup: the counts and the output must be as long"
     );
-    for (o, &c) in out.iter_mut().zip(counts) {
-        *o = memo[c.min(MEMO_SLOTS as u32 - 1) as usize];
-    }
 }
 
 /// Reference for [`RowKernels::values_in_place`].
