@@ -46,6 +46,9 @@ pub enum Workload {
     /// The same epochs as normalized CSR rows (normalize_total 1e4 +
     /// log1p) of every gene.
     Normalized,
+    /// The same epochs as normalized CSR rows (normalize_total 1e4 +
+    /// log1p) over the 2,000 genes of largest normalized variance.
+    Selected,
     /// The same epochs as normalized dense rows (normalize_total 1e4 +
     /// log1p) over the 2,000 genes of largest normalized variance.
     Dense,
@@ -97,6 +100,7 @@ pub fn run(args: &BenchArgs, workload: Workload, backend: Backend) -> Result<()>
         | Workload::GeneformerOwn
         | Workload::Scgpt
         | Workload::Normalized
+        | Workload::Selected
         | Workload::Dense => {
             return batches(&mut out, args, workload, &ds, threads);
         }
@@ -137,7 +141,7 @@ fn batches(
     config = match workload {
         Workload::Scgpt => config.with_tokenizer(Some(scgpt(ds)?.ok_or_else(named)?)),
         Workload::Normalized => config.with_transform(normalized),
-        Workload::Geneformer | Workload::GeneformerOwn | Workload::Dense => {
+        Workload::Geneformer | Workload::GeneformerOwn | Workload::Selected | Workload::Dense => {
             let stats = from_stats(ds)?.ok_or_else(named)?;
             match workload {
                 Workload::Geneformer => config.with_tokenizer(Some(stats.geneformer)),
@@ -145,7 +149,7 @@ fn batches(
                 _ => config
                     .with_transform(normalized)
                     .with_genes(Some(stats.vocabulary))
-                    .with_dense(true),
+                    .with_dense(workload == Workload::Dense),
             }
         }
         _ => config,

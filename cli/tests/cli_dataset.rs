@@ -267,6 +267,7 @@ fn bench_loop_batch_workloads_run_whole_epochs() {
         "geneformer-own",
         "scgpt",
         "normalized",
+        "selected",
         "dense",
     ] {
         let (ok, stdout, stderr) = deltacells(&[
