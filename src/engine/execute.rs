@@ -140,10 +140,10 @@ fn size_output<S: Sink>(
     let copied = CopiedGenes { sources, segments };
     // Only an output whose row lengths depend on the genes asks for them
     // (and then every row was copied from a decoded chunk).
-    let rows = if stores || !sink.sizes_rows() {
-        AddedRows::new(&offsets)
-    } else {
+    let rows = if sized_by_genes(sink) {
         AddedRows::with_genes(&offsets, &copied)
+    } else {
+        AddedRows::new(&offsets)
     };
     sink.extend(&rows)?;
     let mut tasks: Vec<Task> = Vec::new();
@@ -215,6 +215,13 @@ fn run<P: SinkPart>(engine: &Engine, sources: &dyn Sources, task: Task, mut part
 /// pool (a batch's 256 are).
 const POOL_SIZED_ROWS: usize = 64;
 
+/// Whether `sink`'s row lengths depend on its rows' genes (it neither
+/// keeps rows as stored nor has rows of a fixed width), so that sizing it
+/// reads them.
+fn sized_by_genes<S: Sink>(sink: &S) -> bool {
+    !sink.stores_rows() && sink.sizes_rows()
+}
+
 /// Runs `plan` into `sinks` (output `i` into `sinks[i]`, already started),
 /// reading what `sources` holds.
 pub(crate) fn execute<S: Sink>(
@@ -237,7 +244,7 @@ pub(crate) fn execute<S: Sink>(
         .flat_map(|o| plan.output(o))
         .map(|s| s.local.len())
         .sum();
-    let by_genes = sinks.iter().any(|s| !s.stores_rows() && s.sizes_rows());
+    let by_genes = sinks.iter().any(sized_by_genes);
     let sized = if by_genes && rows > POOL_SIZED_ROWS {
         engine.install(|| size(sinks))?
     } else {

@@ -287,11 +287,11 @@ fn lookup<V: Vector>(v: V, memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [
 
 /// [`scalar::values_in_place`] a register of counts at a time: a register
 /// whose counts all have a memo slot of their own is one lookup in the
-/// memo ([`Vector::lookup_64`]), stored over the counts; one holding a larger count goes through
-/// the reference's loop, as does the tail. (The reference's loop over
-/// blocks of 16 counts, compiled as it was, came out as half-width gathers
-/// with scalar code between them: three times this kernel's share of a
-/// profile of normalized batches.)
+/// memo ([`Vector::lookup_64`]), stored over the counts; one holding a
+/// larger count goes through the reference's loop, as does the tail. (The
+/// reference's loop over blocks of 16 counts, compiled as it was, came out
+/// as half-width gathers with scalar code between them: three times this
+/// kernel's share of a profile of normalized batches.)
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
 fn values_in_place<V: Vector>(
