@@ -4,6 +4,11 @@
 //! decoding kernels on the DRAM-sized one with plain and with streaming
 //! stores.
 //!
+//! The row kernels that keep a gene selection's genes (`select`) and count
+//! them (`count_marked`) run over the rows of the cache-resident chunk, with
+//! a selection of 2,034 genes (every 18th) and of 18,301 (every other), in
+//! genes a second.
+//!
 //! The data imitates real chunks: cells of 1,000 to 3,000 nonzeros over 36,601
 //! genes sorted by decreasing expression (so gaps are mostly small), and
 //! counts that are mostly 1 to 10.
@@ -12,6 +17,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use deltacells::kernels::reference::tile as scalar;
+use deltacells::kernels::rows::RowKernels;
 use deltacells::kernels::{CellBounds, KernelTable, Planes, Stores, TileKernels};
 
 #[path = "common/plots.rs"]
@@ -177,6 +183,66 @@ fn kernels(c: &mut Criterion) {
     }
 }
 
+/// Benchmarks `f` with every row table this CPU runs, scalar first.
+fn bench_rows(c: &mut Criterion, kernel: &str, genes: usize, f: &mut dyn FnMut(&RowKernels)) {
+    let mut group = c.benchmark_group(kernel);
+    group.throughput(Throughput::Elements(genes as u64));
+    for table in RowKernels::available() {
+        group.bench_function(BenchmarkId::from_parameter(table.isa()), |b| {
+            b.iter(|| f(table))
+        });
+    }
+    group.finish();
+}
+
+fn rows(c: &mut Criterion) {
+    let chunk = Chunk::new(SIZES[0].1);
+    let rows: Vec<&[i32]> = chunk
+        .bounds
+        .windows(2)
+        .map(|w| &chunk.indices[w[0] as usize..w[1] as usize])
+        .collect();
+    let counts: Vec<u32> = (1..=chunk.indices.len() as u32).collect();
+    let mut out = (
+        vec![0i32; chunk.indices.len()],
+        vec![0u32; chunk.indices.len()],
+    );
+    for every in [18, 2] {
+        let table: Vec<i32> = (0..N_GENES as i32)
+            .map(|g| if g % every == 0 { g / every } else { -1 })
+            .collect();
+        let mut marks = vec![0u32; table.len().div_ceil(32)];
+        for (i, &v) in table.iter().enumerate() {
+            marks[i / 32] |= u32::from(v >= 0) << (i % 32);
+        }
+        let kept = table.iter().filter(|&&v| v >= 0).count();
+        bench_rows(
+            c,
+            &format!("select/{kept}"),
+            chunk.indices.len(),
+            &mut |k| {
+                let mut at = 0;
+                for row in &rows {
+                    let end = at + row.len();
+                    let o = (&mut out.0[at..end], &mut out.1[at..end]);
+                    std::hint::black_box(k.select(&table, 0, row, &counts[at..end], o));
+                    at = end;
+                }
+            },
+        );
+        bench_rows(
+            c,
+            &format!("count_marked/{kept}"),
+            chunk.indices.len(),
+            &mut |k| {
+                for row in &rows {
+                    std::hint::black_box(k.count_marked(&marks, 0, row));
+                }
+            },
+        );
+    }
+}
+
 fn config() -> Criterion {
     plots::plots(
         Criterion::default()
@@ -189,6 +255,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = kernels
+    targets = kernels, rows
 }
 criterion_main!(benches);
