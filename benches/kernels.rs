@@ -119,7 +119,25 @@ impl Chunk {
     }
 }
 
-/// Benchmarks `f` with every table this CPU runs, scalar first.
+/// Benchmarks `f` with every table of kernels `K` this CPU runs, scalar
+/// first, as group `name` of `elements` elements a run.
+fn bench_tables<K: KernelTable + 'static>(
+    c: &mut Criterion,
+    name: &str,
+    elements: usize,
+    f: &mut dyn FnMut(&K),
+) {
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Elements(elements as u64));
+    for table in K::available() {
+        group.bench_function(BenchmarkId::from_parameter(table.isa()), |b| {
+            b.iter(|| f(table))
+        });
+    }
+    group.finish();
+}
+
+/// Benchmarks tile kernel `kernel` on a chunk of `size`.
 fn bench_kernel(
     c: &mut Criterion,
     kernel: &str,
@@ -127,14 +145,7 @@ fn bench_kernel(
     nnz: usize,
     f: &mut dyn FnMut(&TileKernels),
 ) {
-    let mut group = c.benchmark_group(format!("{kernel}/{size}"));
-    group.throughput(Throughput::Elements(nnz as u64));
-    for table in TileKernels::available() {
-        group.bench_function(BenchmarkId::from_parameter(table.isa()), |b| {
-            b.iter(|| f(table))
-        });
-    }
-    group.finish();
+    bench_tables(c, &format!("{kernel}/{size}"), nnz, f);
 }
 
 fn kernels(c: &mut Criterion) {
@@ -183,18 +194,6 @@ fn kernels(c: &mut Criterion) {
     }
 }
 
-/// Benchmarks `f` with every row table this CPU runs, scalar first.
-fn bench_rows(c: &mut Criterion, kernel: &str, genes: usize, f: &mut dyn FnMut(&RowKernels)) {
-    let mut group = c.benchmark_group(kernel);
-    group.throughput(Throughput::Elements(genes as u64));
-    for table in RowKernels::available() {
-        group.bench_function(BenchmarkId::from_parameter(table.isa()), |b| {
-            b.iter(|| f(table))
-        });
-    }
-    group.finish();
-}
-
 fn rows(c: &mut Criterion) {
     let chunk = Chunk::new(SIZES[0].1);
     let rows: Vec<&[i32]> = chunk
@@ -216,7 +215,7 @@ fn rows(c: &mut Criterion) {
             marks[i / 32] |= u32::from(v >= 0) << (i % 32);
         }
         let kept = table.iter().filter(|&&v| v >= 0).count();
-        bench_rows(
+        bench_tables::<RowKernels>(
             c,
             &format!("select/{kept}"),
             chunk.indices.len(),
@@ -230,7 +229,7 @@ fn rows(c: &mut Criterion) {
                 }
             },
         );
-        bench_rows(
+        bench_tables::<RowKernels>(
             c,
             &format!("count_marked/{kept}"),
             chunk.indices.len(),
