@@ -71,6 +71,21 @@ fn tokens_by(token: impl Fn(usize) -> usize) -> GeneMap<i32> {
     GeneMap::new(genes.chain(special)).unwrap()
 }
 
+/// Tokens in column order and tie-heavy medians for every gene: rows that
+/// skip none.
+fn every_gene() -> (GeneMap<i32>, GeneMap<f64>) {
+    let values = [0.5, 1.0, 1.0, 2.0, 0.1];
+    let all = || (0..GENES as usize).map(|g| (name(g), g));
+    let special = ["<pad>", "<cls>", "<eos>"]
+        .into_iter()
+        .zip([PAD, CLS, EOS])
+        .map(|(k, t)| (k.to_string(), t));
+    (
+        GeneMap::new(all().map(|(k, g)| (k, 3 + g as i32)).chain(special)).unwrap(),
+        GeneMap::new(all().map(|(k, g)| (k, values[g % values.len()]))).unwrap(),
+    )
+}
+
 /// Medians from a few values (ties), every 13th gene left out.
 fn medians() -> GeneMap<f64> {
     let values = [0.5, 1.0, 1.0, 2.0, 0.1];
@@ -255,7 +270,8 @@ fn row_of(b: &TokenBatch, r: usize) -> std::ops::Range<usize> {
 }
 
 /// Over tie-heavy medians with tokens in and out of column order, and over
-/// distinct medians: each ranks its rows with different passes.
+/// distinct medians: each ranks its rows with different passes. The first
+/// three leave genes out (rows skip some), the last none.
 #[test]
 fn geneformer_matches_a_float_sort_with_ties_by_token() {
     let dir = Dir::new("geneformer");
@@ -266,6 +282,7 @@ fn geneformer_matches_a_float_sort_with_ties_by_token() {
         (tokens(), medians()),
         (tokens_in_column_order(), medians()),
         (tokens(), distinct_medians()),
+        every_gene(),
     ];
     for dictionary in &dictionaries {
         for (max_len, special) in [
