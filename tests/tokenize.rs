@@ -64,11 +64,15 @@ fn tokens_by(token: impl Fn(usize) -> usize) -> GeneMap<i32> {
     let genes = (0..GENES as usize)
         .filter(|g| g % 10 != 7)
         .map(|g| (name(g), 3 + token(g) as i32));
-    let special = ["<pad>", "<cls>", "<eos>"]
+    GeneMap::new(genes.chain(special_tokens())).unwrap()
+}
+
+/// `<pad>`, `<cls>` and `<eos>` with their tokens.
+fn special_tokens() -> impl Iterator<Item = (String, i32)> {
+    ["<pad>", "<cls>", "<eos>"]
         .into_iter()
         .zip([PAD, CLS, EOS])
-        .map(|(k, t)| (k.to_string(), t));
-    GeneMap::new(genes.chain(special)).unwrap()
+        .map(|(k, t)| (k.to_string(), t))
 }
 
 /// Tokens in column order and tie-heavy medians for every gene: rows that
@@ -76,12 +80,13 @@ fn tokens_by(token: impl Fn(usize) -> usize) -> GeneMap<i32> {
 fn every_gene() -> (GeneMap<i32>, GeneMap<f64>) {
     let values = [0.5, 1.0, 1.0, 2.0, 0.1];
     let all = || (0..GENES as usize).map(|g| (name(g), g));
-    let special = ["<pad>", "<cls>", "<eos>"]
-        .into_iter()
-        .zip([PAD, CLS, EOS])
-        .map(|(k, t)| (k.to_string(), t));
     (
-        GeneMap::new(all().map(|(k, g)| (k, 3 + g as i32)).chain(special)).unwrap(),
+        GeneMap::new(
+            all()
+                .map(|(k, g)| (k, 3 + g as i32))
+                .chain(special_tokens()),
+        )
+        .unwrap(),
         GeneMap::new(all().map(|(k, g)| (k, values[g % values.len()]))).unwrap(),
     )
 }
