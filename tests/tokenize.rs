@@ -52,18 +52,22 @@ fn name(g: usize) -> String {
 /// Tokens: a permutation of the columns (so token order is not column
 /// order), with every 10th gene left out, and the special tokens.
 fn tokens() -> GeneMap<i32> {
-    tokens_by(|g| (g * 1907) % GENES as usize)
+    tokens_by(all_but(10, 7), |g| (g * 1907) % GENES as usize)
 }
 
 /// Tokens increasing with the columns, every 10th gene left out.
 fn tokens_in_column_order() -> GeneMap<i32> {
-    tokens_by(|g| g)
+    tokens_by(all_but(10, 7), |g| g)
 }
 
-fn tokens_by(token: impl Fn(usize) -> usize) -> GeneMap<i32> {
-    let genes = (0..GENES as usize)
-        .filter(|g| g % 10 != 7)
-        .map(|g| (name(g), 3 + token(g) as i32));
+/// The genes but every `n`th from `at`: those a dictionary leaves out.
+fn all_but(n: usize, at: usize) -> impl Iterator<Item = usize> {
+    (0..GENES as usize).filter(move |g| g % n != at)
+}
+
+/// A token for each of `genes`, and the special tokens.
+fn tokens_by(genes: impl Iterator<Item = usize>, token: impl Fn(usize) -> usize) -> GeneMap<i32> {
+    let genes = genes.map(|g| (name(g), 3 + token(g) as i32));
     GeneMap::new(genes.chain(special_tokens())).unwrap()
 }
 
@@ -78,37 +82,29 @@ fn special_tokens() -> impl Iterator<Item = (String, i32)> {
 /// Tokens in column order and tie-heavy medians for every gene: rows that
 /// skip none.
 fn every_gene() -> (GeneMap<i32>, GeneMap<f64>) {
-    let values = [0.5, 1.0, 1.0, 2.0, 0.1];
-    let all = || (0..GENES as usize).map(|g| (name(g), g));
-    (
-        GeneMap::new(
-            all()
-                .map(|(k, g)| (k, 3 + g as i32))
-                .chain(special_tokens()),
-        )
-        .unwrap(),
-        GeneMap::new(all().map(|(k, g)| (k, values[g % values.len()]))).unwrap(),
-    )
+    let all = || 0..GENES as usize;
+    (tokens_by(all(), |g| g), medians_by(all(), tie_median))
 }
 
 /// Medians from a few values (ties), every 13th gene left out.
 fn medians() -> GeneMap<f64> {
-    let values = [0.5, 1.0, 1.0, 2.0, 0.1];
-    medians_by(|g| values[g % values.len()])
+    medians_by(all_but(13, 5), tie_median)
+}
+
+/// Gene `g`'s median among a few values, so that many genes tie.
+fn tie_median(g: usize) -> f64 {
+    const VALUES: [f64; 5] = [0.5, 1.0, 1.0, 2.0, 0.1];
+    VALUES[g % VALUES.len()]
 }
 
 /// A different median for every gene, as Geneformer's own are.
 fn distinct_medians() -> GeneMap<f64> {
-    medians_by(|g| 0.05 + g as f64 / 997.0)
+    medians_by(all_but(13, 5), |g| 0.05 + g as f64 / 997.0)
 }
 
-fn medians_by(median: impl Fn(usize) -> f64) -> GeneMap<f64> {
-    GeneMap::new(
-        (0..GENES as usize)
-            .filter(|g| g % 13 != 5)
-            .map(|g| (name(g), median(g))),
-    )
-    .unwrap()
+/// A median for each of `genes`.
+fn medians_by(genes: impl Iterator<Item = usize>, median: impl Fn(usize) -> f64) -> GeneMap<f64> {
+    GeneMap::new(genes.map(|g| (name(g), median(g)))).unwrap()
 }
 
 fn dataset(dir: &std::path::Path, m: &Csr<i32>) -> Dataset {
