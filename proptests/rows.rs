@@ -1,7 +1,7 @@
 //! The row kernels: every backend places columns as the reference does, and
 //! the reference puts them (with their counts) in increasing order, checked
 //! against a sort; every backend scans, looks up and divides as the
-//! reference does.
+//! reference does; every backend streams an exact copy.
 
 use deltacells::kernels::rows::{RowKernels, MEMO_SLOTS};
 use deltacells::kernels::KernelTable;
@@ -223,6 +223,30 @@ proptest! {
             .count();
         for k in crate::tables::<RowKernels>("rows") {
             prop_assert_eq!(k.count_marked(&marks, first, &genes), want, "{}", k.isa());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn every_backend_streams_an_exact_copy(
+        bytes in prop::collection::vec(any::<u8>(), 0..700),
+        from in 0usize..70,
+        at in 0usize..70,
+    ) {
+        // Source and destination at every offset from a line boundary:
+        // partial lines at either end, whole lines between them or none.
+        let src = &bytes[from.min(bytes.len())..];
+        let mut out = vec![0xA5u8; at + src.len() + 64];
+        let mut want = out.clone();
+        want[at..at + src.len()].copy_from_slice(src);
+        for k in crate::tables::<RowKernels>("rows") {
+            let dst = &mut out[at..at + src.len()];
+            dst.fill(0x5A);
+            k.stream(src, dst);
+            prop_assert_eq!(&out, &want, "{}", k.isa());
         }
     }
 }

@@ -282,12 +282,14 @@ pub(crate) fn execute<S: Sink>(
 
 /// Decodes every scattered row: one task per chunk, its frames decompressed
 /// once and each row written straight into its part (then mapped there, for
-/// a tile whose genes are remapped). A part that keeps rows as stored is
-/// decoded into; any other (a fixed-width row: dense, tokens) gets its row
-/// decoded into the worker's scratch, a chunk's wanted rows at most, and
-/// written from there. Each chunk's task owns its rows' parts and drops them
-/// when done, so what a part does as it is dropped (a transformed output
-/// rewriting its counts as values) runs on that worker too, in parallel.
+/// a tile whose genes are remapped). A part that keeps rows as stored and
+/// leaves them unread ([`SinkPart::streams`]: plain CSR) is decoded into,
+/// by streaming stores; any other (a fixed-width row: dense, tokens; a
+/// transformed CSR row) gets its row decoded into the worker's scratch, a
+/// chunk's wanted rows at most, and written from there, where the part
+/// computes its row in the cache. Each chunk's task owns its rows' parts and
+/// drops them when done, so whatever a part does as it is dropped runs on
+/// that worker too, in parallel.
 fn scatter<P: SinkPart>(
     engine: &Engine,
     sources: &dyn Sources,
@@ -315,20 +317,19 @@ fn scatter<P: SinkPart>(
             |(mapper, scratch_mapper, scratch), ((t, c), mut parts)| {
                 let mut rows = Vec::with_capacity(parts.len());
                 let mut written = Vec::new();
-                // Streamed only when every part decoded into leaves its rows
-                // unread until the output is handed out.
-                let mut all_stream = true;
                 for (i, (cell, nnz, part)) in parts.iter_mut().enumerate() {
-                    let streams = part.streams();
-                    match part.stored() {
-                        Some(slices) => {
-                            all_stream &= streams;
-                            rows.push((*cell, slices));
-                        }
+                    // Decoded into only where the rows stay unread until
+                    // the output is handed out, so they are streamed there.
+                    // A part that reads them again (rewriting counts as
+                    // values) gets them from the scratch instead, still in
+                    // the cache, and streams what it makes of them.
+                    let into = if part.streams() { part.stored() } else { None };
+                    match into {
+                        Some(slices) => rows.push((*cell, slices)),
                         None => written.push((*cell, *nnz, i)),
                     }
                 }
-                let stores = Stores::streaming_if(all_stream);
+                let stores = Stores::Streaming;
                 if !rows.is_empty() {
                     decode_scattered(engine, sources, (t, c), &mut rows, mapper, stores)?;
                 }

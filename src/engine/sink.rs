@@ -83,7 +83,7 @@ use std::cell::RefCell;
 use rayon::prelude::*;
 
 use crate::csr::Csr;
-use crate::engine::genes::{GeneSelection, RowMapper};
+use crate::engine::genes::{best_row_kernels, GeneSelection, RowMapper};
 use crate::error::{Error, Result};
 use crate::kernels::{Count, DecodedCount};
 
@@ -196,7 +196,9 @@ pub trait SinkPart: Send {
     /// Whether rows decoded into [`SinkPart::stored`] are left unread until
     /// the output is handed out (not rewritten as they are dropped, say),
     /// so the decoder may write them past the cache
-    /// ([`Stores::Streaming`](crate::kernels::Stores)). By default not.
+    /// ([`Stores::Streaming`](crate::kernels::Stores)). By default not:
+    /// then a batch's rows scattered from their chunks reach the part
+    /// through [`SinkPart::write_row`], from a decoded copy in the cache.
     fn streams(&self) -> bool {
         false
     }
@@ -327,7 +329,7 @@ impl<V: DecodedCount> SinkPart for CsrPart<'_, V> {
     }
 }
 
-impl<V: Copy> CsrPart<'_, V> {
+impl<V: bytemuck::Pod> CsrPart<'_, V> {
     /// Where row `row`'s nonzeros lie in the part's slices.
     fn span(&self, row: usize) -> (usize, usize) {
         let start = (self.indptr[row] - self.indptr[0]) as usize;
@@ -343,11 +345,15 @@ impl<V: Copy> CsrPart<'_, V> {
     }
 
     /// Writes row `row` from its columns (ascending) and values, which
-    /// fill exactly the length the row was sized to.
+    /// fill exactly the length the row was sized to. They were composed in
+    /// the cache (a transformed or selected row), and nothing reads the
+    /// output before it is handed out, so they are streamed
+    /// ([`RowKernels::stream`](crate::kernels::rows::RowKernels::stream)).
     pub(crate) fn write_values(&mut self, row: usize, columns: &[i32], values: &[V]) {
         let (start, end) = self.span(row);
-        self.indices[start..end].copy_from_slice(columns);
-        self.values[start..end].copy_from_slice(values);
+        let kernels = best_row_kernels();
+        kernels.stream(columns, &mut self.indices[start..end]);
+        kernels.stream(values, &mut self.values[start..end]);
     }
 }
 
@@ -479,11 +485,14 @@ impl<V: Count> DensePart<'_, V> {
     /// write of a dense row comes here, the one place a row is zeroed
     /// (sizing leaves a reused buffer's contents). The row is composed in
     /// the thread's buffer, which stays in cache from row to row, and
-    /// copied to its place whole: each of its bytes is written there once,
-    /// in order. A row of a buffer last written long before, zeroed in place
-    /// and then stored into, took 17% of the samples of a profile of
-    /// normalized dense batches (its scattered stores missed the cache that
-    /// the zeroing had gone past); composed here, 11%.
+    /// streamed to its place whole
+    /// ([`RowKernels::stream`](crate::kernels::rows::RowKernels::stream)):
+    /// each of its bytes is written there once, in order, without its line
+    /// being read first. A row of a buffer last written long before, zeroed
+    /// in place and then stored into, took 17% of the samples of a profile
+    /// of normalized dense batches (its scattered stores missed the cache
+    /// that the zeroing had gone past); composed here and copied plainly,
+    /// 11%.
     fn compose(&mut self, row: usize, set: impl FnOnce(&mut [V])) {
         let n = self.n_cols;
         let out = &mut self.data[row * n..(row + 1) * n];
@@ -495,7 +504,7 @@ impl<V: Count> DensePart<'_, V> {
             let scratch = &mut bytemuck::cast_slice_mut::<u64, V>(&mut words[..len])[..n];
             scratch.fill(V::default());
             set(scratch);
-            out.copy_from_slice(scratch);
+            best_row_kernels().stream(scratch, out);
         });
     }
 

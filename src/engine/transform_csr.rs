@@ -1,12 +1,19 @@
 //! Transformed CSR rows of every gene, decoded in place: the fast form of a
 //! normalized (or log1p) read in the dataset's full gene space.
 //!
-//! Rows of every gene are kept as stored, so chunks decode straight into the
-//! output's slices, as for plain CSR: the value slots (`f32`) receive the
-//! counts' `i32` bits, and when a task's part is done (dropped, right after
-//! its rows were written, on the task's thread) each row is summed and its
-//! slots rewritten as the transform's values. The values are those of
-//! [`Transform::value`], the same as a [`crate::engine::Transformed`] output's.
+//! Rows of every gene are kept as stored, so whole chunks decode straight
+//! into the output's slices, as for plain CSR: the value slots (`f32`)
+//! receive the counts' `i32` bits, and when a task's part is done (dropped,
+//! right after its rows were written, on the task's thread) each row is
+//! summed and its slots rewritten as the transform's values. A row
+//! scattered from its chunk (a batch's) is not decoded into the output but
+//! handed to [`SinkPart::write_row`] from the decoder's scratch, still in
+//! the cache: its values are computed there and the row streamed to its
+//! place, so the output's lines are written once, without being read
+//! first. The values are those of [`Transform::value`], the same as a
+//! [`crate::engine::Transformed`] output's.
+
+use std::cell::RefCell;
 
 use crate::csr::Csr;
 use crate::engine::sink::{AddedRows, CsrPart, Sink, SinkPart};
@@ -47,15 +54,24 @@ impl Sink for TransformedCsr<'_> {
         let transform = self.transform;
         Sink::split(self.out, cuts)
             .into_iter()
-            .map(|part| InPlacePart { part, transform })
+            .map(|part| InPlacePart {
+                part,
+                transform,
+                in_place: false,
+            })
             .collect()
     }
 }
 
-/// Rows of a [`TransformedCsr`]: counts while being filled, values once dropped.
+/// Rows of a [`TransformedCsr`]: rows decoded into [`SinkPart::stored`]
+/// hold counts until the part is dropped, rows written by
+/// [`SinkPart::write_row`] their values at once.
 pub(crate) struct InPlacePart<'p> {
     part: CsrPart<'p, f32>,
     transform: Transform,
+    /// Whether rows were handed out to be decoded into (and so are
+    /// rewritten as values when the part is dropped).
+    in_place: bool,
 }
 
 impl SinkPart for InPlacePart<'_> {
@@ -63,17 +79,30 @@ impl SinkPart for InPlacePart<'_> {
 
     fn stored(&mut self) -> Option<(&mut [i32], &mut [i32])> {
         let (indices, values) = self.part.stored()?;
+        self.in_place = true;
         Some((indices, bytemuck::cast_slice_mut(values)))
     }
 
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
-        self.part
-            .write_values(row, genes, bytemuck::cast_slice(counts));
+        let counts: &[u32] = bytemuck::cast_slice(counts);
+        VALUES.with_borrow_mut(|values| {
+            values.resize(counts.len(), 0.0);
+            RowValues::new(self.transform, counts).write(counts, values);
+            self.part.write_values(row, genes, values);
+        });
     }
+}
+
+thread_local! {
+    /// The values of the row a thread is writing (see the module docs).
+    static VALUES: RefCell<Vec<f32>> = RefCell::default();
 }
 
 impl Drop for InPlacePart<'_> {
     fn drop(&mut self) {
+        if !self.in_place {
+            return;
+        }
         let transform = self.transform;
         self.part.for_each_row(|slots| {
             // Each slot holds a count's bits until it is rewritten.

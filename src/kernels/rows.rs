@@ -54,12 +54,20 @@
 //! rounded in every instruction set, so the keys are the same bits on every
 //! backend.
 //!
+//! # Streaming
+//!
+//! A row composed in the cache (a dense row, a token row, a transformed
+//! CSR row) is copied into an output that nobody reads before the output
+//! is handed out: [`RowKernels::stream`] copies it with non-temporal stores
+//! where the ISA has them, so the output's lines, long out of the cache,
+//! are written without first being read from memory.
+//!
 //! # Backends
 //!
-//! Apart from `lookup`, `values_in_place`, `select`, `compress` and
-//! `count_marked` (written once over the vector vocabulary, with the
-//! reference's loop for registers that reach outside the table or the memo
-//! and for the tail), the vector tables run the reference's own code,
+//! Apart from `lookup`, `values_in_place`, `select`, `compress`,
+//! `count_marked` and `stream` (written once over the vector vocabulary,
+//! with the reference's loop for registers that reach outside the table or
+//! the memo and for the tail), the vector tables run the reference's own code,
 //! compiled for their instruction set: on x86-64 that brings `popcnt` (a
 //! word's bits counted in one instruction, where the portable build spends
 //! a dozen) and lets the compiler widen the scan (variable shifts), on
@@ -87,6 +95,7 @@ pub struct RowKernels {
     select: Select,
     compress: Compress,
     count_marked: fn(&[u32], u32, &[i32]) -> usize,
+    stream: fn(&[u8], &mut [u8]),
 }
 
 /// The signature of [`RowKernels::place`].
@@ -227,6 +236,23 @@ impl RowKernels {
     pub fn count_marked(&self, marks: &[u32], first: u32, genes: &[i32]) -> usize {
         (self.count_marked)(marks, first, genes)
     }
+
+    /// Copies `src` to `dst` past the caches where the ISA can (see the
+    /// module docs), for output read only after it is handed out: the
+    /// whole cache lines of `dst` by non-temporal stores, fenced before
+    /// the kernel returns, and its partial lines (at either end) plainly.
+    ///
+    /// # Panics
+    ///
+    /// If `src` and `dst` are not as long (on every backend alike).
+    pub fn stream<T: bytemuck::Pod>(&self, src: &[T], dst: &mut [T]) {
+        assert_eq!(
+            src.len(),
+            dst.len(),
+            "stream: the source and the destination must be as long"
+        );
+        (self.stream)(bytemuck::cast_slice(src), bytemuck::cast_slice_mut(dst))
+    }
 }
 
 /// The reference table.
@@ -240,6 +266,7 @@ static SCALAR: RowKernels = RowKernels {
     select: scalar::select,
     compress: scalar::compress,
     count_marked: scalar::count_marked,
+    stream: scalar::stream,
 };
 
 /// The reference's code, compiled for the ISA of the token (unused but for
@@ -488,6 +515,43 @@ fn count_marked<V: Vector>(v: V, marks: &[u32], first: u32, genes: &[i32]) -> us
     counted + scalar::count_marked(marks, first, &genes[i..])
 }
 
+/// A cache line: the unit [`stream`] writes past the cache.
+const LINE: usize = 64;
+
+/// [`scalar::stream`] with the whole lines of `dst` written by
+/// [`Vector::stream_u32`] from unaligned loads of `src`, a line at a
+/// time (two registers on AVX2), and the partial lines before and after
+/// them copied plainly: no line is written both ways (a plain store to a
+/// line being streamed makes the core read it from memory again).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn stream<V: Vector>(v: V, src: &[u8], dst: &mut [u8]) {
+    let n = dst.len();
+    let registers = LINE / (4 * V::LANES);
+    if !V::STREAMS || n < 2 * LINE || registers == 0 || src.len() != n {
+        return scalar::stream(src, dst);
+    }
+    let head = (LINE - dst.as_ptr() as usize % LINE) % LINE;
+    let lines = (n - head) / LINE;
+    let tail = head + lines * LINE;
+    dst[..head].copy_from_slice(&src[..head]);
+    let (from, to) = (src.as_ptr(), dst.as_mut_ptr());
+    for line in 0..lines {
+        for r in 0..registers {
+            let at = head + line * LINE + r * 4 * V::LANES;
+            // SAFETY: `at + 4 * LANES <= tail <= n`, within both slices
+            // (as long, checked above); `to + at` lies on a line boundary,
+            // so it is aligned to `ALIGN` (at most a line).
+            unsafe {
+                let x = v.load_u32(from.add(at).cast());
+                v.stream_u32(to.add(at).cast(), x);
+            }
+        }
+    }
+    v.fence_streams();
+    dst[tail..].copy_from_slice(&src[tail..]);
+}
+
 /// Defines the table `$name`: the reference compiled for one ISA.
 macro_rules! rows_table {
     ($name:ident, $level:ident, $features:literal, $token:ty) => {
@@ -500,6 +564,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn select_entry(table: &[i32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = select);
             kernel_entry!($features, $token, fn compress_entry(values: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = compress);
             kernel_entry!($features, $token, fn count_marked_entry(marks: &[u32], first: u32, genes: &[i32]) -> usize = count_marked);
+            kernel_entry!($features, $token, fn stream_entry(src: &[u8], dst: &mut [u8]) = stream);
             RowKernels {
                 isa: Isa::compiled_for(Level::$level),
                 place: place_entry,
@@ -510,6 +575,7 @@ macro_rules! rows_table {
                 select: select_entry,
                 compress: compress_entry,
                 count_marked: count_marked_entry,
+                stream: stream_entry,
             }
         };
     };

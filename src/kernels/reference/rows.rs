@@ -87,6 +87,12 @@ pub fn values_in_place(memo: &[f32; MEMO_SLOTS], slots: &mut [u32], larger: &dyn
     }
 }
 
+/// Reference for [`RowKernels::stream`]: a plain copy.
+#[inline(always)]
+pub fn stream(src: &[u8], dst: &mut [u8]) {
+    dst.copy_from_slice(src);
+}
+
 /// Reference for [`RowKernels::quotient_keys`].
 #[inline(always)]
 pub fn quotient_keys(x: &[f64], m: &[f64], out: &mut [u64]) {
