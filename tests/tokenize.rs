@@ -482,6 +482,18 @@ fn model_ready_batches_hold_what_reads_of_their_cells_give() {
                 .csr;
             assert_eq!(batch.rows, BatchRows::Csr(want), "{shuffle} normalized CSR");
         }
+        // CSR rows over the selection, out of gene order: each row's kept
+        // genes put in column order, as the read puts them.
+        let selected = base
+            .clone()
+            .with_transform(norm)
+            .with_genes(Some(selection.clone()));
+        for batch in ds.batches(selected).unwrap() {
+            let batch = batch.unwrap();
+            let read = ds.read(&batch.cells).genes(&selection).normalize(1e4);
+            let want = read.log1p().csr().unwrap().csr;
+            assert_eq!(batch.rows, BatchRows::Csr(want), "{shuffle} selected CSR");
+        }
         let dense = base
             .clone()
             .with_transform(Transform::NONE.normalize(1e4))

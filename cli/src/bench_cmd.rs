@@ -43,6 +43,11 @@ pub struct BenchArgs {
     /// Bound of the batch iterator's tile/chunk cache, in MiB.
     #[arg(long, default_value_t = 1024)]
     pub cache_mb: usize,
+    /// List the model-ready lines' 2,000-gene vocabulary by decreasing
+    /// variance (out of gene order, as a model's vocabulary lists its genes)
+    /// rather than in the dataset's gene order.
+    #[arg(long)]
+    pub vocabulary_by_variance: bool,
     /// Print the figures as one JSON document instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -634,6 +639,7 @@ pub fn for_demo(dir: PathBuf, backend: Backend) -> Result<()> {
             reps: 3,
             window: 4,
             cache_mb: 1024,
+            vocabulary_by_variance: false,
             json: false,
             report: None,
             loop_workload: None,

@@ -142,7 +142,7 @@ fn batches(
         Workload::Scgpt => config.with_tokenizer(Some(scgpt(ds)?.ok_or_else(named)?)),
         Workload::Normalized => config.with_transform(normalized),
         Workload::Geneformer | Workload::GeneformerOwn | Workload::Selected | Workload::Dense => {
-            let stats = from_stats(ds)?.ok_or_else(named)?;
+            let stats = from_stats(ds, args.vocabulary_by_variance)?.ok_or_else(named)?;
             match workload {
                 Workload::Geneformer => config.with_tokenizer(Some(stats.geneformer)),
                 Workload::GeneformerOwn => config.with_tokenizer(Some(stats.geneformer_own)),

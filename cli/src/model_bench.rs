@@ -20,7 +20,9 @@
 //! Geneformer line uses a dictionary like Geneformer's own instead: a
 //! median per gene (its mean over the cells expressing it, from the same
 //! statistics) and tokens numbered from the last gene to the first. The
-//! 2,000-gene vocabulary is the 2,000 genes of largest normalized variance.
+//! 2,000-gene vocabulary is the 2,000 genes of largest normalized variance,
+//! in gene order, or by decreasing variance with `--vocabulary-by-variance`
+//! (a vocabulary out of gene order, whose CSR rows are put in column order).
 
 use std::io::Write;
 
@@ -119,9 +121,10 @@ pub(crate) struct FromStats {
     pub(crate) vocabulary: GeneSelection,
 }
 
-/// The tokenizers over `ds`'s var names, and the dense vocabulary, from one
+/// The tokenizers over `ds`'s var names, and the dense vocabulary (in gene
+/// order, or by decreasing variance where `by_variance`), from one
 /// statistics pass; `None` when the dataset has no var names.
-pub(crate) fn from_stats(ds: &Dataset) -> Result<Option<FromStats>> {
+pub(crate) fn from_stats(ds: &Dataset, by_variance: bool) -> Result<Option<FromStats>> {
     let Some(names) = ds.var_names() else {
         return Ok(None);
     };
@@ -143,10 +146,12 @@ pub(crate) fn from_stats(ds: &Dataset) -> Result<Option<FromStats>> {
         .iter()
         .zip(&table.n_cells)
         .map(|(&m, &n)| m * cells / n as f64);
-    let mut by_variance: Vec<u32> = (0..names.len() as u32).collect();
-    by_variance.sort_by(|&a, &b| table.norm_var[b as usize].total_cmp(&table.norm_var[a as usize]));
-    by_variance.truncate(VOCABULARY);
-    by_variance.sort_unstable();
+    let mut vocabulary: Vec<u32> = (0..names.len() as u32).collect();
+    vocabulary.sort_by(|&a, &b| table.norm_var[b as usize].total_cmp(&table.norm_var[a as usize]));
+    vocabulary.truncate(VOCABULARY);
+    if !by_variance {
+        vocabulary.sort_unstable();
+    }
     let in_gene_order = tokens(names)?;
     Ok(Some(FromStats {
         geneformer: geneformer(
@@ -155,7 +160,7 @@ pub(crate) fn from_stats(ds: &Dataset) -> Result<Option<FromStats>> {
         )?,
         geneformer_own: geneformer(reversed_tokens(names)?, &mut expressed_mean)?,
         scgpt: scgpt_over(in_gene_order)?,
-        vocabulary: GeneSelection::new(names.len() as u32, &by_variance)?,
+        vocabulary: GeneSelection::new(names.len() as u32, &vocabulary)?,
     }))
 }
 
@@ -173,7 +178,7 @@ pub fn model_batches(
         base.clone().with_transform(normalized),
         None,
     )];
-    let stats = from_stats(ds)?;
+    let stats = from_stats(ds, args.vocabulary_by_variance)?;
     if let Some(FromStats {
         geneformer,
         geneformer_own,
@@ -284,6 +289,12 @@ pub fn model_batches(
             "  (tokenizers and the gene vocabulary skipped: the dataset has no var names)"
         )
         .map_err(out_err)?;
+    } else if args.vocabulary_by_variance {
+        writeln!(
+            out,
+            "  (the 2,000-gene vocabulary listed by decreasing variance, out of gene order)"
+        )
+        .map_err(out_err)?;
     }
     match &balance {
         Some(c) => writeln!(out, "  (balanced on the obs column {c:?})"),
@@ -298,6 +309,7 @@ pub fn model_batches(
         json!({
             "plain_csr_cells_per_s": rate(0),
             "balance_column": balance,
+            "vocabulary_by_variance": args.vocabulary_by_variance,
             "kinds": figures,
         }),
     );

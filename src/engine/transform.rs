@@ -29,7 +29,7 @@
 use std::cell::RefCell;
 
 use crate::csr::Csr;
-use crate::engine::genes::{best_row_kernels, GeneSelection};
+use crate::engine::genes::{best_row_kernels, GeneSelection, RowMapper};
 use crate::engine::sink::{kept_offsets, AddedRows, CsrPart, Dense, DensePart, Sink, SinkPart};
 use crate::error::{Error, Result};
 use crate::kernels::rows::{RowKernels, MEMO_SLOTS};
@@ -121,13 +121,17 @@ pub(crate) trait ValueSink: Sink {
 
 /// Rows of a [`ValueSink`].
 pub(crate) trait ValuePart: Send {
-    /// Writes row `row`: `values` at `columns` (ascending).
+    /// Whether [`ValuePart::write_values`] takes its columns in ascending
+    /// order only (a CSR row's), rather than in any order (a dense row's).
+    fn ascending(&self) -> bool;
+    /// Writes row `row`: `values` at `columns` (ascending where
+    /// [`ValuePart::ascending`], else in any order).
     fn write_values(&mut self, row: usize, columns: &[i32], values: &[f32]);
 }
 
 /// Implements [`ValueSink`] for an `f32` output through its [`Sink`] impl.
 macro_rules! value_sink {
-    ($out:ty, $part:ident) => {
+    ($out:ty, $part:ident, ascending: $ascending:literal) => {
         impl ValueSink for $out {
             type Values<'p> = $part<'p, f32>;
             fn start_values(&mut self, n_cols: u32) {
@@ -142,6 +146,9 @@ macro_rules! value_sink {
         }
 
         impl ValuePart for $part<'_, f32> {
+            fn ascending(&self) -> bool {
+                $ascending
+            }
             fn write_values(&mut self, row: usize, columns: &[i32], values: &[f32]) {
                 $part::write_values(self, row, columns, values)
             }
@@ -149,8 +156,8 @@ macro_rules! value_sink {
     };
 }
 
-value_sink!(Csr<f32>, CsrPart);
-value_sink!(Dense<f32>, DensePart);
+value_sink!(Csr<f32>, CsrPart, ascending: true);
+value_sink!(Dense<f32>, DensePart, ascending: false);
 
 impl<S: ValueSink> ValueSink for &mut S {
     type Values<'p>
@@ -248,8 +255,9 @@ pub(crate) struct TransformedPart<'g, P> {
 /// The buffers a row is transformed in.
 #[derive(Default)]
 struct RowScratch {
-    /// `(column, value)` of the row being written.
-    pairs: Vec<(i32, f32)>,
+    /// Puts a row's kept genes in column order, for a CSR output over a
+    /// selection out of gene order.
+    mapper: RowMapper<u32>,
     columns: Vec<i32>,
     /// The counts of the kept genes.
     counts: Vec<u32>,
@@ -288,22 +296,23 @@ impl<P: ValuePart> TransformedPart<'_, P> {
                 s.values.resize(counts.len(), 0.0);
                 values.write(counts, &mut s.values);
             }
-            Some(selection) => {
+            // Kept in the row's order: a selection in gene order, or an
+            // output that takes its columns in any order.
+            Some(selection) if selection.is_monotone() || !self.inner.ascending() => {
                 s.columns.resize(genes.len(), 0);
                 s.counts.resize(genes.len(), 0);
                 let n = selection.keep_row(genes, counts, &mut s.columns, &mut s.counts);
                 s.columns.truncate(n);
                 s.values.resize(n, 0.0);
                 values.write(&s.counts[..n], &mut s.values);
-                if !selection.is_monotone() {
-                    s.pairs.clear();
-                    s.pairs
-                        .extend(s.columns.iter().copied().zip(s.values.iter().copied()));
-                    s.pairs.sort_unstable_by_key(|p| p.0);
-                    for (i, &(k, v)) in s.pairs.iter().enumerate() {
-                        (s.columns[i], s.values[i]) = (k, v);
-                    }
-                }
+            }
+            Some(selection) => {
+                let n = s.mapper.take(selection, genes, counts);
+                s.columns.resize(n, 0);
+                s.counts.resize(n, 0);
+                s.mapper.emit(&mut s.columns, &mut s.counts[..n]);
+                s.values.resize(n, 0.0);
+                values.write(&s.counts[..n], &mut s.values);
             }
         }
         self.inner.write_values(row, &s.columns, &s.values);

@@ -249,6 +249,10 @@ impl ValueSink for CountRows<f32> {
 }
 
 impl ValuePart for CountRowsPart<'_, f32> {
+    fn ascending(&self) -> bool {
+        matches!(self, CountRowsPart::Csr(_))
+    }
+
     fn write_values(&mut self, row: usize, columns: &[i32], values: &[f32]) {
         match self {
             CountRowsPart::Csr(p) => p.write_values(row, columns, values),
