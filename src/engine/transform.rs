@@ -284,38 +284,39 @@ impl<P: ValuePart> SinkPart for TransformedPart<'_, P> {
 }
 
 impl<P: ValuePart> TransformedPart<'_, P> {
-    /// [`SinkPart::write_row`] in the buffers `s`.
+    /// [`SinkPart::write_row`] in the buffers `s`, which only grow: a row
+    /// is kept in their fronts, never zeroed first.
     fn write_row_in(&mut self, row: usize, genes: &[i32], counts: &[i32], s: &mut RowScratch) {
         let counts: &[u32] = bytemuck::cast_slice(counts);
+        let n = genes.len();
+        at_least(&mut s.columns, n);
+        at_least(&mut s.counts, n);
+        at_least(&mut s.values, n);
         let values = RowValues::new(self.transform, counts);
-        s.columns.clear();
-        s.values.clear();
-        match self.genes {
-            None => {
-                s.columns.extend_from_slice(genes);
-                s.values.resize(counts.len(), 0.0);
-                values.write(counts, &mut s.values);
-            }
+        let (columns, kept) = match self.genes {
+            None => (genes, counts),
             // Kept in the row's order: a selection in gene order, or an
             // output that takes its columns in any order.
             Some(selection) if selection.is_monotone() || !self.inner.ascending() => {
-                s.columns.resize(genes.len(), 0);
-                s.counts.resize(genes.len(), 0);
-                let n = selection.keep_row(genes, counts, &mut s.columns, &mut s.counts);
-                s.columns.truncate(n);
-                s.values.resize(n, 0.0);
-                values.write(&s.counts[..n], &mut s.values);
+                let k = selection.keep_row(genes, counts, &mut s.columns[..n], &mut s.counts[..n]);
+                (&s.columns[..k], &s.counts[..k])
             }
             Some(selection) => {
-                let n = s.mapper.take(selection, genes, counts);
-                s.columns.resize(n, 0);
-                s.counts.resize(n, 0);
-                s.mapper.emit(&mut s.columns, &mut s.counts[..n]);
-                s.values.resize(n, 0.0);
-                values.write(&s.counts[..n], &mut s.values);
+                let k = s.mapper.take(selection, genes, counts);
+                s.mapper.emit(&mut s.columns[..k], &mut s.counts[..k]);
+                (&s.columns[..k], &s.counts[..k])
             }
-        }
-        self.inner.write_values(row, &s.columns, &s.values);
+        };
+        let out = &mut s.values[..kept.len()];
+        values.write(kept, out);
+        self.inner.write_values(row, columns, out);
+    }
+}
+
+/// Grows `v` to at least `n` values (a buffer's front holds a row).
+fn at_least<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
+    if v.len() < n {
+        v.resize(n, T::default());
     }
 }
 
