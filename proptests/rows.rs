@@ -1,7 +1,8 @@
 //! The row kernels: every backend places columns as the reference does, and
 //! the reference puts them (with their counts) in increasing order, checked
 //! against a sort; every backend scans, looks up and divides as the
-//! reference does; every backend streams an exact copy.
+//! reference does; every backend streams an exact copy and makes Floyd's
+//! draws as a 128-bit product written here gives them.
 
 use deltacells::kernels::rows::{RowKernels, MEMO_SLOTS};
 use deltacells::kernels::KernelTable;
@@ -246,6 +247,33 @@ proptest! {
             let dst = &mut out[at..at + src.len()];
             dst.fill(0x5A);
             k.stream(src, dst);
+            prop_assert_eq!(&out, &want, "{}", k.isa());
+        }
+    }
+
+    #[test]
+    fn every_backend_draws_the_high_half_of_the_product(
+        state in any::<u64>(),
+        len in 0usize..300,
+        first in prop_oneof![0u32..5000, (u32::MAX - 400)..=u32::MAX],
+    ) {
+        // SplitMix64 and the draw as the module docs of scGPT define them,
+        // with a 128-bit product: positions up to 2^32 at the top.
+        let first = u64::from(first).min((1 << 32) - len as u64) as u32;
+        let want: Vec<u32> = (0..len as u64)
+            .map(|i| {
+                let mut z = state
+                    .wrapping_add(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i + 1))
+                    .wrapping_add(0x9E37_79B9_7F4A_7C15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                let r = z ^ (z >> 31);
+                ((u128::from(r) * u128::from(u64::from(first) + i + 1)) >> 64) as u32
+            })
+            .collect();
+        for k in crate::tables::<RowKernels>("rows") {
+            let mut out = vec![7u32; len];
+            k.draws(state, first, &mut out);
             prop_assert_eq!(&out, &want, "{}", k.isa());
         }
     }

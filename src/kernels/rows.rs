@@ -96,6 +96,7 @@ pub struct RowKernels {
     compress: Compress,
     count_marked: fn(&[u32], u32, &[i32]) -> usize,
     stream: fn(&[u8], &mut [u8]),
+    draws: fn(u64, u32, &mut [u32]),
 }
 
 /// The signature of [`RowKernels::place`].
@@ -237,6 +238,24 @@ impl RowKernels {
         (self.count_marked)(marks, first, genes)
     }
 
+    /// Writes to `out` the positions of a run of Floyd's draws (scGPT's
+    /// sampling of a long cell's genes): draw `i` is a position in
+    /// `0..first + i + 1`, `(r * (first + i + 1)) >> 64` for the SplitMix64
+    /// output `r` of `state` advanced `i + 1` times. The draws do not depend
+    /// on one another (only what is done with them does), so they are made
+    /// a register at a time.
+    ///
+    /// # Panics
+    ///
+    /// If `first + out.len()` is over `2^32` (on every backend alike).
+    pub fn draws(&self, state: u64, first: u32, out: &mut [u32]) {
+        assert!(
+            u64::from(first) + out.len() as u64 <= 1 << 32,
+            "draws: positions past 2^32"
+        );
+        (self.draws)(state, first, out)
+    }
+
     /// Copies `src` to `dst` past the caches where the ISA can (see the
     /// module docs), for output read only after it is handed out: the
     /// whole cache lines of `dst` by non-temporal stores, fenced before
@@ -267,6 +286,7 @@ static SCALAR: RowKernels = RowKernels {
     compress: scalar::compress,
     count_marked: scalar::count_marked,
     stream: scalar::stream,
+    draws: scalar::draws,
 };
 
 /// The reference's code, compiled for the ISA of the token (unused but for
@@ -345,6 +365,14 @@ fn values_in_place<V: Vector>(
         i += V::LANES;
     }
     scalar::values_in_place(memo, &mut slots[i..], larger)
+}
+
+/// [`scalar::draws`] compiled for the token's ISA: the compiler makes
+/// the draws a register at a time where the ISA multiplies 64-bit lanes.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn draws<S>(_: S, state: u64, first: u32, out: &mut [u32]) {
+    scalar::draws(state, first, out)
 }
 
 /// [`scalar::quotient_keys`] compiled for the token's ISA.
@@ -565,6 +593,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn compress_entry(values: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = compress);
             kernel_entry!($features, $token, fn count_marked_entry(marks: &[u32], first: u32, genes: &[i32]) -> usize = count_marked);
             kernel_entry!($features, $token, fn stream_entry(src: &[u8], dst: &mut [u8]) = stream);
+            kernel_entry!($features, $token, fn draws_entry(state: u64, first: u32, out: &mut [u32]) = draws);
             RowKernels {
                 isa: Isa::compiled_for(Level::$level),
                 place: place_entry,
@@ -576,6 +605,7 @@ macro_rules! rows_table {
                 compress: compress_entry,
                 count_marked: count_marked_entry,
                 stream: stream_entry,
+                draws: draws_entry,
             }
         };
     };

@@ -34,6 +34,7 @@
 use super::dict::{check_tokens, special, GeneMap};
 use crate::engine::best_row_kernels;
 use crate::error::{Error, Result};
+use crate::kernels::reference::rows::splitmix;
 use crate::kernels::rows::{RowKernels, MEMO_SLOTS};
 
 /// scGPT's settings: tokens by gene key, bins, row length, the value
@@ -201,6 +202,8 @@ pub(crate) struct BinScratch {
     edges: Vec<f64>,
     /// Whether each gene is kept (1) or not (0).
     keep: Vec<u8>,
+    /// The positions drawn, in the order of the draws.
+    draws: Vec<u32>,
 }
 
 impl ScGptColumns {
@@ -271,7 +274,13 @@ impl ScGptColumns {
         let (kept_tokens, kept_counts) = if n <= body {
             (&s.tokens[..n], &s.counts[..n])
         } else {
-            keep(n, body, self.seed, self.epoch, cell, &mut s.keep);
+            keep(
+                n,
+                body,
+                (self.seed, self.epoch, cell),
+                &mut s.keep,
+                &mut s.draws,
+            );
             // The dropped genes' tokens made negative, which `compress`
             // drops.
             for (token, &kept) in s.tokens[..n].iter_mut().zip(&s.keep) {
@@ -459,7 +468,13 @@ pub(crate) fn quantile_edges(
 /// rather than a mark in the token itself: with the token's sign as the
 /// mark, each mark stores a value loaded just before (where a flag stores
 /// a constant), and the draw took over twice as long.
-pub(crate) fn keep(n: usize, k: usize, seed: u64, epoch: u64, cell: u64, keep: &mut Vec<u8>) {
+pub(crate) fn keep(
+    n: usize,
+    k: usize,
+    (seed, epoch, cell): (u64, u64, u64),
+    keep: &mut Vec<u8>,
+    draws: &mut Vec<u32>,
+) {
     keep.clear();
     keep.resize(n, 0);
     let (drawn, dropped) = if n <= k {
@@ -469,15 +484,17 @@ pub(crate) fn keep(n: usize, k: usize, seed: u64, epoch: u64, cell: u64, keep: &
     } else {
         (n - k, true)
     };
+    // The draws first, a register at a time (they depend on nothing but
+    // the seed), then their marks, one after the other.
+    draws.resize(drawn, 0);
+    let state = splitmix(splitmix(splitmix(seed) ^ epoch) ^ cell);
+    let first = u32::try_from(n - drawn).expect("a row's genes are counted in u32");
+    best_row_kernels().draws(state, first, draws);
     // The marks as a slice: a byte stored through the vector's pointer
     // might be its length or pointer, so each draw would load both again.
     let marks = keep.as_mut_slice();
-    let mut state = splitmix(splitmix(splitmix(seed) ^ epoch) ^ cell);
-    for j in n - drawn..n {
-        state = state.wrapping_add(GOLDEN);
-        let r = splitmix(state);
-        // `j + 1 <= n` fits 64 bits: one 64x64-bit multiply.
-        let t = ((u128::from(r) * u128::from(j as u64 + 1)) >> 64) as usize;
+    for (j, &t) in (n - drawn..n).zip(draws.iter()) {
+        let t = t as usize;
         // `j` when `t` is taken, else `t`, without a branch (taken about
         // half the time at the end of a long draw).
         let taken = usize::from(marks[t]);
@@ -491,16 +508,6 @@ pub(crate) fn keep(n: usize, k: usize, seed: u64, epoch: u64, cell: u64, keep: &
     }
 }
 
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// SplitMix64's output function of `z` (with the increment added).
-fn splitmix(z: u64) -> u64 {
-    let mut z = z.wrapping_add(GOLDEN);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,7 +515,7 @@ mod tests {
     /// The positions a cell of `n` genes keeps in a row of `k`.
     fn kept(n: usize, k: usize, seed: u64, epoch: u64, cell: u64) -> Vec<usize> {
         let mut flags = vec![7; 3];
-        keep(n, k, seed, epoch, cell, &mut flags);
+        keep(n, k, (seed, epoch, cell), &mut flags, &mut vec![5; 2]);
         assert_eq!(flags.len(), n);
         assert!(flags.iter().all(|&f| f <= 1));
         (0..n).filter(|&p| flags[p] == 1).collect()

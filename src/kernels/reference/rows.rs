@@ -87,6 +87,33 @@ pub fn values_in_place(memo: &[f32; MEMO_SLOTS], slots: &mut [u32], larger: &dyn
     }
 }
 
+/// SplitMix64's increment (the golden ratio's fraction, in 64 bits).
+pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// SplitMix64's output for the state `z` (the increment added first).
+#[inline(always)]
+pub fn splitmix(z: u64) -> u64 {
+    let mut z = z.wrapping_add(GOLDEN);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Reference for [`RowKernels::draws`]: draw `i` is `(r * m) >> 64` with
+/// `r = splitmix(state + (i + 1) * GOLDEN)` and `m = first + i + 1`, the
+/// high half of the product taken from two 32-bit halves of `r` (each
+/// product fits 64 bits since `m <= 2^32`; the sum is the 128-bit
+/// product's high half exactly), which vector units multiply lane by lane.
+#[inline(always)]
+pub fn draws(state: u64, first: u32, out: &mut [u32]) {
+    for (i, t) in out.iter_mut().enumerate() {
+        let r = splitmix(state.wrapping_add(GOLDEN.wrapping_mul(i as u64 + 1)));
+        let m = u64::from(first) + i as u64 + 1;
+        let low = ((r & 0xFFFF_FFFF) * m) >> 32;
+        *t = (((r >> 32) * m + low) >> 32) as u32;
+    }
+}
+
 /// Reference for [`RowKernels::stream`]: a plain copy.
 #[inline(always)]
 pub fn stream(src: &[u8], dst: &mut [u8]) {
