@@ -329,9 +329,9 @@ fn scatter<P: SinkPart>(
                         None => written.push((*cell, *nnz, i)),
                     }
                 }
-                let stores = Stores::Streaming;
                 if !rows.is_empty() {
-                    decode_scattered(engine, sources, (t, c), &mut rows, mapper, stores)?;
+                    let streaming = Stores::Streaming;
+                    decode_scattered(engine, sources, (t, c), &mut rows, mapper, streaming)?;
                 }
                 drop(rows);
                 if written.is_empty() {

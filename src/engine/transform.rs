@@ -314,7 +314,7 @@ impl<P: ValuePart> TransformedPart<'_, P> {
 }
 
 /// Grows `v` to at least `n` values (a buffer's front holds a row).
-fn at_least<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
+pub(crate) fn at_least<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
     if v.len() < n {
         v.resize(n, T::default());
     }

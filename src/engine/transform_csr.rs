@@ -17,7 +17,7 @@ use std::cell::RefCell;
 
 use crate::csr::Csr;
 use crate::engine::sink::{AddedRows, CsrPart, Sink, SinkPart};
-use crate::engine::transform::{RowValues, Transform};
+use crate::engine::transform::{at_least, RowValues, Transform};
 use crate::error::Result;
 
 /// CSR `f32` rows of every gene, transformed (see the module docs).
@@ -86,7 +86,8 @@ impl SinkPart for InPlacePart<'_> {
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
         let counts: &[u32] = bytemuck::cast_slice(counts);
         VALUES.with_borrow_mut(|values| {
-            values.resize(counts.len(), 0.0);
+            at_least(values, counts.len());
+            let values = &mut values[..counts.len()];
             RowValues::new(self.transform, counts).write(counts, values);
             self.part.write_values(row, genes, values);
         });
@@ -94,7 +95,8 @@ impl SinkPart for InPlacePart<'_> {
 }
 
 thread_local! {
-    /// The values of the row a thread is writing (see the module docs).
+    /// The values of the row a thread is writing (see the module docs),
+    /// in its front: the buffer only grows.
     static VALUES: RefCell<Vec<f32>> = RefCell::default();
 }
 

@@ -16,9 +16,9 @@ use crate::kernels::{Count, KernelTable};
 /// selection in gene order (a monotone one) keeps the row's order, and is
 /// taken by the row kernels' `select`, which looks a register of genes up at
 /// a time. Any other is taken the same way, then marks each kept gene's
-/// column in a bitmap, a bit per output column; a running count of the bits before each word then gives
-/// every gene its place in the row (the bits below its column), and it is
-/// written there.
+/// column in a bitmap, a bit per output column; a running count of the
+/// bits before each word then gives every gene its place in the row (the
+/// bits below its column), and it is written there.
 /// Every step is a fixed amount of work per gene and per 64 columns, with no
 /// branch on the data: sorting the pairs costs a log factor per gene, and
 /// reading the bits back one by one a mispredicted branch per word (each
