@@ -309,6 +309,11 @@ impl ChunkDecoder {
     ) -> Result<()> {
         let c = tile.chunk(chunk);
         let n = c.nnz() as usize;
+        // The spans' edge lines arrive while the frames decompress.
+        for s in spans.iter() {
+            stores.prefetch_edges(s.values);
+            stores.prefetch_edges(s.indices);
+        }
         self.decompress(tile, chunk, &c, StreamKind::Vexc)?;
         self.decompress(tile, chunk, &c, StreamKind::Gexc)?;
         let n_genes = tile.n_genes();
