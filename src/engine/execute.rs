@@ -14,7 +14,6 @@
 //!   for an output of fixed-width rows, into the worker's scratch, whence
 //!   the part writes it).
 
-use std::collections::HashMap;
 use std::ops::Range;
 
 use rayon::prelude::*;
@@ -295,15 +294,20 @@ fn scatter<P: SinkPart>(
     sources: &dyn Sources,
     parts: Vec<(Task, P)>,
 ) -> Result<()> {
-    let mut by_chunk: HashMap<Unit, Vec<ScatteredRow<P>>> = HashMap::new();
+    // In tile and chunk order: each worker takes a run of chunks that lie
+    // one after the other in their tiles, so their compressed bytes are
+    // read in order (the core's prefetchers then bring them in ahead).
+    let mut parts = parts;
+    parts.sort_unstable_by_key(|(task, _)| (task.tile, task.chunk));
+    let mut work: Vec<(Unit, Vec<ScatteredRow<P>>)> = Vec::new();
     for (task, part) in parts {
-        by_chunk.entry((task.tile, task.chunk)).or_default().push((
-            task.local.start,
-            task.nnz,
-            part,
-        ));
+        let unit = (task.tile, task.chunk);
+        let row = (task.local.start, task.nnz, part);
+        match work.last_mut() {
+            Some((u, rows)) if *u == unit => rows.push(row),
+            _ => work.push((unit, vec![row])),
+        }
     }
-    let work: Vec<(Unit, Vec<ScatteredRow<P>>)> = by_chunk.into_iter().collect();
     engine.install(|| {
         work.into_par_iter().try_for_each_init(
             || {
