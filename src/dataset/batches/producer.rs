@@ -439,8 +439,8 @@ impl<T: Tiles> Ctx<T> {
     /// that is not built yet to the I/O stage, so they arrive before it is
     /// built. The windows before it are built and their tiles dropped (see
     /// `build_window`): asking for those again, as [`Ctx::fetch_ahead`]
-    /// would, reads every tile twice an epoch. Past the epoch's last
-    /// window, the next epoch's first window, if it is made ahead (see
+    /// would, reads every tile twice an epoch. From the epoch's last
+    /// window on, the next epoch's first window, if it is made ahead (see
     /// [`Producer::fetch_next_epoch`]).
     fn fetch_unbuilt<V>(&mut self, next: u64, pending: &Pending<V>) {
         let mut at = next;
@@ -480,6 +480,7 @@ impl<T: Tiles> Ctx<T> {
             return Ok((Vec::new(), rows, ReadStats::default()));
         }
         let stats = self.build_windows(pending, index, &positions)?;
+        self.fetch_unbuilt(positions.end, pending);
         let (cells, rows) = pending.take(index).ok_or_else(|| Error::Panicked {
             what: "the batch builder".into(),
             message: format!("batch {index} was not built with its windows"),
@@ -525,10 +526,7 @@ impl<T: Tiles> Ctx<T> {
 
     /// Builds window `w`'s part of every batch of this iterator from batch
     /// `from` on that draws cells from it: one read of many outputs, each
-    /// row scattered straight into its batch. The tiles of the next window
-    /// not built are asked of the I/O stage first, so they arrive while
-    /// this one decodes (asked once it was built, the next build waited
-    /// about 3 ms of its 37 for them, with both cores idle).
+    /// row scattered straight into its batch.
     fn build_window<V: DecodedCount + bytemuck::Pod>(
         &mut self,
         pending: &mut Pending<V>,
@@ -536,7 +534,6 @@ impl<T: Tiles> Ctx<T> {
         from: usize,
     ) -> Result<ReadStats> {
         let span = self.order.window_span(w);
-        self.fetch_unbuilt(span.end, pending);
         let mut stats = ReadStats::default();
         // Each batch drawing from the window, and where its cells in it start.
         let mut built = Vec::new();
