@@ -242,9 +242,19 @@ pub(crate) fn execute<S: Sink>(
         .sum();
     let by_genes = sinks.iter().any(sized_by_genes);
     let sized: Vec<_> = if rows > POOL_SIZED_ROWS && (by_genes || sinks.len() > 1) {
-        engine.install(|| sinks.par_iter_mut().enumerate().map(size).collect::<Result<_>>())?
+        engine.install(|| {
+            sinks
+                .par_iter_mut()
+                .enumerate()
+                .map(size)
+                .collect::<Result<_>>()
+        })?
     } else {
-        sinks.iter_mut().enumerate().map(size).collect::<Result<_>>()?
+        sinks
+            .iter_mut()
+            .enumerate()
+            .map(size)
+            .collect::<Result<_>>()?
     };
     let mut work = Vec::new();
     let mut scattered = Vec::new();
@@ -378,15 +388,17 @@ fn by_chunk<P>(parts: Vec<(Task, P)>) -> Vec<(Unit, Vec<ScatteredRow<P>>)> {
     for (task, _) in &parts {
         sizes[slot(task)] += 1;
     }
-    let mut groups: Vec<Vec<ScatteredRow<P>>> =
-        sizes.into_iter().map(Vec::with_capacity).collect();
+    let mut groups: Vec<Vec<ScatteredRow<P>>> = sizes.into_iter().map(Vec::with_capacity).collect();
     for (task, part) in parts {
         groups[slot(&task)].push((task.local.start, task.nnz, part));
     }
     let units = tiles
         .iter()
         .flat_map(|&(t, chunks)| (0..chunks).map(move |c| (t, c)));
-    units.zip(groups).filter(|(_, rows)| !rows.is_empty()).collect()
+    units
+        .zip(groups)
+        .filter(|(_, rows)| !rows.is_empty())
+        .collect()
 }
 
 /// Decodes scattered `rows` of chunk `unit` (written as `stores` says,
@@ -475,7 +487,14 @@ mod tests {
         };
         // Rows of three tiles' chunks, in the order a batch lists them; the
         // part is the row's place in that list.
-        let rows = [(7, 2, 5), (3, 0, 1), (7, 0, 0), (3, 4, 9), (7, 2, 4), (12, 1, 3)];
+        let rows = [
+            (7, 2, 5),
+            (3, 0, 1),
+            (7, 0, 0),
+            (3, 4, 9),
+            (7, 2, 4),
+            (12, 1, 3),
+        ];
         let parts: Vec<(Task, usize)> = rows
             .iter()
             .enumerate()
@@ -484,8 +503,15 @@ mod tests {
         let grouped = by_chunk(parts);
         let units: Vec<Unit> = grouped.iter().map(|g| g.0).collect();
         assert_eq!(units, [(3, 0), (3, 4), (7, 0), (7, 2), (12, 1)]);
-        assert_eq!(grouped[3].1, [(5, 50, 0), (4, 40, 4)], "rows keep their order");
-        let mut seen: Vec<usize> = grouped.iter().flat_map(|g| g.1.iter().map(|r| r.2)).collect();
+        assert_eq!(
+            grouped[3].1,
+            [(5, 50, 0), (4, 40, 4)],
+            "rows keep their order"
+        );
+        let mut seen: Vec<usize> = grouped
+            .iter()
+            .flat_map(|g| g.1.iter().map(|r| r.2))
+            .collect();
         seen.sort_unstable();
         assert_eq!(seen, [0, 1, 2, 3, 4, 5], "every row once");
         assert!(by_chunk(Vec::<(Task, usize)>::new()).is_empty());
