@@ -545,3 +545,19 @@ fn every_backend_has_a_table_in_the_suites() {
         );
     }
 }
+
+proptest! {
+    /// `Stores::prefetch_edges` is a hint: over any part of a buffer
+    /// (empty, one element, ending at the allocation's end) it faults on
+    /// nothing and changes nothing, either way of storing.
+    #[test]
+    fn prefetching_edges_changes_nothing(values in vec(any::<u32>(), 0..300), cut in any::<Index>()) {
+        let start = cut.index(values.len() + 1);
+        let before = values.clone();
+        for stores in Stores::ALL {
+            stores.prefetch_edges(&values[start..]);
+            stores.prefetch_edges(&values[..start]);
+        }
+        prop_assert_eq!(values, before);
+    }
+}
