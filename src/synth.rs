@@ -21,6 +21,7 @@ use rand_distr::{weighted::WeightedAliasIndex, Distribution, LogNormal};
 use rand_pcg::Pcg64Mcg;
 
 use crate::csr::Csr;
+use crate::kernels::reference::rows::{self, GOLDEN};
 
 /// Parameters of the synthetic data.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,12 +56,9 @@ pub struct Synth {
     library: LogNormal<f64>,
 }
 
-/// A 64-bit mix of two words (SplitMix64 finaliser), to derive per-cell seeds.
+/// A 64-bit mix of two words (SplitMix64's finalizer), to derive per-cell seeds.
 fn mix(a: u64, b: u64) -> u64 {
-    let mut z = a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    rows::mix(a ^ b.wrapping_mul(GOLDEN))
 }
 
 impl Synth {

@@ -30,6 +30,7 @@ use rand_pcg::Pcg64Mcg;
 
 use super::sampling::{Population, RandomDraws};
 use crate::error::{Error, Result};
+use crate::kernels::reference::rows::{mix, GOLDEN};
 
 /// Tiles per window of [`Shuffle::Block`] when none is named (`"block"`).
 pub const DEFAULT_WINDOW_TILES: usize = 4;
@@ -108,18 +109,9 @@ fn shuffle<T>(items: &mut [T], rng: &mut Pcg64Mcg) {
     }
 }
 
-/// SplitMix64's finalizer: a bijection of `u64` that mixes every bit.
-pub(crate) fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// A generator for one purpose of one epoch (SplitMix64 of the three words).
 fn rng(seed: u64, epoch: u64, stream: u64) -> Pcg64Mcg {
-    let z = seed
-        ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let z = seed ^ epoch.wrapping_mul(GOLDEN) ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03);
     Pcg64Mcg::seed_from_u64(mix(z))
 }
 

@@ -46,6 +46,7 @@ use rand_pcg::Pcg64Mcg;
 
 use crate::dataset::batches::producer::CellLabels;
 use crate::error::{Error, Result};
+use crate::kernels::reference::rows::mix;
 
 /// What weighs the draws of an epoch with replacement.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -250,10 +251,7 @@ impl RandomDraws {
 
     /// The cell drawn at epoch position `i`.
     pub(crate) fn at(&self, i: u64) -> u64 {
-        draw(
-            &self.cumulative,
-            unit(super::order::mix(self.key ^ super::order::mix(i))),
-        )
+        draw(&self.cumulative, unit(mix(self.key ^ mix(i))))
     }
 }
 

@@ -90,13 +90,20 @@ pub fn values_in_place(memo: &[f32; MEMO_SLOTS], slots: &mut [u32], larger: &dyn
 /// SplitMix64's increment (the golden ratio's fraction, in 64 bits).
 pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
-/// SplitMix64's output for the state `z` (the increment added first).
+/// SplitMix64's finalizer: a bijection of `u64` that mixes every bit (the
+/// one hash of the crate's seeds: the epoch order, sampling, scGPT's draws,
+/// the synthetic data).
 #[inline(always)]
-pub fn splitmix(z: u64) -> u64 {
-    let mut z = z.wrapping_add(GOLDEN);
+pub fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// SplitMix64's output for the state `z` (the increment added first).
+#[inline(always)]
+pub fn splitmix(z: u64) -> u64 {
+    mix(z.wrapping_add(GOLDEN))
 }
 
 /// Reference for [`RowKernels::draws`]: draw `i` is `(r * m) >> 64` with
