@@ -1,10 +1,11 @@
 //! The row kernels: every backend places columns as the reference does, and
 //! the reference puts them (with their counts) in increasing order, checked
 //! against a sort; every backend scans, looks up and divides as the
-//! reference does; every backend streams an exact copy and makes Floyd's
-//! draws as a 128-bit product written here gives them.
+//! reference does, and tallies counts as a count written here does; every
+//! backend streams an exact copy and makes Floyd's draws as a 128-bit
+//! product written here gives them.
 
-use deltacells::kernels::rows::{RowKernels, MEMO_SLOTS};
+use deltacells::kernels::rows::{RowKernels, MEMO_SLOTS, TALLY_SLOTS};
 use deltacells::kernels::KernelTable;
 use proptest::prelude::*;
 
@@ -100,6 +101,36 @@ proptest! {
                 let mut got = counts[from..].to_vec();
                 k.values_in_place(&memo, &mut got, &larger);
                 prop_assert_eq!(&got[..], &values[from..], "{} from {}", k.isa(), from);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn every_backend_tallies_like_the_reference(counts in row_counts(), filled in 0usize..3) {
+        // The reference against a count written here.
+        let mut small = [filled; TALLY_SLOTS];
+        let mut rest = vec![u32::MAX; counts.len()];
+        let n = RowKernels::scalar().tally(&counts, &mut small, &mut rest);
+        for (c, &k) in small.iter().enumerate() {
+            prop_assert_eq!(k, filled + counts.iter().filter(|&&x| x as usize == c).count(), "value {}", c);
+        }
+        let larger: Vec<u32> = counts.iter().copied().filter(|&c| c as usize >= TALLY_SLOTS).collect();
+        prop_assert_eq!(&rest[..n], &larger[..]);
+        // Every backend from every offset within a register, so registers
+        // with and without larger counts and tails of every length.
+        for k in crate::tables::<RowKernels>("rows") {
+            for from in 0..counts.len().min(17) {
+                let mut want = ([filled; TALLY_SLOTS], vec![0; counts.len() - from]);
+                let n = RowKernels::scalar().tally(&counts[from..], &mut want.0, &mut want.1);
+                let mut got = ([filled; TALLY_SLOTS], vec![7; counts.len() - from]);
+                let m = k.tally(&counts[from..], &mut got.0, &mut got.1);
+                prop_assert_eq!(m, n, "{} from {}", k.isa(), from);
+                prop_assert_eq!(got.0, want.0, "{} from {}", k.isa(), from);
+                prop_assert_eq!(&got.1[..m], &want.1[..n], "{} from {}", k.isa(), from);
             }
         }
     }

@@ -29,6 +29,15 @@
 //! permutes read them, with no memory access per count; elsewhere a
 //! gather.
 //!
+//! # Tallying
+//!
+//! scGPT bins a cell's values by their quantiles, so it orders the cell's
+//! counts, most of which are 1 or 2: [`RowKernels::tally`] counts how many
+//! of each value below [`TALLY_SLOTS`] a row holds and hands the larger
+//! ones back apart, for the caller to count in a table. A vector table
+//! sums `min(c, k)` per lane for each `k` and takes differences, so no
+//! count waits on the increment of the one before it.
+//!
 //! # Selecting
 //!
 //! A gene selection (or a tokenizer's table) keeps the genes of a row that
@@ -65,7 +74,7 @@
 //! # Backends
 //!
 //! Apart from `lookup`, `values_in_place`, `select`, `compress`,
-//! `count_marked` and `stream` (written once over the vector vocabulary,
+//! `count_marked`, `tally` and `stream` (written once over the vector vocabulary,
 //! with the reference's loop for registers that reach outside the table or
 //! the memo and for the tail), the vector tables run the reference's own code,
 //! compiled for their instruction set: on x86-64 that brings `popcnt` (a
@@ -97,7 +106,11 @@ pub struct RowKernels {
     count_marked: fn(&[u32], u32, &[i32]) -> usize,
     stream: fn(&[u8], &mut [u8]),
     draws: fn(u64, u32, &mut [u32]),
+    tally: Tally,
 }
+
+/// The signature of [`RowKernels::tally`].
+type Tally = fn(&[u32], &mut [usize; TALLY_SLOTS], &mut [u32]) -> usize;
 
 /// The signature of [`RowKernels::place`].
 type Place = fn(&[u64], &mut [u32], (&[u32], &[u32]), (&mut [i32], &mut [u32]));
@@ -114,7 +127,7 @@ type Lookup = fn(&[f32; MEMO_SLOTS], &[u32], &mut [f32]);
 /// The signature of [`RowKernels::values_in_place`].
 type ValuesInPlace = fn(&[f32; MEMO_SLOTS], &mut [u32], &dyn Fn(u32) -> f32);
 
-pub use scalar::MEMO_SLOTS;
+pub use scalar::{MEMO_SLOTS, TALLY_SLOTS};
 
 impl RowKernels {
     /// Writes `columns` (distinct, with `counts`: the bits of each count)
@@ -144,6 +157,24 @@ impl RowKernels {
     /// `c`, and the last bit when some count is at least `MEMO_SLOTS - 1`.
     pub fn scan(&self, counts: &[u32]) -> (u64, u64) {
         (self.scan)(counts)
+    }
+
+    /// Adds to `small[c]` the number of counts equal to `c`, for every `c`
+    /// below [`TALLY_SLOTS`]; writes the other counts to `rest`, in order,
+    /// and returns their number (what `rest` holds past them is
+    /// unspecified). What orders a row's counts (scGPT's bins), where most
+    /// counts are 1 or 2.
+    ///
+    /// # Panics
+    ///
+    /// If `rest` is shorter than `counts` (on every backend alike).
+    pub fn tally(
+        &self,
+        counts: &[u32],
+        small: &mut [usize; TALLY_SLOTS],
+        rest: &mut [u32],
+    ) -> usize {
+        (self.tally)(counts, small, rest)
     }
 
     /// Writes `memo[min(c, MEMO_SLOTS - 1)]` for every count `c`.
@@ -287,6 +318,7 @@ static SCALAR: RowKernels = RowKernels {
     count_marked: scalar::count_marked,
     stream: scalar::stream,
     draws: scalar::draws,
+    tally: scalar::tally,
 };
 
 /// The reference's code, compiled for the ISA of the token (unused but for
@@ -543,6 +575,75 @@ fn count_marked<V: Vector>(v: V, marks: &[u32], first: u32, genes: &[i32]) -> us
     counted + scalar::count_marked(marks, first, &genes[i..])
 }
 
+/// Registers [`tally`] sums before it empties its lane sums (each lane
+/// grows by at most [`TALLY_SLOTS`] a register, far from `u32`'s end).
+const TALLY_BLOCK: usize = 1 << 16;
+
+/// [`scalar::tally`] a register of counts at a time. With `m_k` the sum of
+/// `min(c, k)` over the counts, `m_k - m_(k-1)` is the number of counts of
+/// at least `k`, so the tally of the small values takes a minimum and an
+/// addition per value below [`TALLY_SLOTS`] and register, with no store
+/// per count (the reference's increments of a table wait on each other
+/// when consecutive counts are equal, as most are). The larger counts of a
+/// register are compressed to `rest`; the tail goes through the
+/// reference's loop.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn tally<V: Vector>(
+    v: V,
+    counts: &[u32],
+    small: &mut [usize; TALLY_SLOTS],
+    rest: &mut [u32],
+) -> usize {
+    scalar::check_tally(counts, rest);
+    let lanes = V::LANES;
+    let all = (1u32 << lanes) - 1;
+    let (top, below_top) = (v.splat(TALLY_SLOTS as u32), v.splat(TALLY_SLOTS as u32 - 1));
+    let (mut n, mut i) = (0, 0);
+    while i + lanes <= counts.len() {
+        let end = counts.len().min(i + TALLY_BLOCK * lanes);
+        let (start, rest_before) = (i, n);
+        // `mins[k - 1]`: the lanes' sums of `min(c, k)`.
+        let mut mins = [v.splat(0); TALLY_SLOTS];
+        while i + lanes <= end {
+            // SAFETY: `i + LANES <= counts.len()`; `n <= i`, so `n + LANES`
+            // is within `rest` (at least as long as `counts`, checked).
+            unsafe {
+                let c = v.load_u32(counts.as_ptr().add(i));
+                for (k, m) in mins.iter_mut().enumerate() {
+                    *m = v.add(*m, v.min(c, v.splat(k as u32 + 1)));
+                }
+                // -1 in the lanes of `TALLY_SLOTS` or more.
+                let larger = v.sign_bits(v.sub(below_top, v.min(c, top))) & all;
+                v.compress_store_u32(rest.as_mut_ptr().add(n), c, larger);
+                n += larger.count_ones() as usize;
+            }
+            i += lanes;
+        }
+        let sum = |m| {
+            v.lanes(m)
+                .iter()
+                .take(lanes)
+                .map(|&x| x as usize)
+                .sum::<usize>()
+        };
+        // `at_least[k]`: the counts of at least `k`.
+        let mut at_least = [0usize; TALLY_SLOTS + 1];
+        at_least[0] = i - start;
+        let mut before = 0;
+        for (k, &m) in mins.iter().enumerate() {
+            let total = sum(m);
+            at_least[k + 1] = total - before;
+            before = total;
+        }
+        debug_assert_eq!(at_least[TALLY_SLOTS], n - rest_before);
+        for (k, slot) in small.iter_mut().enumerate() {
+            *slot += at_least[k] - at_least[k + 1];
+        }
+    }
+    scalar::tally_from(&counts[i..], small, rest, n)
+}
+
 /// A cache line: the unit [`stream`] writes past the cache.
 const LINE: usize = 64;
 
@@ -594,6 +695,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn count_marked_entry(marks: &[u32], first: u32, genes: &[i32]) -> usize = count_marked);
             kernel_entry!($features, $token, fn stream_entry(src: &[u8], dst: &mut [u8]) = stream);
             kernel_entry!($features, $token, fn draws_entry(state: u64, first: u32, out: &mut [u32]) = draws);
+            kernel_entry!($features, $token, fn tally_entry(counts: &[u32], small: &mut [usize; TALLY_SLOTS], rest: &mut [u32]) -> usize = tally);
             RowKernels {
                 isa: Isa::compiled_for(Level::$level),
                 place: place_entry,
@@ -606,6 +708,7 @@ macro_rules! rows_table {
                 count_marked: count_marked_entry,
                 stream: stream_entry,
                 draws: draws_entry,
+                tally: tally_entry,
             }
         };
     };
@@ -639,6 +742,32 @@ mod tests {
             let mut out = vec![7.0; counts.len()];
             k.lookup_or(&memo, &counts, &mut out, |c| -(c as f32));
             assert_eq!(out, want, "{}", k.isa());
+        }
+    }
+
+    #[test]
+    fn tallies_span_blocks_of_registers() {
+        // Past the registers a vector table sums before emptying its lane
+        // sums (on the widest ISA), with a larger count every so often.
+        let counts: Vec<u32> = (0..(TALLY_BLOCK * 16 + 100) as u32)
+            .map(|i| if i % 1000 == 0 { 9000 + i } else { i % 11 })
+            .collect();
+        let mut want = [0usize; TALLY_SLOTS];
+        for &c in &counts {
+            if let Some(k) = want.get_mut(c as usize) {
+                *k += 1;
+            }
+        }
+        let larger: Vec<u32> = counts
+            .iter()
+            .copied()
+            .filter(|&c| c as usize >= TALLY_SLOTS)
+            .collect();
+        for k in RowKernels::available() {
+            let (mut small, mut rest) = ([0; TALLY_SLOTS], vec![0; counts.len()]);
+            let n = k.tally(&counts, &mut small, &mut rest);
+            assert_eq!(small, want, "{}", k.isa());
+            assert_eq!(&rest[..n], &larger[..], "{}", k.isa());
         }
     }
 

@@ -35,7 +35,7 @@ use super::dict::{check_tokens, special, GeneMap};
 use crate::engine::best_row_kernels;
 use crate::error::{Error, Result};
 use crate::kernels::reference::rows::splitmix;
-use crate::kernels::rows::{RowKernels, MEMO_SLOTS};
+use crate::kernels::rows::{RowKernels, MEMO_SLOTS, TALLY_SLOTS};
 
 /// scGPT's settings: tokens by gene key, bins, row length, the value
 /// transform and the sampling seed.
@@ -173,11 +173,8 @@ const SMALL_COUNTS: usize = 256;
 
 // The bins of the small counts are the row kernels' memo for `lookup`.
 const _: () = assert!(SMALL_COUNTS >= MEMO_SLOTS);
-
-/// Tables the counts are counted in, one per gene of each group of this
-/// many, so that consecutive genes of the same count (most are 1 or 2) do
-/// not wait on each other's increment.
-const TABLES: usize = 4;
+// Every count `tally` counts has its own slot.
+const _: () = assert!(SMALL_COUNTS >= TALLY_SLOTS);
 
 /// Reused buffers of [`ScGptColumns::row`].
 #[derive(Default)]
@@ -190,9 +187,11 @@ pub(crate) struct BinScratch {
     /// The kept genes' tokens and counts.
     kept_tokens: Vec<i32>,
     kept_counts: Vec<u32>,
-    /// [`TABLES`] tables of the genes of each count below [`SMALL_COUNTS`],
-    /// and of the larger ones in a slot past them.
-    tables: Vec<u32>,
+    /// The genes of each count below [`SMALL_COUNTS`], and of the larger
+    /// ones in a slot past them.
+    table: Vec<u32>,
+    /// The counts the row kernels' `tally` leaves to the table.
+    rest: Vec<u32>,
     /// `below[c]`: the genes of count below `c`, for `c <= SMALL_COUNTS`.
     below: Vec<u32>,
     /// The counts from [`SMALL_COUNTS`] on, sorted.
@@ -248,7 +247,7 @@ impl ScGptColumns {
         };
         let kernels = best_row_kernels();
         let n = self.gather(kernels, genes, counts, s);
-        self.order(n, s);
+        self.order(kernels, n, s);
         let mut ordered = Ordered::new(&s.below, &s.large);
         quantile_edges(
             n,
@@ -337,42 +336,36 @@ impl ScGptColumns {
     }
 
     /// Orders the first `n` counts of `s`: `s.below` the running totals of
-    /// the small counts, `s.large` the others sorted.
-    fn order(&self, n: usize, s: &mut BinScratch) {
+    /// the small counts, `s.large` the others sorted. The row kernels'
+    /// `tally` counts the values below its slots (most of a cell's) and
+    /// hands back the rest, which a table counts.
+    fn order(&self, kernels: &RowKernels, n: usize, s: &mut BinScratch) {
+        let mut tallied = [0usize; TALLY_SLOTS];
+        s.rest.resize(n, 0);
+        let others = kernels.tally(&s.counts[..n], &mut tallied, &mut s.rest);
+        let rest = &s.rest[..others];
         // A slot past the small counts counts the large ones, so that the
         // loop has no branch; they are collected by a second pass only
         // when the cell has some.
-        s.tables.clear();
-        s.tables.resize(TABLES * (SMALL_COUNTS + 1), 0);
-        let tables = &mut s.tables[..TABLES * (SMALL_COUNTS + 1)];
-        let counts = &s.counts[..n];
-        let slot = |c: u32| c.min(SMALL_COUNTS as u32) as usize * TABLES;
-        let groups = counts.chunks_exact(TABLES);
-        let rest = groups.remainder();
-        for group in groups {
-            let group: &[u32; TABLES] = group.try_into().expect("exact chunks");
-            for (t, &c) in group.iter().enumerate() {
-                tables[slot(c) + t] += 1;
-            }
+        s.table.clear();
+        s.table.resize(SMALL_COUNTS + 1, 0);
+        for (slot, &k) in s.table.iter_mut().zip(&tallied) {
+            *slot = k as u32;
         }
-        for (t, &c) in rest.iter().enumerate() {
-            tables[slot(c) + t] += 1;
+        for &c in rest {
+            s.table[c.min(SMALL_COUNTS as u32) as usize] += 1;
         }
         s.large.clear();
-        if tables[TABLES * SMALL_COUNTS..].iter().any(|&k| k > 0) {
-            s.large.extend(
-                counts
-                    .iter()
-                    .copied()
-                    .filter(|&c| c as usize >= SMALL_COUNTS),
-            );
+        if s.table[SMALL_COUNTS] > 0 {
+            s.large
+                .extend(rest.iter().copied().filter(|&c| c as usize >= SMALL_COUNTS));
             s.large.sort_unstable();
         }
         s.below.clear();
         s.below.push(0);
         let mut total = 0;
-        for per_count in tables[..TABLES * SMALL_COUNTS].chunks_exact(TABLES) {
-            total += per_count.iter().sum::<u32>();
+        for &per_count in &s.table[..SMALL_COUNTS] {
+            total += per_count;
             s.below.push(total);
         }
     }

@@ -53,6 +53,48 @@ pub fn scan(counts: &[u32]) -> (u64, u64) {
     (total, seen)
 }
 
+/// Counts below this are tallied per value by [`RowKernels::tally`];
+/// larger ones are handed back apart.
+pub const TALLY_SLOTS: usize = 8;
+
+/// Reference for [`RowKernels::tally`].
+#[inline(always)]
+pub fn tally(counts: &[u32], small: &mut [usize; TALLY_SLOTS], rest: &mut [u32]) -> usize {
+    check_tally(counts, rest);
+    tally_from(counts, small, rest, 0)
+}
+
+/// The lengths [`RowKernels::tally`] takes, checked alike on every backend.
+#[inline(always)]
+pub(crate) fn check_tally(counts: &[u32], rest: &[u32]) {
+    assert!(
+        rest.len() >= counts.len(),
+        "tally: `rest` must hold at least as many counts as there are"
+    );
+}
+
+/// [`tally`]'s loop over `counts`, whose larger counts go to `rest` from
+/// `n` on (`n` at most the counts before these, so every write lies within
+/// `rest`); returns `n` past them.
+#[inline(always)]
+pub(crate) fn tally_from(
+    counts: &[u32],
+    small: &mut [usize; TALLY_SLOTS],
+    rest: &mut [u32],
+    mut n: usize,
+) -> usize {
+    for &c in counts {
+        match small.get_mut(c as usize) {
+            Some(slot) => *slot += 1,
+            None => {
+                rest[n] = c;
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
 /// Reference for [`RowKernels::lookup`].
 #[inline(always)]
 pub fn lookup(memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) {
