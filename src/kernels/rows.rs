@@ -46,8 +46,8 @@
 //! with their counts, to the front of its outputs, where scalar code loads
 //! one gene's value at a time and writes it whether kept or not.
 //! [`RowKernels::compress`] is the same without the table: it keeps the
-//! non-negative values of an array already gathered (scGPT's tokens, those
-//! of the genes a long cell drops made negative).
+//! values of an array already gathered that a byte per value marks
+//! (scGPT's tokens of the genes a long cell keeps).
 //!
 //! [`RowKernels::count_marked`] only counts a row's genes that a bitmap
 //! marks (a bit per gene: a selection's kept genes, an output row's
@@ -89,7 +89,7 @@
 use super::dispatch::{kernel_entry, kernel_tables, Isa, Level};
 use super::reference::rows as scalar;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-use super::vector::Vector;
+use super::vector::{Vector, MAX_LANES};
 
 /// The row kernels of one [`Isa`]; reach one through
 /// [`KernelTable`](super::KernelTable).
@@ -119,7 +119,7 @@ type Place = fn(&[u64], &mut [u32], (&[u32], &[u32]), (&mut [i32], &mut [u32]));
 type Select = fn(&[i32], u32, &[i32], &[u32], (&mut [i32], &mut [u32])) -> usize;
 
 /// The signature of [`RowKernels::compress`].
-type Compress = fn(&[i32], &[u32], (&mut [i32], &mut [u32])) -> usize;
+type Compress = fn(&[i32], &[u8], &[u32], (&mut [i32], &mut [u32])) -> usize;
 
 /// The signature of [`RowKernels::lookup`].
 type Lookup = fn(&[f32; MEMO_SLOTS], &[u32], &mut [f32]);
@@ -248,16 +248,22 @@ impl RowKernels {
         (self.select)(table, first, genes, counts, out)
     }
 
-    /// Keeps the non-negative `values`: they go to `out.0` and their
-    /// counts to `out.1`, in order, and their number is returned; what the
-    /// outputs hold past them is unspecified.
+    /// Keeps the `values` whose mark is not 0: they go to `out.0` and
+    /// their counts to `out.1`, in order, and their number is returned;
+    /// what the outputs hold past them is unspecified.
     ///
     /// # Panics
     ///
-    /// If `values` and `counts` are not as long, or an output is shorter
-    /// (on every backend alike).
-    pub fn compress(&self, values: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize {
-        (self.compress)(values, counts, out)
+    /// If `values`, `marks` and `counts` are not all as long, or an output
+    /// is shorter (on every backend alike).
+    pub fn compress(
+        &self,
+        values: &[i32],
+        marks: &[u8],
+        counts: &[u32],
+        out: (&mut [i32], &mut [u32]),
+    ) -> usize {
+        (self.compress)(values, marks, counts, out)
     }
 
     /// How many `genes` are marked: gene `g` is when `g - first` (as
@@ -460,7 +466,8 @@ fn select<V: Vector>(
                 // readable for `LANES` values at `i`.
                 unsafe {
                     let values = v.gather_u32(table.as_ptr().cast(), at);
-                    n = keep_register(v, values, counts, i, (out, out_counts), n);
+                    let keep = !v.sign_bits(values) & all_lanes::<V>();
+                    n = keep_register(v, values, keep, counts, i, (out, out_counts), n);
                 }
             }
             i += lanes;
@@ -476,39 +483,59 @@ fn select<V: Vector>(
     )
 }
 
-/// [`scalar::compress`] a register of values at a time, the kept ones (and
-/// their counts) compressed to the outputs; the tail through the
-/// reference's loop.
+/// Zero bytes: the high plane under a register of marks, which
+/// [`Vector::load_planes`] widens to `u32` lanes.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+static NO_HIGH_BYTES: [u8; MAX_LANES] = [0; MAX_LANES];
+
+/// The bits of every lane of `V`.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn all_lanes<V: Vector>() -> u32 {
+    (1u32 << V::LANES) - 1
+}
+
+/// [`scalar::compress`] a register of values at a time: the register's
+/// marks widened to lanes, and the values (and counts) of the marked lanes
+/// compressed to the outputs; the tail through the reference's loop.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
 fn compress<V: Vector>(
     v: V,
     values: &[i32],
+    marks: &[u8],
     counts: &[u32],
     (out, out_counts): (&mut [i32], &mut [u32]),
 ) -> usize {
-    scalar::check_select(values, counts, out, out_counts);
+    scalar::check_compress(values, marks, counts, out, out_counts);
+    let zero = v.splat(0);
     let (mut n, mut i) = (0, 0);
     while i + V::LANES <= values.len() {
-        // SAFETY: `i + LANES <= values.len() == counts.len()`, and
-        // `n <= i`, so `n + LANES` is within both outputs (checked above).
+        // SAFETY: `i + LANES <= values.len()`, which `marks` and `counts`
+        // are as long as, and `NO_HIGH_BYTES` holds `MAX_LANES >= LANES`
+        // bytes; `n <= i`, so `n + LANES` is within both outputs (checked
+        // above).
         unsafe {
             let register = v.load_u32(values.as_ptr().add(i).cast());
-            n = keep_register(v, register, counts, i, (out, out_counts), n);
+            let m = v.load_planes(marks.as_ptr().add(i), NO_HIGH_BYTES.as_ptr());
+            // A mark (at most 255) negated is negative; 0 stays 0.
+            let keep = v.sign_bits(v.sub(zero, m)) & all_lanes::<V>();
+            n = keep_register(v, register, keep, counts, i, (out, out_counts), n);
         }
         i += V::LANES;
     }
-    scalar::keep_from(
-        values[i..].iter().copied(),
+    scalar::compress_from(
+        &values[i..],
+        &marks[i..],
         &counts[i..],
         (out, out_counts),
         n,
     )
 }
 
-/// Writes the non-negative lanes of `values` (the values at `i`) and the
-/// counts at `i` of the same lanes to the outputs at `n`; returns `n` past
-/// them.
+/// Writes the lanes of `values` (the values at `i`) whose bit is set in
+/// `keep`, and the counts at `i` of the same lanes, to the outputs at `n`;
+/// returns `n` past them.
 ///
 /// # Safety
 ///
@@ -518,12 +545,12 @@ fn compress<V: Vector>(
 unsafe fn keep_register<V: Vector>(
     v: V,
     values: V::U32,
+    keep: u32,
     counts: &[u32],
     i: usize,
     (out, out_counts): (&mut [i32], &mut [u32]),
     n: usize,
 ) -> usize {
-    let keep = !v.sign_bits(values) & ((1u32 << V::LANES) - 1);
     // SAFETY: the caller's contract: `LANES` counts at `i`, and room for
     // `LANES` values in each output at `n`.
     unsafe {
@@ -597,7 +624,7 @@ fn tally<V: Vector>(
 ) -> usize {
     scalar::check_tally(counts, rest);
     let lanes = V::LANES;
-    let all = (1u32 << lanes) - 1;
+    let all = all_lanes::<V>();
     let (top, below_top) = (v.splat(TALLY_SLOTS as u32), v.splat(TALLY_SLOTS as u32 - 1));
     let (mut n, mut i) = (0, 0);
     while i + lanes <= counts.len() {
@@ -691,7 +718,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn values_entry(memo: &[f32; MEMO_SLOTS], slots: &mut [u32], larger: &dyn Fn(u32) -> f32) = values_in_place);
             kernel_entry!($features, $token, fn quotient_entry(x: &[f64], m: &[f64], out: &mut [u64]) = quotient_keys);
             kernel_entry!($features, $token, fn select_entry(table: &[i32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = select);
-            kernel_entry!($features, $token, fn compress_entry(values: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = compress);
+            kernel_entry!($features, $token, fn compress_entry(values: &[i32], marks: &[u8], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = compress);
             kernel_entry!($features, $token, fn count_marked_entry(marks: &[u32], first: u32, genes: &[i32]) -> usize = count_marked);
             kernel_entry!($features, $token, fn stream_entry(src: &[u8], dst: &mut [u8]) = stream);
             kernel_entry!($features, $token, fn draws_entry(state: u64, first: u32, out: &mut [u32]) = draws);

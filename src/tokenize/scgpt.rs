@@ -179,8 +179,7 @@ const _: () = assert!(SMALL_COUNTS >= TALLY_SLOTS);
 /// Reused buffers of [`ScGptColumns::row`].
 #[derive(Default)]
 pub(crate) struct BinScratch {
-    /// The tokens of the cell's genes that have one, in column order; those
-    /// of the genes the row drops are then made negative.
+    /// The tokens of the cell's genes that have one, in column order.
     tokens: Vec<i32>,
     /// Their counts.
     counts: Vec<u32>,
@@ -192,8 +191,11 @@ pub(crate) struct BinScratch {
     table: Vec<u32>,
     /// The counts the row kernels' `tally` leaves to the table.
     rest: Vec<u32>,
-    /// `below[c]`: the genes of count below `c`, for `c <= SMALL_COUNTS`.
+    /// `below[c]`: the genes of count below `c`, for `c <= SMALL_COUNTS`
+    /// (`below[0]`, 0, is never written).
     below: Vec<u32>,
+    /// One past the largest count below [`SMALL_COUNTS`] the cell holds.
+    held: usize,
     /// The counts from [`SMALL_COUNTS`] on, sorted.
     large: Vec<u32>,
     /// The bin of each count below [`SMALL_COUNTS`] the cell holds.
@@ -260,7 +262,7 @@ impl ScGptColumns {
         s.bins.clear();
         s.bins.resize(SMALL_COUNTS, 0.0);
         let mut e = 0;
-        for c in 0..SMALL_COUNTS {
+        for c in 0..s.held {
             if s.below[c + 1] != s.below[c] {
                 let x = self.value(c as u32, n_counts);
                 while e < edges.len() && edges[e] <= x {
@@ -280,15 +282,11 @@ impl ScGptColumns {
                 &mut s.keep,
                 &mut s.draws,
             );
-            // The dropped genes' tokens made negative, which `compress`
-            // drops.
-            for (token, &kept) in s.tokens[..n].iter_mut().zip(&s.keep) {
-                *token |= i32::from(kept) - 1;
-            }
             s.kept_tokens.resize(n, 0);
             s.kept_counts.resize(n, 0);
             let kept = kernels.compress(
                 &s.tokens[..n],
+                &s.keep,
                 &s.counts[..n],
                 (&mut s.kept_tokens, &mut s.kept_counts),
             );
@@ -352,22 +350,28 @@ impl ScGptColumns {
         for (slot, &k) in s.table.iter_mut().zip(&tallied) {
             *slot = k as u32;
         }
+        // One past the largest small count the cell holds: the running
+        // totals are flat after it, and no count after it has a bin.
+        let mut held = tallied.iter().rposition(|&k| k > 0).map_or(0, |c| c + 1);
         for &c in rest {
-            s.table[c.min(SMALL_COUNTS as u32) as usize] += 1;
+            let slot = c.min(SMALL_COUNTS as u32) as usize;
+            s.table[slot] += 1;
+            held = held.max(slot + 1).min(SMALL_COUNTS);
         }
+        s.held = held;
         s.large.clear();
         if s.table[SMALL_COUNTS] > 0 {
             s.large
                 .extend(rest.iter().copied().filter(|&c| c as usize >= SMALL_COUNTS));
             s.large.sort_unstable();
         }
-        s.below.clear();
-        s.below.push(0);
+        s.below.resize(SMALL_COUNTS + 1, 0);
         let mut total = 0;
-        for &per_count in &s.table[..SMALL_COUNTS] {
+        for (below, &per_count) in s.below[1..=held].iter_mut().zip(&s.table[..held]) {
             total += per_count;
-            s.below.push(total);
+            *below = total;
         }
+        s.below[held + 1..].fill(total);
     }
 }
 
@@ -460,7 +464,8 @@ pub(crate) fn quantile_edges(
 /// pipeline flush); measured 3x slower per cell of 2,100 genes. A byte
 /// rather than a mark in the token itself: with the token's sign as the
 /// mark, each mark stores a value loaded just before (where a flag stores
-/// a constant), and the draw took over twice as long.
+/// a constant), and the draw took over twice as long. The row kernels'
+/// `compress` then takes the kept genes by these bytes.
 pub(crate) fn keep(
     n: usize,
     k: usize,

@@ -217,37 +217,71 @@ pub(crate) fn select_from(
     n: usize,
 ) -> usize {
     let values = genes.iter().map(|&g| {
-        table
+        let value = table
             .get((g as u32).wrapping_sub(first) as usize)
             .copied()
-            .unwrap_or(-1)
+            .unwrap_or(-1);
+        (value, value >= 0)
     });
     keep_from(values, counts, out, n)
 }
 
 /// Reference for [`RowKernels::compress`].
 #[inline(always)]
-pub fn compress(values: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize {
-    check_select(values, counts, out.0, out.1);
-    keep_from(values.iter().copied(), counts, out, 0)
+pub fn compress(
+    values: &[i32],
+    marks: &[u8],
+    counts: &[u32],
+    out: (&mut [i32], &mut [u32]),
+) -> usize {
+    check_compress(values, marks, counts, out.0, out.1);
+    compress_from(values, marks, counts, out, 0)
 }
 
-/// Writes the non-negative `values` and their `counts` to the outputs from
+/// The lengths [`RowKernels::compress`] takes, checked alike on every
+/// backend.
+#[inline(always)]
+pub(crate) fn check_compress(
+    values: &[i32],
+    marks: &[u8],
+    counts: &[u32],
+    out: &[i32],
+    out_counts: &[u32],
+) {
+    assert_eq!(marks.len(), values.len(), "compress: a mark per value");
+    check_select(values, counts, out, out_counts);
+}
+
+/// [`compress`]'s loop over `values`, whose kept values go to the outputs
+/// from `n` on (as [`keep_from`]); returns `n` past them.
+#[inline(always)]
+pub(crate) fn compress_from(
+    values: &[i32],
+    marks: &[u8],
+    counts: &[u32],
+    out: (&mut [i32], &mut [u32]),
+    n: usize,
+) -> usize {
+    let kept = values.iter().zip(marks).map(|(&v, &m)| (v, m != 0));
+    keep_from(kept, counts, out, n)
+}
+
+/// Writes the `values` marked kept and their `counts` to the outputs from
 /// `n` on (`n` at most the values before these, so every write lies within
 /// the outputs, at least as long as all of them); returns `n` past them.
 /// Every value is written, and the next written over it unless it is kept:
 /// no branch per value.
 #[inline(always)]
 pub(crate) fn keep_from(
-    values: impl Iterator<Item = i32>,
+    values: impl Iterator<Item = (i32, bool)>,
     counts: &[u32],
     (out, out_counts): (&mut [i32], &mut [u32]),
     mut n: usize,
 ) -> usize {
-    for (value, &c) in values.zip(counts) {
+    for ((value, kept), &c) in values.zip(counts) {
         out[n] = value;
         out_counts[n] = c;
-        n += usize::from(value >= 0);
+        n += usize::from(kept);
     }
     n
 }
