@@ -2,8 +2,9 @@
 //! the reference puts them (with their counts) in increasing order, checked
 //! against a sort; every backend scans, looks up and divides as the
 //! reference does, and tallies counts as a count written here does; every
-//! backend streams an exact copy and makes Floyd's draws as a 128-bit
-//! product written here gives them.
+//! backend streams an exact copy (of one part or of several with one
+//! fence) and makes Floyd's draws as a 128-bit product written here gives
+//! them.
 
 use deltacells::kernels::rows::{RowKernels, MEMO_SLOTS, TALLY_SLOTS};
 use deltacells::kernels::KernelTable;
@@ -280,6 +281,34 @@ proptest! {
             let dst = &mut out[at..at + src.len()];
             dst.fill(0x5A);
             k.stream(src, dst);
+            prop_assert_eq!(&out, &want, "{}", k.isa());
+        }
+    }
+
+    #[test]
+    fn every_backend_streams_parts_with_one_fence(
+        bytes in prop::collection::vec(any::<u8>(), 0..700),
+        cuts in (0usize..700, 0usize..700),
+        gap in 0usize..70,
+    ) {
+        // Three parts of one source, each to its own place in one output
+        // (`gap` bytes apart, untouched), as a row's parts are streamed.
+        let (a, b) = (cuts.0.min(cuts.1).min(bytes.len()), cuts.0.max(cuts.1).min(bytes.len()));
+        let (first, rest) = bytes.split_at(a);
+        let (second, third) = rest.split_at(b - a);
+        let mut want = vec![0xA5u8; bytes.len() + 3 * gap];
+        want[gap..gap + a].copy_from_slice(first);
+        want[2 * gap + a..2 * gap + b].copy_from_slice(second);
+        want[3 * gap + b..].copy_from_slice(third);
+        for k in crate::tables::<RowKernels>("rows") {
+            let mut out = vec![0xA5u8; bytes.len() + 3 * gap];
+            let (head, after) = out.split_at_mut(gap + a);
+            let (middle, tail) = after.split_at_mut(gap + b - a);
+            k.stream_parts(&mut [
+                (first, &mut head[gap..]),
+                (second, &mut middle[gap..]),
+                (third, &mut tail[gap..]),
+            ]);
             prop_assert_eq!(&out, &want, "{}", k.isa());
         }
     }

@@ -347,13 +347,20 @@ impl<V: bytemuck::Pod> CsrPart<'_, V> {
     /// Writes row `row` from its columns (ascending) and values, which
     /// fill exactly the length the row was sized to. They were composed in
     /// the cache (a transformed or selected row), and nothing reads the
-    /// output before it is handed out, so they are streamed
-    /// ([`RowKernels::stream`](crate::kernels::rows::RowKernels::stream)).
+    /// output before it is handed out, so they are streamed, both with one
+    /// fence ([`RowKernels::stream_parts`](crate::kernels::rows::RowKernels::stream_parts)).
     pub(crate) fn write_values(&mut self, row: usize, columns: &[i32], values: &[V]) {
         let (start, end) = self.span(row);
-        let kernels = best_row_kernels();
-        kernels.stream(columns, &mut self.indices[start..end]);
-        kernels.stream(values, &mut self.values[start..end]);
+        best_row_kernels().stream_parts(&mut [
+            (
+                bytemuck::cast_slice(columns),
+                bytemuck::cast_slice_mut(&mut self.indices[start..end]),
+            ),
+            (
+                bytemuck::cast_slice(values),
+                bytemuck::cast_slice_mut(&mut self.values[start..end]),
+            ),
+        ]);
     }
 }
 

@@ -104,10 +104,13 @@ pub struct RowKernels {
     select: Select,
     compress: Compress,
     count_marked: fn(&[u32], u32, &[i32]) -> usize,
-    stream: fn(&[u8], &mut [u8]),
+    stream: Stream,
     draws: fn(u64, u32, &mut [u32]),
     tally: Tally,
 }
+
+/// The signature of [`RowKernels::stream_parts`].
+type Stream = fn(&mut [(&[u8], &mut [u8])]);
 
 /// The signature of [`RowKernels::tally`].
 type Tally = fn(&[u32], &mut [usize; TALLY_SLOTS], &mut [u32]) -> usize;
@@ -302,12 +305,24 @@ impl RowKernels {
     ///
     /// If `src` and `dst` are not as long (on every backend alike).
     pub fn stream<T: bytemuck::Pod>(&self, src: &[T], dst: &mut [T]) {
-        assert_eq!(
-            src.len(),
-            dst.len(),
+        self.stream_parts(&mut [(bytemuck::cast_slice(src), bytemuck::cast_slice_mut(dst))])
+    }
+
+    /// Copies each part's source to its destination as
+    /// [`RowKernels::stream`] does, with one fence after the last: the
+    /// parts of one row (an scGPT row's tokens, values and mask) pay for
+    /// one wait on their streaming stores rather than one each.
+    ///
+    /// # Panics
+    ///
+    /// If a part's source and destination are not as long (on every
+    /// backend alike, before anything is copied).
+    pub fn stream_parts(&self, parts: &mut [(&[u8], &mut [u8])]) {
+        assert!(
+            parts.iter().all(|(src, dst)| src.len() == dst.len()),
             "stream: the source and the destination must be as long"
         );
-        (self.stream)(bytemuck::cast_slice(src), bytemuck::cast_slice_mut(dst))
+        (self.stream)(parts)
     }
 }
 
@@ -671,21 +686,33 @@ fn tally<V: Vector>(
     scalar::tally_from(&counts[i..], small, rest, n)
 }
 
-/// A cache line: the unit [`stream`] writes past the cache.
+/// A cache line: the unit [`stream_lines`] writes past the cache.
 const LINE: usize = 64;
 
-/// [`scalar::stream`] with the whole lines of `dst` written by
+/// [`scalar::stream`] with each part copied by [`stream_lines`], then one
+/// fence.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn stream<V: Vector>(v: V, parts: &mut [(&[u8], &mut [u8])]) {
+    for (src, dst) in parts.iter_mut() {
+        stream_lines(v, src, dst);
+    }
+    v.fence_streams();
+}
+
+/// A copy of `src` to `dst` (as long) with the whole lines of `dst` written by
 /// [`Vector::stream_u32`] from unaligned loads of `src`, a line at a
 /// time (two registers on AVX2), and the partial lines before and after
 /// them copied plainly: no line is written both ways (a plain store to a
 /// line being streamed makes the core read it from memory again).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
-fn stream<V: Vector>(v: V, src: &[u8], dst: &mut [u8]) {
+fn stream_lines<V: Vector>(v: V, src: &[u8], dst: &mut [u8]) {
     let n = dst.len();
     let registers = LINE / (4 * V::LANES);
     if !V::STREAMS || n < 2 * LINE || registers == 0 || src.len() != n {
-        return scalar::stream(src, dst);
+        dst.copy_from_slice(src);
+        return;
     }
     let head = (LINE - dst.as_ptr() as usize % LINE) % LINE;
     let lines = (n - head) / LINE;
@@ -704,7 +731,6 @@ fn stream<V: Vector>(v: V, src: &[u8], dst: &mut [u8]) {
             }
         }
     }
-    v.fence_streams();
     dst[tail..].copy_from_slice(&src[tail..]);
 }
 
@@ -720,7 +746,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn select_entry(table: &[i32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = select);
             kernel_entry!($features, $token, fn compress_entry(values: &[i32], marks: &[u8], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = compress);
             kernel_entry!($features, $token, fn count_marked_entry(marks: &[u32], first: u32, genes: &[i32]) -> usize = count_marked);
-            kernel_entry!($features, $token, fn stream_entry(src: &[u8], dst: &mut [u8]) = stream);
+            kernel_entry!($features, $token, fn stream_entry(parts: &mut [(&[u8], &mut [u8])]) = stream);
             kernel_entry!($features, $token, fn draws_entry(state: u64, first: u32, out: &mut [u32]) = draws);
             kernel_entry!($features, $token, fn tally_entry(counts: &[u32], small: &mut [usize; TALLY_SLOTS], rest: &mut [u32]) -> usize = tally);
             RowKernels {

@@ -163,10 +163,12 @@ pub fn draws(state: u64, first: u32, out: &mut [u32]) {
     }
 }
 
-/// Reference for [`RowKernels::stream`]: a plain copy.
+/// Reference for [`RowKernels::stream_parts`]: plain copies.
 #[inline(always)]
-pub fn stream(src: &[u8], dst: &mut [u8]) {
-    dst.copy_from_slice(src);
+pub fn stream(parts: &mut [(&[u8], &mut [u8])]) {
+    for (src, dst) in parts.iter_mut() {
+        dst.copy_from_slice(src);
+    }
 }
 
 /// Reference for [`RowKernels::quotient_keys`].
