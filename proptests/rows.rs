@@ -1,10 +1,10 @@
 //! The row kernels: every backend places columns as the reference does, and
 //! the reference puts them (with their counts) in increasing order, checked
 //! against a sort; every backend scans, looks up and divides as the
-//! reference does, and tallies counts as a count written here does; every
-//! backend streams an exact copy (of one part or of several with one
-//! fence) and makes Floyd's draws as a 128-bit product written here gives
-//! them.
+//! reference does, tallies counts and turns them into starts as loops
+//! written here do; every backend streams an exact copy (of one part or of
+//! several with one fence) and makes Floyd's draws as a 128-bit product
+//! written here gives them.
 
 use deltacells::kernels::rows::{RowKernels, MEMO_SLOTS, TALLY_SLOTS};
 use deltacells::kernels::KernelTable;
@@ -132,6 +132,34 @@ proptest! {
                 prop_assert_eq!(m, n, "{} from {}", k.isa(), from);
                 prop_assert_eq!(got.0, want.0, "{} from {}", k.isa(), from);
                 prop_assert_eq!(&got.1[..m], &want.1[..n], "{} from {}", k.isa(), from);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn every_backend_turns_counts_into_starts(
+        counts in prop::collection::vec(prop_oneof![8 => 0u32..4, 1 => any::<u32>()], 0..300),
+    ) {
+        // Each start the wrapping sum of the counts before it, written here.
+        let mut want = Vec::with_capacity(counts.len());
+        let mut total = 0u32;
+        for &c in &counts {
+            want.push(total);
+            total = total.wrapping_add(c);
+        }
+        for k in crate::tables::<RowKernels>("rows") {
+            // From every offset within a register: tails of every length.
+            for from in 0..counts.len().min(17) {
+                let mut got = counts[from..].to_vec();
+                let before = want.get(from).copied().unwrap_or(total);
+                let past = k.starts(&mut got);
+                let expected: Vec<u32> = want[from..].iter().map(|&w| w.wrapping_sub(before)).collect();
+                prop_assert_eq!(&got, &expected, "{} from {}", k.isa(), from);
+                prop_assert_eq!(past, total.wrapping_sub(before), "{} from {}", k.isa(), from);
             }
         }
     }

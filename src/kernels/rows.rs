@@ -38,6 +38,11 @@
 //! sums `min(c, k)` per lane for each `k` and takes differences, so no
 //! count waits on the increment of the one before it.
 //!
+//! [`RowKernels::starts`] turns a counting sort's bucket counts into where
+//! each bucket starts (Geneformer's order counts thousands of buckets a
+//! cell): a scan across each register's lanes plus the total before it,
+//! where the reference adds one count after another.
+//!
 //! # Selecting
 //!
 //! A gene selection (or a tokenizer's table) keeps the genes of a row that
@@ -74,7 +79,7 @@
 //! # Backends
 //!
 //! Apart from `lookup`, `values_in_place`, `select`, `compress`,
-//! `count_marked`, `tally` and `stream` (written once over the vector vocabulary,
+//! `count_marked`, `tally`, `starts` and `stream` (written once over the vector vocabulary,
 //! with the reference's loop for registers that reach outside the table or
 //! the memo and for the tail), the vector tables run the reference's own code,
 //! compiled for their instruction set: on x86-64 that brings `popcnt` (a
@@ -107,6 +112,7 @@ pub struct RowKernels {
     stream: Stream,
     draws: fn(u64, u32, &mut [u32]),
     tally: Tally,
+    starts: fn(&mut [u32]) -> u32,
 }
 
 /// The signature of [`RowKernels::stream_parts`].
@@ -178,6 +184,15 @@ impl RowKernels {
         rest: &mut [u32],
     ) -> usize {
         (self.tally)(counts, small, rest)
+    }
+
+    /// Turns bucket counts into where each bucket starts: each count is
+    /// replaced by the sum of those before it (an exclusive prefix sum,
+    /// wrapping at `2^32`), and the total is returned. What a counting
+    /// sort's pass does between counting and placing (Geneformer's order,
+    /// over thousands of buckets a cell).
+    pub fn starts(&self, counts: &mut [u32]) -> u32 {
+        (self.starts)(counts)
     }
 
     /// Writes `memo[min(c, MEMO_SLOTS - 1)]` for every count `c`.
@@ -340,6 +355,7 @@ static SCALAR: RowKernels = RowKernels {
     stream: scalar::stream,
     draws: scalar::draws,
     tally: scalar::tally,
+    starts: scalar::starts,
 };
 
 /// The reference's code, compiled for the ISA of the token (unused but for
@@ -686,6 +702,31 @@ fn tally<V: Vector>(
     scalar::tally_from(&counts[i..], small, rest, n)
 }
 
+/// [`scalar::starts`] a register of counts at a time: each register's
+/// inclusive sums across its lanes plus the total before it, less its own
+/// counts; the total carried to the next register in every lane (a
+/// broadcast, so the chain from register to register is an addition and a
+/// permute where the reference's is an addition per count). Additions
+/// wrap alike in either order. The tail through the reference's loop.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn starts<V: Vector>(v: V, counts: &mut [u32]) -> u32 {
+    let mut total = v.splat(0);
+    let mut i = 0;
+    while i + V::LANES <= counts.len() {
+        // SAFETY: `i + LANES <= counts.len()`.
+        unsafe {
+            let at = counts.as_mut_ptr().add(i);
+            let c = v.load_u32(at);
+            let through = v.add(v.prefix_sum(c), total);
+            v.store_u32(at, v.sub(through, c));
+            total = v.broadcast_last(through);
+        }
+        i += V::LANES;
+    }
+    scalar::starts_from(&mut counts[i..], v.lanes(total)[0])
+}
+
 /// A cache line: the unit [`stream_lines`] writes past the cache.
 const LINE: usize = 64;
 
@@ -748,6 +789,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn count_marked_entry(marks: &[u32], first: u32, genes: &[i32]) -> usize = count_marked);
             kernel_entry!($features, $token, fn stream_entry(parts: &mut [(&[u8], &mut [u8])]) = stream);
             kernel_entry!($features, $token, fn draws_entry(state: u64, first: u32, out: &mut [u32]) = draws);
+            kernel_entry!($features, $token, fn starts_entry(counts: &mut [u32]) -> u32 = starts);
             kernel_entry!($features, $token, fn tally_entry(counts: &[u32], small: &mut [usize; TALLY_SLOTS], rest: &mut [u32]) -> usize = tally);
             RowKernels {
                 isa: Isa::compiled_for(Level::$level),
@@ -762,6 +804,7 @@ macro_rules! rows_table {
                 stream: stream_entry,
                 draws: draws_entry,
                 tally: tally_entry,
+                starts: starts_entry,
             }
         };
     };

@@ -29,6 +29,8 @@
 //! its moves each such run is sorted whole instead. Linear in the pairs but
 //! for those runs, and the same order as a full sort of the pairs.
 
+use crate::engine::best_row_kernels;
+
 /// Below this many pairs, a comparison sort.
 const SMALL: usize = 32;
 /// Bits of the low digit of the two-digit sorts.
@@ -198,14 +200,12 @@ fn two_passes(
     scatter(spare, pairs, high, high_of);
 }
 
-/// Turns counts into where each digit's pairs start.
+/// Turns counts into where each digit's pairs start: the row kernels'
+/// `starts`, a register of counts at a time (there are about as many
+/// buckets as pairs, so one addition after another cost as much as
+/// counting the pairs).
 fn starts(counts: &mut [u32]) {
-    let mut total = 0;
-    for c in counts.iter_mut() {
-        let here = *c;
-        *c = total;
-        total += here;
-    }
+    best_row_kernels().starts(counts);
 }
 
 /// Places each pair of `from` at its digit's next place in `to`, in order.

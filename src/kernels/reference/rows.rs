@@ -53,6 +53,24 @@ pub fn scan(counts: &[u32]) -> (u64, u64) {
     (total, seen)
 }
 
+/// Reference for [`RowKernels::starts`].
+#[inline(always)]
+pub fn starts(counts: &mut [u32]) -> u32 {
+    starts_from(counts, 0)
+}
+
+/// [`starts`] over `counts`, whose first start is `total` (the counts
+/// before them); returns the total past them.
+#[inline(always)]
+pub(crate) fn starts_from(counts: &mut [u32], mut total: u32) -> u32 {
+    for c in counts.iter_mut() {
+        let here = *c;
+        *c = total;
+        total = total.wrapping_add(here);
+    }
+    total
+}
+
 /// Counts below this are tallied per value by [`RowKernels::tally`];
 /// larger ones are handed back apart.
 pub const TALLY_SLOTS: usize = 8;
