@@ -18,7 +18,8 @@ use crate::format::tile::{ChunkEntry, StreamKind, TileError, TilePosition, TileR
 use crate::format::zstd::Decompressor;
 use crate::kernels::reference::tile::apply_value_exceptions;
 use crate::kernels::{
-    Backend, CellBounds, DecodedCount, Exceptions, Fault, KernelTable, Planes, Stores, TileKernels,
+    Backend, CellBounds, CountSpan, DecodedCount, Exceptions, Fault, GapSpan, KernelTable, Planes,
+    Stores, TileKernels,
 };
 
 /// Decodes chunks of tiles. Owns a zstd context and the scratch planes; keep one
@@ -330,10 +331,15 @@ impl ChunkDecoder {
         let vals = Scratch::Planes(&mut self.planes);
         Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Vals, vals)?;
         let planes = Planes::split(&self.planes);
-        for s in spans.iter_mut() {
-            V::counts(k, s.planes(planes), s.values, stores)
-                .map_err(|f| fail(StreamKind::Vals, f, s.start))?;
-        }
+        // Every span's counts by one kernel call, so that streaming stores
+        // are fenced once a chunk rather than once a row.
+        let mut values: Vec<CountSpan<'_, V>> = spans
+            .iter_mut()
+            .map(|s| (s.start, &mut *s.values))
+            .collect();
+        V::counts(k, planes, &mut values, stores)
+            .map_err(|(i, f)| fail(StreamKind::Vals, f, values[i].0))?;
+        drop(values);
         if !vexc.is_empty() {
             for s in spans.iter_mut() {
                 let exceptions = s.exceptions(&vexc, planes, &mut self.shifted);
@@ -346,10 +352,13 @@ impl ChunkDecoder {
         let gaps = Scratch::Planes(&mut self.planes);
         Self::frame_into(&mut self.zstd, tile, chunk, &c, StreamKind::Gaps, gaps)?;
         let planes = Planes::split(&self.planes);
-        for s in spans.iter_mut() {
-            k.gaps_to_indices(s.planes(planes), s.cells, n_genes, s.indices, stores)
-                .map_err(|f| fail(StreamKind::Gaps, f, s.start))?;
-        }
+        let mut indices: Vec<GapSpan<'_, '_>> = spans
+            .iter_mut()
+            .map(|s| (s.start, s.cells, &mut *s.indices))
+            .collect();
+        k.gaps_to_indices_each(planes, &mut indices, n_genes, stores)
+            .map_err(|(i, f)| fail(StreamKind::Gaps, f, indices[i].0))?;
+        drop(indices);
         if !gexc.is_empty() {
             for s in spans.iter_mut() {
                 let exceptions = s.exceptions(&gexc, planes, &mut self.shifted);

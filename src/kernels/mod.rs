@@ -54,4 +54,8 @@ mod vector;
 
 pub use backend::{Backend, BackendError, KERNEL_ENV};
 pub use dispatch::{Isa, KernelTable};
-pub use tile::{CellBounds, Count, DecodedCount, Exceptions, Fault, Planes, Stores, TileKernels};
+pub(crate) use tile::GapSpan;
+pub use tile::{
+    CellBounds, Count, CountSpan, DecodedCount, Exceptions, Fault, Planes, SpanFault, Stores,
+    TileKernels,
+};

@@ -333,8 +333,22 @@ impl Stores {
     }
 }
 
-type CountsFn<V> = fn(Planes<'_>, &mut [V], Stores) -> Result<(), Fault>;
-type GapsFn = fn(Planes<'_>, CellBounds<'_>, u32, &mut [i32], Stores) -> Result<(), Fault>;
+/// One row's part of a chunk for [`DecodedCount::counts`]: where its
+/// values start in the chunk's planes, and its output (as many values as
+/// it holds).
+pub type CountSpan<'o, V> = (usize, &'o mut [V]);
+
+/// One row's part of a chunk for the gene kernel over several rows: where
+/// its gaps start in the chunk's planes, its cells (relative to that
+/// start), and its output.
+pub(crate) type GapSpan<'c, 'o> = (usize, CellBounds<'c>, &'o mut [i32]);
+
+/// Where a kernel over several spans stopped: the span's index, and its
+/// fault (positions within the span).
+pub type SpanFault = (usize, Fault);
+
+type CountsFn<V> = fn(Planes<'_>, &mut [CountSpan<'_, V>], Stores) -> Result<(), SpanFault>;
+type GapsFn = fn(Planes<'_>, &mut [GapSpan<'_, '_>], u32, Stores) -> Result<(), SpanFault>;
 type GapExcFn = fn(Exceptions<'_>, CellBounds<'_>, u32, &mut [i32]) -> Result<(), Fault>;
 type IndicesToGapsFn = fn(&[i32], CellBounds<'_>, &mut [u16], &mut Vec<(u32, u32)>);
 
@@ -370,7 +384,8 @@ impl TileKernels {
         out: &mut [i32],
         stores: Stores,
     ) -> Result<(), Fault> {
-        (self.counts_i32)(planes, out, stores)
+        planes.expect_len(out.len());
+        (self.counts_i32)(planes, &mut [(0, out)], stores).map_err(|(_, f)| f)
     }
 
     /// Planes -> `f32` counts, refusing a stored 0, written as `stores`
@@ -381,7 +396,8 @@ impl TileKernels {
         out: &mut [f32],
         stores: Stores,
     ) -> Result<(), Fault> {
-        (self.counts_f32)(planes, out, stores)
+        planes.expect_len(out.len());
+        (self.counts_f32)(planes, &mut [(0, out)], stores).map_err(|(_, f)| f)
     }
 
     /// Per-cell prefix sum of the gaps in `planes` -> gene indices, with the
@@ -395,7 +411,22 @@ impl TileKernels {
         out: &mut [i32],
         stores: Stores,
     ) -> Result<(), Fault> {
-        (self.gaps_to_indices)(planes, cells, n_genes, out, stores)
+        planes.expect_len(out.len());
+        (self.gaps_to_indices)(planes, &mut [(0, cells, out)], n_genes, stores).map_err(|(_, f)| f)
+    }
+
+    /// [`TileKernels::gaps_to_indices`] over each of `spans` (parts of one
+    /// chunk's `planes`) in turn, stopping at the first fault; streaming
+    /// stores are fenced once, after the last span (the rows of a chunk
+    /// that a batch's build decodes pay one wait rather than one each).
+    pub(crate) fn gaps_to_indices_each(
+        &self,
+        planes: Planes<'_>,
+        spans: &mut [GapSpan<'_, '_>],
+        n_genes: u32,
+        stores: Stores,
+    ) -> Result<(), SpanFault> {
+        (self.gaps_to_indices)(planes, spans, n_genes, stores)
     }
 
     /// `gexc` application (see [`scalar::apply_gap_exceptions`]).
@@ -431,26 +462,47 @@ impl TileKernels {
 static SCALAR: TileKernels = TileKernels {
     isa: Isa::PORTABLE,
     recombine_u16: scalar::recombine_u16,
-    counts_i32: |planes, out, _| scalar::counts::<i32>(planes, out),
-    counts_f32: |planes, out, _| scalar::counts::<f32>(planes, out),
-    gaps_to_indices: |planes, cells, n_genes, out, _| {
-        scalar::gaps_to_indices(planes, cells, n_genes, out)
+    counts_i32: |planes, spans, _| {
+        scalar_spans(spans, |(at, out)| {
+            scalar::counts(planes.range(*at..*at + out.len()), out)
+        })
+    },
+    counts_f32: |planes, spans, _| {
+        scalar_spans(spans, |(at, out)| {
+            scalar::counts(planes.range(*at..*at + out.len()), out)
+        })
+    },
+    gaps_to_indices: |planes, spans, n_genes, _| {
+        scalar_spans(spans, |(at, cells, out)| {
+            scalar::gaps_to_indices(planes.range(*at..*at + out.len()), *cells, n_genes, out)
+        })
     },
     gap_exceptions: scalar::apply_gap_exceptions,
     split_planes: scalar::split_planes,
     indices_to_gaps: scalar::indices_to_gaps,
 };
 
+/// The reference over each span in turn, stopping at the first fault.
+fn scalar_spans<T>(
+    spans: &mut [T],
+    mut kernel: impl FnMut(&mut T) -> Result<(), Fault>,
+) -> Result<(), SpanFault> {
+    spans
+        .iter_mut()
+        .enumerate()
+        .try_for_each(|(i, span)| kernel(span).map_err(|f| (i, f)))
+}
+
 /// Defines the table `$name`: the bodies of `simd.rs` for one ISA.
 macro_rules! tile_table {
     ($name:ident, $level:ident, $features:literal, $token:ty) => {
         static $name: TileKernels = {
             kernel_entry!($features, $token, fn recombine_u16(planes: &[u8], out: &mut [u16]) = simd::recombine_u16);
-            kernel_entry!($features, $token, fn counts_i32(planes: Planes<'_>, out: &mut [i32], stores: Stores) -> Result<(), Fault> = simd::counts);
-            kernel_entry!($features, $token, fn counts_f32(planes: Planes<'_>, out: &mut [f32], stores: Stores) -> Result<(), Fault> = simd::counts);
+            kernel_entry!($features, $token, fn counts_i32(planes: Planes<'_>, spans: &mut [CountSpan<'_, i32>], stores: Stores) -> Result<(), SpanFault> = simd::counts);
+            kernel_entry!($features, $token, fn counts_f32(planes: Planes<'_>, spans: &mut [CountSpan<'_, f32>], stores: Stores) -> Result<(), SpanFault> = simd::counts);
             kernel_entry!($features, $token, fn gaps_to_indices(
-                planes: Planes<'_>, cells: CellBounds<'_>, n_genes: u32, out: &mut [i32], stores: Stores
-            ) -> Result<(), Fault> = simd::gaps_to_indices);
+                planes: Planes<'_>, spans: &mut [GapSpan<'_, '_>], n_genes: u32, stores: Stores
+            ) -> Result<(), SpanFault> = simd::gaps_to_indices);
             kernel_entry!($features, $token, fn gap_exceptions(
                 exceptions: Exceptions<'_>, cells: CellBounds<'_>, n_genes: u32, out: &mut [i32]
             ) -> Result<(), Fault> = simd::gap_exceptions);
@@ -505,23 +557,25 @@ impl Count for u32 {
 
 /// A decoded count type, with its count kernel picked from a table.
 pub trait DecodedCount: Count {
-    /// Planes -> counts of this type, refusing a stored 0.
+    /// Planes -> counts of this type over each of `spans` (parts of one
+    /// chunk's `planes`) in turn, refusing a stored 0 and stopping at the
+    /// first; streaming stores are fenced once, after the last span.
     fn counts(
         k: &TileKernels,
         planes: Planes<'_>,
-        out: &mut [Self],
+        spans: &mut [CountSpan<'_, Self>],
         stores: Stores,
-    ) -> Result<(), Fault>;
+    ) -> Result<(), SpanFault>;
 }
 
 impl DecodedCount for i32 {
     fn counts(
         k: &TileKernels,
         planes: Planes<'_>,
-        out: &mut [i32],
+        spans: &mut [CountSpan<'_, i32>],
         stores: Stores,
-    ) -> Result<(), Fault> {
-        k.counts_i32(planes, out, stores)
+    ) -> Result<(), SpanFault> {
+        (k.counts_i32)(planes, spans, stores)
     }
 }
 
@@ -529,9 +583,99 @@ impl DecodedCount for f32 {
     fn counts(
         k: &TileKernels,
         planes: Planes<'_>,
-        out: &mut [f32],
+        spans: &mut [CountSpan<'_, f32>],
         stores: Stores,
-    ) -> Result<(), Fault> {
-        k.counts_f32(planes, out, stores)
+    ) -> Result<(), SpanFault> {
+        (k.counts_f32)(planes, spans, stores)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::KernelTable;
+
+    /// Planes of `values`: every low byte, then every high byte.
+    fn planes_of(values: &[u16]) -> Vec<u8> {
+        let lo = values.iter().map(|v| v.to_le_bytes()[0]);
+        let hi = values.iter().map(|v| v.to_le_bytes()[1]);
+        lo.chain(hi).collect()
+    }
+
+    /// Three spans of one chunk's 127 values (40, 37 and 50 of them).
+    const SPANS: [(usize, usize); 3] = [(0, 40), (40, 37), (77, 50)];
+
+    #[test]
+    fn spans_of_a_chunk_decode_as_each_alone_and_stop_at_the_first_fault() {
+        for zero_in in [None, Some(1), Some(2)] {
+            let mut values: Vec<u16> = (0..127u16).map(|i| 1 + i % 3).collect();
+            if let Some(s) = zero_in {
+                // Not a cell's first value, so a fault for gaps as for counts.
+                values[SPANS[s].0 + 5] = 0;
+            }
+            let bytes = planes_of(&values);
+            let planes = Planes::split(&bytes);
+            let bounds: Vec<[i64; 2]> = SPANS.iter().map(|&(_, n)| [0, n as i64]).collect();
+            for k in TileKernels::available() {
+                for stores in Stores::ALL {
+                    let what = format!("{} {stores:?}, zero in span {zero_in:?}", k.isa());
+                    // Outputs at odd places in one buffer, so rows share lines.
+                    let mut counts = vec![-1f32; 140];
+                    let mut genes = vec![-1i32; 140];
+                    let (got_counts, got_genes) = {
+                        let mut count_rest = &mut counts[1..];
+                        let mut gene_rest = &mut genes[1..];
+                        let (mut count_spans, mut gene_spans) = (Vec::new(), Vec::new());
+                        for (&(start, n), b) in SPANS.iter().zip(&bounds) {
+                            let (c, cr) = std::mem::take(&mut count_rest).split_at_mut(n + 1);
+                            let (g, gr) = std::mem::take(&mut gene_rest).split_at_mut(n + 1);
+                            count_spans.push((start, &mut c[..n]));
+                            let cells = CellBounds::new(b, n).expect("one cell");
+                            gene_spans.push((start, cells, &mut g[..n]));
+                            (count_rest, gene_rest) = (cr, gr);
+                        }
+                        (
+                            f32::counts(k, planes, &mut count_spans, stores),
+                            k.gaps_to_indices_each(planes, &mut gene_spans, 1 << 20, stores),
+                        )
+                    };
+                    let fault = zero_in.map(|s| {
+                        let position = 5;
+                        (
+                            s,
+                            Fault::ZeroCount { position },
+                            Fault::ZeroGap { position },
+                        )
+                    });
+                    assert_eq!(
+                        got_counts,
+                        fault.map_or(Ok(()), |f| Err((f.0, f.1))),
+                        "{what}"
+                    );
+                    assert_eq!(
+                        got_genes,
+                        fault.map_or(Ok(()), |f| Err((f.0, f.2))),
+                        "{what}"
+                    );
+                    // Each span as the reference leaves it alone (the
+                    // faulting one up to its fault); spans past it untouched.
+                    let mut at = 1;
+                    for (s, (&(start, n), b)) in SPANS.iter().zip(&bounds).enumerate() {
+                        let span = planes.range(start..start + n);
+                        let (mut want_counts, mut want_genes) = (vec![-1f32; n], vec![-1i32; n]);
+                        if zero_in.is_none_or(|z| s <= z) {
+                            let cells = CellBounds::new(b, n).expect("one cell");
+                            let _ = scalar::counts(span, &mut want_counts);
+                            let _ = scalar::gaps_to_indices(span, cells, 1 << 20, &mut want_genes);
+                        }
+                        let upto = if zero_in == Some(s) { 5 } else { n };
+                        let (counts, genes) = (&counts[at..at + upto], &genes[at..at + upto]);
+                        assert_eq!(counts, &want_counts[..upto], "{what}, span {s}");
+                        assert_eq!(genes, &want_genes[..upto], "{what}, span {s}");
+                        at += n + 1;
+                    }
+                }
+            }
+        }
     }
 }

@@ -11,7 +11,7 @@
 use crate::kernels::reference::tile as scalar;
 use crate::kernels::vector::Vector;
 
-use super::{CellBounds, Count, Exceptions, Fault, Planes, Stores};
+use super::{CellBounds, Count, CountSpan, Exceptions, Fault, GapSpan, Planes, SpanFault, Stores};
 
 /// Above this `n_genes`, the wrapping `u32` prefix sum could hide a range fault.
 ///
@@ -178,36 +178,100 @@ fn lanes_to_aligned<S: Vector>(p: *const u32) -> usize {
     (S::ALIGN - p as usize % S::ALIGN) % S::ALIGN / std::mem::size_of::<u32>()
 }
 
-/// Planes -> counts, refusing a stored 0 (see [`scalar::counts`]), written
-/// as `stores` says.
+/// A kernel over the spans of one chunk's planes, run by [`each_span`].
+/// (Methods of a trait rather than closures: a closure does not take the
+/// target features of the kernel entry it is written in, so the vector
+/// code inlined into it would call each intrinsic.)
+trait SpanPass<S: Vector, Span> {
+    /// The vector pass over `span`: whether its checks pass. Streamed
+    /// stores are left unfenced.
+    fn pass<const STREAM: bool>(&self, s: S, span: &mut Span) -> bool;
+    /// The reference over `span`, which finds its fault (and writes the
+    /// span as far as it).
+    fn reference(&self, span: &mut Span) -> Result<(), Fault>;
+}
+
+/// Runs `kernel`'s pass over each span in turn, with one fence after them
+/// when `stream`; at the first span whose checks fail, after the fence,
+/// runs the reference over it and stops there with that span's index and
+/// fault (or goes on past it if the reference finds none).
+#[inline(always)]
+fn each_span<S: Vector, Span, K: SpanPass<S, Span>>(
+    s: S,
+    kernel: K,
+    spans: &mut [Span],
+    stream: bool,
+) -> Result<(), SpanFault> {
+    let mut from = 0;
+    loop {
+        let failed = if stream {
+            spans[from..]
+                .iter_mut()
+                .position(|span| !kernel.pass::<true>(s, span))
+        } else {
+            spans[from..]
+                .iter_mut()
+                .position(|span| !kernel.pass::<false>(s, span))
+        };
+        if stream {
+            s.fence_streams();
+        }
+        let Some(i) = failed.map(|i| from + i) else {
+            return Ok(());
+        };
+        kernel.reference(&mut spans[i]).map_err(|f| (i, f))?;
+        from = i + 1;
+    }
+}
+
+/// [`counts`] over the spans of `0`'s planes.
+struct CountsPass<'p, V>(Planes<'p>, std::marker::PhantomData<V>);
+
+impl<S: Vector, V: CountBits> SpanPass<S, CountSpan<'_, V>> for CountsPass<'_, V> {
+    #[inline(always)]
+    fn pass<const STREAM: bool>(&self, s: S, (start, out): &mut CountSpan<'_, V>) -> bool {
+        counts_pass::<S, V, STREAM>(s, self.0.range(*start..*start + out.len()), out)
+    }
+
+    fn reference(&self, (start, out): &mut CountSpan<'_, V>) -> Result<(), Fault> {
+        scalar::counts(self.0.range(*start..*start + out.len()), out)
+    }
+}
+
+/// Planes -> counts over each span, refusing a stored 0 (see
+/// [`scalar::counts`]), written as `stores` says, streamed stores fenced
+/// once after the last span.
 #[inline(always)]
 pub(crate) fn counts<S: Vector, V: CountBits>(
     s: S,
     planes: Planes<'_>,
-    out: &mut [V],
+    spans: &mut [CountSpan<'_, V>],
     stores: Stores,
-) -> Result<(), Fault> {
-    if stores == Stores::Streaming && S::STREAMS {
-        counts_with::<S, V, true>(s, planes, out)
-    } else {
-        counts_with::<S, V, false>(s, planes, out)
-    }
+) -> Result<(), SpanFault> {
+    let stream = stores == Stores::Streaming && S::STREAMS;
+    each_span(
+        s,
+        CountsPass(planes, std::marker::PhantomData),
+        spans,
+        stream,
+    )
 }
 
-/// [`counts`], with plain stores (steps as [`Steps`] lays them out) or,
+/// One span of [`counts`], with plain stores (steps as [`Steps`] lays them out) or,
 /// when `STREAM`, partial steps up to the first and from the last aligned
 /// output address and streamed aligned steps between them, so that no line
 /// is written both plainly and streamed (a plain store to a line being
 /// streamed makes the core read it from memory again).
+/// Returns whether its checks pass; streamed stores are left unfenced.
 #[inline(always)]
-fn counts_with<S: Vector, V: CountBits, const STREAM: bool>(
+fn counts_pass<S: Vector, V: CountBits, const STREAM: bool>(
     s: S,
     planes: Planes<'_>,
     out: &mut [V],
-) -> Result<(), Fault> {
+) -> bool {
     let n = out.len();
     if n < S::LANES {
-        return scalar::counts(planes, out);
+        return scalar::counts(planes, out).is_ok();
     }
     let (lo, hi) = plane_ptrs(planes, n);
     // `V` is `i32` or `f32`: `CountBits::encode` gives its bits.
@@ -226,20 +290,16 @@ fn counts_with<S: Vector, V: CountBits, const STREAM: bool>(
         }
         // SAFETY: `at + (n - at) = n`.
         unsafe { counts_partial::<S, V>(s, io, at, n - at, &mut least) };
-        s.fence_streams();
     } else {
         for at in Steps::new::<S, u32>(n, S::LANES, io.2) {
             // SAFETY: `at + LANES <= n`: in bounds of both planes and of `out`.
             unsafe { counts_step::<S, V, false>(s, io, at, &mut least) };
         }
     }
-    if s.reduce_min(least) == 0 {
-        return scalar::counts(planes, out);
-    }
-    Ok(())
+    s.reduce_min(least) != 0
 }
 
-/// One step of [`counts_with`] at `at`, folding the counts into `least`.
+/// One step of [`counts_pass`] at `at`, folding the counts into `least`.
 ///
 /// # Safety
 /// `at + LANES` is within both planes and the output; `at`'s output is
@@ -258,7 +318,7 @@ unsafe fn counts_step<S: Vector, V: CountBits, const STREAM: bool>(
     unsafe { store::<S, STREAM>(s, dst.add(at), V::encode(s, v)) };
 }
 
-/// `len` (below `LANES`, maybe 0) counts at `at` of [`counts_with`], stored
+/// `len` (below `LANES`, maybe 0) counts at `at` of [`counts_pass`], stored
 /// plainly; padding lanes are left out of `least`.
 ///
 /// # Safety
@@ -399,30 +459,46 @@ unsafe fn scan_cell<S: Vector, const EVERY_INDEX: bool, const STREAM: bool>(
 pub(crate) fn gaps_to_indices<S: Vector>(
     s: S,
     planes: Planes<'_>,
-    cells: CellBounds<'_>,
+    spans: &mut [GapSpan<'_, '_>],
     n_genes: u32,
-    out: &mut [i32],
     stores: Stores,
-) -> Result<(), Fault> {
-    if stores == Stores::Streaming && S::STREAMS {
-        gaps_to_indices_with::<S, true>(s, planes, cells, n_genes, out)
-    } else {
-        gaps_to_indices_with::<S, false>(s, planes, cells, n_genes, out)
+) -> Result<(), SpanFault> {
+    let stream = stores == Stores::Streaming && S::STREAMS;
+    each_span(s, GapsPass { planes, n_genes }, spans, stream)
+}
+
+/// [`gaps_to_indices`] over the spans of `planes`.
+struct GapsPass<'p> {
+    planes: Planes<'p>,
+    n_genes: u32,
+}
+
+impl<S: Vector> SpanPass<S, GapSpan<'_, '_>> for GapsPass<'_> {
+    #[inline(always)]
+    fn pass<const STREAM: bool>(&self, s: S, (start, cells, out): &mut GapSpan<'_, '_>) -> bool {
+        let planes = self.planes.range(*start..*start + out.len());
+        gaps_pass::<S, STREAM>(s, planes, *cells, self.n_genes, out)
+    }
+
+    fn reference(&self, (start, cells, out): &mut GapSpan<'_, '_>) -> Result<(), Fault> {
+        let planes = self.planes.range(*start..*start + out.len());
+        scalar::gaps_to_indices(planes, *cells, self.n_genes, out)
     }
 }
 
-/// [`gaps_to_indices`], streaming its full steps' stores when `STREAM`.
+/// One span of [`gaps_to_indices`], streaming its full steps' stores when
+/// `STREAM` (left unfenced); returns whether its checks pass.
 #[inline(always)]
-fn gaps_to_indices_with<S: Vector, const STREAM: bool>(
+fn gaps_pass<S: Vector, const STREAM: bool>(
     s: S,
     planes: Planes<'_>,
     cells: CellBounds<'_>,
     n_genes: u32,
     out: &mut [i32],
-) -> Result<(), Fault> {
+) -> bool {
     let n = out.len();
     if n_genes > WRAP_SAFE_GENES {
-        return scalar::gaps_to_indices(planes, cells, n_genes, out);
+        return scalar::gaps_to_indices(planes, cells, n_genes, out).is_ok();
     }
     let (lo, hi) = plane_ptrs(planes, n);
     cells.expect_within(n);
@@ -444,13 +520,7 @@ fn gaps_to_indices_with<S: Vector, const STREAM: bool>(
             unsafe { scan_cell::<S, true, STREAM>(s, io, cell, first_lane, &mut checks) };
         }
     }
-    if STREAM {
-        s.fence_streams();
-    }
-    if s.reduce_min(checks.least_gap) == 0 || s.reduce_max(checks.most_index) >= n_genes {
-        return scalar::gaps_to_indices(planes, cells, n_genes, out);
-    }
-    Ok(())
+    s.reduce_min(checks.least_gap) != 0 && s.reduce_max(checks.most_index) < n_genes
 }
 
 /// Adds `payload` to every value of `xs` (wrapping, as the reference's `+=`
