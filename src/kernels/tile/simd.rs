@@ -224,7 +224,7 @@ fn each_span<S: Vector, Span, K: SpanPass<S, Span>>(
     }
 }
 
-/// [`counts`] over the spans of `0`'s planes.
+/// [`counts`] over the spans of the chunk's planes it holds.
 struct CountsPass<'p, V>(Planes<'p>, std::marker::PhantomData<V>);
 
 impl<S: Vector, V: CountBits> SpanPass<S, CountSpan<'_, V>> for CountsPass<'_, V> {
@@ -257,12 +257,12 @@ pub(crate) fn counts<S: Vector, V: CountBits>(
     )
 }
 
-/// One span of [`counts`], with plain stores (steps as [`Steps`] lays them out) or,
-/// when `STREAM`, partial steps up to the first and from the last aligned
-/// output address and streamed aligned steps between them, so that no line
-/// is written both plainly and streamed (a plain store to a line being
-/// streamed makes the core read it from memory again).
-/// Returns whether its checks pass; streamed stores are left unfenced.
+/// One span of [`counts`], with plain stores (steps as [`Steps`] lays them
+/// out) or, when `STREAM`, partial steps up to the first and from the last
+/// aligned output address and streamed aligned steps between them, so that
+/// no line is written both plainly and streamed (a plain store to a line
+/// being streamed makes the core read it from memory again). Returns
+/// whether its checks pass; streamed stores are left unfenced.
 #[inline(always)]
 fn counts_pass<S: Vector, V: CountBits, const STREAM: bool>(
     s: S,
@@ -449,9 +449,10 @@ unsafe fn scan_cell<S: Vector, const EVERY_INDEX: bool, const STREAM: bool>(
     carry
 }
 
-/// Per-cell prefix sum of gaps -> gene indices, with the zero-gap and range
-/// checks in the same pass (see [`scalar::gaps_to_indices`]), written as
-/// `stores` says.
+/// Per-cell prefix sum of gaps -> gene indices over each span of one
+/// chunk's planes, with the zero-gap and range checks in the same pass (see
+/// [`scalar::gaps_to_indices`]), written as `stores` says, streamed stores
+/// fenced once after the last span.
 ///
 /// Lanes sum in wrapping `u32`; that the result still equals the reference's
 /// `u64` sums for every input is argued at [`WRAP_SAFE_GENES`].
