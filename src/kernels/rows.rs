@@ -624,13 +624,7 @@ fn count_marked<V: Vector>(v: V, marks: &[u32], first: u32, genes: &[i32]) -> us
         }
         i += V::LANES;
     }
-    let counted: usize = v
-        .lanes(sums)
-        .iter()
-        .take(V::LANES)
-        .map(|&n| n as usize)
-        .sum();
-    counted + scalar::count_marked(marks, first, &genes[i..])
+    v.sum_lanes(sums) + scalar::count_marked(marks, first, &genes[i..])
 }
 
 /// Registers [`tally`] sums before it empties its lane sums (each lane
@@ -678,19 +672,12 @@ fn tally<V: Vector>(
             }
             i += lanes;
         }
-        let sum = |m| {
-            v.lanes(m)
-                .iter()
-                .take(lanes)
-                .map(|&x| x as usize)
-                .sum::<usize>()
-        };
         // `at_least[k]`: the counts of at least `k`.
         let mut at_least = [0usize; TALLY_SLOTS + 1];
         at_least[0] = i - start;
         let mut before = 0;
         for (k, &m) in mins.iter().enumerate() {
-            let total = sum(m);
+            let total = v.sum_lanes(m);
             at_least[k + 1] = total - before;
             before = total;
         }

@@ -462,16 +462,8 @@ impl TileKernels {
 static SCALAR: TileKernels = TileKernels {
     isa: Isa::PORTABLE,
     recombine_u16: scalar::recombine_u16,
-    counts_i32: |planes, spans, _| {
-        scalar_spans(spans, |(at, out)| {
-            scalar::counts(planes.range(*at..*at + out.len()), out)
-        })
-    },
-    counts_f32: |planes, spans, _| {
-        scalar_spans(spans, |(at, out)| {
-            scalar::counts(planes.range(*at..*at + out.len()), out)
-        })
-    },
+    counts_i32: scalar_counts::<i32>,
+    counts_f32: scalar_counts::<f32>,
     gaps_to_indices: |planes, spans, n_genes, _| {
         scalar_spans(spans, |(at, cells, out)| {
             scalar::gaps_to_indices(planes.range(*at..*at + out.len()), *cells, n_genes, out)
@@ -481,6 +473,18 @@ static SCALAR: TileKernels = TileKernels {
     split_planes: scalar::split_planes,
     indices_to_gaps: scalar::indices_to_gaps,
 };
+
+/// The reference's counts over each span in turn (what the table's
+/// `counts_i32` and `counts_f32` are).
+fn scalar_counts<V: Count>(
+    planes: Planes<'_>,
+    spans: &mut [CountSpan<'_, V>],
+    _: Stores,
+) -> Result<(), SpanFault> {
+    scalar_spans(spans, |(at, out)| {
+        scalar::counts(planes.range(*at..*at + out.len()), out)
+    })
+}
 
 /// The reference over each span in turn, stopping at the first fault.
 fn scalar_spans<T>(

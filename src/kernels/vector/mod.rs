@@ -322,6 +322,17 @@ pub(crate) trait Vector: Copy {
         }
     }
 
+    /// The sum of the lanes, exactly (as `usize`, so lanes of counts never
+    /// wrap in the sum).
+    #[inline(always)]
+    fn sum_lanes(self, v: Self::U32) -> usize {
+        self.lanes(v)
+            .into_iter()
+            .take(Self::LANES)
+            .map(|x| x as usize)
+            .sum()
+    }
+
     /// The smallest lane.
     #[inline(always)]
     fn reduce_min(self, v: Self::U32) -> u32 {
