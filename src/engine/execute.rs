@@ -384,13 +384,14 @@ fn by_chunk<P>(parts: Vec<(Task, P)>) -> Vec<(Unit, Vec<ScatteredRow<P>>)> {
         let i = tiles.binary_search_by_key(&task.tile, |t| t.0);
         first[i.unwrap_or_else(|i| i)] + task.chunk
     };
+    let at: Vec<usize> = parts.iter().map(|(task, _)| slot(task)).collect();
     let mut sizes = vec![0usize; slots];
-    for (task, _) in &parts {
-        sizes[slot(task)] += 1;
+    for &a in &at {
+        sizes[a] += 1;
     }
     let mut groups: Vec<Vec<ScatteredRow<P>>> = sizes.into_iter().map(Vec::with_capacity).collect();
-    for (task, part) in parts {
-        groups[slot(&task)].push((task.local.start, task.nnz, part));
+    for ((task, part), a) in parts.into_iter().zip(at) {
+        groups[a].push((task.local.start, task.nnz, part));
     }
     let units = tiles
         .iter()
