@@ -194,8 +194,6 @@ pub(crate) struct BinScratch {
     /// `below[c]`: the genes of count below `c`, for `c <= SMALL_COUNTS`
     /// (`below[0]`, 0, is never written).
     below: Vec<u32>,
-    /// One past the largest count below [`SMALL_COUNTS`] the cell holds.
-    held: usize,
     /// The counts from [`SMALL_COUNTS`] on, sorted.
     large: Vec<u32>,
     /// The bin of each count below [`SMALL_COUNTS`] the cell holds.
@@ -249,7 +247,7 @@ impl ScGptColumns {
         };
         let kernels = best_row_kernels();
         let n = self.gather(kernels, genes, counts, s);
-        self.order(kernels, n, s);
+        let held = self.order(kernels, n, s);
         let mut ordered = Ordered::new(&s.below, &s.large);
         quantile_edges(
             n,
@@ -262,7 +260,7 @@ impl ScGptColumns {
         s.bins.clear();
         s.bins.resize(SMALL_COUNTS, 0.0);
         let mut e = 0;
-        for c in 0..s.held {
+        for c in 0..held {
             if s.below[c + 1] != s.below[c] {
                 let x = self.value(c as u32, n_counts);
                 while e < edges.len() && edges[e] <= x {
@@ -336,8 +334,9 @@ impl ScGptColumns {
     /// Orders the first `n` counts of `s`: `s.below` the running totals of
     /// the small counts, `s.large` the others sorted. The row kernels'
     /// `tally` counts the values below its slots (most of a cell's) and
-    /// hands back the rest, which a table counts.
-    fn order(&self, kernels: &RowKernels, n: usize, s: &mut BinScratch) {
+    /// hands back the rest, which a table counts. Returns one past the
+    /// largest count below [`SMALL_COUNTS`] the cell holds.
+    fn order(&self, kernels: &RowKernels, n: usize, s: &mut BinScratch) -> usize {
         let mut tallied = [0usize; TALLY_SLOTS];
         s.rest.resize(n, 0);
         let others = kernels.tally(&s.counts[..n], &mut tallied, &mut s.rest);
@@ -358,7 +357,6 @@ impl ScGptColumns {
             s.table[slot] += 1;
             held = held.max(slot + 1).min(SMALL_COUNTS);
         }
-        s.held = held;
         s.large.clear();
         if s.table[SMALL_COUNTS] > 0 {
             s.large
@@ -372,6 +370,7 @@ impl ScGptColumns {
             *below = total;
         }
         s.below[held + 1..].fill(total);
+        held
     }
 }
 
