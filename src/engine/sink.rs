@@ -85,6 +85,7 @@ use rayon::prelude::*;
 use crate::csr::Csr;
 use crate::engine::genes::{best_row_kernels, GeneSelection, RowMapper};
 use crate::error::{Error, Result};
+use crate::kernels::rows::stream_part;
 use crate::kernels::{Count, DecodedCount};
 
 /// The rows an [`Sink::extend`] adds: how many, each one's stored nonzeros,
@@ -352,14 +353,8 @@ impl<V: bytemuck::Pod> CsrPart<'_, V> {
     pub(crate) fn write_values(&mut self, row: usize, columns: &[i32], values: &[V]) {
         let (start, end) = self.span(row);
         best_row_kernels().stream_parts(&mut [
-            (
-                bytemuck::cast_slice(columns),
-                bytemuck::cast_slice_mut(&mut self.indices[start..end]),
-            ),
-            (
-                bytemuck::cast_slice(values),
-                bytemuck::cast_slice_mut(&mut self.values[start..end]),
-            ),
+            stream_part(columns, &mut self.indices[start..end]),
+            stream_part(values, &mut self.values[start..end]),
         ]);
     }
 }

@@ -320,7 +320,7 @@ impl RowKernels {
     ///
     /// If `src` and `dst` are not as long (on every backend alike).
     pub fn stream<T: bytemuck::Pod>(&self, src: &[T], dst: &mut [T]) {
-        self.stream_parts(&mut [(bytemuck::cast_slice(src), bytemuck::cast_slice_mut(dst))])
+        self.stream_parts(&mut [stream_part(src, dst)])
     }
 
     /// Copies each part's source to its destination as
@@ -339,6 +339,15 @@ impl RowKernels {
         );
         (self.stream)(parts)
     }
+}
+
+/// One part for [`RowKernels::stream_parts`]: `src` to be copied to `dst`,
+/// both as bytes.
+pub fn stream_part<'a, T: bytemuck::Pod>(
+    src: &'a [T],
+    dst: &'a mut [T],
+) -> (&'a [u8], &'a mut [u8]) {
+    (bytemuck::cast_slice(src), bytemuck::cast_slice_mut(dst))
 }
 
 /// The reference table.

@@ -3,14 +3,13 @@
 
 use std::cell::RefCell;
 
-use bytemuck::{cast_slice, cast_slice_mut};
-
 use super::geneformer::RankScratch;
 use super::scgpt::BinScratch;
 use super::{Columns, TokenColumns};
 use crate::engine::{best_row_kernels, split_off};
 use crate::engine::{AddedRows, Sink, SinkPart};
 use crate::error::{Error, Result};
+use crate::kernels::rows::stream_part;
 
 /// Tokenized rows: `max_len` entries per row, row after row.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -281,15 +280,9 @@ impl SinkPart for TokenPart<'_> {
                     bins,
                 );
                 best_row_kernels().stream_parts(&mut [
-                    (
-                        cast_slice(&out.ids),
-                        cast_slice_mut(&mut self.ids[span.clone()]),
-                    ),
-                    (
-                        cast_slice(&out.values),
-                        cast_slice_mut(&mut self.values[span.clone()]),
-                    ),
-                    (&out.mask, &mut self.mask[span]),
+                    stream_part(&out.ids, &mut self.ids[span.clone()]),
+                    stream_part(&out.values, &mut self.values[span.clone()]),
+                    stream_part(&out.mask, &mut self.mask[span]),
                 ]);
             }
         })
