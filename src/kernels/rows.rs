@@ -105,7 +105,7 @@ pub struct RowKernels {
     scan: fn(&[u32]) -> (u64, u64),
     lookup: Lookup,
     values_in_place: ValuesInPlace,
-    quotient_keys: fn(&[f64], &[f64], &mut [u64]),
+    quotient_keys: QuotientKeys,
     select: Select,
     compress: Compress,
     count_marked: fn(&[u32], u32, &[i32]) -> usize,
@@ -126,6 +126,9 @@ type Place = fn(&[u64], &mut [u32], (&[u32], &[u32]), (&mut [i32], &mut [u32]));
 
 /// The signature of [`RowKernels::select`].
 type Select = fn(&[i32], u32, &[i32], &[u32], (&mut [i32], &mut [u32])) -> usize;
+
+/// The signature of [`RowKernels::quotient_keys`].
+type QuotientKeys = fn(&[f64], &[f64], &mut [u64]) -> (u64, u64);
 
 /// The signature of [`RowKernels::compress`].
 type Compress = fn(&[i32], &[u8], &[u32], (&mut [i32], &mut [u32])) -> usize;
@@ -236,12 +239,15 @@ impl RowKernels {
     }
 
     /// Writes `!(x[i] / m[i]).to_bits()` for every `i`: for positive
-    /// quotients, keys that increase as the quotients decrease.
+    /// quotients, keys that increase as the quotients decrease. Returns the
+    /// least and the greatest key (`(u64::MAX, 0)` for none): a sort by the
+    /// keys' bits needs them, and found while the keys are written, in
+    /// vectors, they cost no pass of their own.
     ///
     /// # Panics
     ///
     /// If `x`, `m` and `out` are not all as long (on every backend alike).
-    pub fn quotient_keys(&self, x: &[f64], m: &[f64], out: &mut [u64]) {
+    pub fn quotient_keys(&self, x: &[f64], m: &[f64], out: &mut [u64]) -> (u64, u64) {
         (self.quotient_keys)(x, m, out)
     }
 
@@ -456,7 +462,7 @@ fn draws<S>(_: S, state: u64, first: u32, out: &mut [u32]) {
 /// [`scalar::quotient_keys`] compiled for the token's ISA.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
-fn quotient_keys<S>(_: S, x: &[f64], m: &[f64], out: &mut [u64]) {
+fn quotient_keys<S>(_: S, x: &[f64], m: &[f64], out: &mut [u64]) -> (u64, u64) {
     scalar::quotient_keys(x, m, out)
 }
 
@@ -779,7 +785,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn scan_entry(counts: &[u32]) -> (u64, u64) = scan);
             kernel_entry!($features, $token, fn lookup_entry(memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) = lookup);
             kernel_entry!($features, $token, fn values_entry(memo: &[f32; MEMO_SLOTS], slots: &mut [u32], larger: &dyn Fn(u32) -> f32) = values_in_place);
-            kernel_entry!($features, $token, fn quotient_entry(x: &[f64], m: &[f64], out: &mut [u64]) = quotient_keys);
+            kernel_entry!($features, $token, fn quotient_entry(x: &[f64], m: &[f64], out: &mut [u64]) -> (u64, u64) = quotient_keys);
             kernel_entry!($features, $token, fn select_entry(table: &[i32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = select);
             kernel_entry!($features, $token, fn compress_entry(values: &[i32], marks: &[u8], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = compress);
             kernel_entry!($features, $token, fn count_marked_entry(marks: &[u32], first: u32, genes: &[i32]) -> usize = count_marked);

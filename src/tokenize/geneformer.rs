@@ -228,10 +228,12 @@ impl GeneformerColumns {
         }
         let n = if skipped { squeeze(xs, ms, ts) } else { len };
         scratch.keys.resize(n, 0);
-        self.kernels
+        let range = self
+            .kernels
             .quotient_keys(&xs[..n], &ms[..n], &mut scratch.keys[..n]);
         let exact = rank(
             &scratch.keys[..n],
+            range,
             &ts[..n],
             self.expect,
             &mut scratch.buffers,

@@ -191,14 +191,19 @@ pub fn stream(parts: &mut [(&[u8], &mut [u8])]) {
 
 /// Reference for [`RowKernels::quotient_keys`].
 #[inline(always)]
-pub fn quotient_keys(x: &[f64], m: &[f64], out: &mut [u64]) {
+pub fn quotient_keys(x: &[f64], m: &[f64], out: &mut [u64]) -> (u64, u64) {
     assert!(
         x.len() == out.len() && m.len() == out.len(),
         "quotient_keys: the dividends, divisors and output must be as long"
     );
+    let (mut least, mut greatest) = (u64::MAX, 0);
     for ((o, &x), &m) in out.iter_mut().zip(x).zip(m) {
-        *o = !(x / m).to_bits();
+        let key = !(x / m).to_bits();
+        *o = key;
+        least = least.min(key);
+        greatest = greatest.max(key);
     }
+    (least, greatest)
 }
 
 /// Reference for [`RowKernels::select`].
