@@ -97,6 +97,13 @@ fn tie_median(g: usize) -> f64 {
     VALUES[g % VALUES.len()]
 }
 
+/// Medians on a sketch's grid (values 2% apart, as `gene_stats` gives
+/// them) and tokens in column order: rows ranked by classes of genes.
+fn sketch_grid() -> (GeneMap<i32>, GeneMap<f64>) {
+    let median = |g: usize| 0.37 * 1.0202f64.powi((g % 90) as i32);
+    (tokens_in_column_order(), medians_by(all_but(13, 5), median))
+}
+
 /// A different median for every gene, as Geneformer's own are.
 fn distinct_medians() -> GeneMap<f64> {
     medians_by(all_but(13, 5), |g| 0.05 + g as f64 / 997.0)
@@ -270,9 +277,9 @@ fn row_of(b: &TokenBatch, r: usize) -> std::ops::Range<usize> {
     r * b.rows.max_len..(r + 1) * b.rows.max_len
 }
 
-/// Over tie-heavy medians with tokens in and out of column order, and over
-/// distinct medians: each ranks its rows with different passes. The first
-/// three leave genes out (rows skip some), the last none.
+/// Over tie-heavy medians with tokens in and out of column order, medians
+/// on a sketch's grid, and distinct medians: each ranks its rows with
+/// different passes. All but the last leave genes out (rows skip some).
 #[test]
 fn geneformer_matches_a_float_sort_with_ties_by_token() {
     let dir = Dir::new("geneformer");
@@ -283,6 +290,7 @@ fn geneformer_matches_a_float_sort_with_ties_by_token() {
         (tokens(), medians()),
         (tokens_in_column_order(), medians()),
         (tokens(), distinct_medians()),
+        sketch_grid(),
         every_gene(),
     ];
     for dictionary in &dictionaries {

@@ -17,8 +17,12 @@
 //! counting passes over the keys' high bits instead of a comparison sort
 //! (the same order, in time linear in the genes). Which passes depends on
 //! whether the medians repeat and the tokens follow the columns, known once
-//! per dataset from this table.
+//! per dataset from this table. Where the medians repeat on a grid (a
+//! sketch's) and the tokens follow the columns, the `classes` module
+//! orders rows without keys: by classes of `(count, median)` whose order
+//! is the order of `v` in every cell.
 
+use super::classes::{ClassScratch, ClassTable};
 use super::dict::{check_tokens, special, GeneMap};
 use super::rank::{rank, Expect, RankBuffers};
 use crate::engine::best_row_kernels;
@@ -53,6 +57,8 @@ pub(crate) struct GeneformerColumns {
     pub(crate) max_len: usize,
     /// Which sort ranks a row's genes fastest.
     expect: Expect,
+    /// Where the medians repeat, the classes that order rows with no sort.
+    classes: Option<ClassTable>,
     /// The kernels the quotients are computed with.
     kernels: &'static RowKernels,
 }
@@ -130,6 +136,7 @@ impl Geneformer {
         let token = |name| self.tokens.get(name).expect("checked when configured");
         GeneformerColumns {
             expect: Expect::of(&columns),
+            classes: ClassTable::over(&columns, self.target_sum),
             columns,
             pad: token("<pad>"),
             special: self
@@ -174,6 +181,7 @@ pub(crate) struct RankScratch {
     /// `!bits` of each `v`.
     keys: Vec<u64>,
     buffers: RankBuffers,
+    classes: ClassScratch,
 }
 
 impl GeneformerColumns {
@@ -204,6 +212,16 @@ impl GeneformerColumns {
         // computed once per cell: the same value, fewer divisions.
         let scaled = |c: u32| (f64::from(c) / n_counts) * self.target_sum;
         let memo: [f64; MEMO] = std::array::from_fn(|c| scaled(c as u32));
+        if let Some(table) = &self.classes {
+            let key = |c: u32, median: f64| {
+                let x = memo.get(c as usize).copied().unwrap_or_else(|| scaled(c));
+                !(x / median).to_bits()
+            };
+            if let Some(tokens) = table.ranked(genes, counts, key, &mut scratch.classes) {
+                self.emit(tokens.iter().copied(), ids, mask);
+                return;
+            }
+        }
         let len = genes.len();
         scratch.scaled.resize(len, 0.0);
         scratch.medians.resize(len, 0.0);
@@ -238,6 +256,11 @@ impl GeneformerColumns {
             self.expect,
             &mut scratch.buffers,
         );
+        self.emit(exact.iter().map(|p| p.1), ids, mask);
+    }
+
+    /// Writes a row of the genes' `tokens`, ranked, into `ids` and `mask`.
+    fn emit(&self, tokens: impl ExactSizeIterator<Item = i32>, ids: &mut [i32], mask: &mut [u8]) {
         let (body, first) = match self.special {
             Some((cls, _)) => {
                 ids[0] = cls;
@@ -245,8 +268,8 @@ impl GeneformerColumns {
             }
             None => (self.max_len, 0),
         };
-        let kept = exact.len().min(body);
-        for (o, &(_, t)) in ids[first..].iter_mut().zip(&exact[..kept]) {
+        let kept = tokens.len().min(body);
+        for (o, t) in ids[first..first + kept].iter_mut().zip(tokens) {
             *o = t;
         }
         let mut len = first + kept;

@@ -43,6 +43,7 @@
 //! # }
 //! ```
 
+mod classes;
 mod dict;
 pub mod geneformer;
 mod rank;

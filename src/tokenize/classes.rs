@@ -1,0 +1,418 @@
+//! Geneformer's order from classes of genes, where the medians repeat.
+//!
+//! A gene of count `c` and median `m` has `v = ((c / n) * t) / m` in a cell
+//! of total `n` (`t` the target sum). Where the medians repeat (a sketch's
+//! medians lie on a grid), a cell's genes take few distinct pairs `(c, m)`:
+//! a cell of 2,100 genes about 330. Ordered by `c / m` decreasing, these
+//! pairs are classes that order the genes, with no key computed or
+//! compared: genes of one class have one `v`, and the row's genes come in
+//! column order, which is token order where the tokens follow the columns
+//! (checked per row). So a stable counting pass by class orders a row, and
+//! only the genes of larger counts than the table holds (strays, about one
+//! in 450) are sorted by their keys and merged in.
+//!
+//! ## Why the class order is the order of `v`
+//!
+//! Each of the three operations rounds to within a relative `u = 2^-53`, so
+//! `v = (c / m) * (t / n) * (1 + d)` with `|d| <= 3u` (a little more), as
+//! long as nothing overflows or falls below the normal range. For two
+//! classes, `t / n` is common: where their `c / m` differ by more than a
+//! relative `2^-40` (computed ratios, each within `u` of the exact one),
+//! their `v` differ in the same direction. A table is built only where
+//! every two classes next to each other in its order differ so, and where
+//! the target sum and every median lie within `1e-100..1e100` (so that
+//! `v` stays normal for any count up to `2^64`): there the class order is
+//! the order of `v`, strictly, for every cell. Medians such as `1.0` and
+//! `2.0`, whose classes `(1, 1.0)` and `(2, 2.0)` tie, build no table, and
+//! their rows are ranked by their keys ([`super::rank`]).
+
+use crate::engine::best_row_kernels;
+
+/// Classes a table may have: a row's counting pass clears and sums this
+/// many counts, about as many as its genes.
+const CLASSES: usize = 4096;
+
+/// The most counts a table has classes for.
+const COUNTS: usize = 32;
+
+/// How far apart two classes' `c / m` must be, relatively.
+const APART: f64 = 1.0 / (1u64 << 40) as f64;
+
+/// Medians and target sums a table is built for: within these bounds every
+/// `v` is a normal number.
+const BOUNDS: std::ops::RangeInclusive<f64> = 1e-100..=1e100;
+
+/// The classes of `(count, median)` pairs (see the module docs).
+#[derive(Clone, Debug)]
+pub(crate) struct ClassTable {
+    /// Per column: its token (-1 where rows skip it) and the class of its
+    /// median among `medians`; 8 bytes, where a gene's median and token
+    /// take 16, so that more of the table stays in the cache.
+    columns: Vec<(i32, u32)>,
+    /// The columns' distinct medians, increasing.
+    medians: Vec<f64>,
+    /// The class of count `c` and the median of class `q` at
+    /// `(c - 1) * medians + q`.
+    order: Vec<u32>,
+    /// Each class's count and median, in class order.
+    members: Vec<(u32, f64)>,
+}
+
+/// Reused buffers of [`ClassTable::ranked`].
+#[derive(Debug, Default)]
+pub(crate) struct ClassScratch {
+    /// Each gene's class.
+    classes: Vec<u32>,
+    /// Each gene's token.
+    tokens: Vec<i32>,
+    /// Genes per class (two tables while counting), then where each class
+    /// starts, then where it ends.
+    counts: Vec<u32>,
+    /// The tokens by class.
+    placed: Vec<i32>,
+    /// The strays' keys and tokens.
+    strays: Vec<(u64, i32)>,
+    /// The classed tokens with the strays merged in.
+    merged: Vec<i32>,
+}
+
+impl ClassTable {
+    /// The table of `columns` (`(median, token)`, a token below 0 a column
+    /// rows skip), or `None` where the classes would not order every cell's
+    /// genes: the tokens do not increase with the columns, or classes lie
+    /// too close (see the module docs), or there would be too many for two
+    /// counts.
+    pub(crate) fn over(columns: &[(f64, i32)], target_sum: f64) -> Option<ClassTable> {
+        let tokens = columns.iter().map(|c| c.1).filter(|&t| t >= 0);
+        if tokens.clone().zip(tokens.skip(1)).any(|(a, b)| a >= b) {
+            return None;
+        }
+        let mut medians: Vec<f64> = columns.iter().filter(|c| c.1 >= 0).map(|c| c.0).collect();
+        medians.sort_unstable_by(f64::total_cmp);
+        medians.dedup();
+        let counts = (CLASSES / medians.len().max(1)).min(COUNTS);
+        let bounded = BOUNDS.contains(&target_sum) && medians.iter().all(|m| BOUNDS.contains(m));
+        if counts < 2 || !bounded {
+            return None;
+        }
+        let mut members: Vec<(u32, f64)> = (1..=counts as u32)
+            .flat_map(|c| medians.iter().map(move |&m| (c, m)))
+            .collect();
+        let ratio = |&(c, m): &(u32, f64)| f64::from(c) / m;
+        members.sort_unstable_by(|a, b| ratio(b).total_cmp(&ratio(a)));
+        if members
+            .windows(2)
+            .any(|w| ratio(&w[0]) < ratio(&w[1]) * (1.0 + APART))
+        {
+            return None;
+        }
+        let median_class = |m: f64| medians.partition_point(|&x| x < m) as u32;
+        let mut order = vec![0; members.len()];
+        for (class, &(c, m)) in members.iter().enumerate() {
+            order[(c as usize - 1) * medians.len() + median_class(m) as usize] = class as u32;
+        }
+        let columns = columns
+            .iter()
+            .map(|&(m, t)| (t, if t >= 0 { median_class(m) } else { 0 }))
+            .collect();
+        Some(ClassTable {
+            columns,
+            medians,
+            order,
+            members,
+        })
+    }
+
+    /// The class of strays: one past the last class.
+    fn strays(&self) -> u32 {
+        self.order.len() as u32
+    }
+
+    /// The class of a gene of count `c` in a column of `token` and
+    /// `median_class`: a stray where the table has no class for `c`, one
+    /// past the strays where the column is skipped.
+    fn of(&self, c: u32, (token, median_class): (i32, u32)) -> u32 {
+        let at = (c as usize)
+            .wrapping_sub(1)
+            .wrapping_mul(self.medians.len())
+            .wrapping_add(median_class as usize);
+        let class = self.order.get(at).copied().unwrap_or(self.strays());
+        if token < 0 {
+            self.strays() + 1
+        } else {
+            class
+        }
+    }
+
+    /// The tokens of a row's genes with a token and a median, ordered by
+    /// `v` decreasing, then token; `key(c, m)` is `!v.to_bits()` of a gene
+    /// of count `c` and median `m`. `None` (the row left to [`super::rank`])
+    /// where the row's genes do not increase, or more than one in eight is
+    /// a stray.
+    pub(crate) fn ranked<'s>(
+        &self,
+        genes: &[i32],
+        counts: &[i32],
+        key: impl Fn(u32, f64) -> u64,
+        s: &'s mut ClassScratch,
+    ) -> Option<&'s [i32]> {
+        let len = genes.len();
+        s.classes.resize(len, 0);
+        s.tokens.resize(len, 0);
+        let mut increasing = true;
+        let mut last = -1;
+        for (i, (&g, &c)) in genes.iter().zip(counts).enumerate() {
+            let column = self.columns[g as usize];
+            s.classes[i] = self.of(c as u32, column);
+            s.tokens[i] = column.0;
+            increasing &= g > last;
+            last = g;
+        }
+        if !increasing {
+            return None;
+        }
+        let strays = self.strays() as usize;
+        let width = strays + 2;
+        s.counts.clear();
+        s.counts.resize(2 * width, 0);
+        // Two tables, for the genes at even and at odd places, then summed:
+        // a third of a row's genes follow one of their class, and the count
+        // incremented for the one before waits on that store (measured: 2-4%
+        // more Geneformer cells/s than one table).
+        {
+            let (even, odd) = s.counts.split_at_mut(width);
+            let pairs = s.classes.chunks_exact(2);
+            if let [k] = pairs.remainder() {
+                even[*k as usize] += 1;
+            }
+            for p in pairs {
+                even[p[0] as usize] += 1;
+                odd[p[1] as usize] += 1;
+            }
+            for (e, o) in even.iter_mut().zip(odd.iter()) {
+                *e += o;
+            }
+        }
+        s.counts.truncate(width);
+        let n_strays = s.counts[strays] as usize;
+        if 8 * n_strays > len {
+            return None;
+        }
+        best_row_kernels().starts(&mut s.counts);
+        let classed = s.counts[strays] as usize;
+        s.placed.resize(len, 0);
+        for (&k, &t) in s.classes.iter().zip(&s.tokens) {
+            let at = &mut s.counts[k as usize];
+            s.placed[*at as usize] = t;
+            *at += 1;
+        }
+        if n_strays == 0 {
+            return Some(&s.placed[..classed]);
+        }
+        // `counts[k]` is now where class `k` ends.
+        s.strays.clear();
+        for (i, &k) in s.classes.iter().enumerate() {
+            if k as usize == strays {
+                let median = self.medians[self.columns[genes[i] as usize].1 as usize];
+                s.strays.push((key(counts[i] as u32, median), s.tokens[i]));
+            }
+        }
+        s.strays.sort_unstable();
+        let ends = &s.counts[..strays];
+        let class_key = |k: usize| key(self.members[k].0, self.members[k].1);
+        s.merged.clear();
+        let mut from = 0;
+        for &(stray_key, token) in &s.strays {
+            // The first class whose key is not below the stray's: class
+            // keys increase strictly (see the module docs).
+            let (mut lo, mut hi) = (0, strays);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if class_key(mid) < stray_key {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            let start = if lo == 0 { 0 } else { ends[lo - 1] as usize };
+            let at = if lo < strays && class_key(lo) == stray_key {
+                start + s.placed[start..ends[lo] as usize].partition_point(|&t| t < token)
+            } else {
+                start
+            };
+            s.merged.extend_from_slice(&s.placed[from..at]);
+            s.merged.push(token);
+            from = at;
+        }
+        s.merged.extend_from_slice(&s.placed[from..classed]);
+        Some(&s.merged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TARGET: f64 = 10_000.0;
+
+    /// A reproducible generator.
+    fn next(s: &mut u64, bound: u64) -> u64 {
+        *s = s
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (*s >> 33) % bound
+    }
+
+    /// `genes` columns, tokens increasing with them and every 11th column
+    /// skipped; medians on a sketch's grid of `medians` values. Above
+    /// 1,365 medians (classes for two counts), every 7th median is three
+    /// times another, so that genes of three times the count, strays, can
+    /// tie with a class.
+    fn columns(genes: usize, medians: usize) -> Vec<(f64, i32)> {
+        (0..genes)
+            .map(|g| {
+                let m = 0.37 * 1.0202f64.powi((g % medians) as i32);
+                let m = if medians > 1_365 && g % 7 == 3 {
+                    3.0 * m
+                } else {
+                    m
+                };
+                if g % 11 == 5 {
+                    (1.0, -1)
+                } else {
+                    (m, 2 * g as i32 + 3)
+                }
+            })
+            .collect()
+    }
+
+    /// The tokens of a row sorted by key, then token: what [`ClassTable::ranked`]
+    /// must give.
+    fn by_sort(columns: &[(f64, i32)], genes: &[i32], counts: &[i32]) -> Vec<i32> {
+        let key = key_of(counts);
+        let mut pairs: Vec<(u64, i32)> = genes
+            .iter()
+            .zip(counts)
+            .map(|(&g, &c)| (columns[g as usize], c as u32))
+            .filter(|&((_, t), _)| t >= 0)
+            .map(|((m, t), c)| (key(c, m), t))
+            .collect();
+        pairs.sort_unstable();
+        pairs.into_iter().map(|p| p.1).collect()
+    }
+
+    /// Geneformer's key of a gene of count `c` and median `m` in a cell of
+    /// `counts`.
+    fn key_of(counts: &[i32]) -> impl Fn(u32, f64) -> u64 {
+        let n = counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>() as f64;
+        move |c, m| !(((f64::from(c) / n) * TARGET) / m).to_bits()
+    }
+
+    /// A row of about `len` of `genes` genes, increasing, with counts
+    /// mostly below `small` and one in `rare` up to `large`.
+    fn cell(
+        s: &mut u64,
+        genes: usize,
+        len: u64,
+        small: u64,
+        rare: u64,
+        large: u64,
+    ) -> (Vec<i32>, Vec<i32>) {
+        let picked: std::collections::BTreeSet<i32> =
+            (0..len).map(|_| next(s, genes as u64) as i32).collect();
+        let counts = picked
+            .iter()
+            .map(|_| {
+                let bound = if next(s, rare) == 0 { large } else { small };
+                1 + next(s, bound) as i32
+            })
+            .collect();
+        (picked.into_iter().collect(), counts)
+    }
+
+    #[test]
+    fn classes_rank_rows_as_a_sort_by_key_and_token() {
+        let mut s = 7;
+        let mut scratch = ClassScratch::default();
+        // Few medians (a class per count up to 32), and many (two counts,
+        // strays that tie with classes).
+        for (genes, medians, small, large) in [(3_000, 60, 4, 200), (4_000, 1_500, 2, 9)] {
+            let columns = columns(genes, medians);
+            let table = ClassTable::over(&columns, TARGET).expect("a table");
+            let counts_classed = table.order.len() / medians;
+            let (mut classed, mut merged, mut tied) = (0, 0, 0);
+            for round in 0..300 {
+                let len = [0, 1, 40, 2_000][round % 4];
+                let (g, c) = cell(&mut s, genes, len, small, 50, large);
+                let want = by_sort(&columns, &g, &c);
+                let key = key_of(&c);
+                let (mut stray_keys, mut class_keys) = (vec![], vec![]);
+                for (&g, &c) in g.iter().zip(&c) {
+                    let (m, t) = columns[g as usize];
+                    if t >= 0 {
+                        let keys = if c as usize > counts_classed {
+                            &mut stray_keys
+                        } else {
+                            &mut class_keys
+                        };
+                        keys.push(key(c as u32, m));
+                    }
+                }
+                match table.ranked(&g, &c, key, &mut scratch) {
+                    Some(got) => {
+                        assert_eq!(got, want, "{medians} medians, round {round}");
+                        classed += 1;
+                        merged += usize::from(!stray_keys.is_empty());
+                        tied += usize::from(stray_keys.iter().any(|k| class_keys.contains(k)));
+                    }
+                    None => assert!(8 * stray_keys.len() > g.len(), "round {round}"),
+                }
+            }
+            assert!(
+                classed > 200 && merged > 50,
+                "{classed} classed, {merged} merged"
+            );
+            if medians > 1_365 {
+                assert!(tied >= 5, "{tied} rows with a stray tied with a class");
+            }
+        }
+    }
+
+    #[test]
+    fn rows_a_table_cannot_order_are_left_to_the_sort() {
+        let columns = columns(3_000, 60);
+        let table = ClassTable::over(&columns, TARGET).unwrap();
+        let mut scratch = ClassScratch::default();
+        let (genes, counts) = ([9, 4, 30], [1, 1, 2]);
+        assert!(table
+            .ranked(&genes, &counts, key_of(&counts), &mut scratch)
+            .is_none());
+        let (genes, counts) = ([4, 9, 30, 31], [1, 100, 200, 1]);
+        assert!(table
+            .ranked(&genes, &counts, key_of(&counts), &mut scratch)
+            .is_none());
+    }
+
+    #[test]
+    fn no_table_where_classes_would_not_order_every_cell() {
+        let ok = columns(3_000, 60);
+        assert!(ClassTable::over(&ok, TARGET).is_some());
+        // Tokens against the columns.
+        let mut reversed = ok.clone();
+        reversed.swap(1, 2);
+        assert!(ClassTable::over(&reversed, TARGET).is_none());
+        // Classes (1, 1.0) and (2, 2.0) tie.
+        let tied: Vec<(f64, i32)> = (0..100)
+            .map(|g| ([1.0, 2.0, 0.3][g % 3], g as i32))
+            .collect();
+        assert!(ClassTable::over(&tied, TARGET).is_none());
+        // Medians or a target sum where `v` could leave the normal range.
+        let mut tiny = ok.clone();
+        tiny[0].0 = 1e-200;
+        assert!(ClassTable::over(&tiny, TARGET).is_none());
+        assert!(ClassTable::over(&ok, 1e200).is_none());
+        // A median per gene: too many classes for two counts.
+        let distinct: Vec<(f64, i32)> = (0..3_000).map(|g| (1.0 + g as f64 / 977.0, g)).collect();
+        assert!(ClassTable::over(&distinct, TARGET).is_none());
+    }
+}
