@@ -299,11 +299,13 @@ fn before(a: (u64, i32), b: (u64, i32)) -> bool {
     (a.0 < b.0) | ((a.0 == b.0) & (a.1 < b.1))
 }
 
-/// Whether `pairs` are sorted, without a branch per pair.
+/// Whether `pairs` are sorted: a branch per pair, which the predictor gets
+/// right after the passes that leave them sorted, where a fold of every
+/// comparison without branches made the check 12% of the samples of
+/// Geneformer batches over distinct medians (with the branch, those batches
+/// ran 4-8% faster).
 fn in_order(pairs: &[(u64, i32)]) -> bool {
-    pairs
-        .windows(2)
-        .fold(true, |ok, w| ok & !before(w[1], w[0]))
+    pairs.windows(2).all(|w| !before(w[1], w[0]))
 }
 
 /// Sorts pairs in place by insertion, unless that takes more than `moves`
