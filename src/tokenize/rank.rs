@@ -134,15 +134,17 @@ pub(crate) fn rank<'b>(
     {
         return sorted;
     }
-    pairs_into(sorted, keys, tokens);
     let spare = &mut buffers.spare[..n];
+    let mut source = Some((keys, tokens));
     if expect == Expect::Ties {
         let by_token = Digits::over(tokens.iter().map(|&t| ordered(t)));
-        two_passes(sorted, spare, &mut buffers.counts, |p| {
+        two_passes(source.take(), sorted, spare, &mut buffers.counts, |p| {
             by_token.of(ordered(p.1))
         });
     }
-    two_passes(sorted, spare, &mut buffers.counts, |p| by_key.of(p.0));
+    two_passes(source, sorted, spare, &mut buffers.counts, |p| {
+        by_key.of(p.0)
+    });
     finish(sorted, |p| by_key.of(p.0));
     sorted
 }
@@ -190,9 +192,12 @@ impl Digits {
     }
 }
 
-/// Sorts `pairs` stably by `digits` (below `2^BITS`), low digit first,
-/// through `spare`.
+/// Sorts stably by `digits` (below `2^BITS`), low digit first, through
+/// `spare`, into `pairs`: the pairs `(keys[i], tokens[i])` of `columns`,
+/// or with `None` those in `pairs` already (the columns are read where
+/// they lie rather than first written as pairs, a pass fewer).
 fn two_passes(
+    columns: Option<(&[u64], &[i32])>,
     pairs: &mut [(u64, i32)],
     spare: &mut [(u64, i32)],
     counts: &mut Vec<u32>,
@@ -203,14 +208,36 @@ fn two_passes(
     let (low, high) = counts.split_at_mut(1 << LOW);
     let low_of = |p| (digits(p) & ((1 << LOW) - 1)) as usize;
     let high_of = |p| (digits(p) >> LOW) as usize;
-    for &p in pairs.iter() {
+    match columns {
+        Some((keys, tokens)) => {
+            let from = keys.iter().copied().zip(tokens.iter().copied());
+            low_pass(from, spare, (low, high), (&low_of, &high_of));
+        }
+        None => low_pass(
+            pairs.iter().copied(),
+            spare,
+            (low, high),
+            (&low_of, &high_of),
+        ),
+    }
+    scatter(spare.iter().copied(), pairs, high, high_of);
+}
+
+/// The first of [`two_passes`]: counts both digits of `from`, turns the
+/// counts into starts and places `from` into `to` by its low digit.
+fn low_pass(
+    from: impl Iterator<Item = (u64, i32)> + Clone,
+    to: &mut [(u64, i32)],
+    (low, high): (&mut [u32], &mut [u32]),
+    (low_of, high_of): (&impl Fn((u64, i32)) -> usize, &impl Fn((u64, i32)) -> usize),
+) {
+    for p in from.clone() {
         low[low_of(p)] += 1;
         high[high_of(p)] += 1;
     }
     starts(low);
     starts(high);
-    scatter(pairs, spare, low, low_of);
-    scatter(spare, pairs, high, high_of);
+    scatter(from, to, low, low_of);
 }
 
 /// Turns counts into where each digit's pairs start: the row kernels'
@@ -223,12 +250,12 @@ fn starts(counts: &mut [u32]) {
 
 /// Places each pair of `from` at its digit's next place in `to`, in order.
 fn scatter(
-    from: &[(u64, i32)],
+    from: impl Iterator<Item = (u64, i32)>,
     to: &mut [(u64, i32)],
     next: &mut [u32],
     digit: impl Fn((u64, i32)) -> usize,
 ) {
-    for &p in from {
+    for p in from {
         let at = &mut next[digit(p)];
         to[*at as usize] = p;
         *at += 1;
