@@ -26,6 +26,7 @@
 //! `2.0`, whose classes `(1, 1.0)` and `(2, 2.0)` tie, build no table, and
 //! their rows are ranked by their keys ([`super::rank`]).
 
+use super::rank::{distinct_medians, tokens_increase};
 use crate::engine::best_row_kernels;
 
 /// Classes a table may have: a row's counting pass clears and sums this
@@ -83,13 +84,10 @@ impl ClassTable {
     /// too close (see the module docs), or there would be too many for two
     /// counts.
     pub(crate) fn over(columns: &[(f64, i32)], target_sum: f64) -> Option<ClassTable> {
-        let tokens = columns.iter().map(|c| c.1).filter(|&t| t >= 0);
-        if tokens.clone().zip(tokens.skip(1)).any(|(a, b)| a >= b) {
+        if !tokens_increase(columns) {
             return None;
         }
-        let mut medians: Vec<f64> = columns.iter().filter(|c| c.1 >= 0).map(|c| c.0).collect();
-        medians.sort_unstable_by(f64::total_cmp);
-        medians.dedup();
+        let medians = distinct_medians(columns);
         let counts = (CLASSES / medians.len().max(1)).min(COUNTS);
         let bounded = BOUNDS.contains(&target_sum) && medians.iter().all(|m| BOUNDS.contains(m));
         if counts < 2 || !bounded {

@@ -58,24 +58,30 @@ impl Expect {
     /// Ties are expected where at least one column in 4 shares its median
     /// with another.
     pub(crate) fn of(columns: &[(f64, i32)]) -> Expect {
-        let mut medians: Vec<u64> = columns
-            .iter()
-            .filter(|c| c.1 >= 0)
-            .map(|c| c.0.to_bits())
-            .collect();
-        let used = medians.len();
-        medians.sort_unstable();
-        medians.dedup();
-        if 4 * medians.len() > 3 * used {
-            return Expect::Distinct;
-        }
-        let tokens = columns.iter().filter(|c| c.1 >= 0).map(|c| c.1);
-        if tokens.clone().zip(tokens.skip(1)).all(|(a, b)| a < b) {
+        let used = columns.iter().filter(|c| c.1 >= 0).count();
+        if 4 * distinct_medians(columns).len() > 3 * used {
+            Expect::Distinct
+        } else if tokens_increase(columns) {
             Expect::TiesInTokenOrder
         } else {
             Expect::Ties
         }
     }
+}
+
+/// The distinct medians of the columns a row keeps (`(median, token)`, a
+/// token below 0 a column rows skip), increasing.
+pub(crate) fn distinct_medians(columns: &[(f64, i32)]) -> Vec<f64> {
+    let mut medians: Vec<f64> = columns.iter().filter(|c| c.1 >= 0).map(|c| c.0).collect();
+    medians.sort_unstable_by(f64::total_cmp);
+    medians.dedup();
+    medians
+}
+
+/// Whether the tokens of the columns a row keeps increase with the columns.
+pub(crate) fn tokens_increase(columns: &[(f64, i32)]) -> bool {
+    let tokens = columns.iter().map(|c| c.1).filter(|&t| t >= 0);
+    tokens.clone().zip(tokens.skip(1)).all(|(a, b)| a < b)
 }
 
 /// Reused buffers of [`rank`].
