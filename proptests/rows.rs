@@ -267,6 +267,84 @@ proptest! {
     }
 }
 
+/// A table, marks set apart from it (mostly where the table holds a value,
+/// as a gene selection's are, sometimes anywhere), where both start, and
+/// genes: mostly ascending runs as rows hold them (so that a register's
+/// marks lie within one window of words, or just do not), sometimes any.
+fn marked_selection() -> impl Strategy<Value = (Vec<i32>, Vec<u32>, u32, Vec<i32>)> {
+    (0usize..1500, 0u32..50, 0u32..=100, any::<bool>()).prop_flat_map(|(len, first, kept, agree)| {
+        let value = (0u32..100, 0i32..1_000_000)
+            .prop_map(move |(p, v)| if p < kept { v } else { -1 - v % 3 });
+        let span = first as i32 + len as i32;
+        let gaps = prop::collection::vec(prop_oneof![8 => 1i32..20, 1 => 20i32..400, 1 => Just(0)], 0..300);
+        let any_genes = prop::collection::vec(
+            prop_oneof![8 => -3i32..span + 40, 1 => prop::sample::select(vec![-1, i32::MIN, i32::MAX])],
+            0..100,
+        );
+        (
+            prop::collection::vec(value, len),
+            Just(agree),
+            prop::collection::vec(any::<u32>(), 0..len / 32 + 3),
+            Just(first),
+            (0i32..30, gaps).prop_map(|(start, gaps)| {
+                gaps.iter().scan(start, |g, &d| { *g += d; Some(*g) }).collect::<Vec<i32>>()
+            }),
+            any_genes,
+            any::<bool>(),
+        )
+            .prop_map(|(table, agree, random, first, run, any_genes, ascending)| {
+                let marks = if agree {
+                    let mut marks = vec![0u32; table.len().div_ceil(32) + 1];
+                    for (i, &v) in table.iter().enumerate() {
+                        if v >= 0 {
+                            marks[i >> 5] |= 1 << (i & 31);
+                        }
+                    }
+                    marks
+                } else {
+                    random
+                };
+                (table, marks, first, if ascending { run } else { any_genes })
+            })
+    })
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn every_backend_selects_marked_genes_like_a_filter(
+        (table, marks, first, genes) in marked_selection(),
+    ) {
+        // Against a filter written here: bit `g - first` (wrapping) of the
+        // marks set and within the table; the value the table's, any sign.
+        let counts: Vec<u32> = (0..genes.len() as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+        let marked = |i: usize| marks.get(i / 32).is_some_and(|w| w >> (i % 32) & 1 == 1);
+        let kept = |g: i32| {
+            let i = (g as u32).wrapping_sub(first) as usize;
+            table.get(i).copied().filter(|_| marked(i))
+        };
+        let want: Vec<(i32, u32)> = genes
+            .iter()
+            .zip(&counts)
+            .filter_map(|(&g, &c)| kept(g).map(|v| (v, c)))
+            .collect();
+        let len = genes.len();
+        for k in crate::tables::<RowKernels>("rows") {
+            let mut out = (vec![7i32; len], vec![7u32; len]);
+            let n = k.select_marked(&table, &marks, first, &genes, &counts, (&mut out.0, &mut out.1));
+            let got: Vec<(i32, u32)> = out.0[..n].iter().copied().zip(out.1[..n].iter().copied()).collect();
+            prop_assert_eq!(&got, &want, "{}", k.isa());
+            // With the marks a selection's, what `select` keeps.
+            if table.iter().enumerate().all(|(i, &v)| marked(i) == (v >= 0)) {
+                let mut plain = (vec![7i32; len], vec![7u32; len]);
+                let m = k.select(&table, first, &genes, &counts, (&mut plain.0, &mut plain.1));
+                prop_assert_eq!((&plain.0[..m], &plain.1[..m]), (&out.0[..n], &out.1[..n]), "{}", k.isa());
+            }
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(config(256))]
 

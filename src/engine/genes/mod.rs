@@ -42,11 +42,23 @@ enum Lookup {
         first: u32,
         table: Vec<i32>,
         marks: Vec<u32>,
+        /// Whether the selection keeps at most [`THIN`] of its span: rows
+        /// are then looked up through the marks first (see
+        /// [`GeneSelection::keep_row`]).
+        thin: bool,
     },
     /// `(gene, column)` sorted by gene, searched: for selections spread thinly
     /// over a wide dataset.
     Sparse(Vec<(u32, i32)>),
 }
+
+/// A dense selection keeping at most one gene in this many of its span
+/// is thin. A 2,000-gene vocabulary of a 36,000-gene dataset keeps one in
+/// 18, and about two in five of a cell's genes (highly variable genes are
+/// expressed a lot): on such rows the row kernels' `select_marked` took
+/// 0.33-0.36 ns a gene against `select`'s 0.42-0.45 (AVX-512), 0.41 against
+/// 0.52 (AVX2).
+const THIN: usize = 4;
 
 /// A dense table may span this many genes per selected gene...
 const DENSE_SPAN_PER_GENE: usize = 16;
@@ -129,6 +141,7 @@ impl GeneSelection {
                     first,
                     table,
                     marks,
+                    thin: pairs.len() * THIN <= span,
                 }
             }
             _ => Lookup::Sparse(pairs),
@@ -225,7 +238,9 @@ impl GeneSelection {
     /// counts), in the row's order; returns how many. Both outputs hold at
     /// least `genes.len()`. The kind of lookup is chosen once per row; a
     /// dense table is looked up by the row kernels' `select` (a register of
-    /// genes gathered and compressed at a time), a sparse one a gene at a
+    /// genes gathered and compressed at a time), or `select_marked` when
+    /// thin (the marks read first, and only the kept genes gathered), a
+    /// sparse one a gene at a
     /// time, every gene written and the next written over it unless kept,
     /// so there is no branch per gene. A negative gene, read as `u32`, lies
     /// past every selected gene (all below `2^31`), so it is dropped with no
@@ -238,8 +253,19 @@ impl GeneSelection {
         kept: &mut [u32],
     ) -> usize {
         match &self.lookup {
-            Lookup::Dense { first, table, .. } => {
-                best_row_kernels().select(table, *first, genes, counts, (columns, kept))
+            Lookup::Dense {
+                first,
+                table,
+                marks,
+                thin,
+            } => {
+                let kernels = best_row_kernels();
+                let out = (columns, kept);
+                if *thin && kernels.selects_by_marks() {
+                    kernels.select_marked(table, marks, *first, genes, counts, out)
+                } else {
+                    kernels.select(table, *first, genes, counts, out)
+                }
             }
             Lookup::Sparse(pairs) => {
                 let (columns, kept) = (&mut columns[..genes.len()], &mut kept[..genes.len()]);
@@ -439,27 +465,44 @@ mod tests {
     #[test]
     fn count_kept_counts_the_genes_keep_row_keeps() {
         // Dense spans of several words, their first and last genes and the
-        // genes just outside them, and every gene of a small dataset.
+        // genes just outside them, and every gene of a small dataset; thin
+        // selections (looked up through their marks) and others.
         let n_genes = 1_000;
         let every: Vec<i32> = (-3..n_genes as i32 + 3).collect();
+        let mut thin = 0;
         for genes in [
             vec![0u32],
             vec![999],
             vec![64, 63, 127, 128],
             (100..300).step_by(3).collect(),
+            (5..n_genes).step_by(7).rev().collect(),
             (0..n_genes).rev().collect(),
         ] {
             let s = GeneSelection::new(n_genes, &genes).unwrap();
-            assert!(matches!(s.lookup, Lookup::Dense { .. }));
+            let Lookup::Dense { thin: is_thin, .. } = s.lookup else {
+                panic!("a dense table");
+            };
+            thin += usize::from(is_thin);
             let mut scratch = (vec![0; every.len()], vec![0; every.len()]);
             let counts = bytemuck::cast_slice(&every);
             let kept = s.keep_row(&every, counts, &mut scratch.0, &mut scratch.1);
             assert_eq!((s.count_kept(&every), kept), (genes.len(), genes.len()));
+            let want: Vec<(i32, u32)> = every
+                .iter()
+                .filter_map(|&g| s.column(g).map(|k| (k, g as u32)))
+                .collect();
+            let got: Vec<(i32, u32)> = scratch.0[..kept]
+                .iter()
+                .copied()
+                .zip(scratch.1[..kept].iter().copied())
+                .collect();
+            assert_eq!(got, want);
             for &g in &every {
                 let one = usize::from(genes.contains(&(g as u32)) && g >= 0);
                 assert_eq!(s.count_kept(&[g]), one, "gene {g}");
             }
         }
+        assert_eq!(thin, 2);
     }
 
     #[test]

@@ -311,6 +311,65 @@ pub(crate) fn keep_from(
     n
 }
 
+/// Reference for [`RowKernels::select_marked`]: the marked genes' offsets
+/// kept first, then looked up.
+#[inline(always)]
+pub fn select_marked(
+    table: &[i32],
+    marks: &[u32],
+    first: u32,
+    genes: &[i32],
+    counts: &[u32],
+    (out, out_counts): (&mut [i32], &mut [u32]),
+) -> usize {
+    check_select(genes, counts, out, out_counts);
+    let n = marked_from(
+        table.len(),
+        marks,
+        first,
+        genes,
+        counts,
+        (out, out_counts),
+        0,
+    );
+    look_up_in_place(table, &mut out[..n]);
+    n
+}
+
+/// [`select_marked`]'s first loop over `genes`: each gene whose offset
+/// `g - first` (as `u32`, wrapping) lies within a table of `table_len`
+/// values and is marked goes to the outputs from `n` on, its offset (as
+/// `u32` bits) and its count; returns `n` past them (`n` at most the genes
+/// before these, as in [`select_from`]).
+#[inline(always)]
+pub(crate) fn marked_from(
+    table_len: usize,
+    marks: &[u32],
+    first: u32,
+    genes: &[i32],
+    counts: &[u32],
+    out: (&mut [i32], &mut [u32]),
+    n: usize,
+) -> usize {
+    let offsets = genes.iter().map(|&g| {
+        let i = (g as u32).wrapping_sub(first);
+        let bit = marks
+            .get(i as usize >> 5)
+            .map_or(0, |&w| (w >> (i & 31)) & 1);
+        (i as i32, bit & u32::from((i as usize) < table_len) == 1)
+    });
+    keep_from(offsets, counts, out, n)
+}
+
+/// Replaces each offset (`u32` bits, each within `table`) by its value in
+/// `table`: [`select_marked`]'s second loop.
+#[inline(always)]
+pub(crate) fn look_up_in_place(table: &[i32], offsets: &mut [i32]) {
+    for o in offsets {
+        *o = table[*o as u32 as usize];
+    }
+}
+
 /// Reference for [`RowKernels::count_marked`].
 #[inline(always)]
 pub fn count_marked(marks: &[u32], first: u32, genes: &[i32]) -> usize {

@@ -155,6 +155,13 @@ impl Vector for Avx2 {
     }
 
     #[inline(always)]
+    unsafe fn permute_window(self, window: *const u32, index: __m256i) -> __m256i {
+        // SAFETY: AVX2 token; the caller makes 8 values readable at
+        // `window` (the permute reads only each index's low 3 bits).
+        unsafe { _mm256_permutevar8x32_epi32(_mm256_loadu_si256(window.cast()), index) }
+    }
+
+    #[inline(always)]
     unsafe fn compress_store_u32(self, p: *mut u32, v: __m256i, keep: u32) {
         // The kept lanes' numbers, in order, from the bytes 0..8 with BMI2:
         // each kept lane's bit spread to a whole byte, then those bytes of

@@ -213,6 +213,13 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
     }
 
     #[inline(always)]
+    unsafe fn permute_window(self, window: *const u32, index: __m512i) -> __m512i {
+        // SAFETY: AVX-512 token; the caller makes 16 values readable at
+        // `window` (the permute reads only each index's low 4 bits).
+        unsafe { _mm512_permutexvar_epi32(index, _mm512_loadu_si512(window.cast())) }
+    }
+
+    #[inline(always)]
     unsafe fn lookup_64(self, table: &[u32; 64], index: __m512i) -> __m512i {
         // The table in four registers, two lane permutes of 32 values each
         // (index bits 0-4), and bit 5 picking between them: no memory

@@ -379,6 +379,21 @@ pub(crate) trait Vector: Copy {
         unsafe { self.load_u32(buf.as_ptr()) }
     }
 
+    /// Lane `i` is `window[index[i]]`, from a register's worth of values
+    /// (`LANES`) at `window`: a cross-lane permute of one load where the
+    /// ISA has one, else a gather. A gather costs about a load per lane
+    /// however few cache lines its lanes touch; the permute costs one.
+    ///
+    /// # Safety
+    /// `window` is readable for `LANES` values and every lane of `index` is
+    /// below `LANES`.
+    #[inline(always)]
+    unsafe fn permute_window(self, window: *const u32, index: Self::U32) -> Self::U32 {
+        // SAFETY: the caller keeps every index below `LANES`, within the
+        // window.
+        unsafe { self.gather_u32(window, index) }
+    }
+
     /// Lane `i` is `table[index[i]]`, from a table of 64 values (a row's
     /// memo of values by count): a gather unless the ISA has a faster way.
     ///

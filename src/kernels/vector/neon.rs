@@ -212,6 +212,23 @@ impl Vector for Neon {
     }
 
     #[inline(always)]
+    unsafe fn permute_window(self, window: *const u32, index: U32x16) -> U32x16 {
+        // The window's 64 bytes in four registers; each lane's index `i`
+        // becomes the byte numbers `4 i .. 4 i + 4`, which one table lookup
+        // per register of lanes reads.
+        // SAFETY: NEON token; the caller makes 16 values readable at
+        // `window` and keeps every index below 16, so every byte number is
+        // below 64, within the table.
+        unsafe {
+            let table = vld1q_u8_x4(window.cast());
+            index.map(|i| {
+                let bytes = vmlaq_n_u32(vdupq_n_u32(0x0302_0100), i, 0x0404_0404);
+                vreinterpretq_u32_u8(vqtbl4q_u8(table, vreinterpretq_u8_u32(bytes)))
+            })
+        }
+    }
+
+    #[inline(always)]
     unsafe fn store_u32(self, p: *mut u32, v: U32x16) {
         // SAFETY: NEON token; the caller makes 16 values writable at `p`.
         unsafe {
