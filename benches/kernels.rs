@@ -4,8 +4,9 @@
 //! decoding kernels on the DRAM-sized one with plain and with streaming
 //! stores.
 //!
-//! The row kernels that keep a gene selection's genes (`select`) and count
-//! them (`count_marked`) run over the rows of the cache-resident chunk, with
+//! The row kernels that keep a gene selection's genes (`select`, and
+//! `select_marked` through its marks) and count them (`count_marked`) run
+//! over the rows of the cache-resident chunk, with
 //! a selection of 2,034 genes (every 18th) and of 18,301 (every other), in
 //! genes a second. `stream` copies a dense row of 2,000 `f32` (composed in
 //! the cache) to the next place in a 64 MiB output, as a batch's rows are
@@ -227,6 +228,21 @@ fn rows(c: &mut Criterion) {
                     let end = at + row.len();
                     let o = (&mut out.0[at..end], &mut out.1[at..end]);
                     std::hint::black_box(k.select(&table, 0, row, &counts[at..end], o));
+                    at = end;
+                }
+            },
+        );
+        bench_tables::<RowKernels>(
+            c,
+            &format!("select_marked/{kept}"),
+            chunk.indices.len(),
+            &mut |k| {
+                let mut at = 0;
+                for row in &rows {
+                    let end = at + row.len();
+                    let o = (&mut out.0[at..end], &mut out.1[at..end]);
+                    let kept = k.select_marked(&table, &marks, 0, row, &counts[at..end], o);
+                    std::hint::black_box(kept);
                     at = end;
                 }
             },
