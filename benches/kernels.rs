@@ -197,6 +197,10 @@ fn kernels(c: &mut Criterion) {
     }
 }
 
+/// A row kernel that keeps some of a row's genes (with their counts) at
+/// the front of its outputs and returns how many.
+type Keep<'a> = &'a dyn Fn(&RowKernels, &[i32], &[u32], (&mut [i32], &mut [u32])) -> usize;
+
 fn rows(c: &mut Criterion) {
     let chunk = Chunk::new(SIZES[0].1);
     let rows: Vec<&[i32]> = chunk
@@ -218,35 +222,23 @@ fn rows(c: &mut Criterion) {
             marks[i / 32] |= u32::from(v >= 0) << (i % 32);
         }
         let kept = table.iter().filter(|&&v| v >= 0).count();
-        bench_tables::<RowKernels>(
-            c,
-            &format!("select/{kept}"),
-            chunk.indices.len(),
-            &mut |k| {
+        let mut keep = |name: &str, kernel: Keep<'_>| {
+            bench_tables::<RowKernels>(c, &format!("{name}/{kept}"), counts.len(), &mut |k| {
                 let mut at = 0;
                 for row in &rows {
                     let end = at + row.len();
                     let o = (&mut out.0[at..end], &mut out.1[at..end]);
-                    std::hint::black_box(k.select(&table, 0, row, &counts[at..end], o));
+                    std::hint::black_box(kernel(k, row, &counts[at..end], o));
                     at = end;
                 }
-            },
-        );
-        bench_tables::<RowKernels>(
-            c,
-            &format!("select_marked/{kept}"),
-            chunk.indices.len(),
-            &mut |k| {
-                let mut at = 0;
-                for row in &rows {
-                    let end = at + row.len();
-                    let o = (&mut out.0[at..end], &mut out.1[at..end]);
-                    let kept = k.select_marked(&table, &marks, 0, row, &counts[at..end], o);
-                    std::hint::black_box(kept);
-                    at = end;
-                }
-            },
-        );
+            })
+        };
+        keep("select", &|k, row, counts, o| {
+            k.select(&table, 0, row, counts, o)
+        });
+        keep("select_marked", &|k, row, counts, o| {
+            k.select_marked(&table, &marks, 0, row, counts, o)
+        });
         bench_tables::<RowKernels>(
             c,
             &format!("count_marked/{kept}"),
