@@ -91,12 +91,12 @@
 //! over the vector vocabulary, with the reference's loop for registers that
 //! reach outside the table or the memo and for the tail), the vector tables
 //! run the reference's own code, compiled for their instruction set: on
-//! x86-64 that brings `popcnt` (a
-//! word's bits counted in one instruction, where the portable build spends
-//! a dozen) and lets the compiler widen the scan (variable shifts), on
-//! AArch64 the NEON bit count. Places, sums and looked-up values involve no
-//! rounding, so every table gives the reference's result; the property
-//! tests check it anyway, as for every family.
+//! x86-64 that brings `popcnt` (a word's bits counted in one instruction,
+//! where the portable build spends a dozen) and lets the compiler widen the
+//! scan (variable shifts), on AArch64 the NEON bit count. Places, sums and
+//! looked-up values involve no rounding, so every table gives the
+//! reference's result; the property tests check it anyway, as for every
+//! family.
 //!
 //! The reference is [`crate::kernels::reference::rows`].
 
@@ -757,7 +757,7 @@ struct MarkReader<'m, V: Vector> {
     last: u32,
     first_v: V::U32,
     last_v: V::U32,
-    /// The register's last lane.
+    /// The largest index into a window of words: `LANES - 1`.
     widest: V::U32,
 }
 

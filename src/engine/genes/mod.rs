@@ -240,9 +240,8 @@ impl GeneSelection {
     /// dense table is looked up by the row kernels' `select` (a register of
     /// genes gathered and compressed at a time), or `select_marked` when
     /// thin (the marks read first, and only the kept genes gathered), a
-    /// sparse one a gene at a
-    /// time, every gene written and the next written over it unless kept,
-    /// so there is no branch per gene. A negative gene, read as `u32`, lies
+    /// sparse one a gene at a time, every gene written and the next written
+    /// over it unless kept, so there is no branch per gene. A negative gene, read as `u32`, lies
     /// past every selected gene (all below `2^31`), so it is dropped with no
     /// check of its own.
     pub(crate) fn keep_row(
