@@ -222,16 +222,11 @@ impl ClassTable {
         let mut from = 0;
         for &(stray_key, token) in &s.strays {
             // The first class whose key is not below the stray's: class
-            // keys increase strictly (see the module docs).
-            let (mut lo, mut hi) = (0, strays);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if class_key(mid) < stray_key {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
+            // keys increase strictly (see the module docs), and `members`
+            // holds one entry a class.
+            let lo = self
+                .members
+                .partition_point(|&(c, m)| key(c, m) < stray_key);
             let start = if lo == 0 { 0 } else { ends[lo - 1] as usize };
             let at = if lo < strays && class_key(lo) == stray_key {
                 start + s.placed[start..ends[lo] as usize].partition_point(|&t| t < token)
