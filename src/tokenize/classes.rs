@@ -71,6 +71,8 @@ pub(crate) struct ClassScratch {
     counts: Vec<u32>,
     /// The tokens by class.
     placed: Vec<i32>,
+    /// Where the strays lie in the row.
+    strays_at: Vec<u32>,
     /// The strays' keys and tokens.
     strays: Vec<(u64, i32)>,
     /// The classed tokens with the strays merged in.
@@ -126,22 +128,6 @@ impl ClassTable {
         self.order.len() as u32
     }
 
-    /// The class of a gene of count `c` in a column of `token` and
-    /// `median_class`: a stray where the table has no class for `c`, one
-    /// past the strays where the column is skipped.
-    fn of(&self, c: u32, (token, median_class): (i32, u32)) -> u32 {
-        let at = (c as usize)
-            .wrapping_sub(1)
-            .wrapping_mul(self.medians.len())
-            .wrapping_add(median_class as usize);
-        let class = self.order.get(at).copied().unwrap_or(self.strays());
-        if token < 0 {
-            self.strays() + 1
-        } else {
-            class
-        }
-    }
-
     /// The tokens of a row's genes with a token and a median, ordered by
     /// `v` decreasing, then token; `key(c, m)` is `!v.to_bits()` of a gene
     /// of count `c` and median `m`. `None` (the row left to [`super::rank`])
@@ -157,66 +143,92 @@ impl ClassTable {
         let len = genes.len();
         s.classes.resize(len, 0);
         s.tokens.resize(len, 0);
+        s.strays_at.clear();
+        let (columns, order, medians) = (&self.columns[..], &self.order[..], self.medians.len());
+        let (stray, skipped) = (self.strays(), self.strays() + 1);
         let mut increasing = true;
         let mut last = -1;
-        for (i, (&g, &c)) in genes.iter().zip(counts).enumerate() {
-            let column = self.columns[g as usize];
-            s.classes[i] = self.of(c as u32, column);
-            s.tokens[i] = column.0;
+        for (i, ((k, t), (&g, &c))) in s
+            .classes
+            .iter_mut()
+            .zip(s.tokens.iter_mut())
+            .zip(genes.iter().zip(counts))
+            .enumerate()
+        {
+            // A stray where the table has no class for the count, one past
+            // the strays where the column is skipped.
+            let (token, median_class) = columns[g as usize];
+            let at = (c as u32 as usize)
+                .wrapping_sub(1)
+                .wrapping_mul(medians)
+                .wrapping_add(median_class as usize);
+            let class = order.get(at).copied().unwrap_or(stray);
+            let class = if token < 0 { skipped } else { class };
+            *k = class;
+            *t = token;
+            if class == stray {
+                s.strays_at.push(i as u32);
+            }
             increasing &= g > last;
             last = g;
         }
-        if !increasing {
+        let n_strays = s.strays_at.len();
+        if !increasing || 8 * n_strays > len {
             return None;
         }
-        let strays = self.strays() as usize;
+        let strays = stray as usize;
         let width = strays + 2;
+        // Each class's genes from the row's first half, then from its
+        // second, counted at `2 * class` and `2 * class + 1`: the starts of
+        // these counts place the halves one after the other within each
+        // class, so the genes keep their order, and the two halves are
+        // counted and placed by one loop as two chains of stores that never
+        // share an address (a third of a row's genes follow one of their
+        // class, and each waits on the store of the one before).
         s.counts.clear();
         s.counts.resize(2 * width, 0);
-        // Two tables, for the genes at even and at odd places, then summed:
-        // a third of a row's genes follow one of their class, and the count
-        // incremented for the one before waits on that store (measured: 2-4%
-        // more Geneformer cells/s than one table).
-        {
-            let (even, odd) = s.counts.split_at_mut(width);
-            let pairs = s.classes.chunks_exact(2);
-            if let [k] = pairs.remainder() {
-                even[*k as usize] += 1;
-            }
-            for p in pairs {
-                even[p[0] as usize] += 1;
-                odd[p[1] as usize] += 1;
-            }
-            for (e, o) in even.iter_mut().zip(odd.iter()) {
-                *e += o;
-            }
+        let half = len / 2;
+        let (first, second) = s.classes.split_at(half);
+        for (&a, &b) in first.iter().zip(second) {
+            s.counts[2 * a as usize] += 1;
+            s.counts[2 * b as usize + 1] += 1;
         }
-        s.counts.truncate(width);
-        let n_strays = s.counts[strays] as usize;
-        if 8 * n_strays > len {
-            return None;
+        if let Some(&b) = second.get(half) {
+            s.counts[2 * b as usize + 1] += 1;
         }
         best_row_kernels().starts(&mut s.counts);
-        let classed = s.counts[strays] as usize;
+        let classed = s.counts[2 * strays] as usize;
         s.placed.resize(len, 0);
-        for (&k, &t) in s.classes.iter().zip(&s.tokens) {
-            let at = &mut s.counts[k as usize];
-            s.placed[*at as usize] = t;
+        let (first_tokens, second_tokens) = s.tokens.split_at(half);
+        for ((&a, &b), (&x, &y)) in first
+            .iter()
+            .zip(second)
+            .zip(first_tokens.iter().zip(second_tokens))
+        {
+            let at = &mut s.counts[2 * a as usize];
+            s.placed[*at as usize] = x;
+            *at += 1;
+            let at = &mut s.counts[2 * b as usize + 1];
+            s.placed[*at as usize] = y;
+            *at += 1;
+        }
+        if let (Some(&b), Some(&y)) = (second.get(half), second_tokens.get(half)) {
+            let at = &mut s.counts[2 * b as usize + 1];
+            s.placed[*at as usize] = y;
             *at += 1;
         }
         if n_strays == 0 {
             return Some(&s.placed[..classed]);
         }
-        // `counts[k]` is now where class `k` ends.
+        // `counts[2 * k + 1]` is now where class `k` ends.
         s.strays.clear();
-        for (i, &k) in s.classes.iter().enumerate() {
-            if k as usize == strays {
-                let median = self.medians[self.columns[genes[i] as usize].1 as usize];
-                s.strays.push((key(counts[i] as u32, median), s.tokens[i]));
-            }
+        for &i in &s.strays_at {
+            let i = i as usize;
+            let median = self.medians[self.columns[genes[i] as usize].1 as usize];
+            s.strays.push((key(counts[i] as u32, median), s.tokens[i]));
         }
         s.strays.sort_unstable();
-        let ends = &s.counts[..strays];
+        let end = |k: usize| s.counts[2 * k + 1] as usize;
         let class_key = |k: usize| key(self.members[k].0, self.members[k].1);
         s.merged.clear();
         let mut from = 0;
@@ -227,9 +239,9 @@ impl ClassTable {
             let lo = self
                 .members
                 .partition_point(|&(c, m)| key(c, m) < stray_key);
-            let start = if lo == 0 { 0 } else { ends[lo - 1] as usize };
+            let start = if lo == 0 { 0 } else { end(lo - 1) };
             let at = if lo < strays && class_key(lo) == stray_key {
-                start + s.placed[start..ends[lo] as usize].partition_point(|&t| t < token)
+                start + s.placed[start..end(lo)].partition_point(|&t| t < token)
             } else {
                 start
             };
