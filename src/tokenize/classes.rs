@@ -46,14 +46,19 @@ const BOUNDS: std::ops::RangeInclusive<f64> = 1e-100..=1e100;
 /// The classes of `(count, median)` pairs (see the module docs).
 #[derive(Clone, Debug)]
 pub(crate) struct ClassTable {
-    /// Per column: its token (-1 where rows skip it) and the class of its
-    /// median among `medians`; 8 bytes, where a gene's median and token
-    /// take 16, so that more of the table stays in the cache.
+    /// Per column: its token (-1 where rows skip it) and where its run of
+    /// `order` starts; 8 bytes, where a gene's median and token take 16,
+    /// so that more of the table stays in the cache.
     columns: Vec<(i32, u32)>,
     /// The columns' distinct medians, increasing.
     medians: Vec<f64>,
-    /// The class of count `c` and the median of class `q` at
-    /// `(c - 1) * medians + q`.
+    /// The counts with classes: `1..=top`.
+    top: u32,
+    /// A run of `top + 1` classes per distinct median, at `q * (top + 1)`
+    /// for the median `medians[q]`: count `c`'s class at `c - 1`, then the
+    /// strays' class (for larger counts); then a run of skipped columns'
+    /// class. So that a gene's class is one lookup, at its column's start
+    /// plus `min(c - 1, top)`, with no multiplication or test of its token.
     order: Vec<u32>,
     /// Each class's count and median, in class order.
     members: Vec<(u32, f64)>,
@@ -106,18 +111,23 @@ impl ClassTable {
         {
             return None;
         }
-        let median_class = |m: f64| medians.partition_point(|&x| x < m) as u32;
-        let mut order = vec![0; members.len()];
+        let run = counts + 1;
+        let stray = members.len() as u32;
+        let mut order = vec![stray; (medians.len() + 1) * run];
+        order[medians.len() * run..].fill(stray + 1);
+        let start = |m: f64| medians.partition_point(|&x| x < m) * run;
         for (class, &(c, m)) in members.iter().enumerate() {
-            order[(c as usize - 1) * medians.len() + median_class(m) as usize] = class as u32;
+            order[start(m) + c as usize - 1] = class as u32;
         }
+        let skipped = medians.len() * run;
         let columns = columns
             .iter()
-            .map(|&(m, t)| (t, if t >= 0 { median_class(m) } else { 0 }))
+            .map(|&(m, t)| (t, if t >= 0 { start(m) } else { skipped } as u32))
             .collect();
         Some(ClassTable {
             columns,
             medians,
+            top: counts as u32,
             order,
             members,
         })
@@ -125,7 +135,7 @@ impl ClassTable {
 
     /// The class of strays: one past the last class.
     fn strays(&self) -> u32 {
-        self.order.len() as u32
+        self.members.len() as u32
     }
 
     /// The tokens of a row's genes with a token and a median, ordered by
@@ -144,8 +154,8 @@ impl ClassTable {
         s.classes.resize(len, 0);
         s.tokens.resize(len, 0);
         s.strays_at.clear();
-        let (columns, order, medians) = (&self.columns[..], &self.order[..], self.medians.len());
-        let (stray, skipped) = (self.strays(), self.strays() + 1);
+        let (columns, order, top) = (&self.columns[..], &self.order[..], self.top);
+        let stray = self.strays();
         let mut increasing = true;
         let mut last = -1;
         for (i, ((k, t), (&g, &c))) in s
@@ -155,15 +165,8 @@ impl ClassTable {
             .zip(genes.iter().zip(counts))
             .enumerate()
         {
-            // A stray where the table has no class for the count, one past
-            // the strays where the column is skipped.
-            let (token, median_class) = columns[g as usize];
-            let at = (c as u32 as usize)
-                .wrapping_sub(1)
-                .wrapping_mul(medians)
-                .wrapping_add(median_class as usize);
-            let class = order.get(at).copied().unwrap_or(stray);
-            let class = if token < 0 { skipped } else { class };
+            let (token, start) = columns[g as usize];
+            let class = order[start as usize + (c as u32).wrapping_sub(1).min(top) as usize];
             *k = class;
             *t = token;
             if class == stray {
@@ -224,7 +227,8 @@ impl ClassTable {
         s.strays.clear();
         for &i in &s.strays_at {
             let i = i as usize;
-            let median = self.medians[self.columns[genes[i] as usize].1 as usize];
+            let run = self.top as usize + 1;
+            let median = self.medians[self.columns[genes[i] as usize].1 as usize / run];
             s.strays.push((key(counts[i] as u32, median), s.tokens[i]));
         }
         s.strays.sort_unstable();
@@ -344,7 +348,7 @@ mod tests {
         for (genes, medians, small, large) in [(3_000, 60, 4, 200), (4_000, 1_500, 2, 9)] {
             let columns = columns(genes, medians);
             let table = ClassTable::over(&columns, TARGET).expect("a table");
-            let counts_classed = table.order.len() / medians;
+            let counts_classed = table.top as usize;
             let (mut classed, mut merged, mut tied) = (0, 0, 0);
             for round in 0..300 {
                 let len = [0, 1, 40, 2_000][round % 4];
