@@ -4,9 +4,12 @@
 //! reference does, tallies counts and turns them into starts as loops
 //! written here do; every backend streams an exact copy (of one part or of
 //! several with one fence) and makes Floyd's draws as a 128-bit product
-//! written here gives them.
+//! written here gives them; every backend classifies genes as a loop
+//! written here does, and panics where the reference does.
 
-use deltacells::kernels::rows::{RowKernels, MEMO_SLOTS, TALLY_SLOTS};
+use deltacells::kernels::rows::{
+    ClassLookup, RowKernels, CLASS_START_BITS, MEMO_SLOTS, TALLY_SLOTS,
+};
 use deltacells::kernels::KernelTable;
 use proptest::prelude::*;
 
@@ -445,6 +448,123 @@ proptest! {
             let mut out = vec![7u32; len];
             k.draws(state, first, &mut out);
             prop_assert_eq!(&out, &want, "{}", k.isa());
+        }
+    }
+}
+
+/// A lookup of classes as Geneformer's class table lays it out: `runs`
+/// runs of `top + 1` classes (drawn from `0..10`, 7 the strays'), and
+/// columns each with a token and the start of one run; the order, the
+/// columns' words.
+fn class_lookup() -> impl Strategy<Value = (Vec<u32>, Vec<u32>, u32)> {
+    (1usize..20, 0u32..8, 1usize..200).prop_flat_map(|(runs, top, n_columns)| {
+        let run = top as usize + 1;
+        (
+            prop::collection::vec(0u32..10, runs * run),
+            prop::collection::vec((0u32..1 << (32 - CLASS_START_BITS), 0..runs), n_columns),
+            Just(top),
+        )
+            .prop_map(move |(order, columns, top)| {
+                let words = columns
+                    .into_iter()
+                    .map(|(token, r)| (token << CLASS_START_BITS) | (r * run) as u32)
+                    .collect();
+                (order, words, top)
+            })
+    })
+}
+
+/// Genes of `n_columns` columns and their counts: increasing (a row's), or
+/// in any order with repeats.
+fn classified_genes(n_columns: usize) -> impl Strategy<Value = (Vec<i32>, Vec<u32>)> {
+    let n = n_columns as i32;
+    prop_oneof![
+        prop::collection::btree_set(0..n, 0..n_columns.min(120))
+            .prop_map(|set| set.into_iter().collect::<Vec<_>>()),
+        prop::collection::vec(0..n, 0..120),
+    ]
+    .prop_flat_map(|genes| {
+        let counts =
+            prop::collection::vec(prop_oneof![6 => 0u32..10, 1 => any::<u32>()], genes.len());
+        (Just(genes), counts)
+    })
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn every_backend_classifies_genes_as_a_loop_written_here(
+        ((order, columns, top), (genes, counts)) in class_lookup()
+            .prop_flat_map(|lookup| {
+                let n = lookup.1.len();
+                (Just(lookup), classified_genes(n))
+            }),
+    ) {
+        let lookup = ClassLookup { columns: &columns, order: &order, top, stray: 7 };
+        let mask = (1u32 << CLASS_START_BITS) - 1;
+        let want_classes: Vec<u32> = genes
+            .iter()
+            .zip(&counts)
+            .map(|(&g, &c)| {
+                // A count of 0 (or past the run) takes the run's last class.
+                let k = if c == 0 { top } else { (c - 1).min(top) };
+                order[((columns[g as usize] & mask) + k) as usize]
+            })
+            .collect();
+        let want_tokens: Vec<i32> = genes
+            .iter()
+            .map(|&g| (columns[g as usize] >> CLASS_START_BITS) as i32)
+            .collect();
+        let want_strays: Vec<u32> = (0..genes.len() as u32)
+            .filter(|&i| want_classes[i as usize] == 7)
+            .collect();
+        let increasing = genes.windows(2).all(|w| w[0] < w[1]);
+        for k in crate::tables::<RowKernels>("rows") {
+            let (mut classes, mut tokens) = (vec![u32::MAX; genes.len()], vec![-9; genes.len()]);
+            let mut strays = vec![];
+            let got = k.classify(&lookup, &genes, &counts, (&mut classes, &mut tokens), &mut strays);
+            prop_assert_eq!(&classes, &want_classes, "{}", k.isa());
+            prop_assert_eq!(&tokens, &want_tokens, "{}", k.isa());
+            prop_assert_eq!(&strays, &want_strays, "{}", k.isa());
+            prop_assert_eq!(got, increasing, "{}", k.isa());
+        }
+    }
+}
+
+#[test]
+fn every_backend_panics_at_a_gene_outside_the_lookup() {
+    let order: Vec<u32> = (0..40).collect();
+    let columns: Vec<u32> = (0u32..64)
+        .map(|g| (g << CLASS_START_BITS) | ((g % 5) * 8))
+        .collect();
+    let lookup = ClassLookup {
+        columns: &columns,
+        order: &order,
+        top: 7,
+        stray: 3,
+    };
+    for bad in [64, -1] {
+        // The bad gene in the middle of a register, after a register of
+        // good ones, on every backend.
+        let mut genes: Vec<i32> = (0..40).collect();
+        genes[21] = bad;
+        let counts = vec![2u32; genes.len()];
+        for k in crate::tables::<RowKernels>("rows") {
+            let (mut classes, mut tokens) = (vec![0; genes.len()], vec![0; genes.len()]);
+            let mut strays = vec![];
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                k.classify(
+                    &lookup,
+                    &genes,
+                    &counts,
+                    (&mut classes, &mut tokens),
+                    &mut strays,
+                )
+            }));
+            assert!(caught.is_err(), "{}: gene {bad}", k.isa());
+            // Every gene before the bad one was classified.
+            assert_eq!(&tokens[..21], &genes[..21], "{}", k.isa());
         }
     }
 }

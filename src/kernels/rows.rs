@@ -41,7 +41,12 @@
 //! [`RowKernels::starts`] turns a counting sort's bucket counts into where
 //! each bucket starts (Geneformer's order counts thousands of buckets a
 //! cell): a scan across each register's lanes plus the total before it,
-//! where the reference adds one count after another.
+//! where the reference adds one count after another. The sort's keys are
+//! classes of `(count, median)` pairs: [`RowKernels::classify`] looks a
+//! register of genes' classes up, a gather of the columns' words (token and
+//! where the column's run of classes starts) and a gather of the classes,
+//! and lists the genes of the class the sort leaves apart (counts past
+//! the runs).
 //!
 //! # Selecting
 //!
@@ -87,13 +92,14 @@
 //! # Backends
 //!
 //! Apart from `lookup`, `values_in_place`, `select`, `select_marked`,
-//! `compress`, `count_marked`, `tally`, `starts` and `stream` (written once
-//! over the vector vocabulary, with the reference's loop for registers that
-//! reach outside the table or the memo and for the tail), the vector tables
-//! run the reference's own code, compiled for their instruction set: on
-//! x86-64 that brings `popcnt` (a word's bits counted in one instruction,
-//! where the portable build spends a dozen) and lets the compiler widen the
-//! scan (variable shifts), on AArch64 the NEON bit count. Places, sums and
+//! `compress`, `count_marked`, `tally`, `starts`, `classify` and `stream`
+//! (written once over the vector vocabulary, with the reference's loop for
+//! registers that reach outside the table or the memo and for the tail),
+//! the vector tables run the reference's own code, compiled for their
+//! instruction set: on x86-64 that brings `popcnt` (a word's bits counted
+//! in one instruction, where the portable build spends a dozen) and lets
+//! the compiler widen the scan (variable shifts), on AArch64 the NEON bit
+//! count. Places, sums and
 //! looked-up values involve no rounding, so every table gives the
 //! reference's result; the property tests check it anyway, as for every
 //! family.
@@ -123,7 +129,12 @@ pub struct RowKernels {
     draws: fn(u64, u32, &mut [u32]),
     tally: Tally,
     starts: fn(&mut [u32]) -> u32,
+    classify: Classify,
 }
+
+/// The signature of [`RowKernels::classify`].
+type Classify =
+    fn(&ClassLookup<'_>, &[i32], &[u32], (&mut [u32], &mut [i32]), &mut Vec<u32>) -> bool;
 
 /// The signature of [`RowKernels::stream_parts`].
 type Stream = fn(&mut [(&[u8], &mut [u8])]);
@@ -152,7 +163,7 @@ type Lookup = fn(&[f32; MEMO_SLOTS], &[u32], &mut [f32]);
 /// The signature of [`RowKernels::values_in_place`].
 type ValuesInPlace = fn(&[f32; MEMO_SLOTS], &mut [u32], &dyn Fn(u32) -> f32);
 
-pub use scalar::{MEMO_SLOTS, TALLY_SLOTS};
+pub use scalar::{ClassLookup, CLASS_START_BITS, MEMO_SLOTS, TALLY_SLOTS};
 
 impl RowKernels {
     /// Writes `columns` (distinct, with `counts`: the bits of each count)
@@ -209,6 +220,31 @@ impl RowKernels {
     /// over thousands of buckets a cell).
     pub fn starts(&self, counts: &mut [u32]) -> u32 {
         (self.starts)(counts)
+    }
+
+    /// Each gene's class and token, looked up in `lookup` by its column and
+    /// count ([`ClassLookup::of`]), into `out.0` and `out.1`; the positions
+    /// of the genes whose class is `lookup.stray` appended to `strays`, in
+    /// order. Returns whether the genes increase strictly (and are not
+    /// negative). Geneformer's counting pass by classes of `(count,
+    /// median)` takes its classes and tokens here: a register of genes at
+    /// a time, with gathers, where a gene at a time takes two loads that
+    /// depend on it and a branch.
+    ///
+    /// # Panics
+    ///
+    /// If `genes`, `counts` and both outputs are not all as long, or
+    /// longer than `2^32`, or a gene or its class lies outside `lookup` (on
+    /// every backend alike, at the same gene).
+    pub fn classify(
+        &self,
+        lookup: &ClassLookup<'_>,
+        genes: &[i32],
+        counts: &[u32],
+        out: (&mut [u32], &mut [i32]),
+        strays: &mut Vec<u32>,
+    ) -> bool {
+        (self.classify)(lookup, genes, counts, out, strays)
     }
 
     /// Writes `memo[min(c, MEMO_SLOTS - 1)]` for every count `c`.
@@ -419,6 +455,7 @@ static SCALAR: RowKernels = RowKernels {
     draws: scalar::draws,
     tally: scalar::tally,
     starts: scalar::starts,
+    classify: scalar::classify,
 };
 
 /// The reference's code, compiled for the ISA of the token (unused but for
@@ -905,6 +942,108 @@ fn starts<V: Vector>(v: V, counts: &mut [u32]) -> u32 {
     scalar::starts_from(&mut counts[i..], v.lanes(total)[0])
 }
 
+/// [`scalar::classify`] a register of genes at a time: each gene's word
+/// gathered from the columns, its class gathered from the order, its token
+/// shifted out of the word. A register with a gene or a class outside the
+/// lookup goes through the reference's loop (which panics there, at the
+/// same gene), as do the first gene (the one with no gene before it in the
+/// register's loads) and the tail.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn classify<V: Vector>(
+    v: V,
+    lookup: &ClassLookup<'_>,
+    genes: &[i32],
+    counts: &[u32],
+    (classes, tokens): (&mut [u32], &mut [i32]),
+    strays: &mut Vec<u32>,
+) -> bool {
+    scalar::check_classify(genes, counts, classes, tokens);
+    let lanes = V::LANES;
+    let reference =
+        |from: usize, to: usize, out: (&mut [u32], &mut [i32]), strays: &mut Vec<u32>| {
+            let last = from.checked_sub(1).map_or(-1, |l| genes[l]);
+            let out = (&mut out.0[from..to], &mut out.1[from..to]);
+            scalar::classify_from(
+                lookup,
+                &genes[from..to],
+                &counts[from..to],
+                out,
+                strays,
+                from,
+                last,
+            )
+        };
+    let mut increasing = reference(0, genes.len().min(1), (classes, tokens), strays);
+    let mut i = 1;
+    // Gathers take their indices as `i32` lanes: larger tables keep the
+    // reference.
+    let last_index = |len: usize| len.checked_sub(1).and_then(|l| i32::try_from(l).ok());
+    if let (Some(last_column), Some(last_class)) = (
+        last_index(lookup.columns.len()),
+        last_index(lookup.order.len()),
+    ) {
+        let (last_column, last_class) = (v.splat(last_column as u32), v.splat(last_class as u32));
+        let (one, top, stray) = (v.splat(1), v.splat(lookup.top), v.splat(lookup.stray));
+        let (start_mask, start_bits) = (
+            v.splat((1 << CLASS_START_BITS) - 1),
+            v.splat(CLASS_START_BITS),
+        );
+        let mut descents = v.splat(0);
+        while i + lanes <= genes.len() {
+            // SAFETY: `1 <= i` and `i + LANES <= genes.len()`, so `LANES`
+            // genes are readable at `i - 1` and at `i`, and counts at `i`.
+            let (g, before, c) = unsafe {
+                let at = genes.as_ptr().add(i).cast::<u32>();
+                (
+                    v.load_u32(at),
+                    v.load_u32(at.sub(1)),
+                    v.load_u32(counts.as_ptr().add(i)),
+                )
+            };
+            let outside = |x, last| v.any_nonzero(v.sub(x, v.min(x, last)));
+            if outside(g, last_column) {
+                increasing &= reference(i, i + lanes, (classes, tokens), strays);
+                i += lanes;
+                continue;
+            }
+            // SAFETY: every lane of `g` is at most the last column.
+            let word = unsafe { v.gather_u32(lookup.columns.as_ptr(), g) };
+            let at = v.add(v.and(word, start_mask), v.min(v.sub(c, one), top));
+            if outside(at, last_class) {
+                increasing &= reference(i, i + lanes, (classes, tokens), strays);
+                i += lanes;
+                continue;
+            }
+            // SAFETY: every lane of `at` is at most the last class; the
+            // outputs are as long as the genes, so `LANES` values at `i`.
+            let class = unsafe {
+                let class = v.gather_u32(lookup.order.as_ptr(), at);
+                v.store_u32(classes.as_mut_ptr().add(i), class);
+                v.store_u32(
+                    tokens.as_mut_ptr().add(i).cast(),
+                    v.shr_each(word, start_bits),
+                );
+                class
+            };
+            // Genes within the columns lie below `2^31`, so `g - before - 1`
+            // is negative exactly where a gene does not exceed the one
+            // before it.
+            descents = v.or(descents, v.sub(v.sub(g, before), one));
+            // `a - b` or `b - a` has its top bit set unless `a == b`.
+            let unequal = v.or(v.sub(class, stray), v.sub(stray, class));
+            let mut at_stray = !v.sign_bits(unequal) & all_lanes::<V>();
+            while at_stray != 0 {
+                strays.push((i + at_stray.trailing_zeros() as usize) as u32);
+                at_stray &= at_stray - 1;
+            }
+            i += lanes;
+        }
+        increasing &= v.sign_bits(descents) == 0;
+    }
+    increasing & reference(i.min(genes.len()), genes.len(), (classes, tokens), strays)
+}
+
 /// A cache line: the unit [`stream_lines`] writes past the cache.
 const LINE: usize = 64;
 
@@ -969,6 +1108,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn stream_entry(parts: &mut [(&[u8], &mut [u8])]) = stream);
             kernel_entry!($features, $token, fn draws_entry(state: u64, first: u32, out: &mut [u32]) = draws);
             kernel_entry!($features, $token, fn starts_entry(counts: &mut [u32]) -> u32 = starts);
+            kernel_entry!($features, $token, fn classify_entry(lookup: &ClassLookup<'_>, genes: &[i32], counts: &[u32], out: (&mut [u32], &mut [i32]), strays: &mut Vec<u32>) -> bool = classify);
             kernel_entry!($features, $token, fn tally_entry(counts: &[u32], small: &mut [usize; TALLY_SLOTS], rest: &mut [u32]) -> usize = tally);
             RowKernels {
                 isa: Isa::compiled_for(Level::$level),
@@ -985,6 +1125,7 @@ macro_rules! rows_table {
                 draws: draws_entry,
                 tally: tally_entry,
                 starts: starts_entry,
+                classify: classify_entry,
             }
         };
     };

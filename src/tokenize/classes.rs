@@ -28,6 +28,7 @@
 
 use super::rank::{distinct_medians, tokens_increase};
 use crate::engine::best_row_kernels;
+use crate::kernels::rows::{ClassLookup, CLASS_START_BITS};
 
 /// Classes a table may have: a row's counting pass clears and sums this
 /// many counts, about as many as its genes.
@@ -46,10 +47,10 @@ const BOUNDS: std::ops::RangeInclusive<f64> = 1e-100..=1e100;
 /// The classes of `(count, median)` pairs (see the module docs).
 #[derive(Clone, Debug)]
 pub(crate) struct ClassTable {
-    /// Per column: its token (-1 where rows skip it) and where its run of
-    /// `order` starts; 8 bytes, where a gene's median and token take 16,
-    /// so that more of the table stays in the cache.
-    columns: Vec<(i32, u32)>,
+    /// Per column, a word of its token above where its run of `order`
+    /// starts ([`ClassLookup`]'s; a skipped column's token is 0, never
+    /// read): a gather of one word a gene.
+    columns: Vec<u32>,
     /// The columns' distinct medians, increasing.
     medians: Vec<f64>,
     /// The counts with classes: `1..=top`.
@@ -89,7 +90,8 @@ impl ClassTable {
     /// rows skip), or `None` where the classes would not order every cell's
     /// genes: the tokens do not increase with the columns, or classes lie
     /// too close (see the module docs), or there would be too many for two
-    /// counts.
+    /// counts; or where a column's word would not hold its token (from
+    /// `2^19` on, past any model's vocabulary) or its run's start.
     pub(crate) fn over(columns: &[(f64, i32)], target_sum: f64) -> Option<ClassTable> {
         if !tokens_increase(columns) {
             return None;
@@ -120,9 +122,21 @@ impl ClassTable {
             order[start(m) + c as usize - 1] = class as u32;
         }
         let skipped = medians.len() * run;
+        let token_bits = 32 - CLASS_START_BITS;
+        if skipped >> CLASS_START_BITS != 0
+            || columns.iter().any(|&(_, t)| t >= 0 && t >> token_bits != 0)
+        {
+            return None;
+        }
         let columns = columns
             .iter()
-            .map(|&(m, t)| (t, if t >= 0 { start(m) } else { skipped } as u32))
+            .map(|&(m, t)| {
+                if t >= 0 {
+                    ((t as u32) << CLASS_START_BITS) | start(m) as u32
+                } else {
+                    skipped as u32
+                }
+            })
             .collect();
         Some(ClassTable {
             columns,
@@ -154,27 +168,21 @@ impl ClassTable {
         s.classes.resize(len, 0);
         s.tokens.resize(len, 0);
         s.strays_at.clear();
-        let (columns, order, top) = (&self.columns[..], &self.order[..], self.top);
         let stray = self.strays();
-        let mut increasing = true;
-        let mut last = -1;
-        for (i, ((k, t), (&g, &c))) in s
-            .classes
-            .iter_mut()
-            .zip(s.tokens.iter_mut())
-            .zip(genes.iter().zip(counts))
-            .enumerate()
-        {
-            let (token, start) = columns[g as usize];
-            let class = order[start as usize + (c as u32).wrapping_sub(1).min(top) as usize];
-            *k = class;
-            *t = token;
-            if class == stray {
-                s.strays_at.push(i as u32);
-            }
-            increasing &= g > last;
-            last = g;
-        }
+        let lookup = ClassLookup {
+            columns: &self.columns,
+            order: &self.order,
+            top: self.top,
+            stray,
+        };
+        let counts_u32: &[u32] = bytemuck::cast_slice(counts);
+        let increasing = best_row_kernels().classify(
+            &lookup,
+            genes,
+            counts_u32,
+            (&mut s.classes, &mut s.tokens),
+            &mut s.strays_at,
+        );
         let n_strays = s.strays_at.len();
         if !increasing || 8 * n_strays > len {
             return None;
@@ -228,7 +236,8 @@ impl ClassTable {
         for &i in &s.strays_at {
             let i = i as usize;
             let run = self.top as usize + 1;
-            let median = self.medians[self.columns[genes[i] as usize].1 as usize / run];
+            let start = self.columns[genes[i] as usize] & ((1 << CLASS_START_BITS) - 1);
+            let median = self.medians[start as usize / run];
             s.strays.push((key(counts[i] as u32, median), s.tokens[i]));
         }
         s.strays.sort_unstable();

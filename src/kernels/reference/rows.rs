@@ -71,6 +71,97 @@ pub(crate) fn starts_from(counts: &mut [u32], mut total: u32) -> u32 {
     total
 }
 
+/// Bits of a column's word in a [`ClassLookup`] below its token: where
+/// its run of classes starts.
+pub const CLASS_START_BITS: u32 = 13;
+
+/// What [`RowKernels::classify`] looks a gene's class and token up in.
+/// Column `g`'s word `columns[g]` holds its token above
+/// [`CLASS_START_BITS`] bits of where its run starts in `order`; a gene of
+/// count `c` takes class `order[start + min(c - 1, top)]` (`c - 1` and the
+/// sum wrapping as `u32`), and is a stray where that class is `stray`.
+#[derive(Clone, Copy, Debug)]
+pub struct ClassLookup<'a> {
+    /// A word per column: token, then start.
+    pub columns: &'a [u32],
+    /// The classes, in runs.
+    pub order: &'a [u32],
+    /// The largest count minus one that a run tells apart.
+    pub top: u32,
+    /// The class whose genes [`RowKernels::classify`] lists apart.
+    pub stray: u32,
+}
+
+impl ClassLookup<'_> {
+    /// Gene `g`'s class and token at count `c`.
+    ///
+    /// # Panics
+    ///
+    /// If `g` lies outside `columns` or its class outside `order`.
+    #[inline(always)]
+    pub fn of(&self, g: i32, c: u32) -> (u32, i32) {
+        let word = self.columns[g as u32 as usize];
+        let start = word & ((1 << CLASS_START_BITS) - 1);
+        let at = start.wrapping_add(c.wrapping_sub(1).min(self.top));
+        (self.order[at as usize], (word >> CLASS_START_BITS) as i32)
+    }
+}
+
+/// Reference for [`RowKernels::classify`].
+#[inline(always)]
+pub fn classify(
+    lookup: &ClassLookup<'_>,
+    genes: &[i32],
+    counts: &[u32],
+    out: (&mut [u32], &mut [i32]),
+    strays: &mut Vec<u32>,
+) -> bool {
+    check_classify(genes, counts, out.0, out.1);
+    classify_from(lookup, genes, counts, out, strays, 0, -1)
+}
+
+/// The lengths [`RowKernels::classify`] takes, checked alike on every
+/// backend.
+#[inline(always)]
+pub(crate) fn check_classify(genes: &[i32], counts: &[u32], classes: &[u32], tokens: &[i32]) {
+    assert!(
+        counts.len() == genes.len()
+            && classes.len() == genes.len()
+            && tokens.len() == genes.len()
+            && u32::try_from(genes.len()).is_ok(),
+        "classify: the genes, their counts, classes and tokens must be as long, below 2^32"
+    );
+}
+
+/// [`classify`]'s loop over `genes`, the row's genes from `first` on,
+/// after a gene `last`; whether they increase from it.
+#[inline(always)]
+pub(crate) fn classify_from(
+    lookup: &ClassLookup<'_>,
+    genes: &[i32],
+    counts: &[u32],
+    (classes, tokens): (&mut [u32], &mut [i32]),
+    strays: &mut Vec<u32>,
+    first: usize,
+    mut last: i32,
+) -> bool {
+    let mut increasing = true;
+    for (i, ((&g, &c), (k, t))) in genes
+        .iter()
+        .zip(counts)
+        .zip(classes.iter_mut().zip(tokens.iter_mut()))
+        .enumerate()
+    {
+        (*k, *t) = lookup.of(g, c);
+        if *k == lookup.stray {
+            strays.push((first + i) as u32);
+        }
+        increasing &= g > last;
+        last = g;
+    }
+    increasing
+}
+
 /// Counts below this are tallied per value by [`RowKernels::tally`];
 /// larger ones are handed back apart.
 pub const TALLY_SLOTS: usize = 8;
