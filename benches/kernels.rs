@@ -8,7 +8,9 @@
 //! `select_marked` through its marks) and count them (`count_marked`) run
 //! over the rows of the cache-resident chunk, with
 //! a selection of 2,034 genes (every 18th) and of 18,301 (every other), in
-//! genes a second. `stream` copies a dense row of 2,000 `f32` (composed in
+//! genes a second. `classify` looks up Geneformer's classes of those rows'
+//! genes (146 medians, runs of 28 counts, as the demo's gene statistics
+//! give). `stream` copies a dense row of 2,000 `f32` (composed in
 //! the cache) to the next place in a 64 MiB output, as a batch's rows are
 //! written: the scalar table copies plainly, the vector ones stream.
 //!
@@ -20,7 +22,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use deltacells::kernels::reference::tile as scalar;
-use deltacells::kernels::rows::RowKernels;
+use deltacells::kernels::rows::{ClassLookup, RowKernels, CLASS_START_BITS};
 use deltacells::kernels::{CellBounds, KernelTable, Planes, Stores, TileKernels};
 
 #[path = "common/plots.rs"]
@@ -250,6 +252,34 @@ fn rows(c: &mut Criterion) {
             },
         );
     }
+    let (medians, run) = (146, 28);
+    let order: Vec<u32> = (0..medians * run)
+        .map(|i: u32| i.wrapping_mul(2_654_435_761) % 4_096)
+        .collect();
+    let columns: Vec<u32> = (0..N_GENES)
+        .map(|g| (g << CLASS_START_BITS) | (g % medians * run))
+        .collect();
+    let lookup = ClassLookup {
+        columns: &columns,
+        order: &order,
+        top: run - 1,
+        stray: 4_095,
+    };
+    // Mostly 1, as in a cell's counts.
+    let small: Vec<u32> = (0..counts.len())
+        .map(|i| [1, 1, 2, 1, 3, 1, 1, 2][i % 8])
+        .collect();
+    let mut strays = Vec::new();
+    bench_tables::<RowKernels>(c, "classify", counts.len(), &mut |k| {
+        let mut at = 0;
+        for row in &rows {
+            let end = at + row.len();
+            strays.clear();
+            let o = (&mut out.1[at..end], &mut out.0[at..end]);
+            std::hint::black_box(k.classify(&lookup, row, &small[at..end], o, &mut strays));
+            at = end;
+        }
+    });
 }
 
 /// Values in a dense row of the `stream` benchmark, and its output's size.
