@@ -81,8 +81,6 @@ pub(crate) struct ClassScratch {
     strays_at: Vec<u32>,
     /// The strays' keys and tokens.
     strays: Vec<(u64, i32)>,
-    /// The classed tokens with the strays merged in.
-    merged: Vec<i32>,
 }
 
 impl ClassTable {
@@ -152,18 +150,21 @@ impl ClassTable {
         self.members.len() as u32
     }
 
-    /// The tokens of a row's genes with a token and a median, ordered by
-    /// `v` decreasing, then token; `key(c, m)` is `!v.to_bits()` of a gene
-    /// of count `c` and median `m`. `None` (the row left to [`super::rank`])
+    /// Writes the first `out.len()` tokens of a row's genes with a token
+    /// and a median, ordered by `v` decreasing, then token, to `out` (the
+    /// row's body in the batch: no copy of the order in between), and
+    /// returns how many it wrote; `key(c, m)` is `!v.to_bits()` of a gene of
+    /// count `c` and median `m`. `None` (the row left to [`super::rank`])
     /// where the row's genes do not increase, or more than one in eight is
     /// a stray.
-    pub(crate) fn ranked<'s>(
+    pub(crate) fn ranked(
         &self,
         genes: &[i32],
         counts: &[i32],
         key: impl Fn(u32, f64) -> u64,
-        s: &'s mut ClassScratch,
-    ) -> Option<&'s [i32]> {
+        s: &mut ClassScratch,
+        out: &mut [i32],
+    ) -> Option<usize> {
         let len = genes.len();
         s.classes.resize(len, 0);
         s.tokens.resize(len, 0);
@@ -228,8 +229,15 @@ impl ClassTable {
             s.placed[*at as usize] = y;
             *at += 1;
         }
+        let mut written = 0;
+        let mut put = |tokens: &[i32]| {
+            let n = tokens.len().min(out.len() - written);
+            out[written..written + n].copy_from_slice(&tokens[..n]);
+            written += n;
+        };
         if n_strays == 0 {
-            return Some(&s.placed[..classed]);
+            put(&s.placed[..classed]);
+            return Some(written);
         }
         // `counts[2 * k + 1]` is now where class `k` ends.
         s.strays.clear();
@@ -243,7 +251,6 @@ impl ClassTable {
         s.strays.sort_unstable();
         let end = |k: usize| s.counts[2 * k + 1] as usize;
         let class_key = |k: usize| key(self.members[k].0, self.members[k].1);
-        s.merged.clear();
         let mut from = 0;
         for &(stray_key, token) in &s.strays {
             // The first class whose key is not below the stray's: class
@@ -258,12 +265,12 @@ impl ClassTable {
             } else {
                 start
             };
-            s.merged.extend_from_slice(&s.placed[from..at]);
-            s.merged.push(token);
+            put(&s.placed[from..at]);
+            put(&[token]);
             from = at;
         }
-        s.merged.extend_from_slice(&s.placed[from..classed]);
-        Some(&s.merged)
+        put(&s.placed[from..classed]);
+        Some(written)
     }
 }
 
@@ -376,9 +383,19 @@ mod tests {
                         keys.push(key(c as u32, m));
                     }
                 }
-                match table.ranked(&g, &c, key, &mut scratch) {
-                    Some(got) => {
-                        assert_eq!(got, want, "{medians} medians, round {round}");
+                // Room for the whole row, or for half of it (a row cut at
+                // the batch's length).
+                let room = if round % 3 == 2 {
+                    want.len() / 2
+                } else {
+                    want.len() + 3
+                };
+                let mut out = vec![-7; room];
+                match table.ranked(&g, &c, key, &mut scratch, &mut out) {
+                    Some(n) => {
+                        assert_eq!(n, want.len().min(room), "round {round}");
+                        assert_eq!(&out[..n], &want[..n], "{medians} medians, round {round}");
+                        assert!(out[n..].iter().all(|&t| t == -7), "round {round}");
                         classed += 1;
                         merged += usize::from(!stray_keys.is_empty());
                         tied += usize::from(stray_keys.iter().any(|k| class_keys.contains(k)));
@@ -401,13 +418,14 @@ mod tests {
         let columns = columns(3_000, 60);
         let table = ClassTable::over(&columns, TARGET).unwrap();
         let mut scratch = ClassScratch::default();
+        let mut out = [0; 4];
         let (genes, counts) = ([9, 4, 30], [1, 1, 2]);
         assert!(table
-            .ranked(&genes, &counts, key_of(&counts), &mut scratch)
+            .ranked(&genes, &counts, key_of(&counts), &mut scratch, &mut out)
             .is_none());
         let (genes, counts) = ([4, 9, 30, 31], [1, 100, 200, 1]);
         assert!(table
-            .ranked(&genes, &counts, key_of(&counts), &mut scratch)
+            .ranked(&genes, &counts, key_of(&counts), &mut scratch, &mut out)
             .is_none());
     }
 

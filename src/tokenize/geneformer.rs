@@ -217,8 +217,11 @@ impl GeneformerColumns {
                 let x = memo.get(c as usize).copied().unwrap_or_else(|| scaled(c));
                 !(x / median).to_bits()
             };
-            if let Some(tokens) = table.ranked(genes, counts, key, &mut scratch.classes) {
-                self.emit(tokens.iter().copied(), ids, mask);
+            let body = self.body();
+            if let Some(kept) =
+                table.ranked(genes, counts, key, &mut scratch.classes, &mut ids[body])
+            {
+                self.close(kept, ids, mask);
                 return;
             }
         }
@@ -259,21 +262,32 @@ impl GeneformerColumns {
         self.emit(exact.iter().map(|p| p.1), ids, mask);
     }
 
+    /// Where a row's ranked genes go among its `max_len` ids: after
+    /// `<cls>` and with room for `<eos>` where the row has special tokens.
+    fn body(&self) -> std::ops::Range<usize> {
+        match self.special {
+            Some(_) => 1..self.max_len - 1,
+            None => 0..self.max_len,
+        }
+    }
+
     /// Writes a row of the genes' `tokens`, ranked, into `ids` and `mask`.
     fn emit(&self, tokens: impl ExactSizeIterator<Item = i32>, ids: &mut [i32], mask: &mut [u8]) {
-        let (body, first) = match self.special {
-            Some((cls, _)) => {
-                ids[0] = cls;
-                (self.max_len - 2, 1)
-            }
-            None => (self.max_len, 0),
-        };
-        let kept = tokens.len().min(body);
-        for (o, t) in ids[first..first + kept].iter_mut().zip(tokens) {
+        let body = &mut ids[self.body()];
+        let kept = tokens.len().min(body.len());
+        for (o, t) in body.iter_mut().zip(tokens) {
             *o = t;
         }
-        let mut len = first + kept;
-        if let Some((_, eos)) = self.special {
+        self.close(kept, ids, mask);
+    }
+
+    /// Completes a row whose body holds `kept` ranked genes: `<cls>` and
+    /// `<eos>` around them where the row has special tokens, then padding,
+    /// and the mask.
+    fn close(&self, kept: usize, ids: &mut [i32], mask: &mut [u8]) {
+        let mut len = self.body().start + kept;
+        if let Some((cls, eos)) = self.special {
+            ids[0] = cls;
             ids[len] = eos;
             len += 1;
         }
