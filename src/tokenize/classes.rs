@@ -72,8 +72,9 @@ pub(crate) struct ClassScratch {
     classes: Vec<u32>,
     /// Each gene's token.
     tokens: Vec<i32>,
-    /// Genes per class (two tables while counting), then where each class
-    /// starts, then where it ends.
+    /// Genes per class from the row's first half at `2 * class`, from its
+    /// second at `2 * class + 1`; then where each half's genes of the class
+    /// start, then where they end.
     counts: Vec<u32>,
     /// The tokens by class.
     placed: Vec<i32>,
