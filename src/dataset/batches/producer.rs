@@ -154,6 +154,16 @@ struct Ctx<T> {
 /// [`Producer::fetch_next_epoch`]).
 type NextEpochTiles = Box<dyn FnOnce() -> Vec<usize> + Send>;
 
+impl<V, T> Drop for Producer<V, T> {
+    /// Hands the buffers of its decoded windows to the recycler, for the
+    /// next epoch's first window.
+    fn drop(&mut self) {
+        if let Strategy::Window(chunks) = &mut self.strategy {
+            self.ctx.recycled.give_chunks(chunks.buffers());
+        }
+    }
+}
+
 impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
     /// The batches of `config` over `tiles`, whose rows have `n_genes`
     /// columns as they decode, written as `output` says (its genes those
@@ -609,7 +619,8 @@ impl<T: Tiles> Ctx<T> {
             let offset = (at - positions.start) as usize;
             let part = &cells[offset..offset + (stop - at) as usize];
             let cells = CellSelection::ids(part);
-            stats.add(chunks.enter(&self.tiles, w, self.order.window(w), &cells)?);
+            let window = self.order.window(w);
+            stats.add(chunks.enter(&self.tiles, w, window, &cells, &self.recycled)?);
             let mut copy = CopyRun {
                 chunks,
                 tiles: &self.tiles,

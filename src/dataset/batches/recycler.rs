@@ -4,13 +4,15 @@
 //! caller that is done with a batch can hand its buffers back
 //! ([`crate::dataset::BatchIter::recycle`]); later batches are then built in
 //! them, and a warm loop allocates nothing. It also carries the next epoch
-//! made ahead from one iterator to the next (see [`super::ahead`]).
+//! made ahead from one iterator to the next (see [`super::ahead`]), and the
+//! buffers of an epoch's decoded windows to the next epoch's.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::csr::Csr;
 use crate::dataset::batches::ahead::Ahead;
 use crate::dataset::batches::BatchRows;
+use crate::engine::decoded::DecodedChunk;
 use crate::engine::Dense;
 use crate::kernels::DecodedCount;
 use crate::tokenize::TokenRows;
@@ -22,6 +24,10 @@ use crate::tokenize::TokenRows;
 /// batch's buffers, say) can give each back as it goes. Cheap to clone; may
 /// outlive the iterator (what it then gets back is dropped with it). Value
 /// buffers of `f32` and `i32` batches share one pool (both are 4-byte words).
+/// An iterator that cut its batches from decoded windows (CSR over a gene
+/// selection) leaves it the buffers of its decoded chunks, about a window's
+/// decoded rows, for the next epoch's windows: they are freed when that
+/// epoch takes them or the recycler is dropped.
 #[derive(Clone, Debug)]
 pub struct Recycler(Arc<Spare>);
 
@@ -36,6 +42,9 @@ struct Spare {
     limit: usize,
     /// The next epoch, made ahead by the last iterator (see [`super::ahead`]).
     ahead: Mutex<Option<Ahead>>,
+    /// The buffers of the last epoch's decoded window chunks, for the next
+    /// epoch's windows (see [`Recycler::give_chunks`]).
+    chunks: Mutex<Vec<DecodedChunk>>,
 }
 
 /// Keeps `buf` in `kept` unless `limit` are kept already.
@@ -62,7 +71,26 @@ impl Recycler {
             masks: Mutex::default(),
             limit,
             ahead: Mutex::default(),
+            chunks: Mutex::default(),
         }))
+    }
+
+    /// Keeps the buffers of an epoch's decoded window chunks (batches over
+    /// a gene selection are cut from whole decoded windows), unless some are
+    /// kept already: at most one epoch's, about a window's worth. Without
+    /// them the next epoch's first window is decoded into fresh memory,
+    /// every page of it faulted in: with the demo's windows of 4 tiles,
+    /// about 276 MiB an epoch (see the README).
+    pub(crate) fn give_chunks(&self, chunks: Vec<DecodedChunk>) {
+        let mut kept = self.0.chunks.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.is_empty() {
+            *kept = chunks;
+        }
+    }
+
+    /// The chunk buffers kept by [`Recycler::give_chunks`], if any.
+    pub(crate) fn take_chunks(&self) -> Vec<DecodedChunk> {
+        std::mem::take(&mut *self.0.chunks.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Gives back every buffer of `csr`.
@@ -195,5 +223,28 @@ mod tests {
             0,
             "only one buffer of each kind is kept"
         );
+    }
+
+    #[test]
+    fn one_epochs_window_chunks_are_kept_for_the_next() {
+        let r = Recycler::new(1);
+        let chunks = |n: usize, capacity: usize| -> Vec<DecodedChunk> {
+            (0..n)
+                .map(|_| DecodedChunk {
+                    indices: Vec::with_capacity(capacity),
+                    ..DecodedChunk::default()
+                })
+                .collect()
+        };
+        r.give_chunks(chunks(3, 50));
+        // A second epoch's chunks, while the first's are kept, are dropped:
+        // at most one epoch's are held.
+        r.give_chunks(chunks(5, 7));
+        let kept = r.take_chunks();
+        assert_eq!(kept.len(), 3);
+        assert!(kept.iter().all(|c| c.indices.capacity() >= 50));
+        assert!(r.take_chunks().is_empty(), "taken once");
+        r.give_chunks(chunks(5, 7));
+        assert_eq!(r.take_chunks().len(), 5, "kept again once taken");
     }
 }

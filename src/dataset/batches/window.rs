@@ -21,6 +21,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::dataset::batches::recycler::Recycler;
 use crate::dataset::read::{Fetched, ReadStats};
 use crate::dataset::tiles::{decode_into, pieces_in, Tiles};
 use crate::engine::decoded::{DecodedChunk, Unit};
@@ -121,13 +122,16 @@ impl WindowChunks {
 
     /// Makes window `w` (tiles `window` of `tiles`) the one entered, its
     /// tiles fetched, unless it already is; then decodes the chunks that
-    /// `cells` (all in the window) need and are not decoded yet.
+    /// `cells` (all in the window) need and are not decoded yet, into the
+    /// buffers of the window before, or else of an earlier epoch's windows
+    /// kept by `recycled`.
     pub(crate) fn enter<T: Tiles + ?Sized>(
         &mut self,
         tiles: &T,
         w: usize,
         window: &[usize],
         cells: &CellSelection,
+        recycled: &Recycler,
     ) -> Result<ReadStats> {
         let mut stats = ReadStats::default();
         if self.window != Some(w) {
@@ -158,6 +162,9 @@ impl WindowChunks {
             .into_iter()
             .filter(|u| self.pending.contains(u))
             .collect();
+        if self.spare.len() < units.len() {
+            self.spare.extend(recycled.take_chunks());
+        }
         let buffers = self
             .spare
             .split_off(self.spare.len().saturating_sub(units.len()));
@@ -168,6 +175,21 @@ impl WindowChunks {
             self.fetched.chunks.insert(u, Arc::new(c));
         }
         Ok(stats)
+    }
+
+    /// The buffers of every chunk it holds (decoded or spare), for the next
+    /// epoch's windows.
+    pub(crate) fn buffers(&mut self) -> Vec<DecodedChunk> {
+        let mut buffers = std::mem::take(&mut self.spare);
+        buffers.extend(
+            self.fetched
+                .chunks
+                .drain()
+                .filter_map(|(_, chunk)| Arc::try_unwrap(chunk).ok()),
+        );
+        self.window = None;
+        self.pending.clear();
+        buffers
     }
 
     /// Appends the rows of `cells` of `tiles` (all in the window entered,
