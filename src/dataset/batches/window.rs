@@ -135,13 +135,7 @@ impl WindowChunks {
     ) -> Result<ReadStats> {
         let mut stats = ReadStats::default();
         if self.window != Some(w) {
-            self.window = None;
-            self.pending.clear();
-            for (_, chunk) in self.fetched.chunks.drain() {
-                if let Ok(chunk) = Arc::try_unwrap(chunk) {
-                    self.spare.push(chunk);
-                }
-            }
+            self.leave();
             self.fetched = Fetched::new(tiles.fetch(window, &[], &mut stats)?);
             let fetched = &self.fetched;
             self.pending.extend(
@@ -177,19 +171,23 @@ impl WindowChunks {
         Ok(stats)
     }
 
+    /// Leaves the window entered: its decoded chunks (those no batch still
+    /// holds) become spare buffers.
+    fn leave(&mut self) {
+        self.window = None;
+        self.pending.clear();
+        for (_, chunk) in self.fetched.chunks.drain() {
+            if let Ok(chunk) = Arc::try_unwrap(chunk) {
+                self.spare.push(chunk);
+            }
+        }
+    }
+
     /// The buffers of every chunk it holds (decoded or spare), for the next
     /// epoch's windows.
     pub(crate) fn buffers(&mut self) -> Vec<DecodedChunk> {
-        let mut buffers = std::mem::take(&mut self.spare);
-        buffers.extend(
-            self.fetched
-                .chunks
-                .drain()
-                .filter_map(|(_, chunk)| Arc::try_unwrap(chunk).ok()),
-        );
-        self.window = None;
-        self.pending.clear();
-        buffers
+        self.leave();
+        std::mem::take(&mut self.spare)
     }
 
     /// Appends the rows of `cells` of `tiles` (all in the window entered,
