@@ -163,7 +163,7 @@ type Lookup = fn(&[f32; MEMO_SLOTS], &[u32], &mut [f32]);
 /// The signature of [`RowKernels::values_in_place`].
 type ValuesInPlace = fn(&[f32; MEMO_SLOTS], &mut [u32], &dyn Fn(u32) -> f32);
 
-pub use scalar::{ClassLookup, CLASS_START_BITS, MEMO_SLOTS, TALLY_SLOTS};
+pub use scalar::{class_start, ClassLookup, CLASS_START_BITS, MEMO_SLOTS, TALLY_SLOTS};
 
 impl RowKernels {
     /// Writes `columns` (distinct, with `counts`: the bits of each count)
@@ -521,7 +521,7 @@ fn values_in_place<V: Vector>(
     while i + V::LANES <= slots.len() {
         // SAFETY: `i + LANES <= slots.len()`.
         let c = unsafe { v.load_u32(slots.as_ptr().add(i)) };
-        if v.any_nonzero(v.sub(c, v.min(c, top))) {
+        if any_above(v, c, top) {
             scalar::values_in_place(memo, &mut slots[i..i + V::LANES], larger);
         } else {
             // SAFETY: every lane of `c` is at most `MEMO_SLOTS - 2`, within
@@ -569,19 +569,13 @@ fn select<V: Vector>(
     scalar::check_select(genes, counts, out, out_counts);
     let lanes = V::LANES;
     let (mut n, mut i) = (0, 0);
-    // Gathers take their indices as `i32` lanes: a larger table keeps the
-    // reference.
-    if let Some(last) = table
-        .len()
-        .checked_sub(1)
-        .and_then(|l| i32::try_from(l).ok())
-    {
-        let (first_v, last_v) = (v.splat(first), v.splat(last as u32));
+    if let Some(last) = last_gathered(table.len()) {
+        let (first_v, last_v) = (v.splat(first), v.splat(last));
         while i + lanes <= genes.len() {
             // SAFETY: `i + LANES <= genes.len() == counts.len()`.
             let g = unsafe { v.load_u32(genes.as_ptr().add(i).cast()) };
             let at = v.sub(g, first_v);
-            if v.any_nonzero(v.sub(at, v.min(at, last_v))) {
+            if any_above(v, at, last_v) {
                 n = scalar::select_from(
                     table,
                     first,
@@ -634,17 +628,11 @@ fn select_marked<V: Vector>(
 ) -> usize {
     scalar::check_select(genes, counts, out, out_counts);
     let lanes = V::LANES;
-    // The offsets within both the table and the marks; gathers take their
-    // indices as `i32` lanes.
-    let Some(last) = table
-        .len()
-        .min(marks.len().saturating_mul(32))
-        .checked_sub(1)
-        .and_then(|l| i32::try_from(l).ok())
-    else {
+    // The offsets within both the table and the marks.
+    let Some(last) = last_gathered(table.len().min(marks.len().saturating_mul(32))) else {
         return scalar::select_marked(table, marks, first, genes, counts, (out, out_counts));
     };
-    let reader = MarkReader::new(v, marks, first, last as u32);
+    let reader = MarkReader::new(v, marks, first, last);
     let zero = v.splat(0);
     let (mut n, mut i) = (0, 0);
     while i + lanes <= genes.len() {
@@ -689,6 +677,24 @@ static NO_HIGH_BYTES: [u8; MAX_LANES] = [0; MAX_LANES];
 #[inline(always)]
 fn all_lanes<V: Vector>() -> u32 {
     (1u32 << V::LANES) - 1
+}
+
+/// Whether some lane of `x` exceeds its lane of `bound` (both unsigned):
+/// the test that sends a register to the reference's loop.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn any_above<V: Vector>(v: V, x: V::U32, bound: V::U32) -> bool {
+    v.any_nonzero(v.sub(x, v.min(x, bound)))
+}
+
+/// The last index a gather can read of a table of `len` values (gathers
+/// take their indices as `i32` lanes), or `None` where the table is empty
+/// or too long (such tables keep the reference).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn last_gathered(len: usize) -> Option<u32> {
+    let last = i32::try_from(len.checked_sub(1)?).ok()?;
+    Some(last as u32)
 }
 
 /// [`scalar::compress`] a register of values at a time: the register's
@@ -837,7 +843,7 @@ impl<'m, V: Vector> MarkReader<'m, V> {
             let within = v.min(at, self.last_v);
             let words = v.shr_each(within, v.splat(5));
             let index = v.sub(words, v.splat(base as u32));
-            let in_window = !v.any_nonzero(v.sub(index, v.min(index, self.widest)));
+            let in_window = !any_above(v, index, self.widest);
             let word = if in_window && base + V::LANES <= self.marks.len() {
                 v.permute_window(self.marks.as_ptr().add(base), index)
             } else {
@@ -976,14 +982,11 @@ fn classify<V: Vector>(
         };
     let mut increasing = reference(0, genes.len().min(1), (classes, tokens), strays);
     let mut i = 1;
-    // Gathers take their indices as `i32` lanes: larger tables keep the
-    // reference.
-    let last_index = |len: usize| len.checked_sub(1).and_then(|l| i32::try_from(l).ok());
     if let (Some(last_column), Some(last_class)) = (
-        last_index(lookup.columns.len()),
-        last_index(lookup.order.len()),
+        last_gathered(lookup.columns.len()),
+        last_gathered(lookup.order.len()),
     ) {
-        let (last_column, last_class) = (v.splat(last_column as u32), v.splat(last_class as u32));
+        let (last_column, last_class) = (v.splat(last_column), v.splat(last_class));
         let (one, top, stray) = (v.splat(1), v.splat(lookup.top), v.splat(lookup.stray));
         let (start_mask, start_bits) = (
             v.splat((1 << CLASS_START_BITS) - 1),
@@ -1001,8 +1004,7 @@ fn classify<V: Vector>(
                     v.load_u32(counts.as_ptr().add(i)),
                 )
             };
-            let outside = |x, last| v.any_nonzero(v.sub(x, v.min(x, last)));
-            if outside(g, last_column) {
+            if any_above(v, g, last_column) {
                 increasing &= reference(i, i + lanes, (classes, tokens), strays);
                 i += lanes;
                 continue;
@@ -1010,7 +1012,7 @@ fn classify<V: Vector>(
             // SAFETY: every lane of `g` is at most the last column.
             let word = unsafe { v.gather_u32(lookup.columns.as_ptr(), g) };
             let at = v.add(v.and(word, start_mask), v.min(v.sub(c, one), top));
-            if outside(at, last_class) {
+            if any_above(v, at, last_class) {
                 increasing &= reference(i, i + lanes, (classes, tokens), strays);
                 i += lanes;
                 continue;

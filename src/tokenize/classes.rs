@@ -28,7 +28,7 @@
 
 use super::rank::{distinct_medians, tokens_increase};
 use crate::engine::best_row_kernels;
-use crate::kernels::rows::{ClassLookup, CLASS_START_BITS};
+use crate::kernels::rows::{class_start, ClassLookup, CLASS_START_BITS};
 
 /// Classes a table may have: a row's counting pass clears and sums this
 /// many counts, about as many as its genes.
@@ -245,7 +245,7 @@ impl ClassTable {
         for &i in &s.strays_at {
             let i = i as usize;
             let run = self.top as usize + 1;
-            let start = self.columns[genes[i] as usize] & ((1 << CLASS_START_BITS) - 1);
+            let start = class_start(self.columns[genes[i] as usize]);
             let median = self.medians[start as usize / run];
             s.strays.push((key(counts[i] as u32, median), s.tokens[i]));
         }

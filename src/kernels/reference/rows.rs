@@ -92,6 +92,13 @@ pub struct ClassLookup<'a> {
     pub stray: u32,
 }
 
+/// Where the run of classes of a column with `word` starts in a
+/// [`ClassLookup`]'s order.
+#[inline(always)]
+pub fn class_start(word: u32) -> u32 {
+    word & ((1 << CLASS_START_BITS) - 1)
+}
+
 impl ClassLookup<'_> {
     /// Gene `g`'s class and token at count `c`.
     ///
@@ -101,8 +108,7 @@ impl ClassLookup<'_> {
     #[inline(always)]
     pub fn of(&self, g: i32, c: u32) -> (u32, i32) {
         let word = self.columns[g as u32 as usize];
-        let start = word & ((1 << CLASS_START_BITS) - 1);
-        let at = start.wrapping_add(c.wrapping_sub(1).min(self.top));
+        let at = class_start(word).wrapping_add(c.wrapping_sub(1).min(self.top));
         (self.order[at as usize], (word >> CLASS_START_BITS) as i32)
     }
 }
