@@ -284,6 +284,76 @@ fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+#[test]
+fn batches_built_a_share_of_a_window_at_a_time_match_batches_built_whole() {
+    // Bounds that hold the two largest tiles twice over (a window's tiles
+    // and the next one's) but only a share of a window's decoded rows: the
+    // window's batches are then built in that many reads, each decoding the
+    // chunks again.
+    let (dir, _) = small("window-shares", 700, 100, 3);
+    let ds = Arc::new(Dataset::open(&dir).unwrap());
+    for dense in [false, true] {
+        let config = |cache_bytes| {
+            BatchConfig::default()
+                .with_batch_size(45)
+                .with_seed(3)
+                .with_shuffle(Shuffle::Block { window_tiles: 2 })
+                .with_dense(dense)
+                .with_cache_bytes(cache_bytes)
+                .with_rank(1, 2)
+        };
+        let decoded_chunks = |config: BatchConfig| -> usize {
+            let mut iter = ds.batches(config).unwrap();
+            let mut n = 0;
+            while let Some(b) = iter.next() {
+                let b = b.unwrap();
+                n += b.stats.chunks_decoded;
+                iter.recycle(b);
+            }
+            n
+        };
+        let whole = epoch(&ds, config(64 << 20));
+        let whole_chunks = decoded_chunks(config(64 << 20));
+        for shares in [2, 3, 7, 1000] {
+            let bound = share_bound(&ds, dense, shares);
+            let case = format!("dense {dense}, {shares} shares");
+            assert_eq!(epoch(&ds, config(bound)), whole, "{case}");
+            let (recycled, spares) = recycling_epoch(&ds, config(bound));
+            assert_eq!(recycled, whole, "recycled: {case}");
+            let next_epoch = config(bound).with_recycler(Some(spares));
+            assert_eq!(
+                recycling_epoch(&ds, next_epoch).0,
+                whole,
+                "in the last epoch's buffers: {case}"
+            );
+            assert!(
+                decoded_chunks(config(bound)) > whole_chunks,
+                "{case}: a window's chunks are decoded once a share"
+            );
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A memory bound for batches of `ds` over windows of two tiles (of 3,000
+/// genes) that holds the two largest tiles twice over (a window's and the
+/// next one's) and `1 / shares` of their rows (CSR, or `dense`): a window's
+/// batches are built in about `shares` reads.
+fn share_bound(ds: &Dataset, dense: bool, shares: u64) -> usize {
+    let m = ds.manifest();
+    let two_largest = |f: &dyn Fn(usize) -> u64| {
+        let mut v: Vec<u64> = (0..m.tile_cells.len()).map(f).collect();
+        v.sort_unstable();
+        v.iter().rev().take(2).sum::<u64>()
+    };
+    let compressed = two_largest(&|t| m.tile_bytes[t]);
+    let decoded = two_largest(&|t| match dense {
+        true => m.tile_cells[t] * 3000 * 4,
+        false => (m.tile_nnz[t] + m.tile_cells[t] + 1) * 8,
+    });
+    (2 * compressed + decoded / shares) as usize
+}
+
 /// Batches of 45 cells (seed 3) of `epoch`, block-shuffled over windows of
 /// two tiles: the epochs made ahead are compared in.
 fn paired_windows(epoch: u64) -> BatchConfig {
@@ -306,6 +376,9 @@ fn an_epoch_made_ahead_is_the_epoch_a_fresh_iterator_makes() {
         (true, Some(sel), 1, 64 << 20),
         // Too small for a window: batches gathered through the cache.
         (false, None, 2, 0),
+        // A window's batches built in three reads.
+        (false, None, 2, share_bound(&ds, false, 3)),
+        (true, None, 1, share_bound(&ds, true, 3)),
     ] {
         let config = |epoch| {
             paired_windows(epoch)

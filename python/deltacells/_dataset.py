@@ -411,7 +411,9 @@ class Dataset:
           contiguous shares, one per rank.
         * `prefetch`: batches decoded ahead; `cache_bytes`: bound of the
           decoded tiles and chunks the iterator keeps (when two windows fit,
-          the next one is built while this one's batches are used);
+          the next one is built while this one's batches are used; below
+          one window's rows, its batches are built a share at a time, each
+          share decoding the window's chunks again);
           `obs_cache_dir`: where obs columns are localized (see the format's
           obs cache).
         * `delivered`: epoch positions (places in the epoch's order, not

@@ -84,7 +84,8 @@ pub struct BatchConfig {
     /// (default 1 GiB: two windows of 4 tiles of 4,096 cells of about 2,000
     /// nonzeros each, so that the next window is built while this one's
     /// batches are used; with one window only, each window's decode is a
-    /// wait).
+    /// wait; below one window's rows, its batches are built a share at a
+    /// time, each share decoding the window's chunks again).
     pub cache_bytes: usize,
     /// Keep only these genes (renumbered `0..k`).
     pub genes: Option<GeneSelection>,

@@ -24,10 +24,11 @@ use crate::obs::{Labels, LocalObs};
 
 /// How a batch iterator makes its batches.
 pub(crate) enum Strategy<V> {
-    /// A window's batches fit the bound and are CSR rows of every gene, each
-    /// as long as stored, or rows of a fixed width (dense, tokens): they are
-    /// built together, every row decoded from its chunk straight into its
-    /// place (see [`super::scatter`]).
+    /// A window's tiles fit the bound and its batches are CSR rows of every
+    /// gene, each as long as stored, or rows of a fixed width (dense,
+    /// tokens): they are built together (or a share of them at a time,
+    /// where their rows do not fit), every row decoded from its chunk
+    /// straight into its place (see [`super::scatter`]).
     Scatter(Pending<V>),
     /// Decoded windows fit the bound, and batches are CSR rows over a gene
     /// selection (whose lengths are known only once decoded), or a window's
@@ -35,7 +36,8 @@ pub(crate) enum Strategy<V> {
     /// decoded once, whole, and each batch is copied out of them (see
     /// [`super::window`]).
     Window(Box<WindowChunks>),
-    /// Windows do not fit, or cells come in random order: each batch is a
+    /// Windows do not fit (not even their tiles, for batches built straight
+    /// from the chunks), or cells come in random order: each batch is a
     /// read through the iterator's cache, which re-decodes what it evicted.
     Gather,
 }
@@ -208,8 +210,12 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
             .then(|| budget(output.row_bytes::<V>(n_genes)))
             .flatten();
         let (strategy, budget) = match scattered {
-            Some(b) => (Strategy::Scatter(Pending::default()), Some(b)),
-            None => match budget(None) {
+            Some(b) => (
+                Strategy::Scatter(Pending::new(per_window.div_ceil(b.passes))),
+                Some(b),
+            ),
+            // Chunks decoded whole are held for the whole window.
+            None => match budget(None).filter(|b| b.passes == 1) {
                 Some(b) => (Strategy::Window(Box::default()), Some(b)),
                 None => (Strategy::Gather, None),
             },
@@ -526,17 +532,18 @@ impl<T: Tiles> Ctx<T> {
         let mut at = positions.start;
         while at < positions.end {
             let w = self.order.window_of(at);
-            if pending.needs(w) {
-                stats.add(self.build_window(pending, w, index)?);
+            while let Some(from) = pending.next_read(w, index) {
+                stats.add(self.build_window(pending, w, from)?);
             }
             at = self.order.window_end(at);
         }
         Ok(stats)
     }
 
-    /// Builds window `w`'s part of every batch of this iterator from batch
-    /// `from` on that draws cells from it: one read of many outputs, each
-    /// row scattered straight into its batch.
+    /// Builds window `w`'s part of the batches of this iterator from batch
+    /// `from` on that draw cells from it, at most [`Pending::share`] of
+    /// them: one read of many outputs, each row scattered straight into its
+    /// batch.
     fn build_window<V: DecodedCount + bytemuck::Pod>(
         &mut self,
         pending: &mut Pending<V>,
@@ -548,7 +555,7 @@ impl<T: Tiles> Ctx<T> {
         // Each batch drawing from the window, and where its cells in it start.
         let mut built = Vec::new();
         let mut index = from;
-        while index < self.share.len() {
+        while index < self.share.len() && built.len() < pending.share() {
             let p = self.share.get(index);
             if p.start >= span.end {
                 break;
@@ -565,6 +572,10 @@ impl<T: Tiles> Ctx<T> {
             }
             index += self.step;
         }
+        // The window's batches left for the next read, if the share ended
+        // before them.
+        let next =
+            (index < self.share.len() && self.share.get(index).start < span.end).then_some(index);
         let outputs: Vec<CellSelection> = built
             .iter()
             .map(|(b, first)| CellSelection::ids(&b.cells[*first..]))
@@ -588,7 +599,11 @@ impl<T: Tiles> Ctx<T> {
         for ((b, _), rows) in built.iter_mut().zip(rows) {
             b.rows = Some(rows);
         }
-        pending.close(w, built.into_iter().map(|(b, _)| b).collect());
+        pending.close(w, built.into_iter().map(|(b, _)| b).collect(), next);
+        if next.is_some() {
+            // The next read of the window decodes its tiles again.
+            return Ok(stats);
+        }
         // Windows share no tile, so the epoch is done with this one's: their
         // buffers go to the next windows' fetches, not back to the system
         // with the cache at the epoch's end (which cost every epoch a fresh,

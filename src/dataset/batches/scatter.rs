@@ -16,7 +16,15 @@
 //! order where they lie.
 //!
 //! A batch that straddles two windows is started with the first and
-//! appended to with the second. Only CSR batches over a gene selection (or
+//! appended to with the second.
+//!
+//! Where a window's rows do not fit the iterator's bound, its batches are
+//! built a share at a time ([`Pending::share`] of them a read, as many as
+//! fit): each read decompresses again every chunk holding one of its rows,
+//! about all of the window's, so the bound trades decode time for memory
+//! in proportion (two shares, about twice the decode) rather than falling
+//! back to batches read one by one through a chunk cache, which decodes
+//! each chunk for nearly every batch once the cache is short. Only CSR batches over a gene selection (or
 //! a mapping that drops genes) are not built this way: their row lengths
 //! are only known after decoding (those batches are cut from
 //! [`super::window`]).
@@ -41,23 +49,50 @@ pub(crate) struct Building<V> {
 /// Batches built from the windows seen so far but not yet handed out.
 pub(crate) struct Pending<V> {
     batches: BTreeMap<usize, Building<V>>,
-    /// The last window built (windows are built in epoch order).
+    /// The last window built whole (windows are built in epoch order).
     last_window: Option<usize>,
-}
-
-impl<V> Default for Pending<V> {
-    fn default() -> Self {
-        Pending {
-            batches: BTreeMap::new(),
-            last_window: None,
-        }
-    }
+    /// The window being built a share of its batches at a time, and the
+    /// first of its batches not built from it yet.
+    partial: Option<(usize, usize)>,
+    /// The most batches one read builds from a window (see
+    /// [`WindowBudget::passes`](super::window::WindowBudget::passes)).
+    share: usize,
 }
 
 impl<V> Pending<V> {
-    /// Whether window `w` still has to be built.
+    /// No batches yet, each window's built at most `share` at a time.
+    pub(crate) fn new(share: usize) -> Pending<V> {
+        Pending {
+            batches: BTreeMap::new(),
+            last_window: None,
+            partial: None,
+            share: share.max(1),
+        }
+    }
+
+    /// The most batches one read builds from a window.
+    pub(crate) fn share(&self) -> usize {
+        self.share
+    }
+
+    /// Whether window `w` still has batches to build from it.
     pub(crate) fn needs(&self, w: usize) -> bool {
         self.last_window.is_none_or(|last| w > last)
+    }
+
+    /// Where the next read of window `w` starts for batch `index` to have
+    /// its part of it: `index` itself when the window is not begun (the
+    /// batches before it that draw from it were made otherwise), the first
+    /// batch not built from it when it is built in shares and `index` is
+    /// not built yet, `None` when batch `index` has its part.
+    pub(crate) fn next_read(&self, w: usize, index: usize) -> Option<usize> {
+        if !self.needs(w) {
+            return None;
+        }
+        match self.partial {
+            Some((p, next)) if p == w => (index >= next).then_some(next),
+            _ => Some(index),
+        }
     }
 
     /// Batch `index`, spanning `windows` windows, taken out to have a
@@ -80,13 +115,20 @@ impl<V> Pending<V> {
     }
 
     /// Puts back `built`, the batches opened for window `w`, now built
-    /// from it.
-    pub(crate) fn close(&mut self, w: usize, built: Vec<Building<V>>) {
+    /// from it; `next`, the first of the window's batches still to build
+    /// from it, if any.
+    pub(crate) fn close(&mut self, w: usize, built: Vec<Building<V>>, next: Option<usize>) {
         for mut b in built {
             b.windows_left -= 1;
             self.batches.insert(b.index, b);
         }
-        self.last_window = Some(w);
+        match next {
+            Some(next) => self.partial = Some((w, next)),
+            None => {
+                self.partial = None;
+                self.last_window = Some(w);
+            }
+        }
     }
 
     /// Batch `index`, if all of its windows were built: its cells and rows.

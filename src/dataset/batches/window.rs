@@ -15,8 +15,9 @@
 //!
 //! A window's output is the iterator's cache, either way: [`WindowBudget`]
 //! decides from the manifest whether the largest window fits the configured
-//! bound together with its compressed tiles, and how many bytes are left for
-//! the tile cache.
+//! bound together with its compressed tiles (else, for batches built straight
+//! from the chunks, in how many shares its batches are built), and how many
+//! bytes are left for the tile cache.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -33,12 +34,19 @@ use crate::error::Result;
 /// Whether decoded windows fit the iterator's memory bound, and how.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WindowBudget {
-    /// Bytes of the tile cache once the largest decoded window is set aside.
+    /// Bytes of the tile cache once the rows a window's build holds are
+    /// set aside.
     pub(crate) tile_cache_bytes: usize,
     /// Whether two windows fit as well: one whose batches are being used
     /// and the next, built meanwhile (then the tile cache is what is left
     /// beside both).
     pub(crate) two_windows: bool,
+    /// How many reads a window's batches are built in: 1 when the whole
+    /// window's rows fit, else each read builds the next share of its
+    /// batches, so that only that share's rows are held, and decompresses
+    /// again every chunk holding one of their rows (the window's tiles stay
+    /// in the cache between reads).
+    pub(crate) passes: usize,
 }
 
 impl WindowBudget {
@@ -47,10 +55,11 @@ impl WindowBudget {
     /// bytes per nonzero and per cell; or `row_bytes` per cell for rows of a
     /// fixed width, built a window's batches at once), plus an eighth of
     /// room, its compressed tiles in the cache, and the next window's tiles
-    /// being fetched ahead must all fit. `None` when they do not: batches
-    /// are then assembled chunk by chunk through a cache that re-decodes
-    /// what it had to evict. Two windows may fit as well (see
-    /// [`WindowBudget::two_windows`]).
+    /// being fetched ahead must all fit; where the rows do not, a share of
+    /// them built at a time (see [`WindowBudget::passes`]). `None` when not
+    /// even the tiles fit: batches are then assembled chunk by chunk through
+    /// a cache that re-decodes what it had to evict. Two windows may fit as
+    /// well (see [`WindowBudget::two_windows`]).
     pub(crate) fn new<'w, T: Tiles + ?Sized>(
         tiles: &T,
         windows: impl Iterator<Item = &'w [usize]>,
@@ -78,24 +87,30 @@ impl WindowBudget {
 
     /// The budget for windows whose largest holds `decoded` bytes of rows
     /// and `compressed` bytes of tiles, under a bound of `cache_bytes`: a
-    /// window and the next one's tiles must fit, and when two windows fit
-    /// with theirs, the next window is built while this one is used.
+    /// window's rows (or the fewest shares of them that fit) and the next
+    /// one's tiles must fit, and when two windows fit with theirs, the next
+    /// window is built while this one is used.
     fn of(decoded: u64, compressed: u64, cache_bytes: u64) -> Option<WindowBudget> {
         // Batches built in fresh buffers get an eighth more room (see
         // `scatter::sized`): counted here, so the bound holds either way.
         let decoded = decoded.saturating_add(decoded / 8);
-        let rest = cache_bytes.checked_sub(decoded)?;
-        if rest < compressed.saturating_mul(2) {
+        let room = cache_bytes.checked_sub(compressed.saturating_mul(2))?;
+        if room == 0 {
             return None;
         }
+        let passes = decoded.div_ceil(room).max(1);
+        let held = decoded.div_ceil(passes);
+        let rest = cache_bytes - held;
         Some(match rest.checked_sub(decoded) {
-            Some(left) if left >= compressed.saturating_mul(2) => WindowBudget {
+            Some(left) if passes == 1 && left >= compressed.saturating_mul(2) => WindowBudget {
                 tile_cache_bytes: (left - compressed) as usize,
                 two_windows: true,
+                passes: 1,
             },
             _ => WindowBudget {
                 tile_cache_bytes: (rest - compressed) as usize,
                 two_windows: false,
+                passes: usize::try_from(passes).unwrap_or(usize::MAX),
             },
         })
     }
@@ -211,14 +226,42 @@ mod tests {
     #[test]
     fn the_bound_holds_one_or_two_windows_and_the_tiles_beside_them() {
         // A window of 800 bytes of rows holds 900 with its eighth of room.
-        assert_eq!(WindowBudget::of(800, 100, 1000), None, "no room for tiles");
-        assert_eq!(WindowBudget::of(800, 100, 1099), None, "one tile set short");
         let one = WindowBudget::of(800, 100, 1100).expect("one window fits");
-        assert_eq!((one.tile_cache_bytes, one.two_windows), (100, false));
+        assert_eq!(
+            (one.tile_cache_bytes, one.two_windows, one.passes),
+            (100, false, 1)
+        );
         let still_one = WindowBudget::of(800, 100, 1999).expect("fits");
         assert!(!still_one.two_windows, "two windows need 1800 + 200");
         let two = WindowBudget::of(800, 100, 2000).expect("fits");
-        assert_eq!((two.tile_cache_bytes, two.two_windows), (100, true));
-        assert_eq!(WindowBudget::of(u64::MAX, 1, u64::MAX), None, "saturates");
+        assert_eq!(
+            (two.tile_cache_bytes, two.two_windows, two.passes),
+            (100, true, 1)
+        );
+        let huge = WindowBudget::of(u64::MAX, 1, u64::MAX).expect("saturates");
+        assert_eq!(huge.passes, 2, "the rows, saturated, fit twice over");
+    }
+
+    #[test]
+    fn a_window_too_large_for_the_bound_is_built_in_the_fewest_shares_that_fit() {
+        // 900 bytes of rows beside two sets of 100 bytes of tiles.
+        let budget = |cache| WindowBudget::of(800, 100, cache).expect("tiles fit");
+        let half = budget(1099);
+        assert_eq!((half.passes, half.two_windows), (2, false));
+        // Each share holds 450 bytes: the tile cache keeps the rest but for
+        // the next window's tiles.
+        assert_eq!(half.tile_cache_bytes, 1099 - 450 - 100);
+        assert_eq!(budget(650).passes, 2, "450 of rows beside 200 of tiles");
+        assert_eq!(budget(649).passes, 3);
+        assert_eq!(budget(201).passes, 900, "a byte a share: one batch a read");
+        for cache in [201, 400, 649, 650, 1099] {
+            let b = budget(cache);
+            let held = 900u64.div_ceil(b.passes as u64);
+            assert!(held + 200 <= cache, "{cache}: {b:?}");
+            assert!(b.tile_cache_bytes >= 100, "{cache}: {b:?}");
+        }
+        assert_eq!(WindowBudget::of(800, 100, 200), None, "only the tiles fit");
+        assert_eq!(WindowBudget::of(800, 100, 199), None, "not even the tiles");
+        assert_eq!(WindowBudget::of(800, 100, 0), None);
     }
 }
