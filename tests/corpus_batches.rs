@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use corpus_common::{expected_dense, member_of, write_member, ObsPlan, Scratch, Written};
 use deltacells::corpus::{CorpusSpec, GeneSpace};
 use deltacells::dataset::{BatchConfig, BatchRows, EpochOrder, Shuffle};
+use deltacells::engine::Transform;
 use deltacells::{Corpus, Csr, GeneSelection};
 
 fn two(dir: &std::path::Path) -> Vec<Written> {
@@ -268,6 +269,99 @@ fn batches_follow_the_epoch_order_whichever_strategy_makes_them() {
                     _ => panic!("the same kind of rows for either count type"),
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn normalized_batches_divide_by_the_total_over_all_of_a_members_genes() {
+    // Normalization divides each cell by its total over every gene its
+    // member has, before any selection: a vocabulary that drops some of a
+    // member's genes (the intersection, a listed selection) leaves the
+    // totals as they are, whichever strategy makes the batches.
+    let dir = Scratch::new("corpus-normalized");
+    let members = two(dir.path());
+    let locations: Vec<String> = members
+        .iter()
+        .map(|w| w.location.display().to_string())
+        .collect();
+    let transform = Transform::NONE.normalize(1e4).log1p();
+    let spaces = [
+        (GeneSpace::Union, None),
+        (GeneSpace::Intersection, None),
+        (GeneSpace::Union, Some(vec![3u32, 0])),
+    ];
+    for (space, selection) in spaces {
+        let corpus =
+            Corpus::open_spec(CorpusSpec::new(locations.clone()).with_genes(space.clone()))
+                .unwrap();
+        let all = corpus.var_names().to_vec();
+        let genes = selection
+            .as_ref()
+            .map(|s| GeneSelection::new(all.len() as u32, s).unwrap());
+        let vocab: Vec<String> = match &selection {
+            Some(s) => s.iter().map(|&g| all[g as usize].clone()).collect(),
+            None => all.clone(),
+        };
+        for (dense, cache_bytes, shuffle) in [
+            (false, 64 << 20, Shuffle::Block { window_tiles: 3 }),
+            (true, 64 << 20, Shuffle::Block { window_tiles: 3 }),
+            (false, 1 << 10, Shuffle::Block { window_tiles: 3 }),
+            (true, 64 << 20, Shuffle::Random),
+            (false, 64 << 20, Shuffle::None),
+        ] {
+            let config = BatchConfig::default()
+                .with_batch_size(29)
+                .with_seed(5)
+                .with_shuffle(shuffle)
+                .with_dense(dense)
+                .with_genes(genes.clone())
+                .with_transform(transform)
+                .with_cache_bytes(cache_bytes);
+            let case =
+                format!("{space:?} {selection:?} dense {dense} cache {cache_bytes} {shuffle:?}");
+            let mut seen = 0;
+            for batch in corpus.batches(config).unwrap() {
+                let batch = batch.unwrap();
+                let n = vocab.len();
+                let got: Vec<f32> = match &batch.rows {
+                    BatchRows::Csr(csr) => {
+                        let mut out = vec![0f32; csr.n_rows() * n];
+                        for r in 0..csr.n_rows() {
+                            for k in csr.indptr[r] as usize..csr.indptr[r + 1] as usize {
+                                out[r * n + csr.indices[k] as usize] = csr.values[k];
+                            }
+                        }
+                        out
+                    }
+                    BatchRows::Dense(d) => d.data().to_vec(),
+                    BatchRows::Tokens(_) => panic!("values were asked for"),
+                };
+                let counts = expected_dense(&members, &vocab, &batch.cells);
+                for (row, &cell) in batch.cells.iter().enumerate() {
+                    let (m, local) = member_of(&members, cell);
+                    let total: u64 = members[m].cells[local]
+                        .values()
+                        .map(|&c| u64::from(c))
+                        .sum();
+                    for j in 0..n {
+                        let c = counts[row * n + j] as u32;
+                        let want = if c == 0 {
+                            0.0
+                        } else {
+                            transform.value(c, total)
+                        };
+                        assert_eq!(
+                            got[row * n + j],
+                            want,
+                            "{case}: cell {cell}, gene {}",
+                            vocab[j]
+                        );
+                    }
+                }
+                seen += batch.cells.len();
+            }
+            assert_eq!(seen, 410, "{case}");
         }
     }
 }

@@ -226,6 +226,7 @@ mod tests {
             indptr: vec![0, n],
             indices: vec![0; n],
             values: vec![1; n],
+            totals: Vec::new(),
         })
     }
 

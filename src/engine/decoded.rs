@@ -23,12 +23,20 @@ pub(crate) struct DecodedChunk {
     pub indices: Vec<i32>,
     /// Exact counts.
     pub values: Vec<i32>,
+    /// Each row's total over all its stored counts, once
+    /// [`DecodedChunk::map_genes`] has mapped the rows (which may drop
+    /// genes: normalized values and tokens divide by the cell's total over
+    /// every gene it has, not over those kept); empty when not mapped.
+    pub totals: Vec<u64>,
 }
 
 impl DecodedChunk {
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        8 * self.indptr.len() + 4 * self.indices.len() + 4 * self.values.len()
+        8 * self.indptr.len()
+            + 4 * self.indices.len()
+            + 4 * self.values.len()
+            + 8 * self.totals.len()
     }
 
     /// Bytes a chunk of `nnz` nonzeros in `cells` cells holds once decoded.
@@ -41,8 +49,12 @@ impl DecodedChunk {
     /// `mapper`'s scratch reused: the chunk then holds rows in the output's columns.
     pub fn map_genes(&mut self, genes: &GeneSelection, mapper: &mut RowMapper) {
         let mut to = 0;
+        self.totals.clear();
         for r in 0..self.indptr.len() - 1 {
             let (start, end) = (self.indptr[r], self.indptr[r + 1]);
+            let counts = &self.values[start..end];
+            self.totals
+                .push(counts.iter().map(|&c| u64::from(c as u32)).sum());
             let kept = mapper.take(genes, &self.indices[start..end], &self.values[start..end]);
             // The row was taken in whole before any of it is overwritten,
             // and kept genes are never more than stored ones: `to <= start`.
@@ -59,6 +71,12 @@ impl DecodedChunk {
     /// The genes and counts of local cell `cell` (which must lie in the chunk).
     pub fn row(&self, cell: usize) -> (&[i32], &[i32]) {
         self.rows(cell..cell + 1)
+    }
+
+    /// The total over all stored counts of local cell `cell` (in the chunk)
+    /// if its genes were mapped (see [`DecodedChunk::totals`]).
+    pub fn total(&self, cell: usize) -> Option<u64> {
+        self.totals.get(cell - self.cell_lo).copied()
     }
 
     /// The genes and counts of local cells `cells` (which must lie in the
@@ -116,6 +134,7 @@ pub(crate) fn decode_chunks<'v, 'g>(
                     // Shrinking writes nothing; the decode overwrites all `n`.
                     chunk.indices.resize(n, 0);
                     chunk.values.resize(n, 0);
+                    chunk.totals.clear();
                     engine
                         .with_decoder(|d| {
                             d.decode_chunk(&tile, c, &mut chunk.indices, &mut chunk.values)

@@ -191,7 +191,10 @@ fn run<P: SinkPart>(engine: &Engine, sources: &dyn Sources, task: Task, mut part
         }
         Fill::Copy => {
             let chunk = sources.decoded((task.tile, task.chunk));
-            if task.stores {
+            // Rows mapped with genes dropped, to a part that divides by the
+            // cells' totals: one by one, each with its total.
+            let totaled = !chunk.totals.is_empty() && part.uses_totals();
+            if task.stores && !totaled {
                 // The rows are adjacent in the chunk: one span of nonzeros.
                 let (g, v) = chunk.rows(task.local);
                 let (indices, values) = part
@@ -202,7 +205,10 @@ fn run<P: SinkPart>(engine: &Engine, sources: &dyn Sources, task: Task, mut part
             } else {
                 for (row, cell) in task.local.enumerate() {
                     let (g, v) = chunk.row(cell);
-                    part.write_row(row, g, v);
+                    match chunk.total(cell).filter(|_| totaled) {
+                        Some(total) => part.write_mapped_row(row, g, v, total),
+                        None => part.write_row(row, g, v),
+                    }
                 }
             }
             Ok(())

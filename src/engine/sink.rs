@@ -194,6 +194,23 @@ pub trait SinkPart: Send {
     /// Writes the part's row `row` from its genes (ascending) and counts.
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]);
 
+    /// Whether the part's rows depend on each cell's total over all the
+    /// genes it has (normalized values, tokens). Rows mapped from a corpus
+    /// member's genes into the output's, some dropped, then reach it one by
+    /// one through [`SinkPart::write_mapped_row`], with that total.
+    fn uses_totals(&self) -> bool {
+        false
+    }
+
+    /// [`SinkPart::write_row`] for a row mapped from a corpus member's
+    /// genes, some of which the mapping dropped: `total` is the sum of all
+    /// the cell's stored counts, which its own `counts` may fall short of.
+    /// By default the row is written as [`SinkPart::write_row`] writes it.
+    fn write_mapped_row(&mut self, row: usize, genes: &[i32], counts: &[i32], total: u64) {
+        let _ = total;
+        self.write_row(row, genes, counts);
+    }
+
     /// Whether rows decoded into [`SinkPart::stored`] are left unread until
     /// the output is handed out (not rewritten as they are dropped, say),
     /// so the decoder may write them past the cache

@@ -279,20 +279,35 @@ impl<P: ValuePart> SinkPart for TransformedPart<'_, P> {
     }
 
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
-        SCRATCH.with_borrow_mut(|s| self.write_row_in(row, genes, counts, s));
+        SCRATCH.with_borrow_mut(|s| self.write_row_in(row, (genes, counts), None, s));
+    }
+
+    fn uses_totals(&self) -> bool {
+        true
+    }
+
+    fn write_mapped_row(&mut self, row: usize, genes: &[i32], counts: &[i32], total: u64) {
+        SCRATCH.with_borrow_mut(|s| self.write_row_in(row, (genes, counts), Some(total), s));
     }
 }
 
 impl<P: ValuePart> TransformedPart<'_, P> {
     /// [`SinkPart::write_row`] in the buffers `s`, which only grow: a row
-    /// is kept in their fronts, never zeroed first.
-    fn write_row_in(&mut self, row: usize, genes: &[i32], counts: &[i32], s: &mut RowScratch) {
+    /// is kept in their fronts, never zeroed first. `total`, the cell's
+    /// total where the row lacks some of its genes (see [`RowValues::new`]).
+    fn write_row_in(
+        &mut self,
+        row: usize,
+        (genes, counts): (&[i32], &[i32]),
+        total: Option<u64>,
+        s: &mut RowScratch,
+    ) {
         let counts: &[u32] = bytemuck::cast_slice(counts);
         let n = genes.len();
         at_least(&mut s.columns, n);
         at_least(&mut s.counts, n);
         at_least(&mut s.values, n);
-        let values = RowValues::new(self.transform, counts);
+        let values = RowValues::new(self.transform, counts, total);
         let (columns, kept) = match self.genes {
             None => (genes, counts),
             // Kept in the row's order: a selection in gene order, or an
@@ -338,10 +353,14 @@ pub(crate) struct RowValues {
 }
 
 impl RowValues {
-    /// The values of the row of `counts` under `transform`.
-    pub(crate) fn new(transform: Transform, counts: &[u32]) -> RowValues {
+    /// The values of the row of `counts` under `transform`, divided (when
+    /// normalized) by `total`, the cell's total over all the genes it has,
+    /// where `counts` are not all of them (a corpus member's row mapped
+    /// into fewer genes), else by the sum of `counts`.
+    pub(crate) fn new(transform: Transform, counts: &[u32], total: Option<u64>) -> RowValues {
         let kernels = best_row_kernels();
-        let (total, seen) = kernels.scan(counts);
+        let (sum, seen) = kernels.scan(counts);
+        let total = total.unwrap_or(sum);
         let mut memo = [0.0; MEMO_SLOTS];
         // The last slot stands for the larger counts, whose values are
         // computed one by one: never read.
@@ -414,7 +433,7 @@ mod tests {
             Transform::NONE.normalize(1e4),
             Transform::NONE.normalize(1e4).log1p(),
         ] {
-            let values = RowValues::new(transform, &counts);
+            let values = RowValues::new(transform, &counts, None);
             let mut out = vec![f32::NAN; counts.len()];
             values.write(&counts, &mut out);
             let mut in_place = counts.clone();

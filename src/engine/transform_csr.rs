@@ -84,11 +84,27 @@ impl SinkPart for InPlacePart<'_> {
     }
 
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
+        self.write_values(row, (genes, counts), None);
+    }
+
+    fn uses_totals(&self) -> bool {
+        true
+    }
+
+    fn write_mapped_row(&mut self, row: usize, genes: &[i32], counts: &[i32], total: u64) {
+        self.write_values(row, (genes, counts), Some(total));
+    }
+}
+
+impl InPlacePart<'_> {
+    /// Writes row `row`'s values, normalized by `total` where the row lacks
+    /// some of the cell's genes (see [`RowValues::new`]).
+    fn write_values(&mut self, row: usize, (genes, counts): (&[i32], &[i32]), total: Option<u64>) {
         let counts: &[u32] = bytemuck::cast_slice(counts);
         VALUES.with_borrow_mut(|values| {
             at_least(values, counts.len());
             let values = &mut values[..counts.len()];
-            RowValues::new(self.transform, counts).write(counts, values);
+            RowValues::new(self.transform, counts, total).write(counts, values);
             self.part.write_values(row, genes, values);
         });
     }
@@ -109,7 +125,7 @@ impl Drop for InPlacePart<'_> {
         self.part.for_each_row(|slots| {
             // Each slot holds a count's bits until it is rewritten.
             let counts: &mut [u32] = bytemuck::cast_slice_mut(slots);
-            RowValues::new(transform, counts).write_in_place(counts);
+            RowValues::new(transform, counts, None).write_in_place(counts);
         });
     }
 }

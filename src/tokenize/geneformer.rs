@@ -199,15 +199,21 @@ impl GeneformerColumns {
     /// then one kernel over those arrays ([`RowKernels::quotient_keys`],
     /// vectors of divisions), rather than one division per gene between
     /// table lookups.
+    ///
+    /// `total`, the cell's total over all the genes it has where `counts`
+    /// are not all of them (a corpus member's row mapped into fewer genes);
+    /// else `n_counts` is the sum of `counts`.
     pub(crate) fn row(
         &self,
-        genes: &[i32],
-        counts: &[i32],
+        (genes, counts): (&[i32], &[i32]),
+        total: Option<u64>,
         ids: &mut [i32],
         mask: &mut [u8],
         scratch: &mut RankScratch,
     ) {
-        let n_counts = counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>() as f64;
+        let n_counts = total
+            .unwrap_or_else(|| counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>())
+            as f64;
         // `(count / n_counts) * target_sum` of the small counts, each
         // computed once per cell: the same value, fewer divisions.
         let scaled = |c: u32| (f64::from(c) / n_counts) * self.target_sum;

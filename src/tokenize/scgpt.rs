@@ -229,20 +229,24 @@ impl ScGptColumns {
     /// the bin of each small count the cell holds found once, by one walk
     /// along the edges. The kept genes are then compressed out of the
     /// cell's by the row kernels' `compress` and their bins looked up by
-    /// `lookup`, a register of genes at a time.
+    /// `lookup`, a register of genes at a time. `total`, the cell's total
+    /// over all the genes it has where `counts` are not all of them (a
+    /// corpus member's row mapped into fewer genes).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn row(
         &self,
         cell: u64,
-        genes: &[i32],
-        counts: &[i32],
+        (genes, counts): (&[i32], &[i32]),
+        total: Option<u64>,
         ids: &mut [i32],
         values: &mut [f32],
         mask: &mut [u8],
         s: &mut BinScratch,
     ) {
         let n_counts = match self.normalize {
-            Some(_) => counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>() as f64,
+            Some(_) => total
+                .unwrap_or_else(|| counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>())
+                as f64,
             None => 0.0,
         };
         let kernels = best_row_kernels();

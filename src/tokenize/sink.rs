@@ -245,6 +245,23 @@ impl SinkPart for TokenPart<'_> {
         None
     }
 
+    fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
+        self.write_tokens(row, (genes, counts), None);
+    }
+
+    fn uses_totals(&self) -> bool {
+        true
+    }
+
+    fn write_mapped_row(&mut self, row: usize, genes: &[i32], counts: &[i32], total: u64) {
+        self.write_tokens(row, (genes, counts), Some(total));
+    }
+}
+
+impl TokenPart<'_> {
+    /// Writes row `row`'s tokens; `total`, the cell's total where the row
+    /// lacks some of its genes.
+    ///
     /// An scGPT row is composed in the thread's buffers, in the cache, and
     /// streamed to its place in the batch, its three parts with one fence
     /// ([`RowKernels::stream_parts`](crate::kernels::rows::RowKernels::stream_parts)),
@@ -254,13 +271,13 @@ impl SinkPart for TokenPart<'_> {
     /// than per row cost them about 3% more). A Geneformer row is
     /// written in place: its stores overlap the sort's work, and composed
     /// and streamed it was 1% slower.
-    fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
+    fn write_tokens(&mut self, row: usize, (genes, counts): (&[i32], &[i32]), total: Option<u64>) {
         let width = self.width;
         let span = row * width..(row + 1) * width;
         SCRATCH.with_borrow_mut(|(rank, bins, out)| match &self.columns.kind {
             Columns::Geneformer(g) => g.row(
-                genes,
-                counts,
+                (genes, counts),
+                total,
                 &mut self.ids[span.clone()],
                 &mut self.mask[span],
                 rank,
@@ -272,8 +289,8 @@ impl SinkPart for TokenPart<'_> {
                 let cell = self.cells[row];
                 s.row(
                     cell,
-                    genes,
-                    counts,
+                    (genes, counts),
+                    total,
                     &mut out.ids,
                     &mut out.values,
                     &mut out.mask,
