@@ -331,3 +331,56 @@ fn a_saved_corpus_opens_again_and_names_a_missing_member() {
     );
     assert!(Corpus::open(moved.join("none.json")).is_err());
 }
+
+#[test]
+fn gene_statistics_cover_every_member_in_the_vocabulary() {
+    // Each vocabulary gene's statistics over every cell of every member: a
+    // member without the gene counts its cells as zeros, and a cell's
+    // normalized counts divide by its total over all of its member's genes
+    // (the intersection drops genes the totals still count).
+    let dir = Scratch::new("corpus-stats");
+    let members = three(dir.path());
+    for space in [GeneSpace::Union, GeneSpace::Intersection] {
+        let corpus = Corpus::open_spec(spec(&members).with_genes(space.clone())).unwrap();
+        let table = corpus.gene_stats().unwrap().table();
+        let vocab = corpus.var_names();
+        let n_obs: usize = members.iter().map(|w| w.cells.len()).sum();
+        assert_eq!(table.len(), vocab.len(), "{space:?}");
+        for (g, name) in vocab.iter().enumerate() {
+            let (mut n_cells, mut sum, mut sum_sq) = (0u64, 0u64, 0u128);
+            let mut normalized = Vec::new();
+            for w in &members {
+                for cell in &w.cells {
+                    let total: u64 = cell.values().map(|&c| u64::from(c)).sum();
+                    if let Some(&c) = cell.get(name).filter(|&&c| c > 0) {
+                        n_cells += 1;
+                        sum += u64::from(c);
+                        sum_sq += u128::from(c) * u128::from(c);
+                        normalized.push(deltacells::dataset::gene_stats::normalized(c, total));
+                    }
+                }
+            }
+            let case = format!("{space:?} gene {name}");
+            assert_eq!((table.n_cells[g], table.sum[g]), (n_cells, sum), "{case}");
+            let n = n_obs as f64;
+            assert_eq!(table.mean[g], sum as f64 / n, "{case}");
+            let exact_var =
+                (n_obs as u128 * sum_sq - u128::from(sum) * u128::from(sum)) as f64 / n / n;
+            assert_eq!(table.var[g], exact_var, "{case}");
+            let norm_mean = normalized.iter().sum::<f64>() / n;
+            assert!(
+                (table.norm_mean[g] - norm_mean).abs() <= 1e-9 * norm_mean.max(1.0),
+                "{case}"
+            );
+            normalized.sort_by(f64::total_cmp);
+            match normalized.get(normalized.len().saturating_sub(1) / 2) {
+                Some(&median) => assert!(
+                    (table.norm_median[g] - median).abs() <= 0.01 * median,
+                    "{case}: {} against {median}",
+                    table.norm_median[g]
+                ),
+                None => assert!(table.norm_median[g].is_nan(), "{case}"),
+            }
+        }
+    }
+}

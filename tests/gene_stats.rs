@@ -213,6 +213,21 @@ fn bad_requests_are_errors() {
     let mut longer = bytes.clone();
     longer.push(0);
     assert!(GeneStats::from_bytes(&longer).is_err());
+    // Placed in columns: outside them, or two genes in one, refused.
+    let whole = ds.gene_stats().unwrap();
+    assert!(whole.into_columns(GENES as u32 - 1, Some).is_err());
+    assert!(whole.into_columns(GENES as u32, |_| Some(0)).is_err());
+    let reversed = whole
+        .into_columns(GENES as u32 + 1, |g| Some(GENES as u32 - g))
+        .unwrap()
+        .table();
+    let table = whole.table();
+    assert_eq!(reversed.n_cells[0], 0, "a column no gene lands in");
+    assert!(reversed.norm_median[0].is_nan());
+    for g in 0..GENES {
+        assert_eq!(reversed.sum[GENES - g], table.sum[g]);
+        assert_eq!(reversed.var[GENES - g], table.var[g]);
+    }
     let mut renamed = bytes.clone();
     renamed[0] = b'X';
     assert!(GeneStats::from_bytes(&renamed).is_err());

@@ -1,4 +1,5 @@
-//! `deltacells stats`: per-gene statistics of a dataset as `gene_stats.parquet`.
+//! `deltacells stats`: per-gene statistics of a dataset or a corpus as
+//! `gene_stats.parquet`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,17 +8,21 @@ use clap::Args;
 use deltacells::dataset::gene_stats::gene_keys;
 use deltacells::{Backend, Error, Result};
 
+use crate::corpus_cmd::{self, is_corpus_file};
 use crate::dataset_cmd::open;
 use crate::output::{out_err, Out};
 
 #[derive(Args, Debug)]
 pub struct StatsArgs {
-    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://).
+    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://); or a
+    /// corpus file (statistics over its vocabulary, each member's cells normalized by their totals
+    /// over all of that member's genes).
     dir: PathBuf,
     /// Where to write the statistics (Parquet).
     #[arg(long, default_value = "gene_stats.parquet")]
     out: PathBuf,
-    /// The var.parquet column that keys the genes (default: the var names).
+    /// The var.parquet column that keys the genes (default: the var names). A corpus's genes are
+    /// keyed as the corpus keys them.
     #[arg(long)]
     gene_key: Option<String>,
     /// Decode threads (default: one per core).
@@ -27,9 +32,21 @@ pub struct StatsArgs {
 
 /// Computes the statistics of every cell and writes them to `--out`.
 pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
-    let ds = open(&args.dir, backend, args.threads)?;
-    let (key, keys) = gene_keys(&ds, args.gene_key.as_deref())?;
-    let stats = ds.gene_stats()?;
+    let ((key, keys), stats) = if is_corpus_file(&args.dir) {
+        let corpus = corpus_cmd::open(&args.dir, backend, args.threads)?;
+        let own = corpus.spec().gene_key.clone();
+        if args.gene_key.is_some() && args.gene_key != own {
+            return Err(Error::Input(format!(
+                "a corpus's genes are keyed as the corpus keys them ({}): --gene-key applies to datasets",
+                own.as_deref().unwrap_or("its members' var names")
+            )));
+        }
+        let key = own.unwrap_or_else(|| "gene".into());
+        ((key, corpus.var_names().to_vec()), corpus.gene_stats()?)
+    } else {
+        let ds = open(&args.dir, backend, args.threads)?;
+        (gene_keys(&ds, args.gene_key.as_deref())?, ds.gene_stats()?)
+    };
     let bytes = stats.table().to_parquet(&key, &keys)?;
     std::fs::write(&args.out, bytes)
         .map_err(|e| Error::io(format!("writing {}", args.out.display()), e))?;

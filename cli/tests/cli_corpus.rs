@@ -197,3 +197,50 @@ fn bench_json_on_a_corpus_file_reports_the_corpus() {
     }
     assert!(report["build"]["zstd"].is_string());
 }
+
+#[test]
+fn stats_of_a_corpus_cover_its_vocabulary() {
+    use arrow_array::{StringArray, UInt64Array};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    let dir = Scratch::new("cli-corpus-stats");
+    let (file, members) = two_members(&dir);
+    let vocabulary = Corpus::open(&file).unwrap().var_names().to_vec();
+    let out = dir.path().join("stats.parquet");
+    let (ok, stdout, err) = deltacells(&[
+        "stats",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        stdout.contains(&format!("{} genes over 70 cells", vocabulary.len())),
+        "{stdout}"
+    );
+    let bytes = bytes::Bytes::from(std::fs::read(&out).unwrap());
+    let batch = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .unwrap()
+        .build()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let column = |name: &str| batch.column_by_name(name).unwrap().clone();
+    let genes = column("gene");
+    let genes = genes.as_any().downcast_ref::<StringArray>().unwrap();
+    let sums = column("sum");
+    let sums = sums.as_any().downcast_ref::<UInt64Array>().unwrap();
+    for (g, name) in vocabulary.iter().enumerate() {
+        assert_eq!(genes.value(g), name);
+        let want: u64 = members
+            .iter()
+            .flat_map(|m| &m.cells)
+            .filter_map(|cell| cell.get(name))
+            .map(|&c| u64::from(c))
+            .sum();
+        assert_eq!(sums.value(g), want, "gene {name}");
+    }
+    let (ok, _, err) = deltacells(&["stats", file.to_str().unwrap(), "--gene-key", "ids"]);
+    assert!(!ok && err.contains("keyed"), "{err}");
+}

@@ -39,6 +39,7 @@ fn _deltacells(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build::build_task, m)?)?;
     m.add_function(wrap_pyfunction!(stats::gene_stats, m)?)?;
     m.add_function(wrap_pyfunction!(stats::gene_stats_part, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::corpus_gene_stats, m)?)?;
     m.add_function(wrap_pyfunction!(transform::read_transformed, m)?)?;
     m.add("__version__", deltacells::build_info::VERSION)?;
     m.add("DEFAULT_TILE_SIZE", deltacells::dataset::DEFAULT_TILE_SIZE)?;

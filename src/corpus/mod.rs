@@ -11,6 +11,8 @@
 //! * [`batches`]: training batches over every tile of every member
 //!   ([`Corpus::batches`]).
 //! * [`file`](mod@file): the corpus file ([`Corpus::save`], [`Corpus::open`]).
+//! * [`stats`]: per-gene statistics over the vocabulary
+//!   ([`Corpus::gene_stats`]).
 
 pub mod batches;
 pub mod file;
@@ -18,6 +20,7 @@ pub mod obs;
 pub mod open;
 pub mod read;
 pub mod spec;
+pub mod stats;
 
 pub use crate::dataset::vocab::{GeneSpace, InputGenes, Vocabulary};
 pub use file::{parse_corpus_file, CorpusRule, CORPUS_FORMAT, CORPUS_VERSION};

@@ -140,6 +140,37 @@ impl GeneStats {
         Ok(())
     }
 
+    /// The statistics over `n_columns` columns, gene `g`'s in column
+    /// `column(g)` (none where `None`): a column no gene lands in takes
+    /// those of a gene no cell expresses (its count is zero in every cell).
+    /// What a corpus member's statistics become in the corpus's vocabulary
+    /// before they are merged: each cell's normalized counts still divide
+    /// by its total over all of its member's genes.
+    pub fn into_columns(
+        &self,
+        n_columns: u32,
+        column: impl Fn(u32) -> Option<u32>,
+    ) -> Result<GeneStats> {
+        let mut out = GeneStats::new(n_columns);
+        out.n_obs = self.n_obs;
+        let mut taken = vec![false; n_columns as usize];
+        for (g, acc) in self.genes.iter().enumerate() {
+            let Some(c) = column(g as u32) else {
+                continue;
+            };
+            match taken.get_mut(c as usize) {
+                Some(t) if !*t => *t = true,
+                _ => {
+                    return Err(Error::Input(format!(
+                        "gene {g} placed in column {c}, outside 0..{n_columns} or taken"
+                    )))
+                }
+            }
+            out.genes[c as usize] = acc.clone();
+        }
+        Ok(out)
+    }
+
     /// The statistics' columns, one entry per gene.
     pub fn table(&self) -> GeneTable {
         let n = self.n_obs as f64;
