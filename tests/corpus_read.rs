@@ -8,6 +8,7 @@ mod corpus_common;
 
 use corpus_common::{expected_dense, member_of, write_member, Lcg, ObsPlan, Scratch, Written};
 use deltacells::corpus::{CorpusSpec, GeneSpace};
+use deltacells::engine::Transform;
 use deltacells::{CellSelection, Corpus, Csr, Dataset, GeneSelection};
 
 /// Three members: `a` sorted by totals with cell types T/B and a score, `b`
@@ -383,4 +384,69 @@ fn gene_statistics_cover_every_member_in_the_vocabulary() {
             }
         }
     }
+}
+
+#[test]
+fn normalized_reads_divide_by_the_total_over_all_of_a_members_genes() {
+    // As a dataset's normalized read, before any gene is dropped: the
+    // intersection and a selection leave each cell's total as its member
+    // has it, in CSR and dense alike, for cells of every member in any order.
+    let dir = Scratch::new("corpus-normalized-read");
+    let members = three(dir.path());
+    let transform = Transform::NONE.normalize(1e4).log1p();
+    let n_cells: u64 = members.iter().map(|w| w.cells.len() as u64).sum();
+    let cells: Vec<u64> = (0..n_cells).rev().step_by(3).chain([0, 0]).collect();
+    for (space, picks) in [
+        (GeneSpace::Union, None),
+        (GeneSpace::Intersection, None),
+        (GeneSpace::Union, Some(vec![4u32, 0, 2])),
+    ] {
+        let corpus = Corpus::open_spec(spec(&members).with_genes(space.clone())).unwrap();
+        let all = corpus.var_names().to_vec();
+        let selection = picks
+            .as_ref()
+            .map(|p| GeneSelection::new(all.len() as u32, p).unwrap());
+        let vocab: Vec<String> = match &picks {
+            Some(p) => p.iter().map(|&g| all[g as usize].clone()).collect(),
+            None => all.clone(),
+        };
+        let read = || {
+            corpus
+                .read(&cells[..])
+                .genes(selection.as_ref())
+                .normalize(1e4)
+                .log1p()
+        };
+        let csr = read().csr::<f32>().unwrap().csr;
+        let dense = read().dense::<f32>().unwrap().rows;
+        let counts = expected_dense(&members, &vocab, &cells);
+        let n = vocab.len();
+        let mut from_csr = vec![0f32; cells.len() * n];
+        for r in 0..csr.n_rows() {
+            for k in csr.indptr[r] as usize..csr.indptr[r + 1] as usize {
+                from_csr[r * n + csr.indices[k] as usize] = csr.values[k];
+            }
+        }
+        for (row, &cell) in cells.iter().enumerate() {
+            let (m, local) = member_of(&members, cell);
+            let total: u64 = members[m].cells[local]
+                .values()
+                .map(|&c| u64::from(c))
+                .sum();
+            for j in 0..n {
+                let c = counts[row * n + j] as u32;
+                let want = if c == 0 {
+                    0.0
+                } else {
+                    transform.value(c, total)
+                };
+                let case = format!("{space:?} {picks:?}: cell {cell}, gene {}", vocab[j]);
+                assert_eq!(from_csr[row * n + j], want, "CSR {case}");
+                assert_eq!(dense.data()[row * n + j], want, "dense {case}");
+            }
+        }
+    }
+    let corpus = Corpus::open_spec(spec(&members)).unwrap();
+    assert!(corpus.read(0..3).normalize(0.0).csr::<f32>().is_err());
+    assert!(corpus.read(0..3).normalize(1e4).csr::<i32>().is_err());
 }

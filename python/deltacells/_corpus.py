@@ -34,7 +34,11 @@ class Corpus(Dataset):
     `read_obs`, `iter_tiles` (every member's tiles one after another),
     `batches` (a block shuffle mixes every tile of every member, equal
     batches per rank), `to_anndata` and `deltacells.torch.CellDataset`.
-    `save(path)` writes a corpus file, which `deltacells.open` reads.
+    Normalized values (`normalize=`), Geneformer's and scGPT's tokens and
+    `deltacells.gene_stats` divide each cell by its total over all of its
+    member's genes, as on the member itself, whichever genes the vocabulary
+    or a selection keeps. `save(path)` writes a corpus file, which
+    `deltacells.open` reads.
     """
 
     def __init__(self, locations: "Sequence[Union[str, os.PathLike[str]]]", *,

@@ -1,30 +1,44 @@
-//! `_deltacells.read_transformed`: reads with a vocabulary that may name
-//! genes the dataset lacks, normalized and/or log1p (the library's
-//! `Read::normalize`, `Read::log1p` and `GeneSelection::mapping`), as CSR
-//! arrays or dense rows straight from the engine.
+//! `_deltacells.read_transformed`: reads of a dataset or a corpus with a
+//! vocabulary that may name genes it lacks, normalized and/or log1p (the
+//! library's `Read::normalize`, `Read::log1p`, their `CorpusRead` twins and
+//! `GeneSelection::mapping`), as CSR arrays or dense rows straight from the
+//! engine.
 
-use deltacells::dataset::Dataset;
+use std::sync::Arc;
+
+use deltacells::dataset::{CsrBatch, Dataset, DenseBatch};
 use deltacells::kernels::DecodedCount;
+use deltacells::Corpus;
 use deltacells::{CellSelection, GeneSelection, Result};
 use numpy::{Element, IntoPyArray, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::arrays;
+use crate::corpus::PyCorpus;
 use crate::dataset::PyDataset;
 use crate::errors::OrRaise;
 use crate::matrix::ids as ids_of;
 
-/// Cells `start..stop` (when `cells` is `None`) or `cells`; `genes`: output
-/// column `k` is gene `genes[k]`, or a column of zeros where it is -1;
-/// `normalize`: the target sum; `dense`: a `(values, n_rows, n_cols)` of
-/// row-major values, else CSR arrays `(indptr, indices, data, n_cols)`.
+/// What a transformed read reads: a dataset, or a corpus over its vocabulary.
+#[derive(FromPyObject)]
+pub enum Source<'py> {
+    Dataset(PyRef<'py, PyDataset>),
+    Corpus(PyRef<'py, PyCorpus>),
+}
+
+/// Cells `start..stop` (when `cells` is `None`) or `cells` of `source` (a
+/// dataset or a corpus); `genes`: output column `k` is gene `genes[k]`, or
+/// a column of zeros where it is -1; `normalize`: the target sum (each
+/// cell's total over all the genes it has, a corpus cell's over all of its
+/// member's); `dense`: a `(values, n_rows, n_cols)` of row-major values,
+/// else CSR arrays `(indptr, indices, data, n_cols)`.
 #[pyfunction]
-#[pyo3(signature = (dataset, start, stop, cells=None, genes=None, normalize=None, log1p=false, dense=false, dtype="float32"))]
+#[pyo3(signature = (source, start, stop, cells=None, genes=None, normalize=None, log1p=false, dense=false, dtype="float32"))]
 #[allow(clippy::too_many_arguments)]
 pub fn read_transformed<'py>(
     py: Python<'py>,
-    dataset: &PyDataset,
+    source: Source<'_>,
     start: u64,
     stop: u64,
     cells: Option<PyReadonlyArray1<'_, i64>>,
@@ -34,17 +48,20 @@ pub fn read_transformed<'py>(
     dense: bool,
     dtype: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let ds = dataset.0.get(py)?.clone();
+    let source = match source {
+        Source::Dataset(ds) => Opened::Dataset(ds.0.get(py)?.clone()),
+        Source::Corpus(c) => Opened::Corpus(c.0.get(py)?.clone()),
+    };
     let cells = match cells {
         None => CellSelection::from(start..stop),
         Some(ids) => CellSelection::from(&ids_of(&ids, "cell")?[..]),
     };
     let genes = match genes {
         None => None,
-        Some(g) => Some(vocabulary(ds.n_genes(), &g).or_raise(py)?),
+        Some(g) => Some(vocabulary(source.n_genes(), &g).or_raise(py)?),
     };
     let request = Request {
-        ds: &ds,
+        source: &source,
         cells,
         genes: genes.as_ref(),
         normalize,
@@ -61,29 +78,65 @@ pub fn read_transformed<'py>(
     }
 }
 
+/// An open dataset or corpus.
+enum Opened {
+    Dataset(Arc<Dataset>),
+    Corpus(Arc<Corpus>),
+}
+
+impl Opened {
+    fn n_genes(&self) -> u32 {
+        match self {
+            Opened::Dataset(ds) => ds.n_genes(),
+            Opened::Corpus(c) => c.n_genes(),
+        }
+    }
+}
+
 /// What to read and how.
 struct Request<'a> {
-    ds: &'a Dataset,
+    source: &'a Opened,
     cells: CellSelection,
     genes: Option<&'a GeneSelection>,
     normalize: Option<f64>,
     log1p: bool,
 }
 
-impl Request<'_> {
-    fn read(&self) -> deltacells::dataset::Read<'_> {
-        let mut read = self.ds.read(self.cells.clone()).genes(self.genes);
-        if let Some(t) = self.normalize {
+/// `$read` (a dataset's or a corpus's read builder) over the request's
+/// genes, with its transform: the two builders share their methods' names,
+/// not a trait.
+macro_rules! configured {
+    ($request:expr, $read:expr) => {{
+        let mut read = $read.genes($request.genes);
+        if let Some(t) = $request.normalize {
             read = read.normalize(t);
         }
-        if self.log1p {
+        if $request.log1p {
             read = read.log1p();
         }
         read
+    }};
+}
+
+impl Request<'_> {
+    fn csr_batch<V: DecodedCount>(&self) -> Result<CsrBatch<V>> {
+        let cells = self.cells.clone();
+        match self.source {
+            Opened::Dataset(ds) => configured!(self, ds.read(cells)).csr::<V>(),
+            Opened::Corpus(c) => configured!(self, c.read(cells)).csr::<V>(),
+        }
+    }
+
+    fn dense_batch<V: DecodedCount>(&self) -> Result<DenseBatch<V>> {
+        let cells = self.cells.clone();
+        match self.source {
+            Opened::Dataset(ds) => configured!(self, ds.read(cells)).dense::<V>(),
+            Opened::Corpus(c) => configured!(self, c.read(cells)).dense::<V>(),
+        }
     }
 
     fn csr<'py, V: DecodedCount + Element>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let batch = py.detach(|| self.read().csr::<V>()).or_raise(py)?;
+        let batch = py.detach(|| self.csr_batch::<V>()).or_raise(py)?;
         Ok(arrays::csr(py, batch.csr).into_pyobject(py)?.into_any())
     }
 
@@ -91,7 +144,7 @@ impl Request<'_> {
         &self,
         py: Python<'py>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let batch = py.detach(|| self.read().dense::<V>()).or_raise(py)?;
+        let batch = py.detach(|| self.dense_batch::<V>()).or_raise(py)?;
         let n_rows = batch.rows.n_rows();
         let (n_cols, values) = batch.rows.into_parts();
         Ok((values.into_pyarray(py), n_rows, n_cols)

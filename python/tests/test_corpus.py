@@ -280,3 +280,34 @@ def test_bad_corpora_are_refused_with_the_member_named(members, tmp_path):
     bad.write_text('{"format": "deltacells-corpus", "version": 1, "members": []}')
     with pytest.raises(DeltacellsError, match="bad.json"):
         deltacells.open(bad)
+
+
+@pytest.mark.parametrize("join", ["outer", "inner"])
+def test_normalized_reads_and_batches_divide_by_each_members_totals(members, join):
+    """normalize_total + log1p of a corpus, as scanpy gives it on each member
+    before the concat: each cell divided by its total over all of its
+    member's genes, whichever genes the vocabulary or the selection keeps;
+    a name no member has reads as zeros with missing="zero"."""
+    corpus = deltacells.Corpus(members, genes="union" if join == "outer" else "intersection")
+    adatas = [deltacells.open(p).to_anndata(dtype="int32") for p in members]
+    totals = np.concatenate([np.asarray(a.X.sum(axis=1), dtype=np.float64).ravel() for a in adatas])
+    X = aligned(concat(members, join=join), list(corpus.var_names)).astype(np.float64)
+    # A cell of total 0 stays 0, as scanpy leaves it.
+    scaled = np.divide(X, totals[:, None], out=np.zeros_like(X), where=totals[:, None] > 0)
+    want_all = np.log1p(scaled * 1e4)
+    picked = [name for name in corpus.var_names if name.endswith("1")][:4] + ["NOPE"]
+    want = np.zeros((corpus.n_obs, len(picked)))
+    at = {name: j for j, name in enumerate(corpus.var_names)}
+    for k, name in enumerate(picked):
+        if name in at:
+            want[:, k] = want_all[:, at[name]]
+    cells = np.arange(corpus.n_obs)[::-7]
+    got = corpus.read(cells, genes=picked, missing="zero", normalize=1e4, log1p=True, format="numpy")
+    np.testing.assert_allclose(got, want[cells], rtol=1e-6, atol=0)
+    every = corpus.read(cells, normalize=1e4, log1p=True, format="csr_array").toarray()
+    np.testing.assert_allclose(every, want_all[cells], rtol=1e-6, atol=0)
+    rows = []
+    for batch in corpus.batches(batch_size=64, shuffle="none", genes=picked[:-1], normalize=1e4,
+                                log1p=True, format="numpy"):
+        rows.append(np.asarray(batch.X))
+    np.testing.assert_allclose(np.vstack(rows), want[:, :-1], rtol=1e-6, atol=0)

@@ -16,8 +16,9 @@ use std::borrow::Cow;
 
 use super::Corpus;
 use crate::csr::Csr;
-use crate::dataset::{csr_batch, dense_batch, CsrBatch, DenseBatch, ReadStats};
-use crate::engine::{CellSelection, GeneSelection, Sink};
+use crate::dataset::Dataset;
+use crate::dataset::{as_f32, csr_batch, dense_batch, CsrBatch, DenseBatch, ReadStats};
+use crate::engine::{CellSelection, Dense, GeneSelection, Sink, Transform, Transformed, ValueSink};
 use crate::error::{Error, Result};
 use crate::kernels::DecodedCount;
 
@@ -28,6 +29,7 @@ pub struct CorpusRead<'a> {
     corpus: &'a Corpus,
     cells: CellSelection,
     genes: Option<&'a GeneSelection>,
+    transform: Transform,
     cached: bool,
 }
 
@@ -36,6 +38,22 @@ impl<'a> CorpusRead<'a> {
     /// order); `None` keeps every gene.
     pub fn genes(mut self, genes: impl Into<Option<&'a GeneSelection>>) -> CorpusRead<'a> {
         self.genes = genes.into();
+        self
+    }
+
+    /// Divides each cell by its total over all of its member's genes (before
+    /// the vocabulary mapping and the gene selection, which may drop some)
+    /// and multiplies by `target_sum`, as [`crate::dataset::Read::normalize`]
+    /// does for a dataset: the output holds `f32` values.
+    pub fn normalize(mut self, target_sum: f64) -> CorpusRead<'a> {
+        self.transform = self.transform.normalize(target_sum);
+        self
+    }
+
+    /// Takes `ln(1 + x)` of every value (after normalizing): the output
+    /// holds `f32` values.
+    pub fn log1p(mut self) -> CorpusRead<'a> {
+        self.transform = self.transform.log1p();
         self
     }
 
@@ -52,16 +70,32 @@ impl<'a> CorpusRead<'a> {
 
     /// The rows into `out`, reusing its allocations.
     pub fn csr_into<V: DecodedCount>(&self, out: &mut Csr<V>) -> Result<ReadStats> {
-        self.run(out)
+        if self.transform.is_identity() {
+            return self.run(out);
+        }
+        self.run_transformed(as_f32::<Csr<V>, Csr<f32>>(out)?)
     }
 
     /// The rows as dense row-major values of type `V`.
     pub fn dense<V: DecodedCount>(self) -> Result<DenseBatch<V>> {
-        dense_batch(&self.cells, |out| self.run(out))
+        dense_batch(&self.cells, |out| {
+            if self.transform.is_identity() {
+                return self.run(out);
+            }
+            self.run_transformed(as_f32::<Dense<V>, Dense<f32>>(out)?)
+        })
     }
 
-    /// The rows into any output (see [`Sink`]).
+    /// The rows into any output (see [`Sink`]). Counts as stored: a
+    /// transform writes into [`CorpusRead::csr`] or [`CorpusRead::dense`]
+    /// outputs only.
     pub fn into_sink<S: Sink>(self, sink: S) -> Result<ReadStats> {
+        if !self.transform.is_identity() {
+            return Err(Error::Input(
+                "a normalized or log1p read writes CSR or dense f32 rows, not a custom output"
+                    .into(),
+            ));
+        }
         self.run(sink)
     }
 
@@ -71,11 +105,31 @@ impl<'a> CorpusRead<'a> {
     }
 
     fn run<S: Sink>(&self, mut sink: S) -> Result<ReadStats> {
+        sink.start(self.width()?);
+        self.each_group(|dataset, cells, genes| {
+            dataset.read_started(cells, genes, self.cached, &mut sink)
+        })
+    }
+
+    /// The output's columns: the selection's, else the vocabulary's (the
+    /// selection checked against the vocabulary).
+    fn width(&self) -> Result<u32> {
         let corpus = self.corpus;
         if let Some(g) = self.genes {
             corpus.check_selection(g)?;
         }
-        sink.start(self.genes.map_or(corpus.n_genes(), |g| g.len() as u32));
+        Ok(self.genes.map_or(corpus.n_genes(), |g| g.len() as u32))
+    }
+
+    /// Runs `read` on each group (see the module docs) with its member's
+    /// dataset, its cells and the member's genes into the output's columns
+    /// (`None`: the vocabulary's first, in order), the later groups' tiles
+    /// handed to their members' I/O stages first.
+    fn each_group(
+        &self,
+        mut read: impl FnMut(&Dataset, &CellSelection, Option<&GeneSelection>) -> Result<ReadStats>,
+    ) -> Result<ReadStats> {
+        let corpus = self.corpus;
         let groups = corpus.groups(&self.cells)?;
         if self.cached {
             for (m, cells) in groups.iter().skip(1) {
@@ -92,12 +146,26 @@ impl<'a> CorpusRead<'a> {
                 mappings[*m] = Some(corpus.member_genes(*m, self.genes)?);
             }
             let genes = mappings[*m].as_ref().and_then(|g| g.as_deref());
-            let read = member
-                .dataset()
-                .read_started(cells, genes, self.cached, &mut sink);
-            stats.add(read.map_err(Error::in_member(member.location()))?);
+            let done = read(member.dataset(), cells, genes);
+            stats.add(done.map_err(Error::in_member(member.location()))?);
         }
         Ok(stats)
+    }
+}
+
+impl CorpusRead<'_> {
+    /// The transformed rows into `out`, started once: each group's rows
+    /// reach it whole, over all of their member's genes (so each cell's
+    /// total counts every one of them), and are mapped into the output's
+    /// columns and transformed there, as a dataset's transformed read
+    /// selects its genes.
+    fn run_transformed<S: ValueSink>(&self, mut out: S) -> Result<ReadStats> {
+        self.transform.check()?;
+        out.start_values(self.width()?);
+        self.each_group(|dataset, cells, genes| {
+            let sink = Transformed::new(&mut out, genes, self.transform);
+            dataset.read_started(cells, None, self.cached, sink)
+        })
     }
 }
 
@@ -110,6 +178,7 @@ impl Corpus {
             corpus: self,
             cells: cells.into(),
             genes: None,
+            transform: Transform::NONE,
             cached: true,
         }
     }

@@ -43,7 +43,7 @@ use crate::storage::{Fetcher, Location};
 
 pub(crate) use batches::{batches_over, BatchTiles, CellLabels};
 pub(crate) use cache::ChunkCache;
-pub(crate) use read::{csr_batch, dense_batch};
+pub(crate) use read::{as_f32, csr_batch, dense_batch};
 pub(crate) use tiles::{TileMap, Tiles};
 
 /// Object key of the manifest (written last: a location without it is an

@@ -200,7 +200,7 @@ impl<'a> Read<'a> {
 
 /// `out` as the `f32` output `F` a transformed read fills, or the error for
 /// a request of counts of another type.
-fn as_f32<O: std::any::Any, F: std::any::Any>(out: &mut O) -> Result<&mut F> {
+pub(crate) fn as_f32<O: std::any::Any, F: std::any::Any>(out: &mut O) -> Result<&mut F> {
     (out as &mut dyn std::any::Any)
         .downcast_mut::<F>()
         .ok_or_else(|| {
