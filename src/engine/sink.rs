@@ -673,13 +673,44 @@ impl<P: SinkPart> SinkPart for SelectedPart<'_, P> {
         None
     }
 
+    /// The row over the selected genes; an inner part that divides by the
+    /// cells' totals gets the whole row's, which the kept genes may fall
+    /// short of (a corpus member's tokens, read through its mapping).
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
+        let total = self
+            .inner
+            .uses_totals()
+            .then(|| counts.iter().map(|&c| u64::from(c as u32)).sum());
+        self.write_selected(row, (genes, counts), total);
+    }
+
+    fn uses_totals(&self) -> bool {
+        self.inner.uses_totals()
+    }
+
+    fn write_mapped_row(&mut self, row: usize, genes: &[i32], counts: &[i32], total: u64) {
+        self.write_selected(row, (genes, counts), Some(total));
+    }
+}
+
+impl<P: SinkPart> SelectedPart<'_, P> {
+    /// Writes the selected genes of a row to the inner part, with `total`
+    /// when it takes one.
+    fn write_selected(
+        &mut self,
+        row: usize,
+        (genes, counts): (&[i32], &[i32]),
+        total: Option<u64>,
+    ) {
         self.columns.resize(genes.len(), 0);
         self.counts.resize(genes.len(), 0);
         let kept = self.mapper.take(self.genes, genes, counts);
         self.mapper.emit(&mut self.columns, &mut self.counts);
-        self.inner
-            .write_row(row, &self.columns[..kept], &self.counts[..kept]);
+        let (columns, counts) = (&self.columns[..kept], &self.counts[..kept]);
+        match total {
+            Some(total) => self.inner.write_mapped_row(row, columns, counts, total),
+            None => self.inner.write_row(row, columns, counts),
+        }
     }
 }
 
@@ -718,5 +749,60 @@ mod tests {
         again.start(4);
         assert!(again.data().is_empty());
         assert_eq!(again.into_parts(), (4, Vec::new()));
+    }
+
+    /// Rows as a part that divides by totals receives them.
+    #[derive(Default)]
+    struct Totals(Vec<(Vec<i32>, Vec<i32>, Option<u64>)>);
+
+    struct TotalsPart<'p>(&'p mut Vec<(Vec<i32>, Vec<i32>, Option<u64>)>);
+
+    impl Sink for Totals {
+        type Part<'p> = TotalsPart<'p>;
+        fn stores_rows(&self) -> bool {
+            false
+        }
+        fn start(&mut self, _n_cols: u32) {}
+        fn extend(&mut self, _rows: &AddedRows<'_>) -> Result<()> {
+            Ok(())
+        }
+        fn split(&mut self, _cuts: &[usize]) -> Vec<TotalsPart<'_>> {
+            vec![TotalsPart(&mut self.0)]
+        }
+    }
+
+    impl SinkPart for TotalsPart<'_> {
+        type Value = i32;
+        fn stored(&mut self) -> Option<(&mut [i32], &mut [i32])> {
+            None
+        }
+        fn write_row(&mut self, _row: usize, genes: &[i32], counts: &[i32]) {
+            self.0.push((genes.to_vec(), counts.to_vec(), None));
+        }
+        fn uses_totals(&self) -> bool {
+            true
+        }
+        fn write_mapped_row(&mut self, _row: usize, genes: &[i32], counts: &[i32], total: u64) {
+            self.0.push((genes.to_vec(), counts.to_vec(), Some(total)));
+        }
+    }
+
+    /// A part behind a selection that divides by totals gets the whole
+    /// row's total, or the one a mapped row came with.
+    #[test]
+    fn a_selection_hands_on_the_whole_rows_total() {
+        let genes = GeneSelection::new(5, &[3, 1]).unwrap();
+        let mut sink = Totals::default();
+        let mut selected = Selected::new(&mut sink, &genes);
+        let mut parts = selected.split(&[0, 2]);
+        assert!(parts[0].uses_totals());
+        parts[0].write_row(0, &[0, 1, 3, 4], &[5, 6, 7, 8]);
+        parts[0].write_mapped_row(1, &[1, 2], &[2, 9], 40);
+        drop(parts);
+        let want = [
+            (vec![0, 1], vec![7, 6], Some(26)),
+            (vec![1], vec![2], Some(40)),
+        ];
+        assert_eq!(sink.0, want);
     }
 }
