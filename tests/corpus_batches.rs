@@ -8,11 +8,14 @@ mod corpus_common;
 
 use std::collections::HashSet;
 
-use corpus_common::{expected_dense, member_of, write_member, ObsPlan, Scratch, Written};
+use corpus_common::{
+    dense_of, expected_dense, expected_transformed, member_of, write_member, ObsPlan, Scratch,
+    Written,
+};
 use deltacells::corpus::{CorpusSpec, GeneSpace};
 use deltacells::dataset::{BatchConfig, BatchRows, EpochOrder, Shuffle};
 use deltacells::engine::Transform;
-use deltacells::{Corpus, Csr, GeneSelection};
+use deltacells::{Corpus, GeneSelection};
 
 fn two(dir: &std::path::Path) -> Vec<Written> {
     let a = write_member(
@@ -40,17 +43,6 @@ fn two(dir: &std::path::Path) -> Vec<Written> {
         12,
     );
     vec![a, b]
-}
-
-fn dense_of(csr: &Csr<i32>) -> Vec<i32> {
-    let n = csr.n_cols as usize;
-    let mut out = vec![0; csr.n_rows() * n];
-    for r in 0..csr.n_rows() {
-        for k in csr.indptr[r] as usize..csr.indptr[r + 1] as usize {
-            out[r * n + csr.indices[k] as usize] = csr.values[k];
-        }
-    }
-    out
 }
 
 #[test]
@@ -323,42 +315,13 @@ fn normalized_batches_divide_by_the_total_over_all_of_a_members_genes() {
             let mut seen = 0;
             for batch in corpus.batches(config).unwrap() {
                 let batch = batch.unwrap();
-                let n = vocab.len();
                 let got: Vec<f32> = match &batch.rows {
-                    BatchRows::Csr(csr) => {
-                        let mut out = vec![0f32; csr.n_rows() * n];
-                        for r in 0..csr.n_rows() {
-                            for k in csr.indptr[r] as usize..csr.indptr[r + 1] as usize {
-                                out[r * n + csr.indices[k] as usize] = csr.values[k];
-                            }
-                        }
-                        out
-                    }
+                    BatchRows::Csr(csr) => dense_of(csr),
                     BatchRows::Dense(d) => d.data().to_vec(),
                     BatchRows::Tokens(_) => panic!("values were asked for"),
                 };
-                let counts = expected_dense(&members, &vocab, &batch.cells);
-                for (row, &cell) in batch.cells.iter().enumerate() {
-                    let (m, local) = member_of(&members, cell);
-                    let total: u64 = members[m].cells[local]
-                        .values()
-                        .map(|&c| u64::from(c))
-                        .sum();
-                    for j in 0..n {
-                        let c = counts[row * n + j] as u32;
-                        let want = if c == 0 {
-                            0.0
-                        } else {
-                            transform.value(c, total)
-                        };
-                        assert_eq!(
-                            got[row * n + j],
-                            want,
-                            "{case}: cell {cell}, gene {}",
-                            vocab[j]
-                        );
-                    }
-                }
+                let want = expected_transformed(&members, &vocab, &batch.cells, transform);
+                assert_eq!(got, want, "{case}");
                 seen += batch.cells.len();
             }
             assert_eq!(seen, 410, "{case}");

@@ -6,7 +6,10 @@
 
 mod corpus_common;
 
-use corpus_common::{expected_dense, member_of, write_member, Lcg, ObsPlan, Scratch, Written};
+use corpus_common::{
+    dense_of, expected_dense, expected_transformed, member_of, write_member, Lcg, ObsPlan, Scratch,
+    Written,
+};
 use deltacells::corpus::{CorpusSpec, GeneSpace};
 use deltacells::engine::Transform;
 use deltacells::{CellSelection, Corpus, Csr, Dataset, GeneSelection};
@@ -58,17 +61,6 @@ fn spec(members: &[Written]) -> CorpusSpec {
     CorpusSpec::new(members.iter().map(|w| w.location.display().to_string()))
 }
 
-fn dense_of(csr: &Csr<i32>) -> Vec<i32> {
-    let n = csr.n_cols as usize;
-    let mut out = vec![0; csr.n_rows() * n];
-    for r in 0..csr.n_rows() {
-        for k in csr.indptr[r] as usize..csr.indptr[r + 1] as usize {
-            out[r * n + csr.indices[k] as usize] = csr.values[k];
-        }
-    }
-    out
-}
-
 #[test]
 fn a_union_corpus_reads_every_member_in_one_vocabulary() {
     let dir = Scratch::new("corpus-union");
@@ -117,7 +109,7 @@ fn a_union_corpus_reads_every_member_in_one_vocabulary() {
     let got = corpus.read(&ids).dense::<i32>().unwrap();
     assert_eq!(got.cells, ids);
     assert_eq!(got.rows.data(), expected_dense(&members, &vocab, &ids));
-    let mut reused = Csr::empty(0);
+    let mut reused = Csr::<i32>::empty(0);
     corpus.read(&ids).uncached().csr_into(&mut reused).unwrap();
     assert_eq!(dense_of(&reused), expected_dense(&members, &vocab, &ids));
 
@@ -419,32 +411,10 @@ fn normalized_reads_divide_by_the_total_over_all_of_a_members_genes() {
         };
         let csr = read().csr::<f32>().unwrap().csr;
         let dense = read().dense::<f32>().unwrap().rows;
-        let counts = expected_dense(&members, &vocab, &cells);
-        let n = vocab.len();
-        let mut from_csr = vec![0f32; cells.len() * n];
-        for r in 0..csr.n_rows() {
-            for k in csr.indptr[r] as usize..csr.indptr[r + 1] as usize {
-                from_csr[r * n + csr.indices[k] as usize] = csr.values[k];
-            }
-        }
-        for (row, &cell) in cells.iter().enumerate() {
-            let (m, local) = member_of(&members, cell);
-            let total: u64 = members[m].cells[local]
-                .values()
-                .map(|&c| u64::from(c))
-                .sum();
-            for j in 0..n {
-                let c = counts[row * n + j] as u32;
-                let want = if c == 0 {
-                    0.0
-                } else {
-                    transform.value(c, total)
-                };
-                let case = format!("{space:?} {picks:?}: cell {cell}, gene {}", vocab[j]);
-                assert_eq!(from_csr[row * n + j], want, "CSR {case}");
-                assert_eq!(dense.data()[row * n + j], want, "dense {case}");
-            }
-        }
+        let want = expected_transformed(&members, &vocab, &cells, transform);
+        let case = format!("{space:?} {picks:?}");
+        assert_eq!(dense_of(&csr), want, "CSR {case}");
+        assert_eq!(dense.data(), want, "dense {case}");
     }
     let corpus = Corpus::open_spec(spec(&members)).unwrap();
     assert!(corpus.read(0..3).normalize(0.0).csr::<f32>().is_err());

@@ -294,10 +294,7 @@ fn batches_built_a_share_of_a_window_at_a_time_match_batches_built_whole() {
     let ds = Arc::new(Dataset::open(&dir).unwrap());
     for dense in [false, true] {
         let config = |cache_bytes| {
-            BatchConfig::default()
-                .with_batch_size(45)
-                .with_seed(3)
-                .with_shuffle(Shuffle::Block { window_tiles: 2 })
+            paired_windows(0)
                 .with_dense(dense)
                 .with_cache_bytes(cache_bytes)
                 .with_rank(1, 2)

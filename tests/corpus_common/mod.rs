@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use deltacells::dataset::{DatasetWriter, WriterConfig};
+use deltacells::engine::Transform;
 use deltacells::obs::{ObsColumn, ObsConfig, VarTable};
 use deltacells::Csr;
 
@@ -189,4 +190,44 @@ pub fn member_of(members: &[Written], mut cell: u64) -> (usize, usize) {
         cell -= w.cells.len() as u64;
     }
     panic!("cell past the corpus");
+}
+
+/// The rows of `csr` as dense row-major values.
+pub fn dense_of<V: Copy + Default>(csr: &Csr<V>) -> Vec<V> {
+    let n = csr.n_cols as usize;
+    let mut out = vec![V::default(); csr.n_rows() * n];
+    for r in 0..csr.n_rows() {
+        for k in csr.indptr[r] as usize..csr.indptr[r + 1] as usize {
+            out[r * n + csr.indices[k] as usize] = csr.values[k];
+        }
+    }
+    out
+}
+
+/// The expected values of `cells` over the genes `vocabulary` under
+/// `transform`, dense: each count as [`Transform::value`] gives it for its
+/// cell's total over all of its member's genes (zeros stay zero).
+pub fn expected_transformed(
+    members: &[Written],
+    vocabulary: &[String],
+    cells: &[u64],
+    transform: Transform,
+) -> Vec<f32> {
+    let counts = expected_dense(members, vocabulary, cells);
+    let n = vocabulary.len();
+    let mut out = vec![0f32; counts.len()];
+    for (row, &cell) in cells.iter().enumerate() {
+        let (m, local) = member_of(members, cell);
+        let total: u64 = members[m].cells[local]
+            .values()
+            .map(|&c| u64::from(c))
+            .sum();
+        for j in 0..n {
+            let c = counts[row * n + j] as u32;
+            if c > 0 {
+                out[row * n + j] = transform.value(c, total);
+            }
+        }
+    }
+    out
 }
