@@ -6,6 +6,7 @@ use rayon::prelude::*;
 
 use crate::engine::genes::{GeneSelection, RowMapper};
 use crate::engine::pool::Engine;
+use crate::engine::transform::count_total;
 use crate::error::{Error, Result};
 use crate::format::tile::TileView;
 
@@ -24,9 +25,10 @@ pub(crate) struct DecodedChunk {
     /// Exact counts.
     pub values: Vec<i32>,
     /// Each row's total over all its stored counts, once
-    /// [`DecodedChunk::map_genes`] has mapped the rows (which may drop
-    /// genes: normalized values and tokens divide by the cell's total over
-    /// every gene it has, not over those kept); empty when not mapped.
+    /// [`DecodedChunk::map_genes`] has dropped some of the rows' genes
+    /// (normalized values and tokens divide by the cell's total over every
+    /// gene it has, not over those kept); empty when no gene was dropped,
+    /// each row then summing to its total.
     pub totals: Vec<u64>,
 }
 
@@ -52,9 +54,7 @@ impl DecodedChunk {
         self.totals.clear();
         for r in 0..self.indptr.len() - 1 {
             let (start, end) = (self.indptr[r], self.indptr[r + 1]);
-            let counts = &self.values[start..end];
-            self.totals
-                .push(counts.iter().map(|&c| u64::from(c as u32)).sum());
+            self.totals.push(count_total(&self.values[start..end]));
             let kept = mapper.take(genes, &self.indices[start..end], &self.values[start..end]);
             // The row was taken in whole before any of it is overwritten,
             // and kept genes are never more than stored ones: `to <= start`.
@@ -63,6 +63,9 @@ impl DecodedChunk {
             to += kept;
         }
         let last = self.indptr.len() - 1;
+        if to == self.indptr[last] {
+            self.totals.clear();
+        }
         self.indptr[last] = to;
         self.indices.truncate(to);
         self.values.truncate(to);
@@ -74,7 +77,7 @@ impl DecodedChunk {
     }
 
     /// The total over all stored counts of local cell `cell` (in the chunk)
-    /// if its genes were mapped (see [`DecodedChunk::totals`]).
+    /// if the chunk's mapping dropped genes (see [`DecodedChunk::totals`]).
     pub fn total(&self, cell: usize) -> Option<u64> {
         self.totals.get(cell - self.cell_lo).copied()
     }

@@ -28,5 +28,5 @@ pub use pool::{Engine, EngineConfig};
 pub(crate) use sink::split_off;
 pub use sink::{AddedRows, CsrPart, Dense, DensePart, Selected, SelectedPart, Sink, SinkPart};
 pub use transform::Transform;
-pub(crate) use transform::{Transformed, ValuePart, ValueSink};
+pub(crate) use transform::{count_total, Transformed, ValuePart, ValueSink};
 pub(crate) use transform_csr::TransformedCsr;

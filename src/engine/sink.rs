@@ -84,6 +84,7 @@ use rayon::prelude::*;
 
 use crate::csr::Csr;
 use crate::engine::genes::{best_row_kernels, GeneSelection, RowMapper};
+use crate::engine::transform::count_total;
 use crate::error::{Error, Result};
 use crate::kernels::rows::stream_part;
 use crate::kernels::{Count, DecodedCount};
@@ -677,10 +678,7 @@ impl<P: SinkPart> SinkPart for SelectedPart<'_, P> {
     /// cells' totals gets the whole row's, which the kept genes may fall
     /// short of (a corpus member's tokens, read through its mapping).
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
-        let total = self
-            .inner
-            .uses_totals()
-            .then(|| counts.iter().map(|&c| u64::from(c as u32)).sum());
+        let total = self.inner.uses_totals().then(|| count_total(counts));
         self.write_selected(row, (genes, counts), total);
     }
 

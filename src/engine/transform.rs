@@ -335,6 +335,14 @@ pub(crate) fn at_least<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
     }
 }
 
+/// A cell's total: the sum of its stored counts, each read as `u32`. What
+/// normalized values, Geneformer's `n_counts` and the gene statistics
+/// divide by, and what a mapped row keeps of the genes it drops
+/// ([`crate::engine::decoded::DecodedChunk::totals`]).
+pub(crate) fn count_total(counts: &[i32]) -> u64 {
+    counts.iter().map(|&c| u64::from(c as u32)).sum()
+}
+
 /// The values of one row's counts (one cell total): the value of each
 /// count below [`MEMO_SLOTS`] that the row holds is computed once (most
 /// stored counts of single-cell data are small, so a row of thousands of

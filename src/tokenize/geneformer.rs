@@ -25,7 +25,7 @@
 use super::classes::{ClassScratch, ClassTable};
 use super::dict::{check_tokens, special, GeneMap};
 use super::rank::{rank, Expect, RankBuffers};
-use crate::engine::best_row_kernels;
+use crate::engine::{best_row_kernels, count_total};
 use crate::error::{Error, Result};
 use crate::kernels::rows::RowKernels;
 
@@ -211,9 +211,7 @@ impl GeneformerColumns {
         mask: &mut [u8],
         scratch: &mut RankScratch,
     ) {
-        let n_counts = total
-            .unwrap_or_else(|| counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>())
-            as f64;
+        let n_counts = total.unwrap_or_else(|| count_total(counts)) as f64;
         // `(count / n_counts) * target_sum` of the small counts, each
         // computed once per cell: the same value, fewer divisions.
         let scaled = |c: u32| (f64::from(c) / n_counts) * self.target_sum;

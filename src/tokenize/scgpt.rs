@@ -32,7 +32,7 @@
 //! genes.
 
 use super::dict::{check_tokens, special, GeneMap};
-use crate::engine::best_row_kernels;
+use crate::engine::{best_row_kernels, count_total};
 use crate::error::{Error, Result};
 use crate::kernels::reference::rows::splitmix;
 use crate::kernels::rows::{RowKernels, MEMO_SLOTS, TALLY_SLOTS};
@@ -244,9 +244,7 @@ impl ScGptColumns {
         s: &mut BinScratch,
     ) {
         let n_counts = match self.normalize {
-            Some(_) => total
-                .unwrap_or_else(|| counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>())
-                as f64,
+            Some(_) => total.unwrap_or_else(|| count_total(counts)) as f64,
             None => 0.0,
         };
         let kernels = best_row_kernels();

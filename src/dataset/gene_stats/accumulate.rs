@@ -2,6 +2,7 @@
 //! over blocks of genes (each block owned by one task, so no locks and no
 //! per-task copies of the accumulators).
 
+use crate::engine::count_total;
 use std::ops::Range;
 
 use rayon::prelude::*;
@@ -126,10 +127,7 @@ pub(crate) fn row_totals(rows: CsrRef<'_, i32>) -> Vec<u64> {
         .with_min_len(256)
         .map(|r| {
             let (lo, hi) = (rows.indptr[r] as usize, rows.indptr[r + 1] as usize);
-            rows.values[lo..hi]
-                .iter()
-                .map(|&c| u64::from(c as u32))
-                .sum()
+            count_total(&rows.values[lo..hi])
         })
         .collect()
 }
