@@ -4,104 +4,37 @@ one by one, aligned by var names."""
 
 import pickle
 
-import anndata
 import numpy as np
 import pandas as pd
 import pytest
-import scipy.sparse as sp
-from conftest import counts, loader_order
+from conftest import N_CELLS, aligned, concat, loader_order
 
 import deltacells
 from deltacells.errors import DeltacellsError, InputError
 
-N_CELLS = (300, 200, 150)
-
-
-def member_frames(rng):
-    """Three members: gene subsets in different orders, different obs columns
-    and categories, distinct cell names."""
-    genes_a = [f"G{i}" for i in range(60)]
-    genes_b = [f"G{i}" for i in rng.permutation(np.arange(20, 80))] + ["H0", "H1"]
-    genes_c = [f"G{i}" for i in rng.permutation(np.arange(0, 90, 3))]
-    genes = (genes_a, genes_b, genes_c)
-    obs = (
-        pd.DataFrame({
-            "cell_type": pd.Categorical(rng.choice(["T", "B"], size=N_CELLS[0])),
-            "score": rng.random(N_CELLS[0]),
-        }),
-        pd.DataFrame({
-            "cell_type": pd.Categorical(rng.choice(["B", "NK", "c10", "c2"], size=N_CELLS[1])),
-            "n": rng.integers(0, 100, size=N_CELLS[1]).astype(np.int64),
-            "donor": rng.choice(["d1", "d2"], size=N_CELLS[1]).astype(object),
-        }),
-        pd.DataFrame({
-            "score": rng.random(N_CELLS[2]),
-            "n": rng.integers(0, 100, size=N_CELLS[2]).astype(np.int32),
-        }),
-    )
-    for prefix, frame in zip("abc", obs):
-        frame.index = pd.Index([f"{prefix}{i}" for i in range(len(frame))], name="cell")
-    return genes, obs
-
 
 @pytest.fixture(scope="module")
-def members(tmp_path_factory):
-    """The members' locations, written with `deltacells.write`."""
-    rng = np.random.default_rng(11)
-    genes, obs = member_frames(rng)
-    root = tmp_path_factory.mktemp("corpus")
-    paths = []
-    for i, (g, o) in enumerate(zip(genes, obs)):
-        X = counts(len(o), len(g), density=0.1, seed=20 + i)
-        var = pd.DataFrame({"gene_ids": [f"ENS{name}" for name in g]},
-                           index=pd.Index(g, name="gene"))
-        path = root / f"part_{'abc'[i]}.dc"
-        deltacells.write(X, path, obs=o, var=var, tile_size=64, level=3)
-        paths.append(path)
-    return paths
-
-
-def concat(paths, join="outer"):
-    """The members read back one by one and concatenated as anndata does,
-    with the source column."""
-    adatas = [deltacells.open(p).to_anndata(dtype="int32") for p in paths]
-    keys = [p.stem for p in paths]
-    return anndata.concat(adatas, join=join, label="dataset_id", keys=keys)
-
-
-def aligned(adata, var_names):
-    """`adata.X` as a dense int array with columns in `var_names` order."""
-    X = adata.X.toarray() if sp.issparse(adata.X) else np.asarray(adata.X)
-    at = {name: j for j, name in enumerate(adata.var_names)}
-    out = np.zeros((adata.n_obs, len(var_names)), dtype=np.int64)
-    for j, name in enumerate(var_names):
-        if name in at:
-            out[:, j] = X[:, at[name]]
-    return out
-
-
-@pytest.fixture(scope="module")
-def union(members):
-    corpus = deltacells.Corpus(members)
-    want = concat(members)
+def union(corpus_members):
+    corpus = deltacells.Corpus(corpus_members)
+    want = concat(corpus_members)
     return corpus, want, aligned(want, list(corpus.var_names))
 
 
-def test_the_shape_and_vocabulary_are_the_members_union(members, union):
+def test_the_shape_and_vocabulary_are_the_members_union(corpus_members, union):
     corpus, want, _ = union
     assert corpus.n_obs == sum(N_CELLS) == want.n_obs
     assert sorted(corpus.var_names) == sorted(want.var_names)
     # The union in the order first seen, member by member.
     seen = []
-    for p in members:
+    for p in corpus_members:
         for name in deltacells.open(p).var_names:
             if name not in seen:
                 seen.append(name)
     assert list(corpus.var_names) == seen
-    assert [m["name"] for m in corpus.members] == [p.stem for p in members]
+    assert [m["name"] for m in corpus.members] == [p.stem for p in corpus_members]
     assert [m["n_obs"] for m in corpus.members] == list(N_CELLS)
     assert corpus.tile_limits[-1] == corpus.n_obs
-    assert corpus.n_tiles == sum(deltacells.open(p).n_tiles for p in members)
+    assert corpus.n_tiles == sum(deltacells.open(p).n_tiles for p in corpus_members)
 
 
 @pytest.mark.parametrize("dtype", ["int32", "float32"])
@@ -208,30 +141,30 @@ def test_block_shuffle_mixes_members(union):
         np.testing.assert_array_equal(b.X, dense[b.cells])
 
 
-def test_intersection_and_listed_genes(members):
-    inner = deltacells.Corpus(members, genes="intersection")
-    want = concat(members, join="inner")
+def test_intersection_and_listed_genes(corpus_members):
+    inner = deltacells.Corpus(corpus_members, genes="intersection")
+    want = concat(corpus_members, join="inner")
     assert sorted(inner.var_names) == sorted(want.var_names)
     np.testing.assert_array_equal(inner.read(dtype="int32").toarray(),
                                   aligned(want, list(inner.var_names)))
     listed = ["G3", "NOPE", "H0", "G59"]
-    corpus = deltacells.Corpus(members, genes=listed)
+    corpus = deltacells.Corpus(corpus_members, genes=listed)
     assert list(corpus.var_names) == listed
     np.testing.assert_array_equal(corpus.read(format="numpy", dtype="int32"),
-                                  aligned(concat(members), listed))
+                                  aligned(concat(corpus_members), listed))
 
 
-def test_genes_matched_by_a_var_column(members, union):
+def test_genes_matched_by_a_var_column(corpus_members, union):
     corpus, _, dense = union
-    by_id = deltacells.Corpus(members, gene_key="gene_ids")
+    by_id = deltacells.Corpus(corpus_members, gene_key="gene_ids")
     assert list(by_id.var_names) == [f"ENS{n}" for n in corpus.var_names]
     assert by_id.gene_key == "gene_ids"
     np.testing.assert_array_equal(by_id.read(dtype="int32").toarray(), dense)
 
 
-def test_a_saved_corpus_opens_as_the_same_corpus(members, union, tmp_path):
+def test_a_saved_corpus_opens_as_the_same_corpus(corpus_members, union, tmp_path):
     corpus, _, dense = union
-    path = members[0].parent / "all.json"
+    path = corpus_members[0].parent / "all.json"
     corpus.save(path)
     opened = deltacells.open(path)
     assert isinstance(opened, deltacells.Corpus)
@@ -264,18 +197,18 @@ def test_cell_dataset_over_a_corpus_in_two_workers(union):
         assert isinstance(b["dataset_id"], torch.Tensor)
 
 
-def test_bad_corpora_are_refused_with_the_member_named(members, tmp_path):
+def test_bad_corpora_are_refused_with_the_member_named(corpus_members, tmp_path):
     missing = tmp_path / "nowhere.dc"
     with pytest.raises(DeltacellsError, match="nowhere"):
-        deltacells.Corpus([members[0], missing])
+        deltacells.Corpus([corpus_members[0], missing])
     with pytest.raises(InputError, match="genes"):
-        deltacells.Corpus(members, genes="everything")
+        deltacells.Corpus(corpus_members, genes="everything")
     with pytest.raises(InputError):
-        deltacells.Corpus(str(members[0]))
+        deltacells.Corpus(str(corpus_members[0]))
     with pytest.raises(DeltacellsError, match="part_a"):
-        deltacells.Corpus(members, gene_key="no_such_column")
+        deltacells.Corpus(corpus_members, gene_key="no_such_column")
     with pytest.raises(DeltacellsError):
-        deltacells.Corpus([members[0], members[1]], genes=["H0", "H0"])
+        deltacells.Corpus([corpus_members[0], corpus_members[1]], genes=["H0", "H0"])
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "deltacells-corpus", "version": 1, "members": []}')
     with pytest.raises(DeltacellsError, match="bad.json"):
@@ -283,15 +216,15 @@ def test_bad_corpora_are_refused_with_the_member_named(members, tmp_path):
 
 
 @pytest.mark.parametrize("join", ["outer", "inner"])
-def test_normalized_reads_and_batches_divide_by_each_members_totals(members, join):
+def test_normalized_reads_and_batches_divide_by_each_members_totals(corpus_members, join):
     """normalize_total + log1p of a corpus, as scanpy gives it on each member
     before the concat: each cell divided by its total over all of its
     member's genes, whichever genes the vocabulary or the selection keeps;
     a name no member has reads as zeros with missing="zero"."""
-    corpus = deltacells.Corpus(members, genes="union" if join == "outer" else "intersection")
-    adatas = [deltacells.open(p).to_anndata(dtype="int32") for p in members]
+    corpus = deltacells.Corpus(corpus_members, genes="union" if join == "outer" else "intersection")
+    adatas = [deltacells.open(p).to_anndata(dtype="int32") for p in corpus_members]
     totals = np.concatenate([np.asarray(a.X.sum(axis=1), dtype=np.float64).ravel() for a in adatas])
-    X = aligned(concat(members, join=join), list(corpus.var_names)).astype(np.float64)
+    X = aligned(concat(corpus_members, join=join), list(corpus.var_names)).astype(np.float64)
     # A cell of total 0 stays 0, as scanpy leaves it.
     scaled = np.divide(X, totals[:, None], out=np.zeros_like(X), where=totals[:, None] > 0)
     want_all = np.log1p(scaled * 1e4)

@@ -1,4 +1,4 @@
-"""Tokenized reads against per-cell numpy tokenizers written here: Geneformer
+"""Tokenized reads against per-cell numpy tokenizers (in conftest): Geneformer
 with `np.argsort` (ties by token id), scGPT with
 `np.digitize(x, np.quantile(x, np.linspace(0, 1, n_bins - 1)))`."""
 
@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from conftest import CLS, EOS, PAD, geneformer_numpy, scgpt_numpy
 
 import deltacells
 from deltacells.tokenize import Geneformer, ScGPT
 
 N_GENES = 600
-PAD, CLS, EOS = 0, 1, 2
 
 
 @pytest.fixture(scope="module")
@@ -38,45 +38,6 @@ def data(tmp_path_factory):
     tokens.update({"<pad>": PAD, "<cls>": CLS, "<eos>": EOS})
     medians = {n: float([0.5, 1.0, 1.0, 2.0][g % 4]) for g, n in enumerate(names) if g % 7 != 1}
     return ds, stored, names, tokens, medians, out
-
-
-def geneformer_numpy(X, names, tokens, medians, max_len, special):
-    ids = np.full((X.shape[0], max_len), PAD, np.int32)
-    for i in range(X.shape[0]):
-        row = X.getrow(i)
-        total = row.data.astype(np.float64).sum()
-        keep = [(names[g], c) for g, c in zip(row.indices, row.data)
-                if names[g] in tokens and names[g] in medians]
-        tok = np.array([tokens[k] for k, _ in keep], np.int64)
-        v = np.array([c / total * 10_000 / medians[k] for k, c in keep], np.float64)
-        order = np.lexsort((tok, -v))  # by -v, then token
-        picked = list(tok[order][:max_len - 2 if special else max_len])
-        if special:
-            picked = [CLS] + picked + [EOS]
-        ids[i, :len(picked)] = picked
-    return ids
-
-
-def scgpt_numpy(X, names, tokens, n_bins, max_len, normalize=None, log1p=False):
-    ids = np.full((X.shape[0], max_len), PAD, np.int32)
-    values = np.full((X.shape[0], max_len), -2.0, np.float32)
-    for i in range(X.shape[0]):
-        row = X.getrow(i)
-        total = row.data.astype(np.float64).sum()
-        keep = [(tokens[names[g]], c) for g, c in zip(row.indices, row.data) if names[g] in tokens]
-        ids[i, 0], values[i, 0] = CLS, 0
-        if not keep:
-            continue
-        tok = np.array([t for t, _ in keep])
-        x = np.array([c for _, c in keep], np.float64)
-        if normalize is not None:
-            x = x / total * normalize
-        if log1p:
-            x = np.log1p(x)
-        bins = np.digitize(x, np.quantile(x, np.linspace(0, 1, n_bins - 1)))
-        n = min(len(tok), max_len - 1)
-        ids[i, 1:1 + n], values[i, 1:1 + n] = tok[:n], bins[:n]
-    return ids, values
 
 
 @pytest.mark.parametrize("max_len,special", [(2048, False), (64, True), (30, False), (3, True)])
