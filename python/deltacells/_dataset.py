@@ -13,7 +13,7 @@ import numpy as np
 from . import _deltacells
 from ._batches import Batches
 from ._formats import FORMATS, check_format, convert, dtype_name
-from ._transform import read_transformed
+from ._transform import read_transformed, vocabulary
 from ._tables import (index_column, index_name, pandas_column, range_names, string_index,
                       var_frame)
 from .errors import InputError
@@ -390,7 +390,7 @@ class Dataset:
                 delivered: "Sequence[tuple[int, int]]" = (), cells: Any = None,
                 weights: Any = None, balance: "str | Sequence[str] | None" = None,
                 samples_per_epoch: Optional[int] = None, normalize: Optional[float] = None,
-                log1p: bool = False, tokenizer: Any = None,
+                log1p: bool = False, tokenizer: Any = None, missing: str = "error",
                 next_epoch_ahead: bool = False) -> Batches:
         """One rank's training batches of one epoch, as `Batch(position, cells,
         X, obs)`, decoded ahead on the engine while the caller works (no torch
@@ -404,7 +404,9 @@ class Dataset:
           "random" (a uniform permutation) or "none". The order depends on
           `(seed, epoch)` alone.
         * `genes`: a subset of genes (indices or names), in the order given;
-          columns otherwise follow `var_names`.
+          columns otherwise follow `var_names`. `missing` as in `read`: with
+          "zero", a name the dataset lacks is a column of zeros (a model's
+          fixed gene vocabulary over any dataset).
         * `obs_columns`: obs columns returned with every batch in `Batch.obs`.
         * `format`, `dtype`: as in `read` ("numpy" gives dense rows).
         * `rank`, `world_size`: the epoch's cells are cut into `world_size`
@@ -458,7 +460,8 @@ class Dataset:
             "shuffle": shuffle, "window_tiles": int(window_tiles), "rank": int(rank),
             "world_size": int(world_size), "drop_last": bool(drop_last),
             "prefetch": int(prefetch), "cache_bytes": int(cache_bytes),
-            "genes": self._genes(genes), "dense": format == "numpy",
+            "genes": vocabulary(self, genes, missing), "missing": missing,
+            "dense": format == "numpy",
             "obs_columns": [obs_columns] if isinstance(obs_columns, str) else list(obs_columns),
             "obs_cache_dir": None if obs_cache_dir is None else os.fspath(obs_cache_dir),
             "dtype": dtype_name(dtype),

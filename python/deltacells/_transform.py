@@ -22,7 +22,11 @@ def vocabulary(ds: Any, genes: Any, missing: str) -> Optional[np.ndarray]:
         return ds._genes(genes)
     items = [genes] if isinstance(genes, str) else list(genes)
     if not all(isinstance(g, str) for g in items):
-        return ds._genes(items)
+        out = ds._genes(items)
+        if out.size and out.min() < 0:
+            # -1 marks a missing name below: an index never does.
+            raise InputError(f"gene {out.min()} is negative")
+        return out
     index = ds._once("gene_index", ds._name_index)
     out = np.fromiter((index.get(g, -1) for g in items), dtype=np.int64, count=len(items))
     ambiguous = [g for g, i in zip(items, out) if i == -1 and g in index]

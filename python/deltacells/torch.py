@@ -35,6 +35,7 @@ from ._batches import Batches
 from ._corpus import open_location
 from ._dataset import _INHERITED, SHUFFLES, Dataset
 from ._formats import dtype_name
+from ._transform import MISSING
 from .errors import InputError
 
 _OUTPUTS = ("csr", "dense")
@@ -63,7 +64,9 @@ class CellDataset(torch.utils.data.IterableDataset):
       `window_tiles` tiles: each chunk decodes about once per epoch), "random"
       (a uniform permutation; random access) or "none".
     * `genes`: a subset of genes (indices or names), in the order given;
-      otherwise the columns follow the dataset's `var_names`.
+      otherwise the columns follow the dataset's `var_names`. `missing`:
+      "error" (a name the dataset lacks raises) or "zero" (it is a column of
+      zeros: a model's gene vocabulary over any dataset or corpus).
     * `obs_columns`: obs columns returned with every batch: category codes as
       int64 (`-1` missing; `categories(name)` gives the vocabulary), numbers
       and booleans as tensors (missing numbers as NaN), strings as lists.
@@ -101,7 +104,7 @@ class CellDataset(torch.utils.data.IterableDataset):
                  cells: Any = None, weights: Any = None,
                  balance: "Union[str, Sequence[str], None]" = None,
                  samples_per_epoch: Optional[int] = None, normalize: Optional[float] = None,
-                 log1p: bool = False, tokenizer: Any = None):
+                 log1p: bool = False, tokenizer: Any = None, missing: str = "error"):
         super().__init__()
         if shuffle not in SHUFFLES:
             raise InputError(f"shuffle must be one of {SHUFFLES}, not {shuffle!r}")
@@ -109,6 +112,8 @@ class CellDataset(torch.utils.data.IterableDataset):
             raise InputError(f"output must be one of {_OUTPUTS}, not {output!r}")
         if batch_size < 1:
             raise InputError("batch_size must be at least 1")
+        if missing not in MISSING:
+            raise InputError(f"missing must be one of {MISSING}, not {missing!r}")
         if rank is None and world_size is None:
             self._world: Optional["tuple[int, int]"] = None
         elif rank is None or world_size is None:
@@ -129,6 +134,7 @@ class CellDataset(torch.utils.data.IterableDataset):
         self.window_tiles = int(window_tiles)
         self.seed = int(seed)
         self.genes = None if genes is None else list(genes) if not isinstance(genes, str) else [genes]
+        self.missing = missing
         self.obs_columns = [obs_columns] if isinstance(obs_columns, str) else list(obs_columns)
         self.output = output
         self.dtype = dtype_name(dtype)
@@ -204,7 +210,8 @@ class CellDataset(torch.utils.data.IterableDataset):
             cache_bytes=self.cache_bytes, obs_cache_dir=self.obs_cache_dir,
             delivered=delivered, cells=self.cells, weights=self.weights, balance=self.balance,
             samples_per_epoch=self.samples_per_epoch, normalize=self.normalize,
-            log1p=self.log1p, tokenizer=self.tokenizer, next_epoch_ahead=ahead)
+            log1p=self.log1p, tokenizer=self.tokenizer, missing=self.missing,
+            next_epoch_ahead=ahead)
 
     def _epoch_cells(self) -> int:
         """The cells an epoch serves: the subset's, the draws, or every cell."""

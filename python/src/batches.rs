@@ -25,6 +25,7 @@ use crate::errors::OrRaise;
 use crate::matrix::{Dtype, Handle, Matrix};
 use crate::pool;
 use crate::tokenize::PyTokenizer;
+use crate::transform::vocabulary;
 
 /// A batch iterator of either count type.
 enum Counts {
@@ -257,6 +258,9 @@ pub struct BatchArgs<'py> {
     prefetch: usize,
     cache_bytes: usize,
     genes: Option<Vec<i64>>,
+    /// "zero": a gene of `genes` that is -1 (a name the source lacks) reads
+    /// as a column of zeros; "error": `genes` are all genes of the source.
+    missing: String,
     dense: bool,
     obs_columns: Vec<String>,
     obs_cache_dir: Option<std::path::PathBuf>,
@@ -274,7 +278,7 @@ pub struct BatchArgs<'py> {
 
 /// How many settings [`BatchArgs`] has: a call passing any other is refused,
 /// so a misspelt one is never silently ignored.
-const BATCH_ARGS: usize = 24;
+const BATCH_ARGS: usize = 25;
 
 impl<'py> BatchArgs<'py> {
     /// The settings in `options`, every one present and no other.
@@ -331,7 +335,10 @@ impl<M: Matrix> Handle<M> {
             Ok(other) => other,
             Err(e) => return Err(PyValueError::new_err(e.to_string())),
         };
-        let genes = self.selection(py, args.genes.as_deref())?;
+        let genes = match (args.genes.as_deref(), args.missing.as_str()) {
+            (Some(g), "zero") => Some(vocabulary(self.get(py)?.n_genes(), g).or_raise(py)?),
+            (g, _) => self.selection(py, g)?,
+        };
         let m = self.get(py)?.clone();
         let config = BatchConfig::default()
             .with_batch_size(args.batch_size)

@@ -58,7 +58,7 @@ pub fn read_transformed<'py>(
     };
     let genes = match genes {
         None => None,
-        Some(g) => Some(vocabulary(source.n_genes(), &g).or_raise(py)?),
+        Some(g) => Some(vocabulary(source.n_genes(), &g.as_array().to_vec()).or_raise(py)?),
     };
     let request = Request {
         source: &source,
@@ -154,9 +154,8 @@ impl Request<'_> {
 }
 
 /// Output column `k` is gene `genes[k]` (or zeros where it is -1).
-fn vocabulary(n_genes: u32, genes: &PyReadonlyArray1<'_, i64>) -> Result<GeneSelection> {
+pub(crate) fn vocabulary(n_genes: u32, genes: &[i64]) -> Result<GeneSelection> {
     let mut columns = vec![None; n_genes as usize];
-    let genes = genes.as_array();
     for (k, &g) in genes.iter().enumerate() {
         if g == -1 {
             continue;

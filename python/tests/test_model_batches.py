@@ -70,6 +70,8 @@ def test_weighted_and_balanced_draws_follow_their_probabilities(small):
 
 
 def test_normalized_batches_match_scanpy(small):
+    """Every gene, a selection, and a vocabulary naming genes the dataset
+    lacks (missing="zero": columns of zeros), CSR and dense."""
     import anndata as ad
     import scanpy as sc
 
@@ -79,16 +81,33 @@ def test_normalized_batches_match_scanpy(small):
     stored = ds.read(slice(None), dtype=np.int32)
     names = list(ds.var_names)
     genes = ["G5", "G250", "G17", "G299"]
-    for format, picked in [("csr_matrix", None), ("numpy", genes)]:
-        for b in ds.batches(100, normalize=1e4, log1p=True, format=format, genes=picked):
+    vocabulary = ["NOPE", "G17", "G5", "NOT_A_GENE", "G0"]
+    for format, picked, missing in [("csr_matrix", None, "error"), ("numpy", genes, "error"),
+                                    ("numpy", vocabulary, "zero"),
+                                    ("csr_matrix", vocabulary, "zero")]:
+        for b in ds.batches(100, normalize=1e4, log1p=True, format=format, genes=picked,
+                            missing=missing):
             a = ad.AnnData(stored[b.cells].astype(np.float64))
             sc.pp.normalize_total(a, target_sum=1e4)
             sc.pp.log1p(a)
             want = a.X.toarray()
             if picked is not None:
-                want = want[:, [names.index(g) for g in picked]]
+                want = np.column_stack([want[:, names.index(g)] if g in names
+                                        else np.zeros(len(b.cells)) for g in picked])
             got = b.X if format == "numpy" else b.X.toarray()
+            assert got.shape == want.shape
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    # Counts over a vocabulary, and the names the default refuses.
+    for b in ds.batches(300, genes=vocabulary, missing="zero", dtype=np.int32, shuffle="none"):
+        want = np.column_stack([stored[b.cells][:, [names.index(g)]].toarray().ravel()
+                                if g in names else np.zeros(len(b.cells)) for g in vocabulary])
+        np.testing.assert_array_equal(b.X.toarray(), want)
+    with pytest.raises(InputError, match="NOPE"):
+        ds.batches(genes=vocabulary)
+    with pytest.raises(InputError, match="missing"):
+        ds.batches(genes=vocabulary, missing="skip")
+    with pytest.raises(InputError, match="negative"):
+        ds.batches(genes=[3, -1], missing="zero")
 
 
 def test_tokenized_batches_are_the_tokenized_reads_of_their_cells(small):
@@ -124,8 +143,7 @@ def test_cell_datasets_take_every_setting_through_spawned_workers(small):
     names = list(deltacells.open(path).var_names)
     tokens = {n: g + 3 for g, n in enumerate(names)} | {"<pad>": 0, "<cls>": 1, "<eos>": 2}
     subset = np.flatnonzero((obs["cell_type"] == "B").to_numpy())
-    data = CellDataset(path, batch_size=32, cells=subset,
-                                        tokenizer=ScGPT(tokens, max_len=16))
+    data = CellDataset(path, batch_size=32, cells=subset, tokenizer=ScGPT(tokens, max_len=16))
     loader = torch.utils.data.DataLoader(data, batch_size=None, num_workers=2,
                                          multiprocessing_context="spawn")
     cells = []
@@ -135,11 +153,16 @@ def test_cell_datasets_take_every_setting_through_spawned_workers(small):
         cells += batch["cells"].tolist()
     assert sorted(cells) == subset.tolist()
     assert len(data) == -(-len(subset) // 32)
-    balanced = CellDataset(path, batch_size=50, balance=["cell_type"],
-                                            samples_per_epoch=600, normalize=1e4, log1p=True,
-                                            output="dense")
-    rows = [b["X"] for b in balanced]
+    balanced = CellDataset(path, batch_size=50, balance=["cell_type"], samples_per_epoch=600,
+                           normalize=1e4, log1p=True, output="dense", genes=["G3", "NOPE", "G1"],
+                           missing="zero")
+    loader = torch.utils.data.DataLoader(balanced, batch_size=None, num_workers=2,
+                                         multiprocessing_context="spawn")
+    rows = [b["X"] for b in loader]
     assert sum(r.shape[0] for r in rows) == 600 and rows[0].dtype == torch.float32
+    assert all(r.shape[1] == 3 and not r[:, 1].any() for r in rows)
+    with pytest.raises(InputError, match="missing"):
+        CellDataset(path, genes=["G3"], missing="skip")
 
 
 def test_bad_sampling_settings_are_refused_before_any_batch(small):
