@@ -18,10 +18,10 @@ def vocabulary(ds: Any, genes: Any, missing: str) -> Optional[np.ndarray]:
     a column of zeros), from indices or names."""
     if missing not in MISSING:
         raise InputError(f"missing must be one of {MISSING}, not {missing!r}")
-    if missing == "error" or genes is None or isinstance(genes, slice):
+    if genes is None or isinstance(genes, slice):
         return ds._genes(genes)
-    items = [genes] if isinstance(genes, str) else list(genes)
-    if not all(isinstance(g, str) for g in items):
+    items = [genes] if isinstance(genes, (str, int, np.integer)) else list(genes)
+    if missing == "error" or not all(isinstance(g, str) for g in items):
         out = ds._genes(items)
         if out.size and out.min() < 0:
             # -1 marks a missing name below: an index never does.

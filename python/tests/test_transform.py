@@ -87,3 +87,7 @@ def test_bad_requests_raise(small):
         ds.read(normalize=-1.0)
     with pytest.raises(InputError, match="twice"):
         ds.read(genes=["G1", "G1"], missing="zero")
+    # A negative index is refused, never taken for a missing name's zeros.
+    for missing in ["error", "zero"]:
+        with pytest.raises(InputError, match="negative"):
+            ds.read(genes=[2, -1], normalize=1e4, missing=missing)
