@@ -37,6 +37,9 @@ def test_a_subset_from_an_obs_query_serves_its_cells_once_on_every_rank(small):
             assert sorted(got.tolist()) == want.tolist()
             for b in batches:
                 assert (b.X != ds.read(b.cells)).nnz == 0
+    # An empty subset has no batches on any rank (not an empty batch each).
+    for rank in range(2):
+        assert list(ds.batches(64, cells=[], rank=rank, world_size=2)) == []
 
 
 def test_weighted_and_balanced_draws_follow_their_probabilities(small):

@@ -196,6 +196,13 @@ def test_two_ranks_with_two_workers_resume_on_three_ranks_with_one_worker(small)
     check_rows(taken + rest, dense)
     every = [c for b in cells_of(taken + rest) for c in b]
     assert sorted(every) == list(range(1000))
+    # A state taken once the epoch was all delivered resumes to nothing on
+    # another shape (not an empty batch on each rank).
+    finished = ds.state_dict(consumed=lengths[-1], num_workers=1)
+    for rank in range(2):
+        again = CellDataset(path, batch_size=40, rank=rank, world_size=2)
+        again.load_state_dict(finished)
+        assert list(again) == []
 
 
 def test_resumes_compose_and_one_of_the_same_shape_goes_on_exactly(small):

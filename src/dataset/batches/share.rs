@@ -7,7 +7,8 @@
 //! cell appears exactly once per epoch, batches hold `batch_size` cells except
 //! each rank's last, which is smaller (when a rank's share is a multiple of
 //! `batch_size` but another rank's is one longer, the rank's last two batches
-//! hold `batch_size - 1` and 1 cells so the counts stay equal).
+//! hold `batch_size - 1` and 1 cells so the counts stay equal). An epoch of
+//! no cells has no batches on any rank.
 
 use std::ops::Range;
 
@@ -54,8 +55,11 @@ impl RankShare {
         let (base, extra) = (n / ws, n % ws);
         let len = base + u64::from(rank < extra);
         let max_len = base + u64::from(extra > 0);
-        let count = max_len.div_ceil(b).max(1);
-        let last = len.saturating_sub((count - 1) * b);
+        // An epoch of no cells (an empty subset, a resumed epoch already
+        // delivered) has no batches; one of fewer cells than ranks gives
+        // some ranks an empty batch, so that every rank takes as many steps.
+        let count = max_len.div_ceil(b);
+        let last = len.saturating_sub(count.saturating_sub(1) * b);
         let split_tail = count >= 2 && last == 0 && b >= 2;
         RankShare {
             start: rank * base + rank.min(extra),
@@ -162,6 +166,7 @@ mod tests {
                         .flatten()
                         .all(|r| r.end - r.start == b as u64));
                     assert!(dropped.windows(2).all(|w| w[0].len() == w[1].len()));
+                    assert_eq!(counts[0] == 0, n == 0, "n={n} ws={ws} b={b}");
                 }
             }
         }
