@@ -37,6 +37,9 @@ def test_a_subset_from_an_obs_query_serves_its_cells_once_on_every_rank(small):
             assert sorted(got.tolist()) == want.tolist()
             for b in batches:
                 assert (b.X != ds.read(b.cells)).nnz == 0
+    # More batches asked ahead than there are is no more than all of them.
+    ahead = [b.cells.tolist() for b in ds.batches(64, cells=want, prefetch=2**60)]
+    assert ahead == [b.cells.tolist() for b in ds.batches(64, cells=want)]
     # An empty subset has no batches on any rank (not an empty batch each).
     for rank in range(2):
         assert list(ds.batches(64, cells=[], rank=rank, world_size=2)) == []

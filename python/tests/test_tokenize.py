@@ -116,6 +116,13 @@ def test_bad_input_is_refused_before_any_read(data, tmp_path):
         Geneformer(tokens, medians, max_len=0)
     with pytest.raises(errors, match="n_bins"):
         ScGPT(tokens, n_bins=1)
+    with pytest.raises(errors, match="n_bins"):
+        ScGPT(tokens, n_bins=2**40)
+    # Rows past any memory are an error, not an abort of the process.
+    huge = Geneformer(tokens, medians, max_len=2**62)
+    for cells in [[0], [0, 1]]:
+        with pytest.raises(errors, match="memory"):
+            ds.read(cells, tokenizer=huge)
     with pytest.raises(errors, match="at least 2"):
         ScGPT(tokens, max_len=1)
     with pytest.raises(errors, match="<cls>"):

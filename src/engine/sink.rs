@@ -253,6 +253,20 @@ pub(crate) fn split_off<'o, T>(rest: &mut &'o mut [T], len: usize) -> &'o mut [T
     head
 }
 
+/// Grows `buf` to `len` entries of `fill` (never shrinks it); false where
+/// the allocator refuses the memory. For outputs whose size the caller
+/// chooses (dense rows, token rows): a request far past the machine's
+/// memory is then an error, not an abort of the process.
+pub(crate) fn grow<T: Copy>(buf: &mut Vec<T>, len: usize, fill: T) -> bool {
+    if buf.len() < len {
+        if buf.try_reserve_exact(len - buf.len()).is_err() {
+            return false;
+        }
+        buf.resize(len, fill);
+    }
+    true
+}
+
 /// Makes `v` hold `n` elements, of which the first `keep` are kept and the
 /// rest are about to be overwritten. A buffer with room is reused without
 /// moving its contents; an empty one without room is replaced by a new one
@@ -449,14 +463,16 @@ impl<V: DecodedCount> Sink for Dense<V> {
     /// What the buffer holds past the rows is never read.
     fn extend(&mut self, rows: &AddedRows<'_>) -> Result<()> {
         let n_rows = self.n_rows + rows.len();
-        let len = n_rows.checked_mul(self.n_cols).ok_or_else(|| {
+        let too_many = || {
             Error::Input(format!(
-                "{n_rows} dense rows of {} columns overflow memory",
+                "{n_rows} dense rows of {} columns do not fit in memory: read fewer cells or \
+                 genes at a time",
                 self.n_cols
             ))
-        })?;
-        if self.data.len() < len {
-            self.data.resize(len, V::default());
+        };
+        let len = n_rows.checked_mul(self.n_cols).ok_or_else(too_many)?;
+        if !grow(&mut self.data, len, V::default()) {
+            return Err(too_many());
         }
         self.n_rows = n_rows;
         Ok(())

@@ -37,6 +37,12 @@ use crate::error::{Error, Result};
 use crate::kernels::reference::rows::splitmix;
 use crate::kernels::rows::{RowKernels, MEMO_SLOTS, TALLY_SLOTS};
 
+/// The most bins scGPT values take. Each cell computes `n_bins - 1` edges
+/// (8 bytes each): 65,536 bins keep that to half a megabyte a cell, far past
+/// any model's (scGPT's default is 51), where a mistyped count of billions
+/// would exhaust the machine's memory one cell at a time.
+pub const MAX_BINS: usize = 1 << 16;
+
 /// scGPT's settings: tokens by gene key, bins, row length, the value
 /// transform and the sampling seed.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,11 +93,11 @@ impl ScGpt {
         })
     }
 
-    /// `n_bins` bins (at least 2).
+    /// `n_bins` bins (at least 2, at most [`MAX_BINS`]).
     pub fn with_n_bins(mut self, n_bins: usize) -> Result<ScGpt> {
-        if n_bins < 2 {
+        if !(2..=MAX_BINS).contains(&n_bins) {
             return Err(Error::Input(format!(
-                "scGPT n_bins must be at least 2, not {n_bins}"
+                "scGPT n_bins must be at least 2 and at most {MAX_BINS}, not {n_bins}"
             )));
         }
         self.n_bins = n_bins;

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use super::geneformer::RankScratch;
 use super::scgpt::BinScratch;
 use super::{Columns, TokenColumns};
-use crate::engine::{best_row_kernels, split_off};
+use crate::engine::{best_row_kernels, grow, split_off};
 use crate::engine::{AddedRows, Sink, SinkPart};
 use crate::error::{Error, Result};
 use crate::kernels::rows::stream_part;
@@ -166,12 +166,20 @@ impl<'t> Sink for TokenSink<'t> {
                 self.cells.len()
             )));
         }
+        let max_len = self.rows.max_len;
+        let too_many = || {
+            Error::Input(format!(
+                "{n_rows} rows of {max_len} tokens do not fit in memory: read fewer cells at a \
+                 time, or ask for a shorter max_len"
+            ))
+        };
         // Grown only: the rows' entries are all written by `write_row`.
-        let len = n_rows * self.rows.max_len;
-        grow(&mut self.rows.input_ids, len, 0);
-        grow(&mut self.rows.attention_mask, len, 0);
-        if let Some(v) = &mut self.rows.values {
-            grow(v, len, 0.0);
+        let len = n_rows.checked_mul(max_len).ok_or_else(too_many)?;
+        let grown = grow(&mut self.rows.input_ids, len, 0)
+            && grow(&mut self.rows.attention_mask, len, 0)
+            && self.rows.values.as_mut().is_none_or(|v| grow(v, len, 0.0));
+        if !grown {
+            return Err(too_many());
         }
         self.rows.unsettled = Some(n_rows);
         Ok(())
@@ -205,12 +213,6 @@ impl<'t> Sink for TokenSink<'t> {
 }
 
 /// Makes `buf` at least `len` long, filling what it adds with `fill`.
-fn grow<T: Copy>(buf: &mut Vec<T>, len: usize, fill: T) {
-    if buf.len() < len {
-        buf.resize(len, fill);
-    }
-}
-
 /// Consecutive rows of a [`TokenSink`].
 pub struct TokenPart<'p> {
     columns: &'p TokenColumns,

@@ -24,7 +24,8 @@ impl<T: Send + 'static> Prefetch<T> {
         depth: usize,
         mut produce: impl FnMut(usize) -> Result<T> + Send + 'static,
     ) -> Result<Prefetch<T>> {
-        let (tx, rx) = sync_channel(depth);
+        // Never more slots than results: the channel allocates them all.
+        let (tx, rx) = sync_channel(depth.min(count));
         let thread = std::thread::Builder::new()
             .name("deltacells-prefetch".into())
             .spawn(move || {
