@@ -173,6 +173,9 @@ def test_errors_are_typed_exceptions(small, tmp_path):
         ds.read([0], dtype="float64")
     with pytest.raises(deltacells.InputError, match="no obs column"):
         ds.read_obs(["nope"])
+    # A mistyped thread count is refused before any thread starts.
+    with pytest.raises(deltacells.DeltacellsError, match="at most"):
+        deltacells.open(path, threads=10**6)
     # A damaged tile is a FormatError naming the tile; the process survives.
     bad = tmp_path / "bad"
     shutil.copytree(path, bad)

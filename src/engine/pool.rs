@@ -12,11 +12,18 @@ use crate::error::{Error, Result};
 use crate::kernels::rows::RowKernels;
 use crate::kernels::{Backend, KernelTable};
 
+/// The most worker threads an engine starts. Far past any machine's cores
+/// (a pool larger than its cores only takes turns on them), it turns a
+/// mistyped count into an error where starting a million threads would
+/// stall the process.
+pub const MAX_THREADS: usize = 4096;
+
 /// How to build an [`Engine`].
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct EngineConfig {
-    /// Worker threads (default: the available parallelism).
+    /// Worker threads (default: the available parallelism; at most
+    /// [`MAX_THREADS`]).
     pub threads: usize,
     /// Pin worker `i` to core `i mod cores` (default: on).
     pub pin: bool,
@@ -59,6 +66,11 @@ impl Engine {
             None => Backend::active()?,
         };
         let threads = config.threads.max(1);
+        if threads > MAX_THREADS {
+            return Err(Error::Config(format!(
+                "an engine starts at most {MAX_THREADS} decode threads, not {threads}"
+            )));
+        }
         let cores = if config.pin {
             core_affinity::get_core_ids().unwrap_or_default()
         } else {
@@ -132,3 +144,18 @@ crate::setters!(EngineConfig {
     /// Sets [`EngineConfig::backend`].
     with_backend: backend: Option<Backend>,
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_count_past_the_bound_is_refused_before_any_starts() {
+        let config = EngineConfig::default().with_pin(false);
+        let err = Engine::new(config.clone().with_threads(MAX_THREADS + 1))
+            .err()
+            .expect("refused");
+        assert!(matches!(err, Error::Config(_)), "{err}");
+        assert_eq!(Engine::new(config.with_threads(3)).unwrap().threads(), 3);
+    }
+}
