@@ -38,9 +38,9 @@ use crate::kernels::reference::rows::splitmix;
 use crate::kernels::rows::{RowKernels, MEMO_SLOTS, TALLY_SLOTS};
 
 /// The most bins scGPT values take. Each cell computes `n_bins - 1` edges
-/// (8 bytes each): 65,536 bins keep that to half a megabyte a cell, far past
-/// any model's (scGPT's default is 51), where a mistyped count of billions
-/// would exhaust the machine's memory one cell at a time.
+/// (8 bytes each): 65,536 bins keep that to half a megabyte, far past any
+/// model's (scGPT's default is 51), where a mistyped count in the billions
+/// would ask for gigabytes of edges.
 pub const MAX_BINS: usize = 1 << 16;
 
 /// scGPT's settings: tokens by gene key, bins, row length, the value
