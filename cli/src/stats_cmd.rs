@@ -41,8 +41,7 @@ pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
                 own.as_deref().unwrap_or("its members' var names")
             )));
         }
-        let key = own.unwrap_or_else(|| "gene".into());
-        ((key, corpus.var_names().to_vec()), corpus.gene_stats()?)
+        (corpus.gene_keys(), corpus.gene_stats()?)
     } else {
         let ds = open(&args.dir, backend, args.threads)?;
         (gene_keys(&ds, args.gene_key.as_deref())?, ds.gene_stats()?)

@@ -36,13 +36,7 @@ pub fn gene_stats<'py>(
             let (key, keys) = gene_keys(&ds, gene_key.as_deref())?;
             let stats = match parts {
                 None => ds.gene_stats()?,
-                Some(parts) => {
-                    let mut all = GeneStats::new(ds.n_genes());
-                    for p in &parts {
-                        all.merge(&GeneStats::from_bytes(p)?)?;
-                    }
-                    all
-                }
+                Some(parts) => merged(ds.n_genes(), &parts)?,
             };
             Ok::<_, deltacells::Error>((key, keys, stats.table()))
         })
@@ -64,6 +58,16 @@ pub fn gene_stats_part<'py>(
         .detach(|| ds.gene_stats_of(start..stop).map(|s| s.to_bytes()))
         .or_raise(py)?;
     Ok(PyBytes::new(py, &bytes))
+}
+
+/// The statistics of `n_genes` genes merged from `parts` (from
+/// [`gene_stats_part`]), exactly as one pass over their cells.
+fn merged(n_genes: u32, parts: &[Vec<u8>]) -> deltacells::Result<GeneStats> {
+    let mut all = GeneStats::new(n_genes);
+    for p in parts {
+        all.merge(&GeneStats::from_bytes(p)?)?;
+    }
+    Ok(all)
 }
 
 /// The statistics' columns as numpy arrays, in file order.
@@ -110,23 +114,13 @@ pub fn corpus_gene_stats<'py>(
                     let members = parts
                         .iter()
                         .zip(corpus.members())
-                        .map(|(shares, member)| {
-                            let mut own = GeneStats::new(member.dataset().n_genes());
-                            for p in shares {
-                                own.merge(&GeneStats::from_bytes(p)?)?;
-                            }
-                            Ok(own)
-                        })
+                        .map(|(shares, member)| merged(member.dataset().n_genes(), shares))
                         .collect::<deltacells::Result<Vec<_>>>()?;
                     corpus.gene_stats_from(&members)?
                 }
             };
-            let key = corpus
-                .spec()
-                .gene_key
-                .clone()
-                .unwrap_or_else(|| "gene".into());
-            Ok::<_, deltacells::Error>((key, corpus.var_names().to_vec(), stats.table()))
+            let (key, keys) = corpus.gene_keys();
+            Ok::<_, deltacells::Error>((key, keys, stats.table()))
         })
         .or_raise(py)?;
     Ok((key, keys, columns(py, table)))

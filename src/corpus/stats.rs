@@ -2,7 +2,7 @@
 //! over its own genes, placed in the vocabulary's columns and merged.
 
 use super::Corpus;
-use crate::dataset::gene_stats::GeneStats;
+use crate::dataset::gene_stats::{GeneStats, VAR_NAMES_KEY};
 use crate::error::{Error, Result};
 
 impl Corpus {
@@ -25,6 +25,14 @@ impl Corpus {
             })
             .collect::<Result<Vec<_>>>()?;
         self.gene_stats_from(&own)
+    }
+
+    /// The gene key column of the corpus's statistics: its name (the
+    /// corpus's gene key, else [`VAR_NAMES_KEY`], as for a dataset's var
+    /// names) and the vocabulary, in column order.
+    pub fn gene_keys(&self) -> (String, Vec<String>) {
+        let key = self.spec().gene_key.as_deref().unwrap_or(VAR_NAMES_KEY);
+        (key.to_string(), self.var_names().to_vec())
     }
 
     /// [`Corpus::gene_stats`] from each member's statistics over its own

@@ -59,7 +59,7 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 
 pub use accumulate::{normalized, MEDIAN_RELATIVE_ERROR, TARGET_SUM};
-pub use table::{gene_keys, GeneTable};
+pub use table::{gene_keys, GeneTable, VAR_NAMES_KEY};
 
 use accumulate::{add_rows, balanced_blocks, row_totals, sketch_config, GeneAcc, FIXED_ONE};
 

@@ -134,15 +134,18 @@ fn pandas_column(name: &str, pandas_type: &str, numpy_type: &str) -> serde_json:
            "numpy_type": numpy_type, "metadata": null})
 }
 
+/// The name of the gene key column of statistics keyed by var names.
+pub const VAR_NAMES_KEY: &str = "gene";
+
 /// The gene key column of a dataset's statistics, in column order: its name
 /// and values. With `key`, that `var.parquet` column; else the var names
 /// (`var_names.txt`, or "0", "1", ... when the dataset has none) in a column
-/// named `gene`.
+/// named [`VAR_NAMES_KEY`].
 pub fn gene_keys(ds: &Dataset, key: Option<&str>) -> Result<(String, Vec<String>)> {
     match key {
         Some(k) => Ok((k.to_string(), dataset_keys(ds, Some(k), "dataset")?)),
         None => Ok((
-            "gene".to_string(),
+            VAR_NAMES_KEY.to_string(),
             match ds.var_names() {
                 Some(names) => names.to_vec(),
                 None => (0..ds.n_genes()).map(|g| g.to_string()).collect(),
