@@ -16,7 +16,10 @@
 //! order where they lie.
 //!
 //! A batch that straddles two windows is started with the first and
-//! appended to with the second.
+//! appended to with the second. Only CSR batches over a gene selection (or
+//! a mapping that drops genes) are not built this way: their row lengths
+//! are only known after decoding (those batches are cut from
+//! [`super::window`]).
 //!
 //! Where a window's rows do not fit the iterator's bound, its batches are
 //! built a share at a time ([`Pending::share`] of them a read, as many as
@@ -24,10 +27,7 @@
 //! about all of the window's, so the bound trades decode time for memory
 //! in proportion (two shares, about twice the decode) rather than falling
 //! back to batches read one by one through a chunk cache, which decodes
-//! each chunk for nearly every batch once the cache is short. Only CSR batches over a gene selection (or
-//! a mapping that drops genes) are not built this way: their row lengths
-//! are only known after decoding (those batches are cut from
-//! [`super::window`]).
+//! each chunk for nearly every batch once the cache is short.
 
 use std::collections::BTreeMap;
 
