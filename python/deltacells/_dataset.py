@@ -30,6 +30,26 @@ SHUFFLES = ("block", "none", "random")
 _ANNDATA_FORMATS = ("csr_matrix", "csr_array", "numpy")
 
 
+def unsigned(name: str, value: Any, least: int = 0) -> int:
+    """`value` as an int in `least..2**64`, the range the engine's setting
+    holds, else an `InputError` naming the setting."""
+    v = int(value)
+    if not least <= v < 2**64:
+        raise InputError(f"{name} must be an integer in {least}..2**64, not {value!r}")
+    return v
+
+
+def from_end(ids: np.ndarray, n: int, what: str) -> np.ndarray:
+    """Integer ids as int64 within `0..n`, a negative one counted from the end
+    as numpy counts it (`-1` the last); one outside `-n..n` raises."""
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < -n or hi >= n:
+        raise InputError(f"{what} {lo if lo < -n else hi} is outside 0..{n} "
+                         f"(or -{n}..-1, counted from the end)")
+    out = np.ascontiguousarray(ids, dtype=np.int64)
+    return np.where(out < 0, out + n, out) if lo < 0 else out
+
+
 class Dataset:
     """An open deltacells dataset, named as scverse names an AnnData's parts.
 
@@ -248,12 +268,13 @@ class Dataset:
         if isinstance(cells, range):
             if cells.step == 1 and 0 <= cells.start <= cells.stop <= n:
                 return (cells.start, cells.stop), None
-            return None, np.asarray(cells, dtype=np.int64)
+            if len(cells) == 0:
+                return None, np.zeros(0, dtype=np.int64)
+            # The ends are checked before any id is made.
+            from_end(np.array([min(cells), max(cells)], dtype=object), n, "cell")
+            return None, from_end(np.asarray(cells, dtype=np.int64), n, "cell")
         if isinstance(cells, (int, np.integer)):
-            c = int(cells)
-            if c < 0:
-                c += n
-            return None, np.array([c], dtype=np.int64)
+            return None, from_end(np.array([int(cells)], dtype=object), n, "cell")
         a = np.asarray(cells)
         if a.dtype == np.bool_:
             if a.shape != (n,):
@@ -263,7 +284,7 @@ class Dataset:
             return None, np.zeros(0, dtype=np.int64)
         if not np.issubdtype(a.dtype, np.integer) or a.ndim != 1:
             raise InputError("cells must be an int, a slice, a range or a 1-D array of ints")
-        return None, np.ascontiguousarray(a, dtype=np.int64)
+        return None, from_end(a, n, "cell")
 
     def _cell_ids(self, cells: Any) -> np.ndarray:
         """A selection of cells as int64 ids."""
@@ -280,6 +301,10 @@ class Dataset:
             return np.arange(self.n_vars, dtype=np.int64)[genes]
         if isinstance(genes, (str, int, np.integer)):
             genes = [genes]
+        if isinstance(genes, np.ndarray) and genes.dtype == np.bool_:
+            if genes.shape != (self.n_vars,):
+                raise InputError(f"a boolean gene mask needs {self.n_vars} entries, not {genes.shape}")
+            return np.flatnonzero(genes).astype(np.int64)
         items = list(genes)
         if items and all(isinstance(g, str) for g in items):
             index = self._once("gene_index", self._name_index)
@@ -293,9 +318,14 @@ class Dataset:
                 out.append(i)
             return np.asarray(out, dtype=np.int64)
         a = np.asarray(items)
-        if a.size and not np.issubdtype(a.dtype, np.integer):
-            raise InputError("genes must be gene indices or gene names")
-        return a.astype(np.int64).reshape(-1)
+        if a.dtype == np.bool_:
+            # A list of booleans, as from `var["highly_variable"].tolist()`.
+            return self._genes(a)
+        if a.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if not np.issubdtype(a.dtype, np.integer) or a.ndim != 1:
+            raise InputError("genes must be gene indices, gene names or a boolean mask")
+        return from_end(a, self.n_vars, "gene")
 
     def _name_index(self) -> dict:
         """Column of each gene name; -1 for a name that appears twice."""
@@ -311,7 +341,9 @@ class Dataset:
              log1p: bool = False, tokenizer: Any = None) -> Any:
         """Rows of `cells` (ids in any order, duplicates allowed, a slice, a
         range or a boolean mask; order kept), keeping only `genes` (indices or
-        names, in the order given) when given. Columns follow `var_names`.
+        names, in the order given, or a boolean mask of `n_vars`) when given.
+        Columns follow `var_names`. Negative ids and indices count from the
+        end, as numpy's do (`-1` is the last cell or gene).
 
         `missing`: "error" (a name the dataset lacks raises) or "zero" (it
         reads as a column of zeros: a fixed gene vocabulary over any dataset).
@@ -403,7 +435,8 @@ class Dataset:
           `window_tiles` tiles: each chunk decodes about once per epoch),
           "random" (a uniform permutation) or "none". The order depends on
           `(seed, epoch)` alone.
-        * `genes`: a subset of genes (indices or names), in the order given;
+        * `genes`: a subset of genes (indices, names or a boolean mask, as
+          in `read`), in the order given;
           columns otherwise follow `var_names`. `missing` as in `read`: with
           "zero", a name the dataset lacks is a column of zeros (a model's
           fixed gene vocabulary over any dataset).
@@ -423,15 +456,17 @@ class Dataset:
           pairs: the ranks share the rest of the epoch, in its order, as they
           would a whole epoch (how `CellDataset` resumes an epoch with
           another world size or worker count).
-        * `cells`: serve only these cells (ids, or a boolean mask of
-          `n_obs`, as from a pandas query on `obs`), each once per epoch;
+        * `cells`: serve only these cells (ids, negative ones counted from
+          the end, or a boolean mask of `n_obs`, as from a pandas query on
+          `obs`), each once per epoch;
           block shuffle keeps its locality inside the subset.
         * `weights` (one per cell, finite, >= 0, not all 0) or `balance` (one
           or more categorical obs columns: each combination of their values
           present is a class, drawn equally often): draws with replacement,
           each cell with probability exactly its weight over the total;
           `samples_per_epoch` draws in all (every rank together; default:
-          the cells of the subset, or of the dataset). Under block shuffle
+          the cells of the subset, or of the dataset; given without weights
+          or balance, uniform draws with replacement). Under block shuffle
           the draws are split over tiles by one multinomial draw and served
           a window at a time (locality, the same marginals); under "random"
           each draw is independent (random access).
@@ -456,10 +491,12 @@ class Dataset:
         if not 0 <= rank < world_size:
             raise InputError(f"rank {rank} is outside 0..{world_size}")
         options = {
-            "batch_size": int(batch_size), "seed": int(seed), "epoch": int(epoch),
-            "shuffle": shuffle, "window_tiles": int(window_tiles), "rank": int(rank),
+            "batch_size": int(batch_size), "seed": unsigned("seed", seed),
+            "epoch": unsigned("epoch", epoch), "shuffle": shuffle,
+            "window_tiles": unsigned("window_tiles", window_tiles, least=1), "rank": int(rank),
             "world_size": int(world_size), "drop_last": bool(drop_last),
-            "prefetch": int(prefetch), "cache_bytes": int(cache_bytes),
+            "prefetch": unsigned("prefetch", prefetch),
+            "cache_bytes": unsigned("cache_bytes", cache_bytes),
             "genes": vocabulary(self, genes, missing), "missing": missing,
             "dense": format == "numpy",
             "obs_columns": [obs_columns] if isinstance(obs_columns, str) else list(obs_columns),
@@ -484,10 +521,7 @@ class Dataset:
         of `batches`, checked, with `epoch_cells`: the cells an epoch serves."""
         subset = None
         if cells is not None:
-            ids = self._cell_ids(cells)
-            if ids.size and ids.min() < 0:
-                raise InputError("cell ids of a subset must not be negative")
-            subset = np.unique(ids).astype(np.uint64)
+            subset = np.unique(self._cell_ids(cells)).astype(np.uint64)
         w = None
         if weights is not None:
             w = np.ascontiguousarray(weights, dtype=np.float64)

@@ -22,11 +22,9 @@ def vocabulary(ds: Any, genes: Any, missing: str) -> Optional[np.ndarray]:
         return ds._genes(genes)
     items = [genes] if isinstance(genes, (str, int, np.integer)) else list(genes)
     if missing == "error" or not all(isinstance(g, str) for g in items):
-        out = ds._genes(items)
-        if out.size and out.min() < 0:
-            # -1 marks a missing name below: an index never does.
-            raise InputError(f"gene {out.min()} is negative")
-        return out
+        # Indices come back within 0..n_vars (a negative one counted from the
+        # end): never the -1 that marks a missing name below.
+        return ds._genes(items)
     index = ds._once("gene_index", ds._name_index)
     out = np.fromiter((index.get(g, -1) for g in items), dtype=np.int64, count=len(items))
     ambiguous = [g for g, i in zip(items, out) if i == -1 and g in index]

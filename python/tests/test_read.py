@@ -100,6 +100,23 @@ def test_selections_keep_order_and_select_genes(small):
     by_index = ds[[9, 2, 9], [4, 0, 250]]
     assert (by_name != Xo[[9, 2, 9]][:, [4, 0, 250]]).nnz == 0
     assert (by_index != by_name).nnz == 0
+    # Negative ids and indices count from the end, as numpy's do, in every
+    # form a selection takes; a boolean gene mask selects in column order.
+    assert (ds[[-1, 0, -1000]] != Xo[[999, 0, 0]]).nnz == 0
+    assert (ds[range(-3, 0)] != Xo[997:1000]).nnz == 0
+    assert (ds[-2, [-1, 3]] != Xo[[998]][:, [299, 3]]).nnz == 0
+    assert (ds.read_obs(["score"], cells=[-1]).to_numpy() == ds.read_obs(["score"], cells=[999]).to_numpy()).all()
+    hvg = np.zeros(300, dtype=bool)
+    hvg[[250, 4]] = True
+    assert (ds.read([5], genes=hvg) != Xo[[5]][:, [4, 250]]).nnz == 0
+    assert (ds.read([5], genes=hvg.tolist()) != Xo[[5]][:, [4, 250]]).nnz == 0
+    for bad in ([1000], [-1001], range(-1001, 0), np.array([2**63], dtype=np.uint64)):
+        with pytest.raises(deltacells.InputError, match="outside"):
+            ds.read(bad)
+    with pytest.raises(deltacells.InputError, match="outside"):
+        ds.read([0], genes=[-301])
+    with pytest.raises(deltacells.InputError, match="boolean gene mask"):
+        ds.read([0], genes=hvg[:10])
     dense = ds.read([1, 0], genes=[4, 0], format="numpy", dtype="int32")
     np.testing.assert_array_equal(dense, Xo[[1, 0]][:, [4, 0]].toarray())
     t = ds.read([1, 0, 5], format="torch")
@@ -165,8 +182,8 @@ def test_errors_are_typed_exceptions(small, tmp_path):
     ds = deltacells.open(path)
     with pytest.raises(deltacells.InputError, match="outside"):
         ds.read([1000])
-    with pytest.raises(ValueError):
-        ds.read([-5])
+    with pytest.raises(deltacells.InputError, match="outside"):
+        ds.read([-1001])
     with pytest.raises(deltacells.InputError, match="no gene named"):
         ds.read([0], genes=["nope"])
     with pytest.raises(deltacells.InputError):
