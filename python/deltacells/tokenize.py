@@ -19,21 +19,46 @@ floating-point operations, how ties and sampling go) are those of the
 library's `deltacells::tokenize` module, documented there.
 """
 
+import operator
 import os
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 from . import _deltacells
+from ._dataset import unsigned
+from .errors import InputError
 
 __all__ = ["Geneformer", "ScGPT", "Tokenizer"]
 
 _Map = Union[Mapping[str, Any], str, "os.PathLike[str]"]
 
 
-def _mapping(m: _Map) -> Any:
-    """A path as text, or the mapping as a dict (what the extension takes)."""
+def _mapping(m: _Map, what: str, value: Callable[[Any], Any]) -> Any:
+    """A path as text, or the mapping as a dict of gene keys (strings) to
+    `value(v)` (what the extension takes); a key or value of another kind
+    raises an `InputError` naming the gene."""
     if isinstance(m, (str, os.PathLike)):
         return os.fspath(m)
-    return dict(m)
+    out = {}
+    for k, v in dict(m).items():
+        if not isinstance(k, str):
+            raise InputError(f"{what}: gene keys are strings, not {k!r}")
+        try:
+            out[k] = value(v)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{what} of gene {k!r}: {v!r} is not {value.__doc__}") from e
+    return out
+
+
+def _token(v: Any) -> int:
+    """an integer token id"""
+    return operator.index(v)
+
+
+def _median(v: Any) -> float:
+    """a number"""
+    if isinstance(v, (str, bytes)):
+        raise TypeError(v)
+    return float(v)
 
 
 class Tokenizer:
@@ -69,7 +94,8 @@ class Geneformer(Tokenizer):
 
     def __init__(self, tokens: _Map, medians: _Map, max_len: int = 2048,
                  special_tokens: bool = False, gene_key: Optional[str] = None) -> None:
-        self._make(_mapping(tokens), _mapping(medians), max_len, special_tokens, gene_key)
+        self._make(_mapping(tokens, "tokens", _token), _mapping(medians, "medians", _median),
+                   unsigned("max_len", max_len), bool(special_tokens), gene_key)
 
     def _make(self, *args: Any) -> None:
         self._t = _deltacells.Tokenizer.geneformer(*args)
@@ -90,8 +116,10 @@ class ScGPT(Tokenizer):
     def __init__(self, tokens: _Map, n_bins: int = 51, max_len: int = 1200, log1p: bool = False,
                  normalize: Optional[float] = None, gene_key: Optional[str] = None,
                  seed: int = 0, epoch: int = 0) -> None:
-        self._make(_mapping(tokens), n_bins, max_len, log1p,
-                   None if normalize is None else float(normalize), gene_key, seed, epoch)
+        self._make(_mapping(tokens, "tokens", _token), unsigned("n_bins", n_bins),
+                   unsigned("max_len", max_len), bool(log1p),
+                   None if normalize is None else float(normalize), gene_key,
+                   unsigned("seed", seed), unsigned("epoch", epoch))
 
     def _make(self, *args: Any) -> None:
         self._t = _deltacells.Tokenizer.scgpt(*args)

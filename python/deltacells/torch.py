@@ -33,7 +33,7 @@ import torch.utils.data
 from . import _deltacells
 from ._batches import Batches
 from ._corpus import open_location
-from ._dataset import _INHERITED, SHUFFLES, Dataset
+from ._dataset import _INHERITED, SHUFFLES, Dataset, unsigned
 from ._formats import dtype_name
 from ._transform import MISSING
 from .errors import InputError
@@ -131,17 +131,17 @@ class CellDataset(torch.utils.data.IterableDataset):
         self._given_pid = os.getpid()
         self.batch_size = int(batch_size)
         self.shuffle = shuffle
-        self.window_tiles = int(window_tiles)
-        self.seed = int(seed)
+        self.window_tiles = unsigned("window_tiles", window_tiles, least=1)
+        self.seed = unsigned("seed", seed)
         self.genes = None if genes is None else list(genes) if not isinstance(genes, str) else [genes]
         self.missing = missing
         self.obs_columns = [obs_columns] if isinstance(obs_columns, str) else list(obs_columns)
         self.output = output
         self.dtype = dtype_name(dtype)
         self.drop_last = bool(drop_last)
-        self.prefetch = int(prefetch)
+        self.prefetch = unsigned("prefetch", prefetch)
         self.threads = threads
-        self.cache_bytes = int(cache_bytes)
+        self.cache_bytes = unsigned("cache_bytes", cache_bytes)
         self.obs_cache_dir = None if obs_cache_dir is None else os.fspath(obs_cache_dir)
         self.cells = None if cells is None else np.asarray(cells)
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
@@ -221,7 +221,7 @@ class CellDataset(torch.utils.data.IterableDataset):
 
     def set_epoch(self, epoch: int) -> None:
         """Starts epoch `epoch` (a different order per epoch) from its first batch."""
-        self.epoch = int(epoch)
+        self.epoch = unsigned("epoch", epoch)
         self._resume = None
         self._position = 0
 
@@ -300,7 +300,18 @@ class CellDataset(torch.utils.data.IterableDataset):
     def load_state_dict(self, state: dict) -> None:
         """Resumes where `state` (from `state_dict`, of any rank) was taken:
         the next pass yields the rest of that epoch, as `state_dict` says. A
-        state of another batch size, shuffle or number of cells is refused."""
+        state of another batch size, shuffle or number of cells is refused,
+        as is anything that is not such a state."""
+        try:
+            self._load(state)
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as e:
+            if isinstance(e, InputError):
+                raise
+            raise InputError(f"not a CellDataset state: {type(e).__name__}: {e}") from e
+
+    def _load(self, state: dict) -> None:
+        """`load_state_dict` of a state that may lack keys or hold values of
+        other types (which raise as Python does)."""
         if state.get("batch_size", self.batch_size) != self.batch_size:
             raise InputError("the state was saved with another batch_size")
         if state.get("shuffle", self._order()) != self._order():
@@ -320,8 +331,8 @@ class CellDataset(torch.utils.data.IterableDataset):
         world, workers, drop_last = resume.shape
         _deltacells.delivered_after(cells, resume.delivered_before, world, workers,
                                     self.batch_size, drop_last, resume.next_batch)
-        self.seed = int(state["seed"])
-        self.epoch = int(state["epoch"])
+        seed, epoch = unsigned("seed", state["seed"]), unsigned("epoch", state["epoch"])
+        self.seed, self.epoch = seed, epoch
         self._resume = resume
         self._position = 0
 

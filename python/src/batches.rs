@@ -15,13 +15,13 @@ use deltacells::dataset::{
 use deltacells::engine::Transform;
 use deltacells::kernels::DecodedCount;
 use numpy::{Element, IntoPyArray, PyArrayMethods, PyReadonlyArray1};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::arrays;
 use crate::columns;
-use crate::errors::OrRaise;
+use crate::errors::{input_error, OrRaise};
 use crate::matrix::{Dtype, Handle, Matrix};
 use crate::pool;
 use crate::tokenize::PyTokenizer;
@@ -181,10 +181,10 @@ impl PyRankShare {
         delivered: Vec<(u64, u64)>,
     ) -> PyResult<PyRankShare> {
         if batch_size == 0 {
-            return Err(PyValueError::new_err("batch_size must be at least 1"));
+            return Err(input_error("batch_size must be at least 1"));
         }
         if rank >= world_size {
-            return Err(PyValueError::new_err(format!(
+            return Err(input_error(format!(
                 "rank {rank} is outside 0..{world_size}"
             )));
         }
@@ -283,10 +283,10 @@ const BATCH_ARGS: usize = 25;
 impl<'py> BatchArgs<'py> {
     /// The settings in `options`, every one present and no other.
     pub fn from_dict(options: Option<&Bound<'py, PyDict>>) -> PyResult<BatchArgs<'py>> {
-        let options = options.ok_or_else(|| PyValueError::new_err("batches needs its settings"))?;
+        let options = options.ok_or_else(|| input_error("batches needs its settings"))?;
         if options.len() != BATCH_ARGS {
             let names: Vec<String> = options.keys().iter().map(|k| k.to_string()).collect();
-            return Err(PyValueError::new_err(format!(
+            return Err(input_error(format!(
                 "batches takes {BATCH_ARGS} settings, not {names:?}"
             )));
         }
@@ -308,7 +308,7 @@ impl<M: Matrix> Handle<M> {
         count: Option<usize>,
     ) -> PyResult<PyBatchIter> {
         if args.weights.is_some() && !args.balance.is_empty() {
-            return Err(PyValueError::new_err("give weights or balance, not both"));
+            return Err(input_error("give weights or balance, not both"));
         }
         let weights = match (&args.weights, args.balance.is_empty()) {
             (Some(w), _) => Weights::PerCell(w.as_slice()?.into()),
@@ -333,7 +333,7 @@ impl<M: Matrix> Handle<M> {
                 window_tiles: args.window_tiles,
             },
             Ok(other) => other,
-            Err(e) => return Err(PyValueError::new_err(e.to_string())),
+            Err(e) => return Err(input_error(e.to_string())),
         };
         let genes = match (args.genes.as_deref(), args.missing.as_str()) {
             (Some(g), "zero") => Some(vocabulary(self.get(py)?.n_genes(), g).or_raise(py)?),

@@ -18,9 +18,10 @@ use arrow_array::{Array, ArrayRef, ArrowPrimitiveType};
 use arrow_schema::DataType;
 use deltacells::obs::Kind;
 use numpy::{Element, IntoPyArray};
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+
+use crate::errors::format_error;
 
 fn mask<'py>(py: Python<'py>, a: &dyn Array) -> PyResult<Bound<'py, PyAny>> {
     if a.null_count() == 0 {
@@ -85,16 +86,15 @@ pub fn column<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let a = a.as_ref();
     if kind == Some(Kind::Category) {
-        let codes = codes(a).ok_or_else(|| {
-            PyTypeError::new_err(format!("category codes of type {}", a.data_type()))
-        })?;
+        let codes = codes(a)
+            .ok_or_else(|| format_error(format!("category codes of type {}", a.data_type())))?;
         let vocabulary: Vec<String> = categories.map(|c| c.to_vec()).unwrap_or_default();
         return ("category", codes.into_pyarray(py), py.None(), vocabulary).into_pyobject(py);
     }
     if let DataType::Dictionary(_, _) = a.data_type() {
         let dict = a.as_any_dictionary();
         let vocabulary: Vec<String> = strings(dict.values().as_ref())
-            .ok_or_else(|| PyTypeError::new_err("dictionary values are not strings"))?
+            .ok_or_else(|| format_error("dictionary values are not strings"))?
             .into_iter()
             .map(Option::unwrap_or_default)
             .collect();
@@ -123,7 +123,7 @@ pub fn column<'py>(
         DataType::UInt64 => primitive::<UInt64Type>(py, a),
         DataType::Float32 => primitive::<Float32Type>(py, a),
         DataType::Float64 => primitive::<Float64Type>(py, a),
-        t => Err(PyTypeError::new_err(format!(
+        t => Err(format_error(format!(
             "columns of Arrow type {t} are not supported"
         ))),
     }

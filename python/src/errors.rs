@@ -56,3 +56,18 @@ impl<T> OrRaise<T> for deltacells::Result<T> {
         self.map_err(|e| to_py(py, e))
     }
 }
+
+pyo3::import_exception!(deltacells.errors, InputError);
+pyo3::import_exception!(deltacells.errors, FormatError);
+
+/// An invalid argument, raised as `deltacells.errors.InputError` (a
+/// `ValueError`), as the engine's own input errors are.
+pub fn input_error(message: impl Into<String>) -> PyErr {
+    InputError::new_err(message.into())
+}
+
+/// Stored data the package cannot represent, raised as
+/// `deltacells.errors.FormatError`.
+pub fn format_error(message: impl Into<String>) -> PyErr {
+    FormatError::new_err(message.into())
+}

@@ -21,13 +21,12 @@ use deltacells::kernels::DecodedCount;
 use deltacells::obs::{Label, ObsSchema};
 use deltacells::{Corpus, Csr, Dataset, Error};
 use numpy::PyReadonlyArray1;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use crate::arrays;
 use crate::columns;
-use crate::errors::{to_py, OrRaise};
+use crate::errors::{input_error, to_py, OrRaise};
 use crate::pool::{Buffers, Pooled};
 use crate::tokenize::{PyTokenizer, TokenMatrix};
 
@@ -205,7 +204,7 @@ impl Dtype {
         match name {
             "float32" => Ok(Dtype::F32),
             "int32" => Ok(Dtype::I32),
-            other => Err(PyValueError::new_err(format!(
+            other => Err(input_error(format!(
                 "dtype must be float32 or int32, not {other:?}"
             ))),
         }
@@ -216,9 +215,7 @@ impl Dtype {
 pub fn ids(a: &PyReadonlyArray1<'_, i64>, what: &str) -> PyResult<Vec<u64>> {
     a.as_array()
         .iter()
-        .map(|&c| {
-            u64::try_from(c).map_err(|_| PyValueError::new_err(format!("{what} {c} is negative")))
-        })
+        .map(|&c| u64::try_from(c).map_err(|_| input_error(format!("{what} {c} is negative"))))
         .collect()
 }
 
@@ -323,7 +320,7 @@ impl<M: Matrix> Handle<M> {
             .iter()
             .map(|&g| match u64::try_from(g) {
                 Ok(g) => Ok(u32::try_from(g).unwrap_or(u32::MAX)),
-                Err(_) => Err(PyValueError::new_err(format!("gene {g} is negative"))),
+                Err(_) => Err(input_error(format!("gene {g} is negative"))),
             })
             .collect::<PyResult<_>>()?;
         GeneSelection::new(self.get(py)?.n_genes(), &genes)

@@ -12,14 +12,13 @@ use deltacells::tokenize::{
     GeneMap, Geneformer, ScGpt, TokenBatch, TokenColumns, TokenRows, Tokenizer,
 };
 use numpy::{IntoPyArray, PyArrayMethods};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use deltacells::dataset::CellSelection;
 use deltacells::{Corpus, Dataset};
 
-use crate::errors::OrRaise;
+use crate::errors::{input_error, OrRaise};
 use crate::matrix::{Handle, Matrix, Rows};
 
 /// A mapping by gene key: given as a dict, or a two-column file (medians
@@ -48,7 +47,7 @@ fn token_map(py: Python<'_>, tokens: MapArg<i64>) -> PyResult<GeneMap<i32>> {
         .iter()
         .map(|(k, t)| match i32::try_from(t) {
             Ok(t) => Ok((k.to_string(), t)),
-            Err(_) => Err(PyValueError::new_err(format!(
+            Err(_) => Err(input_error(format!(
                 "token of gene {k:?} is {t}, outside int32"
             ))),
         })
@@ -233,7 +232,7 @@ impl<M: Matrix> Handle<M> {
         tokenizer: &PyTokenizer,
     ) -> PyResult<Bound<'py, PyAny>> {
         if genes.is_some() {
-            return Err(PyValueError::new_err(
+            return Err(input_error(
                 "a tokenizer reads every gene of a row: read without genes",
             ));
         }

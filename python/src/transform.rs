@@ -11,13 +11,12 @@ use deltacells::kernels::DecodedCount;
 use deltacells::Corpus;
 use deltacells::{CellSelection, GeneSelection, Result};
 use numpy::{Element, IntoPyArray, PyReadonlyArray1};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::arrays;
 use crate::corpus::PyCorpus;
 use crate::dataset::PyDataset;
-use crate::errors::OrRaise;
+use crate::errors::{input_error, OrRaise};
 use crate::matrix::ids as ids_of;
 
 /// What a transformed read reads: a dataset, or a corpus over its vocabulary.
@@ -72,7 +71,7 @@ pub fn read_transformed<'py>(
         ("float32", true) => request.dense::<f32>(py),
         ("int32", false) => request.csr::<i32>(py),
         ("int32", true) => request.dense::<i32>(py),
-        (other, _) => Err(PyValueError::new_err(format!(
+        (other, _) => Err(input_error(format!(
             "dtype must be float32 or int32, not {other:?}"
         ))),
     }

@@ -18,10 +18,10 @@ use deltacells::dataset::{DatasetWriter, WriterConfig};
 use deltacells::obs::{ObsColumn, ObsConfig, VarTable};
 use deltacells::CsrRef;
 use numpy::{Element, PyReadonlyArray1};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use crate::errors::OrRaise;
+use crate::errors::{input_error, OrRaise};
 
 /// A dataset being written.
 #[pyclass(module = "deltacells._deltacells", name = "Writer")]
@@ -46,7 +46,7 @@ fn validity(mask: Option<&PyReadonlyArray1<'_, bool>>, len: usize) -> PyResult<O
     let Some(mask) = mask else { return Ok(None) };
     let mask = mask.as_slice()?;
     if mask.len() != len {
-        return Err(PyValueError::new_err("mask and values differ in length"));
+        return Err(input_error("mask and values differ in length"));
     }
     Ok(Some(NullBuffer::from_iter(mask.iter().map(|&m| !m))))
 }
@@ -70,7 +70,7 @@ where
 
 fn obs_column(spec: ObsSpec<'_>) -> PyResult<ObsColumn> {
     let (name, kind, values, mask, categories) = spec;
-    let input = |e: deltacells::Error| PyValueError::new_err(e.to_string());
+    let input = |e: deltacells::Error| input_error(e.to_string());
     match kind.as_str() {
         "category" => {
             let codes: Vec<i32> = values
@@ -113,11 +113,11 @@ fn obs_column(spec: ObsSpec<'_>) -> PyResult<ObsColumn> {
             .find_map(|f| f(&values, mask).transpose())
             .transpose()?
             .ok_or_else(|| {
-                PyTypeError::new_err(format!("obs column {name:?}: unsupported numeric dtype"))
+                input_error(format!("obs column {name:?}: unsupported numeric dtype"))
             })?;
             ObsColumn::from_arrow(name, array).map_err(input)
         }
-        other => Err(PyValueError::new_err(format!(
+        other => Err(input_error(format!(
             "obs column {name:?}: unknown kind {other:?}"
         ))),
     }
@@ -140,7 +140,7 @@ fn var_table(spec: VarSpec) -> deltacells::Result<VarTable> {
 /// The manifest's free-form metadata from JSON text (an object).
 fn manifest_metadata(text: &str) -> PyResult<serde_json::Map<String, serde_json::Value>> {
     serde_json::from_str(text)
-        .map_err(|e| PyValueError::new_err(format!("metadata is not a JSON object: {e}")))
+        .map_err(|e| input_error(format!("metadata is not a JSON object: {e}")))
 }
 
 fn push<V: deltacells::format::tile_writer::CountSource + Element>(
@@ -247,7 +247,7 @@ impl PyWriter {
                     return Ok(());
                 }
             }
-            Err(PyTypeError::new_err(
+            Err(input_error(
                 "data must be a 1-D array of float32/64, int32/64 or uint16/32/64",
             ))
         })

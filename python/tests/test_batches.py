@@ -145,12 +145,24 @@ def test_obs_columns_come_with_each_batch(small):
 
 
 def test_bad_settings_are_input_errors(small):
+    from deltacells.torch import CellDataset
+
     ds = deltacells.open(small[0])
     for kwargs, match in [({"shuffle": "sorted"}, "shuffle"), ({"format": "scipy"}, "format"),
                           ({"dtype": "float64"}, "dtype"), ({"batch_size": 0}, "batch_size"),
-                          ({"rank": 2, "world_size": 2}, "rank")]:
+                          ({"rank": 2, "world_size": 2}, "rank"), ({"seed": -1}, "seed"),
+                          ({"seed": 2**64}, "seed"), ({"epoch": -1}, "epoch"),
+                          ({"window_tiles": 0}, "window_tiles"), ({"prefetch": -1}, "prefetch"),
+                          ({"cache_bytes": -1}, "cache_bytes")]:
         with pytest.raises(deltacells.InputError, match=match):
             ds.batches(**kwargs)
+        if set(kwargs) & {"seed", "window_tiles", "prefetch", "cache_bytes"}:
+            with pytest.raises(deltacells.InputError, match=match):
+                CellDataset(small[0], **kwargs)
+    # The largest seed the order takes is a seed like any other.
+    assert len(list(ds.batches(seed=2**64 - 1))) == len(list(ds.batches(seed=0)))
+    with pytest.raises(deltacells.InputError, match="epoch"):
+        CellDataset(small[0]).set_epoch(-1)
     with pytest.raises(deltacells.InputError, match="no obs column"):
         list(ds.batches(obs_columns=["nope"]))
 

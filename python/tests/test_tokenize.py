@@ -129,3 +129,18 @@ def test_bad_input_is_refused_before_any_read(data, tmp_path):
         ScGPT({"<pad>": 0, "g1": 3})
     with pytest.raises(errors, match="genes"):
         ds.read([0], genes=[1, 2], tokenizer=ScGPT(tokens))
+    # Mappings of the wrong kinds name the gene, as InputError (not the
+    # binding's TypeError); a gene may not take a special token's id.
+    for t, m, match in [({**tokens, "g1": 3.5}, medians, "tokens of gene 'g1'"),
+                        (tokens, {**medians, "g1": "2.0"}, "medians of gene 'g1'"),
+                        ({**tokens, 7: 9}, medians, "gene keys are strings"),
+                        ({**tokens, "g1": tokens["<pad>"]}, medians, '"g1" has the token of <pad>')]:
+        with pytest.raises(deltacells.InputError, match=match):
+            Geneformer(t, m)
+    with pytest.raises(deltacells.InputError, match="has the token of <cls>"):
+        ScGPT({**tokens, "g2": tokens["<cls>"]})
+    with pytest.raises(deltacells.InputError, match="has the token of <eos>"):
+        Geneformer({**tokens, "g2": tokens["<eos>"]}, medians, special_tokens=True)
+    for name, value in [("seed", -1), ("epoch", 2**64), ("max_len", -5)]:
+        with pytest.raises(deltacells.InputError, match=name):
+            ScGPT(tokens, **{name: value})

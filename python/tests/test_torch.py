@@ -267,10 +267,19 @@ def test_states_of_another_order_or_size_and_malformed_ones_are_refused(small):
                             ({"delivered_before": [[5, 3]]}, "empty or reversed"),
                             ({"delivered_before": [[0, 10], [5, 20]]}, "sorted and disjoint"),
                             ({"delivered_before": [[990, 1001]]}, "outside the epoch"),
-                            ({"next_batch": 21}, "21 batches per rank")]:
+                            ({"next_batch": 21}, "21 batches per rank"),
+                            ({"next_batch": None}, "not a CellDataset state"),
+                            ({"world": 3}, "not a CellDataset state"),
+                            ({"seed": -1}, "seed")]:
         resumed = CellDataset(path, batch_size=50)
         with pytest.raises(InputError, match=message):
             resumed.load_state_dict({**state, **change})
+        # Nothing of the refused state was taken.
+        assert resumed.seed == 0 and resumed._resume is None
+    for malformed in [None, {}, [], {k: v for k, v in state.items() if k != "epoch"}]:
+        resumed = CellDataset(path, batch_size=50)
+        with pytest.raises(InputError, match="not a CellDataset state"):
+            resumed.load_state_dict(malformed)
         # Nothing of the refused state was taken.
         assert resumed.seed == 0 and resumed._resume is None
 

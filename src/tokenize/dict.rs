@@ -155,13 +155,21 @@ impl GeneMap<f64> {
 }
 
 /// The token of special token `name` (`<pad>`, `<cls>`, `<eos>`), which
-/// `tokens` must hold.
+/// `tokens` must hold, and no other key: a gene with `<pad>`'s id would
+/// read as padding (its attention mask says otherwise), one with `<cls>`'s
+/// as the start of a row.
 pub(crate) fn special(tokens: &GeneMap<i32>, name: &str, why: &str) -> Result<i32> {
-    tokens.get(name).ok_or_else(|| {
+    let id = tokens.get(name).ok_or_else(|| {
         Error::Input(format!(
             "the token dictionary has no {name} token, which {why} needs"
         ))
-    })
+    })?;
+    match tokens.iter().find(|&(k, t)| t == id && k != name) {
+        Some((other, _)) => Err(Error::Input(format!(
+            "{other:?} has the token of {name} ({id}): a row could not tell them apart"
+        ))),
+        None => Ok(id),
+    }
 }
 
 /// Checks that every token id is non-negative (an embedding row).
@@ -177,6 +185,16 @@ pub(crate) fn check_tokens(tokens: &GeneMap<i32>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_special_token_is_its_own() {
+        let m = GeneMap::<i32>::parse("<pad>\t0\n<cls>\t1\nA\t2\nB\t3").unwrap();
+        assert_eq!(special(&m, "<cls>", "scGPT").unwrap(), 1);
+        let m = GeneMap::<i32>::parse("<pad>\t0\n<cls>\t1\nA\t2\nB\t0").unwrap();
+        let e = special(&m, "<pad>", "padding").unwrap_err().to_string();
+        assert!(e.contains("\"B\" has the token of <pad> (0)"), "{e}");
+        assert!(special(&m, "<eos>", "special tokens").is_err());
+    }
 
     #[test]
     fn parses_tabs_commas_and_a_header() {
