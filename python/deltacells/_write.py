@@ -44,10 +44,10 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     """
     matrix, obs, var = _source(X, obs, var, layer, raw)
     n_obs, n_vars = (int(d) for d in matrix.shape)
-    tile_size = tile_size or _deltacells.DEFAULT_TILE_SIZE
-    block_rows = block_rows or tile_size
-    if block_rows < 1:
-        raise InputError("block_rows must be at least 1")
+    tile_size = (_deltacells.DEFAULT_TILE_SIZE if tile_size is None
+                 else _at_least_1("tile_size", tile_size))
+    n_chunks = _deltacells.DEFAULT_CHUNKS if n_chunks is None else _at_least_1("n_chunks", n_chunks)
+    block_rows = tile_size if block_rows is None else _at_least_1("block_rows", block_rows)
     out_dir = os.path.abspath(os.fspath(out_dir))
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise InputError(f"{out_dir} exists and is not an empty directory")
@@ -69,7 +69,7 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     try:
         writer = _deltacells.Writer(
             tmp, n_vars, tile_size=tile_size,
-            n_chunks=n_chunks or _deltacells.DEFAULT_CHUNKS,
+            n_chunks=n_chunks,
             level=_deltacells.DEFAULT_LEVEL if level is None else level,
             gene_totals=None if totals is None else totals.tolist(),
             var_names=var_names, obs=obs_specs, var=var_spec,
@@ -89,6 +89,13 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"cells": cells, "tiles": tiles, "path": out_dir}
+
+
+def _at_least_1(name: str, value) -> int:
+    """A size setting as an int of at least 1."""
+    if int(value) < 1:
+        raise InputError(f"{name} must be at least 1, not {value!r}")
+    return int(value)
 
 
 def _source(X, obs, var, layer, raw):
@@ -168,13 +175,21 @@ def _obs_specs(obs, n_obs: int) -> tuple:
 
     if len(obs) != n_obs:
         raise InputError(f"obs has {len(obs)} rows for {n_obs} cells")
+    names = [str(c) for c in obs.columns]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(f"obs has more than one column named {twice[0]!r}")
     specs = []
     index = None
     if not isinstance(obs.index, pd.RangeIndex) or obs.index.name is not None:
         name = str(obs.index.name or UNNAMED_INDEX)
-        if name not in obs.columns:
-            specs.append((name, "string", [str(v) for v in obs.index], None, None))
-            index = name
+        ids = [str(v) for v in obs.index]
+        if name not in names:
+            specs.append((name, "string", ids, None, None))
+        elif [str(v) for v in obs.iloc[:, names.index(name)]] != ids:
+            raise InputError(f"the obs index is named {name!r}, as is an obs column with other "
+                             "values: rename one of them")
+        index = name
     for name in obs.columns:
         specs.append(_obs_spec(str(name), obs[name]))
     return specs, index

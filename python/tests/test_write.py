@@ -146,3 +146,30 @@ def test_existing_dataset_is_not_overwritten(tmp_path):
     with pytest.raises(deltacells.InputError, match="not an empty directory"):
         deltacells.write(X, out, level=1)
     assert deltacells.open(out).n_obs == 20
+
+
+def test_an_obs_index_named_as_a_column_comes_back_only_when_they_agree(tmp_path):
+    X = counts(30, 10, seed=8)
+    ids = [f"cell{i}" for i in range(30)]
+    # `set_index("barcode", drop=False)`: the column is the index.
+    obs = pd.DataFrame({"barcode": ids, "n": np.arange(30)}).set_index("barcode", drop=False)
+    deltacells.write(X, tmp_path / "same", obs=obs, level=1)
+    ds = deltacells.open(tmp_path / "same")
+    assert list(ds.obs_names) == ids and ds.obs_names.name == "barcode"
+    assert ds.obs["n"].tolist() == list(range(30))
+    # A column of other values under the index's name would lose one of them.
+    other = obs.assign(barcode=[f"x{i}" for i in range(30)])
+    with pytest.raises(deltacells.InputError, match="rename one"):
+        deltacells.write(X, tmp_path / "other", obs=other, level=1)
+    assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"obs": pd.DataFrame(np.zeros((30, 2)), columns=["a", "a"])}, "more than one column named 'a'"),
+    ({"obs": pd.DataFrame({"z": np.ones(30, dtype=complex)})}, "unsupported numeric dtype"),
+    ({"tile_size": 0}, "tile_size"), ({"n_chunks": 0}, "n_chunks"), ({"block_rows": -1}, "block_rows"),
+])
+def test_bad_settings_and_columns_are_input_errors(tmp_path, kwargs, match):
+    with pytest.raises(deltacells.InputError, match=match):
+        deltacells.write(counts(30, 10, seed=9), tmp_path / "ds", level=1, **kwargs)
+    assert not (tmp_path / "ds").exists()
