@@ -7,7 +7,7 @@ import os
 from typing import Any, List, Optional, Sequence, Union
 
 from . import _deltacells
-from ._dataset import Dataset
+from ._dataset import Dataset, engine_options
 from ._tables import var_frame
 from .errors import InputError
 
@@ -52,7 +52,7 @@ class Corpus(Dataset):
             genes = [str(g) for g in genes]
         self._spec: Optional[tuple] = (
             [os.fspath(loc) for loc in locations], genes, gene_key, source_column)
-        self._init(None, {"threads": threads, "pin": pin, "cache_bytes": cache_bytes})
+        self._init(None, engine_options(threads, pin, cache_bytes))
 
     @classmethod
     def from_file(cls, path: "Union[str, os.PathLike[str]]", *, threads: Optional[int] = None,
@@ -60,8 +60,7 @@ class Corpus(Dataset):
         """The corpus the corpus file `path` describes (see `save`)."""
         corpus = object.__new__(cls)
         corpus._spec = None
-        corpus._init(os.fspath(path),
-                     {"threads": threads, "pin": pin, "cache_bytes": cache_bytes})
+        corpus._init(os.fspath(path), engine_options(threads, pin, cache_bytes))
         return corpus
 
     def _init(self, file: Optional[str], options: dict) -> None:

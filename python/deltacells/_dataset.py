@@ -39,6 +39,13 @@ def unsigned(name: str, value: Any, least: int = 0) -> int:
     return v
 
 
+def engine_options(threads: Optional[int], pin: bool, cache_bytes: Optional[int]) -> dict:
+    """The options an engine is opened with, checked."""
+    return {"threads": None if threads is None else unsigned("threads", threads),
+            "pin": bool(pin),
+            "cache_bytes": None if cache_bytes is None else unsigned("cache_bytes", cache_bytes)}
+
+
 def from_end(ids: np.ndarray, n: int, what: str) -> np.ndarray:
     """Integer ids as int64 within `0..n`, a negative one counted from the end
     as numpy counts it (`-1` the last); one outside `-n..n` raises."""
@@ -69,7 +76,7 @@ class Dataset:
     def __init__(self, location: "str | os.PathLike[str]", *, threads: Optional[int] = None,
                  pin: bool = False, cache_bytes: Optional[int] = None):
         self._location = os.fspath(location)
-        self._options: dict = {"threads": threads, "pin": pin, "cache_bytes": cache_bytes}
+        self._options: dict = engine_options(threads, pin, cache_bytes)
         self._handle: Any = None
         self._pid: Optional[int] = None
         self._loaded: dict = {}

@@ -184,6 +184,11 @@ def test_errors_are_typed_exceptions(small, tmp_path):
         ds.read([1000])
     with pytest.raises(deltacells.InputError, match="outside"):
         ds.read([-1001])
+    for options in [{"threads": -1}, {"cache_bytes": -1}]:
+        with pytest.raises(deltacells.InputError, match=next(iter(options))):
+            deltacells.open(path, **options)
+        with pytest.raises(deltacells.InputError, match=next(iter(options))):
+            deltacells.Corpus([path], **options)
     with pytest.raises(deltacells.InputError, match="no gene named"):
         ds.read([0], genes=["nope"])
     with pytest.raises(deltacells.InputError):
