@@ -349,6 +349,23 @@ fn convert_of_several_inputs_builds_one_dataset() {
         !ok && stderr.contains("already holds a dataset"),
         "{stderr}"
     );
+    // A size of 0 is refused, not taken as 1, and nothing is written.
+    let zero = dir.join("zero");
+    for option in ["--chunks", "--tile-size", "--tiles-per-task"] {
+        let (ok, _, stderr) = deltacells(&[
+            "convert",
+            paths[0],
+            zero.to_str().unwrap(),
+            option,
+            "0",
+            "-q",
+        ]);
+        assert!(
+            !ok && stderr.contains("must be at least 1"),
+            "{option}: {stderr}"
+        );
+        assert!(!zero.join("manifest.json").exists());
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -226,6 +226,11 @@ def test_a_gene_key_no_input_has_is_refused_naming_the_input_and_leaves_no_manif
     assert not (tmp_path / "ds" / "manifest.json").exists()
     with pytest.raises(deltacells.InputError, match="genes must be"):
         deltacells.build(paths, tmp_path / "ds", genes="everything", workers=1)
+    for name, value in [("tile_size", 0), ("n_chunks", 0), ("tiles_per_task", 0), ("workers", 0),
+                        ("retries", -1)]:
+        with pytest.raises(deltacells.InputError, match=name):
+            deltacells.build(paths, tmp_path / "zero", **{name: value})
+    assert not (tmp_path / "zero").exists()
 
 
 def test_a_build_into_a_dataset_is_refused(inputs, tmp_path):

@@ -179,9 +179,9 @@ pub fn plan(stats: &[InputStats], out: &str, options: &ConvertOptions) -> Result
         return Err(Error::Input("a build needs at least one input".into()));
     }
     let tile_size = options.writer.tile_size as u64;
-    if tile_size == 0 || options.tiles_per_task == 0 {
+    if tile_size == 0 || options.writer.n_chunks == 0 || options.tiles_per_task == 0 {
         return Err(Error::Input(
-            "tile_size and tiles_per_task must be at least 1".into(),
+            "tile_size, n_chunks and tiles_per_task must be at least 1".into(),
         ));
     }
     let vocab = vocabulary(stats, options)?;
