@@ -81,11 +81,17 @@ impl Synth {
         let mut rng = Pcg64Mcg::seed_from_u64(mix(config.seed, u64::MAX));
         let types = (0..config.n_types)
             .map(|_| {
-                // Each type switches on a programme of ~400 mid-ranked genes.
+                // Each type switches on a programme of ~400 mid-ranked genes,
+                // drawn past the 50 dominant ones; with fewer than 400 of
+                // those, all of them (400 draws among a few would boost one
+                // gene hundreds of times, past any finite weight).
                 let mut w = global.clone();
-                for _ in 0..400 {
-                    let g = rng.random_range(50..n.max(51)).min(n - 1);
-                    w[g] *= 25.0;
+                if n >= 450 {
+                    for _ in 0..400 {
+                        w[rng.random_range(50..n)] *= 25.0;
+                    }
+                } else {
+                    w.iter_mut().skip(50).for_each(|x| *x *= 25.0);
                 }
                 WeightedAliasIndex::new(w).expect("positive finite weights")
             })
@@ -175,5 +181,21 @@ mod tests {
             assert!(row.iter().all(|&g| (0..2000).contains(&g)));
         }
         assert!(a.values.iter().all(|&v| v >= 1));
+    }
+
+    #[test]
+    fn a_handful_of_genes_draws_cells_over_them() {
+        for n_genes in [1, 5, 50, 51, 449, 450] {
+            let s = Synth::new(SynthConfig {
+                n_genes,
+                ..SynthConfig::default()
+            });
+            let block = s.block(0, 8);
+            assert!(block
+                .indices
+                .iter()
+                .all(|&g| (0..n_genes as i32).contains(&g)));
+            assert!(block.values.iter().sum::<i32>() >= 8 * 200, "{n_genes}");
+        }
     }
 }

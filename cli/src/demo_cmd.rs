@@ -43,6 +43,16 @@ pub struct DemoArgs {
 }
 
 pub fn run(args: DemoArgs, backend: Backend) -> Result<()> {
+    for (name, value) in [
+        ("--cells", args.cells),
+        ("--genes", u64::from(args.genes)),
+        ("--tile-size", args.tile_size as u64),
+        ("--chunks", args.chunks as u64),
+    ] {
+        if value == 0 {
+            return Err(Error::Input(format!("{name} must be at least 1")));
+        }
+    }
     let mut out = Out::stdout();
     let (dir, temporary) = match &args.out {
         Some(d) => (d.clone(), false),

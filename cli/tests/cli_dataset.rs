@@ -411,3 +411,40 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
     let (ok, _, stderr) = deltacells(&["stats", ds.to_str().unwrap(), "--gene-key", "nope"]);
     assert!(!ok && stderr.contains("nope"), "{stderr}");
 }
+
+/// The demo runs end to end on a handful of genes (the generator's gene
+/// programmes overflowed their weights below 450 genes and panicked), and
+/// refuses sizes of zero before writing anything.
+#[test]
+fn demo_runs_on_a_handful_of_genes_and_refuses_empty_sizes() {
+    let dir = std::env::temp_dir().join(format!("dc-cli-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.join("tiny");
+    let (code, stdout, stderr) = run_cli_code(&[
+        "demo",
+        "--cells",
+        "40",
+        "--genes",
+        "3",
+        "--tile-size",
+        "16",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("every chunk decoded and checked"),
+        "{stdout}"
+    );
+    for option in ["--cells", "--genes", "--tile-size", "--chunks"] {
+        let fresh = dir.join(option.trim_start_matches('-'));
+        let args = ["demo", option, "0", "--out", fresh.to_str().unwrap()];
+        let (code, _, stderr) = run_cli_code(&args);
+        assert_eq!(code, Some(1), "{option}: {stderr}");
+        assert!(
+            stderr.contains("must be at least 1") && !fresh.exists(),
+            "{stderr}"
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
