@@ -26,19 +26,19 @@ pub struct BenchArgs {
     /// a corpus file (its full scan, training batches and random batches).
     pub dir: PathBuf,
     /// Threads for the multi-thread scan (default: all cores); 1 thread is always measured.
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one())]
     pub threads: Option<usize>,
     /// Cells per batch for the batch measurements.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = at_least_one())]
     pub batch_size: usize,
     /// Also measure batches of uniformly random cells (the worst case for a cache).
     #[arg(long)]
     pub random: bool,
     /// Repetitions of each timed scan and of the later batch epochs (the best is kept).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = at_least_one())]
     pub reps: usize,
     /// Tiles per block-shuffle window.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = at_least_one())]
     pub window: usize,
     /// Bound of the batch iterator's tile/chunk cache, in MiB.
     #[arg(long, default_value_t = 1024)]
@@ -62,6 +62,12 @@ pub struct BenchArgs {
     /// How long `--loop` runs.
     #[arg(long, default_value_t = 10.0, requires = "loop_workload")]
     pub seconds: f64,
+}
+
+/// A count of at least one, refused by the parser otherwise (0 threads,
+/// repetitions, batch cells or window tiles measure nothing).
+fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..)
 }
 
 /// The first tiles of `ds` (at least one, about 4 MiB compressed in all):
@@ -580,9 +586,11 @@ pub fn training_batches(
     )
     .map_err(out_err)?;
     // A training loop whose step takes as long per batch as the full scan
-    // decodes one: the next epoch's first window is then made while the
-    // last one's batches are used.
-    let step = Duration::from_secs_f64(args.batch_size as f64 / scan_rate);
+    // decodes one (of the epoch's mean size: a batch size past the cells
+    // a rank has is not what a batch holds): the next epoch's first window
+    // is then made while the last one's batches are used.
+    let cells_per_batch = first.cells as f64 / first.batches.max(1) as f64;
+    let step = Duration::from_secs_f64(cells_per_batch / scan_rate);
     let fresh = stepped_epoch(batches, config(0, None), step)?;
     let stepped = stepped_epoch(batches, config(1, Some(fresh.recycler.clone())), step)?;
     stepped.recycler.forget_next_epoch();

@@ -287,6 +287,13 @@ fn bench_loop_batch_workloads_run_whole_epochs() {
             "{stdout}"
         );
     }
+    // Counts of zero measure nothing and are refused by the parser (exit 2).
+    for option in ["--reps", "--threads", "--window", "--batch-size"] {
+        let args = ["bench", ds.to_str().unwrap(), option, "0"];
+        let (code, _, stderr) = run_cli_code(&args);
+        assert_eq!(code, Some(2), "{option}: {stderr}");
+        assert!(stderr.contains("0 is not in 1.."), "{option}: {stderr}");
+    }
 }
 
 /// `convert A B OUT` builds one dataset from the two shared datasets, a gene
