@@ -41,7 +41,7 @@ def unsigned(name: str, value: Any, least: int = 0) -> int:
 
 def engine_options(threads: Optional[int], pin: bool, cache_bytes: Optional[int]) -> dict:
     """The options an engine is opened with, checked."""
-    return {"threads": None if threads is None else unsigned("threads", threads),
+    return {"threads": None if threads is None else unsigned("threads", threads, least=1),
             "pin": bool(pin),
             "cache_bytes": None if cache_bytes is None else unsigned("cache_bytes", cache_bytes)}
 

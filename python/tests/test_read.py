@@ -184,7 +184,7 @@ def test_errors_are_typed_exceptions(small, tmp_path):
         ds.read([1000])
     with pytest.raises(deltacells.InputError, match="outside"):
         ds.read([-1001])
-    for options in [{"threads": -1}, {"cache_bytes": -1}]:
+    for options in [{"threads": -1}, {"threads": 0}, {"cache_bytes": -1}]:
         with pytest.raises(deltacells.InputError, match=next(iter(options))):
             deltacells.open(path, **options)
         with pytest.raises(deltacells.InputError, match=next(iter(options))):

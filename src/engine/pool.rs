@@ -22,7 +22,7 @@ pub const MAX_THREADS: usize = 4096;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct EngineConfig {
-    /// Worker threads (default: the available parallelism; at most
+    /// Worker threads (default: the available parallelism; 1 to
     /// [`MAX_THREADS`]).
     pub threads: usize,
     /// Pin worker `i` to core `i mod cores` (default: on).
@@ -65,10 +65,10 @@ impl Engine {
             Some(b) => b.require()?,
             None => Backend::active()?,
         };
-        let threads = config.threads.max(1);
-        if threads > MAX_THREADS {
+        let threads = config.threads;
+        if !(1..=MAX_THREADS).contains(&threads) {
             return Err(Error::Config(format!(
-                "an engine starts at most {MAX_THREADS} decode threads, not {threads}"
+                "an engine starts 1 to {MAX_THREADS} decode threads, not {threads}"
             )));
         }
         let cores = if config.pin {
@@ -150,12 +150,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_thread_count_past_the_bound_is_refused_before_any_starts() {
+    fn a_thread_count_outside_the_bounds_is_refused_before_any_starts() {
         let config = EngineConfig::default().with_pin(false);
-        let err = Engine::new(config.clone().with_threads(MAX_THREADS + 1))
-            .err()
-            .expect("refused");
-        assert!(matches!(err, Error::Config(_)), "{err}");
+        for threads in [0, MAX_THREADS + 1] {
+            let err = Engine::new(config.clone().with_threads(threads))
+                .err()
+                .expect("refused");
+            assert!(matches!(err, Error::Config(_)), "{err}");
+        }
         assert_eq!(Engine::new(config.with_threads(3)).unwrap().threads(), 3);
     }
 }
