@@ -68,7 +68,7 @@ impl Engine {
         let threads = config.threads;
         if !(1..=MAX_THREADS).contains(&threads) {
             return Err(Error::Config(format!(
-                "an engine starts 1 to {MAX_THREADS} decode threads, not {threads}"
+                "an engine starts at least 1 and at most {MAX_THREADS} decode threads, not {threads}"
             )));
         }
         let cores = if config.pin {
