@@ -118,26 +118,39 @@ pub fn info(args: InfoArgs, backend: Backend) -> Result<()> {
 
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://).
+    /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://); or a
+    /// corpus file, whose members are verified in turn.
     dir: PathBuf,
 }
 
 pub fn verify(args: VerifyArgs, backend: Backend) -> Result<()> {
-    let ds = open(&args.dir, backend, None)?;
-    let r = ds.verify()?;
     let mut out = Out::stdout();
+    if crate::corpus_cmd::is_corpus_file(&args.dir) {
+        // A corpus is its members: each is verified whole, in turn.
+        let corpus = crate::corpus_cmd::open(&args.dir, backend, None)?;
+        for member in corpus.members() {
+            verified(&mut out, member.location(), member.dataset())?;
+        }
+    } else {
+        let ds = open(&args.dir, backend, None)?;
+        verified(&mut out, &args.dir.display().to_string(), &ds)?;
+    }
+    out.finish()
+}
+
+/// Verifies `ds` (at `location`) and prints its line.
+fn verified(out: &mut Out, location: &str, ds: &Dataset) -> Result<()> {
+    let r = ds.verify()?;
     writeln!(
         out,
-        "{}: ok ({} tiles, {} cells, {} nonzeros, {} bytes; kernel {})",
-        args.dir.display(),
+        "{location}: ok ({} tiles, {} cells, {} nonzeros, {} bytes; kernel {})",
         r.tiles,
         r.cells,
         r.nonzeros,
         r.bytes,
         ds.engine().backend()
     )
-    .map_err(out_err)?;
-    out.finish()
+    .map_err(out_err)
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

@@ -135,6 +135,18 @@ fn cat_prints_a_corpus_in_the_vocabulary_s_columns() {
     assert!(ok, "{err}");
     assert_eq!(tsv_entries(&out), want);
 
+    // `verify` checks each member whole; a command that reads datasets only
+    // says the corpus file is a file, not a dataset directory.
+    let (ok, out, err) = deltacells(&["verify", path]);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().count(), members.len(), "{out}");
+    assert!(out.lines().all(|l| l.contains(": ok (")), "{out}");
+    let (ok, _, err) = deltacells(&["obs", path]);
+    assert!(
+        !ok && err.contains("a file, not a dataset directory"),
+        "{err}"
+    );
+
     // Spans across the members' edge, single cells, and genes by name.
     let (ok, out, err) = deltacells(&["cat", path, "--cells", "38:42,69", "--genes", "g4,g0"]);
     assert!(ok, "{err}");

@@ -154,7 +154,7 @@ impl Store for LocalStore {
         let (path, file) = self.open(key)?.ok_or_else(|| {
             Error::io(
                 self.root.join(key).display().to_string(),
-                std::io::ErrorKind::NotFound.into(),
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
             )
         })?;
         LocalStore::read_at(&path, &file, range)

@@ -100,12 +100,19 @@ pub fn open(location: impl AsRef<OsStr>) -> Result<Arc<dyn Store>> {
     Location::parse(location).store()
 }
 
-/// Refuses a local location that is not an existing directory (readers).
+/// Refuses a local location that is not an existing directory (readers),
+/// saying which it is: nothing, or a file (a corpus file, say, given to a
+/// command that reads datasets only).
 pub(crate) fn require_dir(location: &Location) -> Result<()> {
+    use std::io::{Error as IoError, ErrorKind};
     match location {
         Location::Local(p) if !p.is_dir() => Err(Error::io(
             p.display().to_string(),
-            std::io::ErrorKind::NotFound.into(),
+            if p.exists() {
+                IoError::new(ErrorKind::NotADirectory, "a file, not a dataset directory")
+            } else {
+                IoError::new(ErrorKind::NotFound, "no such directory")
+            },
         )),
         _ => Ok(()),
     }
@@ -114,6 +121,23 @@ pub(crate) fn require_dir(location: &Location) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reader_is_told_what_lies_at_a_location_that_is_no_directory() {
+        let dir = std::env::temp_dir().join(format!("dc-require-dir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("corpus.json");
+        std::fs::write(&file, "{}").unwrap();
+        let message = |p: &std::path::Path| {
+            require_dir(&Location::Local(p.to_path_buf()))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(message(&file).ends_with("a file, not a dataset directory"));
+        assert!(message(&dir.join("nothing")).ends_with("no such directory"));
+        assert!(require_dir(&Location::Local(dir.clone())).is_ok());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 
     #[test]
     fn urls_and_paths_are_told_apart() {
