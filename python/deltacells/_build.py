@@ -19,7 +19,7 @@ from multiprocessing import get_context
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
 
 from . import _deltacells
-from .errors import InputError
+from ._settings import unsigned
 
 Genes = Union[str, Sequence[str]]
 PathLike = Union[str, "os.PathLike[str]"]
@@ -137,10 +137,9 @@ def build(inputs: Sequence[PathLike], out: PathLike, *, genes: Genes = "union",
     """
     for name, value in [("tile_size", tile_size), ("n_chunks", n_chunks),
                         ("tiles_per_task", tiles_per_task), ("workers", workers)]:
-        if value is not None and int(value) < 1:
-            raise InputError(f"{name} must be at least 1, not {value!r}")
-    if int(retries) < 0:
-        raise InputError(f"retries must be at least 0, not {retries!r}")
+        if value is not None:
+            unsigned(name, value, least=1)
+    unsigned("retries", retries)
     sources = [os.fspath(i) for i in inputs]
     location = os.fspath(out)
     options = _options(genes, gene_key, source_column, tile_size, n_chunks, level,

@@ -13,6 +13,7 @@ import numpy as np
 from . import _deltacells
 from ._batches import Batches
 from ._formats import FORMATS, check_format, convert, dtype_name
+from ._settings import unsigned
 from ._transform import read_transformed, vocabulary
 from ._tables import (index_column, index_name, pandas_column, range_names, string_index,
                       var_frame)
@@ -28,15 +29,6 @@ SHUFFLES = ("block", "none", "random")
 
 #: The formats `to_anndata` can put in `X`.
 _ANNDATA_FORMATS = ("csr_matrix", "csr_array", "numpy")
-
-
-def unsigned(name: str, value: Any, least: int = 0) -> int:
-    """`value` as an int in `least..2**64`, the range the engine's setting
-    holds, else an `InputError` naming the setting."""
-    v = int(value)
-    if not least <= v < 2**64:
-        raise InputError(f"{name} must be an integer in {least}..2**64, not {value!r}")
-    return v
 
 
 def engine_options(threads: Optional[int], pin: bool, cache_bytes: Optional[int]) -> dict:

@@ -10,6 +10,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from . import _deltacells
+from ._settings import unsigned
 from ._tables import OBS_INDEX_KEY, UNNAMED_INDEX
 from .errors import InputError
 
@@ -45,9 +46,9 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     matrix, obs, var = _source(X, obs, var, layer, raw)
     n_obs, n_vars = (int(d) for d in matrix.shape)
     tile_size = (_deltacells.DEFAULT_TILE_SIZE if tile_size is None
-                 else _at_least_1("tile_size", tile_size))
-    n_chunks = _deltacells.DEFAULT_CHUNKS if n_chunks is None else _at_least_1("n_chunks", n_chunks)
-    block_rows = tile_size if block_rows is None else _at_least_1("block_rows", block_rows)
+                 else unsigned("tile_size", tile_size, least=1))
+    n_chunks = _deltacells.DEFAULT_CHUNKS if n_chunks is None else unsigned("n_chunks", n_chunks, least=1)
+    block_rows = tile_size if block_rows is None else unsigned("block_rows", block_rows, least=1)
     out_dir = os.path.abspath(os.fspath(out_dir))
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise InputError(f"{out_dir} exists and is not an empty directory")
@@ -89,13 +90,6 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"cells": cells, "tiles": tiles, "path": out_dir}
-
-
-def _at_least_1(name: str, value) -> int:
-    """A size setting as an int of at least 1."""
-    if int(value) < 1:
-        raise InputError(f"{name} must be at least 1, not {value!r}")
-    return int(value)
 
 
 def _source(X, obs, var, layer, raw):

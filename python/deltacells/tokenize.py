@@ -24,7 +24,7 @@ import os
 from typing import Any, Callable, Mapping, Optional, Union
 
 from . import _deltacells
-from ._dataset import unsigned
+from ._settings import unsigned
 from .errors import InputError
 
 __all__ = ["Geneformer", "ScGPT", "Tokenizer"]

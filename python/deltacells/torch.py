@@ -33,8 +33,9 @@ import torch.utils.data
 from . import _deltacells
 from ._batches import Batches
 from ._corpus import open_location
-from ._dataset import _INHERITED, SHUFFLES, Dataset, unsigned
+from ._dataset import _INHERITED, SHUFFLES, Dataset
 from ._formats import dtype_name
+from ._settings import unsigned
 from ._transform import MISSING
 from .errors import InputError
 
