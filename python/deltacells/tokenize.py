@@ -32,10 +32,10 @@ __all__ = ["Geneformer", "ScGPT", "Tokenizer"]
 _Map = Union[Mapping[str, Any], str, "os.PathLike[str]"]
 
 
-def _mapping(m: _Map, what: str, value: Callable[[Any], Any]) -> Any:
+def _mapping(m: _Map, what: str, value: Callable[[Any], Any], kind: str) -> Any:
     """A path as text, or the mapping as a dict of gene keys (strings) to
-    `value(v)` (what the extension takes); a key or value of another kind
-    raises an `InputError` naming the gene."""
+    `value(v)` (what the extension takes); a key, or a value that is not
+    `kind`, raises an `InputError` naming the gene."""
     if isinstance(m, (str, os.PathLike)):
         return os.fspath(m)
     out = {}
@@ -45,17 +45,17 @@ def _mapping(m: _Map, what: str, value: Callable[[Any], Any]) -> Any:
         try:
             out[k] = value(v)
         except (TypeError, ValueError) as e:
-            raise InputError(f"{what} of gene {k!r}: {v!r} is not {value.__doc__}") from e
+            raise InputError(f"{what} of gene {k!r}: {v!r} is not {kind}") from e
     return out
 
 
 def _token(v: Any) -> int:
-    """an integer token id"""
+    """A token id: an int (numpy's too), never a float."""
     return operator.index(v)
 
 
 def _median(v: Any) -> float:
-    """a number"""
+    """A median: a number, never text (which `float` would parse)."""
     if isinstance(v, (str, bytes)):
         raise TypeError(v)
     return float(v)
@@ -94,7 +94,8 @@ class Geneformer(Tokenizer):
 
     def __init__(self, tokens: _Map, medians: _Map, max_len: int = 2048,
                  special_tokens: bool = False, gene_key: Optional[str] = None) -> None:
-        self._make(_mapping(tokens, "tokens", _token), _mapping(medians, "medians", _median),
+        self._make(_mapping(tokens, "tokens", _token, "an integer token id"),
+                   _mapping(medians, "medians", _median, "a number"),
                    unsigned("max_len", max_len), bool(special_tokens), gene_key)
 
     def _make(self, *args: Any) -> None:
@@ -116,7 +117,7 @@ class ScGPT(Tokenizer):
     def __init__(self, tokens: _Map, n_bins: int = 51, max_len: int = 1200, log1p: bool = False,
                  normalize: Optional[float] = None, gene_key: Optional[str] = None,
                  seed: int = 0, epoch: int = 0) -> None:
-        self._make(_mapping(tokens, "tokens", _token), unsigned("n_bins", n_bins),
+        self._make(_mapping(tokens, "tokens", _token, "an integer token id"), unsigned("n_bins", n_bins),
                    unsigned("max_len", max_len), bool(log1p),
                    None if normalize is None else float(normalize), gene_key,
                    unsigned("seed", seed), unsigned("epoch", epoch))
