@@ -531,6 +531,10 @@ class Dataset:
             if not np.any(w > 0):
                 raise InputError("every weight is 0: nothing can be drawn")
         columns = [] if balance is None else [balance] if isinstance(balance, str) else list(balance)
+        if balance is not None and not columns:
+            # Most likely a list that came out empty: balancing on nothing
+            # would quietly draw without balance.
+            raise InputError("balance names no obs column (give None for no balance)")
         if w is not None and columns:
             raise InputError("give weights or balance, not both")
         if samples_per_epoch is not None and int(samples_per_epoch) < 1:

@@ -153,7 +153,7 @@ def test_bad_settings_are_input_errors(small):
                           ({"rank": 2, "world_size": 2}, "rank"), ({"seed": -1}, "seed"),
                           ({"seed": 2**64}, "seed"), ({"epoch": -1}, "epoch"),
                           ({"window_tiles": 0}, "window_tiles"), ({"prefetch": -1}, "prefetch"),
-                          ({"cache_bytes": -1}, "cache_bytes")]:
+                          ({"cache_bytes": -1}, "cache_bytes"), ({"balance": []}, "no obs column")]:
         with pytest.raises(deltacells.InputError, match=match):
             ds.batches(**kwargs)
         if set(kwargs) & {"seed", "window_tiles", "prefetch", "cache_bytes"}:
