@@ -93,6 +93,30 @@ fn cli() -> Command {
     common::runner::deltacells()
 }
 
+/// An `http://` endpoint is used as named, without `AWS_ALLOW_HTTP` (which
+/// every request was refused for, with "builder error").
+#[test]
+#[ignore = "needs an S3 server: run .ci/s3"]
+fn an_http_endpoint_is_used_without_aws_allow_http() {
+    let url = golden_url(&golden_names()[0]);
+    let out = cli()
+        .env_remove("AWS_ALLOW_HTTP")
+        .args(["info", &url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let refused = cli()
+        .env("AWS_ALLOW_HTTP", "false")
+        .args(["info", &url])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+}
+
 #[test]
 #[ignore = "needs an S3 server: run .ci/s3"]
 fn golden_datasets_read_back_from_s3_as_from_the_directory() {

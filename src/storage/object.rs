@@ -5,7 +5,8 @@
 //! Credentials, region and endpoint come from the standard environment
 //! variables of each cloud: for S3 `AWS_ACCESS_KEY_ID`,
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL` (a local or
-//! non-AWS server) and `AWS_ALLOW_HTTP=true` (a server without TLS).
+//! non-AWS server; one given as `http://` is used without TLS unless
+//! `AWS_ALLOW_HTTP` says otherwise).
 //!
 //! Every request runs on a small tokio runtime of its own (threads named
 //! `deltacells-io`), never on the decode workers; the calling thread waits.
@@ -107,6 +108,17 @@ impl IoConfig {
     }
 }
 
+/// Whether the S3 endpoint is a plain `http://` URL and `AWS_ALLOW_HTTP`
+/// says nothing: naming such an endpoint is the intent to use it, as the
+/// AWS CLI and boto3 take it, where `object_store` alone would refuse every
+/// request with a bare "builder error". An explicit `AWS_ALLOW_HTTP` stands.
+fn plain_http_endpoint() -> bool {
+    std::env::var_os("AWS_ALLOW_HTTP").is_none()
+        && ["AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
+            .iter()
+            .any(|k| std::env::var(k).is_ok_and(|v| v.starts_with("http://")))
+}
+
 /// The process's I/O runtime (two threads: requests wait on the network,
 /// not on the CPU).
 fn runtime() -> Result<&'static tokio::runtime::Runtime> {
@@ -193,11 +205,13 @@ impl ObjectStore {
         let (inner, prefix): (Arc<dyn object_store::ObjectStore>, &str) = match scheme {
             "s3" | "s3a" => {
                 let (root, prefix) = split_url(url)?;
-                let s3 = object_store::aws::AmazonS3Builder::from_env()
+                let mut s3 = object_store::aws::AmazonS3Builder::from_env()
                     .with_url(root)
-                    .with_retry(no_retry)
-                    .build()
-                    .map_err(bad)?;
+                    .with_retry(no_retry);
+                if plain_http_endpoint() {
+                    s3 = s3.with_allow_http(true);
+                }
+                let s3 = s3.build().map_err(bad)?;
                 (Arc::new(s3), prefix)
             }
             "gs" => {
