@@ -169,20 +169,14 @@ def _obs_specs(obs, n_obs: int) -> tuple:
 
     if len(obs) != n_obs:
         raise InputError(f"obs has {len(obs)} rows for {n_obs} cells")
-    names = [str(c) for c in obs.columns]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise InputError(f"obs has more than one column named {twice[0]!r}")
+    names = _column_names(obs, "obs")
     specs = []
     index = None
     if not isinstance(obs.index, pd.RangeIndex) or obs.index.name is not None:
         name = str(obs.index.name or UNNAMED_INDEX)
         ids = [str(v) for v in obs.index]
-        if name not in names:
+        if not _index_is_column(obs, names, name, ids, "obs"):
             specs.append((name, "string", ids, None, None))
-        elif [str(v) for v in obs.iloc[:, names.index(name)]] != ids:
-            raise InputError(f"the obs index is named {name!r}, as is an obs column with other "
-                             "values: rename one of them")
         index = name
     for name in obs.columns:
         specs.append(_obs_spec(str(name), obs[name]))
@@ -223,16 +217,41 @@ def _var_spec(var, n_vars: int):
     if len(var) != n_vars:
         raise InputError(f"var has {len(var)} rows for {n_vars} genes")
     index = [str(v) for v in var.index]
+    names = _column_names(var, "var")
+    index_name = str(var.index.name or "__index_level_0__")
+    # A column that is the index (`set_index(..., drop=False)`) is stored once, as the index.
+    skip = index_name if _index_is_column(var, names, index_name, index, "var") else None
     columns = []
-    for name in var.columns:
-        s = var[name]
+    for name, (_, s) in zip(names, var.items()):
+        if name == skip:
+            continue
         if isinstance(s.dtype, pd.CategoricalDtype):
-            columns.append((str(name), True, ["" if pd.isna(v) else str(v) for v in s.tolist()]))
+            columns.append((name, True, ["" if pd.isna(v) else str(v) for v in s.tolist()]))
         else:
-            columns.append((str(name), False, ["" if v is None or v is pd.NA else str(v)
-                                               for v in s.tolist()]))
-    index_name = var.index.name or "__index_level_0__"
-    return (str(index_name), index, columns), index
+            columns.append((name, False, ["" if v is None or v is pd.NA else str(v)
+                                          for v in s.tolist()]))
+    return (index_name, index, columns), index
+
+
+def _column_names(frame, what: str) -> list:
+    """The frame's column names as strings, refusing a name given twice."""
+    names = [str(c) for c in frame.columns]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(f"{what} has more than one column named {twice[0]!r}")
+    return names
+
+
+def _index_is_column(frame, names: list, name: str, ids: list, what: str) -> bool:
+    """Whether the index, named `name`, is also the frame's column `name`
+    (the same values, as strings); a column of that name with other values
+    would lose one of the two, and is refused."""
+    if name not in names:
+        return False
+    if [str(v) for v in frame.iloc[:, names.index(name)]] != ids:
+        raise InputError(f"the {what} index is named {name!r}, as is a {what} column with other "
+                         "values: rename one of them")
+    return True
 
 
 __all__ = ["write"]

@@ -164,8 +164,24 @@ def test_an_obs_index_named_as_a_column_comes_back_only_when_they_agree(tmp_path
     assert not (tmp_path / "other").exists()
 
 
+def test_a_var_index_named_as_a_column_is_stored_once_when_they_agree(tmp_path):
+    X = counts(30, 10, seed=8)
+    ids = [f"ENSG{i}" for i in range(10)]
+    var = pd.DataFrame({"gene_ids": ids, "symbol": [f"S{i}" for i in range(10)]}).set_index(
+        "gene_ids", drop=False)
+    deltacells.write(X, tmp_path / "same", var=var, level=1, sort_genes=False)
+    ds = deltacells.open(tmp_path / "same")
+    assert list(ds.var_names) == ids and ds.var.index.name == "gene_ids"
+    assert ds.var["symbol"].tolist() == var["symbol"].tolist()
+    other = var.assign(gene_ids=[f"x{i}" for i in range(10)])
+    with pytest.raises(deltacells.InputError, match="rename one"):
+        deltacells.write(X, tmp_path / "other", var=other, level=1)
+    assert not (tmp_path / "other").exists()
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"obs": pd.DataFrame(np.zeros((30, 2)), columns=["a", "a"])}, "more than one column named 'a'"),
+    ({"var": pd.DataFrame(np.zeros((10, 2)), columns=["k", "k"])}, "more than one column named 'k'"),
     ({"obs": pd.DataFrame({"z": np.ones(30, dtype=complex)})}, "unsupported numeric dtype"),
     ({"tile_size": 0}, "tile_size"), ({"n_chunks": 0}, "n_chunks"), ({"block_rows": -1}, "block_rows"),
 ])
