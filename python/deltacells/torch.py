@@ -305,9 +305,9 @@ class CellDataset(torch.utils.data.IterableDataset):
         as is anything that is not such a state."""
         try:
             self._load(state)
+        except InputError:
+            raise
         except (AttributeError, KeyError, IndexError, TypeError, ValueError) as e:
-            if isinstance(e, InputError):
-                raise
             raise InputError(f"not a CellDataset state: {type(e).__name__}: {e}") from e
 
     def _load(self, state: dict) -> None:
