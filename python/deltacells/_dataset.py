@@ -13,11 +13,12 @@ import numpy as np
 from . import _deltacells
 from ._batches import Batches
 from ._formats import FORMATS, check_format, convert, dtype_name
-from ._settings import unsigned
+from ._settings import integer, positive, unsigned
 from ._transform import read_transformed, vocabulary
 from ._tables import (index_column, index_name, pandas_column, range_names, string_index,
                       var_frame)
 from .errors import InputError
+from .tokenize import Tokenizer
 
 # Handles inherited through fork. A child never uses them (their decode
 # threads did not survive the fork) and never drops them either: tearing a
@@ -47,6 +48,62 @@ def from_end(ids: np.ndarray, n: int, what: str) -> np.ndarray:
                          f"(or -{n}..-1, counted from the end)")
     out = np.ascontiguousarray(ids, dtype=np.int64)
     return np.where(out < 0, out + n, out) if lo < 0 else out
+
+
+def rank_in_world(rank: Any, world_size: Any) -> "tuple[int, int]":
+    """`(rank, world_size)` checked: integers, `rank` within `0..world_size`."""
+    r, w = integer("rank", rank), integer("world_size", world_size)
+    if not 0 <= r < w:
+        raise InputError(f"rank {r} is outside 0..{w}")
+    return r, w
+
+
+def tokenizer_handle(tokenizer: Any) -> Optional[Any]:
+    """The engine's handle of a `Geneformer` or `ScGPT` tokenizer (None for
+    None); anything else is an `InputError`."""
+    if tokenizer is None:
+        return None
+    if not isinstance(tokenizer, Tokenizer):
+        raise InputError("tokenizer must be a deltacells.tokenize.Geneformer or ScGPT, "
+                         f"not {tokenizer!r}")
+    return tokenizer._t
+
+
+def draw_settings(weights: Any, balance: Any, samples_per_epoch: Any,
+                  normalize: Any, tokenizer: Any) -> dict:
+    """The settings of `batches` that need no dataset to check (all but the
+    weights' length and the balance columns' presence), checked, so that
+    `CellDataset` refuses them when made rather than at its first batch;
+    the tokenizer as the engine's handle."""
+    w = None
+    if weights is not None:
+        w = np.ascontiguousarray(weights, dtype=np.float64)
+        if w.ndim != 1:
+            raise InputError(f"weights need one entry per cell, not shape {w.shape}")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise InputError("weights must be finite and at least 0")
+        if not np.any(w > 0):
+            raise InputError("every weight is 0: nothing can be drawn")
+    if balance is None or isinstance(balance, str):
+        columns = [] if balance is None else [balance]
+    else:
+        try:
+            columns = list(balance)
+        except TypeError:
+            raise InputError(f"balance must be an obs column name or a list of them, "
+                             f"not {balance!r}") from None
+        if not columns:
+            # Most likely a list that came out empty: balancing on nothing
+            # would quietly draw without balance.
+            raise InputError("balance names no obs column (give None for no balance)")
+        if not all(isinstance(c, str) for c in columns):
+            raise InputError(f"balance must name obs columns, not {balance!r}")
+    if w is not None and columns:
+        raise InputError("give weights or balance, not both")
+    return {"tokenizer": tokenizer_handle(tokenizer), "weights": w, "balance": columns,
+            "samples_per_epoch": None if samples_per_epoch is None
+            else unsigned("samples_per_epoch", samples_per_epoch, least=1),
+            "normalize": None if normalize is None else positive("normalize", normalize)}
 
 
 class Dataset:
@@ -364,12 +421,13 @@ class Dataset:
         `attention_mask` (bool), for exactly `cells`, in order.
         """
         if tokenizer is not None:
+            handle = tokenizer_handle(tokenizer)
             if genes is not None:
                 raise InputError("a tokenizer reads every gene of a row: read without genes")
             span, ids = self._cells(cells)
             if span is not None:
-                return self._h.read_range(span[0], span[1], tokenizer=tokenizer._t)
-            return self._h.read_cells(ids, tokenizer=tokenizer._t)
+                return self._h.read_range(span[0], span[1], tokenizer=handle)
+            return self._h.read_cells(ids, tokenizer=handle)
         check_format(format)
         if missing != "error" or normalize is not None or log1p:
             return read_transformed(self, cells, genes, format, dtype, missing, normalize, log1p)
@@ -485,15 +543,14 @@ class Dataset:
         check_format(format)
         if shuffle not in SHUFFLES:
             raise InputError(f"shuffle must be one of {SHUFFLES}, not {shuffle!r}")
-        if batch_size < 1:
-            raise InputError("batch_size must be at least 1")
-        if not 0 <= rank < world_size:
-            raise InputError(f"rank {rank} is outside 0..{world_size}")
+        rank, world_size = rank_in_world(rank, world_size)
+        draws = draw_settings(weights, balance, samples_per_epoch, normalize, tokenizer)
         options = {
-            "batch_size": int(batch_size), "seed": unsigned("seed", seed),
+            "batch_size": unsigned("batch_size", batch_size, least=1),
+            "seed": unsigned("seed", seed),
             "epoch": unsigned("epoch", epoch), "shuffle": shuffle,
-            "window_tiles": unsigned("window_tiles", window_tiles, least=1), "rank": int(rank),
-            "world_size": int(world_size), "drop_last": bool(drop_last),
+            "window_tiles": unsigned("window_tiles", window_tiles, least=1), "rank": rank,
+            "world_size": world_size, "drop_last": bool(drop_last),
             "prefetch": unsigned("prefetch", prefetch),
             "cache_bytes": unsigned("cache_bytes", cache_bytes),
             "genes": vocabulary(self, genes, missing), "missing": missing,
@@ -502,10 +559,10 @@ class Dataset:
             "obs_cache_dir": None if obs_cache_dir is None else os.fspath(obs_cache_dir),
             "dtype": dtype_name(dtype),
             "delivered": [(int(start), int(stop)) for start, stop in delivered],
-            **self._sampling(cells, weights, balance, samples_per_epoch),
-            "normalize": None if normalize is None else float(normalize),
+            **self._sampling(cells, draws),
+            "normalize": draws["normalize"],
             "log1p": bool(log1p),
-            "tokenizer": None if tokenizer is None else tokenizer._t,
+            "tokenizer": draws["tokenizer"],
             "next_epoch_ahead": bool(next_epoch_ahead),
         }
         if tokenizer is not None and (genes is not None or normalize is not None or log1p
@@ -514,37 +571,19 @@ class Dataset:
                              "tokenizer take no genes, normalize, log1p or dense format")
         return Batches(self, options, format)
 
-    def _sampling(self, cells: Any, weights: Any, balance: Any,
-                  samples_per_epoch: Optional[int]) -> dict:
+    def _sampling(self, cells: Any, draws: dict) -> dict:
         """The `cells`, `weights`, `balance` and `samples_per_epoch` settings
-        of `batches`, checked, with `epoch_cells`: the cells an epoch serves."""
+        of `batches` (the last three from `draw_settings`), checked against
+        this dataset, with `epoch_cells`: the cells an epoch serves."""
         subset = None
         if cells is not None:
             subset = np.unique(self._cell_ids(cells)).astype(np.uint64)
-        w = None
-        if weights is not None:
-            w = np.ascontiguousarray(weights, dtype=np.float64)
-            if w.shape != (self.n_obs,):
-                raise InputError(f"weights need one entry per cell ({self.n_obs}), not {w.shape}")
-            if not np.all(np.isfinite(w)) or np.any(w < 0):
-                raise InputError("weights must be finite and at least 0")
-            if not np.any(w > 0):
-                raise InputError("every weight is 0: nothing can be drawn")
-        columns = [] if balance is None else [balance] if isinstance(balance, str) else list(balance)
-        if balance is not None and not columns:
-            # Most likely a list that came out empty: balancing on nothing
-            # would quietly draw without balance.
-            raise InputError("balance names no obs column (give None for no balance)")
-        if w is not None and columns:
-            raise InputError("give weights or balance, not both")
-        if samples_per_epoch is not None and int(samples_per_epoch) < 1:
-            raise InputError("samples_per_epoch must be at least 1")
+        w, columns, per_epoch = draws["weights"], draws["balance"], draws["samples_per_epoch"]
+        if w is not None and w.shape != (self.n_obs,):
+            raise InputError(f"weights need one entry per cell ({self.n_obs}), not {w.shape}")
         population = self.n_obs if subset is None else len(subset)
-        drawn = w is not None or bool(columns) or samples_per_epoch is not None
-        epoch = int(samples_per_epoch) if samples_per_epoch is not None else population
         return {"cells": subset, "weights": w, "balance": columns,
-                "samples_per_epoch": None if samples_per_epoch is None else int(samples_per_epoch),
-                "epoch_cells": epoch if drawn else population}
+                "samples_per_epoch": per_epoch, "epoch_cells": per_epoch or population}
 
     def to_anndata(self, cells: Any = None, genes: Any = None,
                    obs_columns: "str | Sequence[str] | None" = None, *,

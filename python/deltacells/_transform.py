@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _deltacells
 from ._formats import convert, dtype_name
+from ._settings import positive
 from .errors import InputError
 
 MISSING = ("error", "zero")
@@ -42,7 +43,7 @@ def read_transformed(ds: Any, cells: Any, genes: Any, format: str, dtype: Any, m
         raise InputError("normalized and log1p values are float32")
     span, ids = ds._cells(cells)
     start, stop = span if span is not None else (0, 0)
-    target = None if normalize is None else float(normalize)
+    target = None if normalize is None else positive("normalize", normalize)
     dense = format == "numpy"
     out = _deltacells.read_transformed(ds._h, start, stop, ids, g, target, bool(log1p), dense, dt)
     if dense:

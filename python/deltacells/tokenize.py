@@ -24,7 +24,7 @@ import os
 from typing import Any, Callable, Mapping, Optional, Union
 
 from . import _deltacells
-from ._settings import unsigned
+from ._settings import positive, unsigned
 from .errors import InputError
 
 __all__ = ["Geneformer", "ScGPT", "Tokenizer"]
@@ -119,7 +119,7 @@ class ScGPT(Tokenizer):
                  seed: int = 0, epoch: int = 0) -> None:
         self._make(_mapping(tokens, "tokens", _token, "an integer token id"), unsigned("n_bins", n_bins),
                    unsigned("max_len", max_len), bool(log1p),
-                   None if normalize is None else float(normalize), gene_key,
+                   None if normalize is None else positive("normalize", normalize), gene_key,
                    unsigned("seed", seed), unsigned("epoch", epoch))
 
     def _make(self, *args: Any) -> None:

@@ -33,7 +33,7 @@ import torch.utils.data
 from . import _deltacells
 from ._batches import Batches
 from ._corpus import open_location
-from ._dataset import _INHERITED, SHUFFLES, Dataset
+from ._dataset import _INHERITED, SHUFFLES, Dataset, draw_settings, rank_in_world
 from ._formats import dtype_name
 from ._settings import unsigned
 from ._transform import MISSING
@@ -111,18 +111,14 @@ class CellDataset(torch.utils.data.IterableDataset):
             raise InputError(f"shuffle must be one of {SHUFFLES}, not {shuffle!r}")
         if output not in _OUTPUTS:
             raise InputError(f"output must be one of {_OUTPUTS}, not {output!r}")
-        if batch_size < 1:
-            raise InputError("batch_size must be at least 1")
         if missing not in MISSING:
             raise InputError(f"missing must be one of {MISSING}, not {missing!r}")
         if rank is None and world_size is None:
             self._world: Optional["tuple[int, int]"] = None
         elif rank is None or world_size is None:
             raise InputError("give both rank and world_size, or neither")
-        elif not 0 <= rank < world_size:
-            raise InputError(f"rank {rank} is outside 0..{world_size}")
         else:
-            self._world = (int(rank), int(world_size))
+            self._world = rank_in_world(rank, world_size)
         if isinstance(dataset, Dataset):
             self.location = dataset.location
             self._given: Optional[Dataset] = dataset
@@ -130,7 +126,7 @@ class CellDataset(torch.utils.data.IterableDataset):
             self.location = os.fspath(dataset)
             self._given = None
         self._given_pid = os.getpid()
-        self.batch_size = int(batch_size)
+        self.batch_size = unsigned("batch_size", batch_size, least=1)
         self.shuffle = shuffle
         self.window_tiles = unsigned("window_tiles", window_tiles, least=1)
         self.seed = unsigned("seed", seed)
@@ -141,14 +137,17 @@ class CellDataset(torch.utils.data.IterableDataset):
         self.dtype = dtype_name(dtype)
         self.drop_last = bool(drop_last)
         self.prefetch = unsigned("prefetch", prefetch)
-        self.threads = threads
+        self.threads = None if threads is None else unsigned("threads", threads, least=1)
         self.cache_bytes = unsigned("cache_bytes", cache_bytes)
         self.obs_cache_dir = None if obs_cache_dir is None else os.fspath(obs_cache_dir)
         self.cells = None if cells is None else np.asarray(cells)
-        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
-        self.balance = balance
-        self.samples_per_epoch = samples_per_epoch
-        self.normalize = normalize
+        # Checked here, where the mistake was made, rather than at the first
+        # batch; the weights' length and the balance columns wait for it.
+        draws = draw_settings(weights, balance, samples_per_epoch, normalize, tokenizer)
+        self.weights = draws["weights"]
+        self.balance = draws["balance"] or None
+        self.samples_per_epoch = draws["samples_per_epoch"]
+        self.normalize = draws["normalize"]
         self.log1p = bool(log1p)
         self.tokenizer = tokenizer
         self.epoch = 0

@@ -174,25 +174,48 @@ def test_cell_datasets_take_every_setting_through_spawned_workers(small):
 
 
 def test_bad_sampling_settings_are_refused_before_any_batch(small):
+    pytest.importorskip("torch")
+    from deltacells.torch import CellDataset
+
     path, _, _, _ = small
     ds = deltacells.open(path)
     n = ds.n_obs
-    bad = [
-        dict(weights=np.full(n, -1.0)),
-        dict(weights=np.full(n, np.nan)),
-        dict(weights=np.zeros(n)),
-        dict(weights=np.ones(5)),
-        dict(weights=np.ones(n), balance="cell_type"),
-        dict(samples_per_epoch=0),
-        dict(cells=np.zeros(n + 1, dtype=bool)),
+    # Refused by batches, and by CellDataset when it is made: none of these
+    # needs the dataset to be found wrong.
+    refused_when_made = [
+        (dict(weights=np.full(n, -1.0)), "finite and at least 0"),
+        (dict(weights=np.full(n, np.nan)), "finite and at least 0"),
+        (dict(weights=np.zeros(n)), "every weight is 0"),
+        (dict(weights=np.ones((n, 1))), r"shape \(%d, 1\)" % n),
+        (dict(weights=np.ones(n), balance="cell_type"), "not both"),
+        (dict(balance=5), "obs column name or a list"),
+        (dict(balance=["cell_type", 3]), "must name obs columns"),
+        (dict(samples_per_epoch=0), "samples_per_epoch"),
+        (dict(samples_per_epoch=2.5), "samples_per_epoch must be an integer"),
+        (dict(normalize=-1.0), "normalize must be a positive finite number"),
+        (dict(normalize="1e4"), "normalize must be a positive finite number"),
+        (dict(tokenizer="geneformer"), "tokenizer must be"),
+        (dict(batch_size=2.5), "batch_size must be an integer"),
+        (dict(rank=0.5, world_size=2), "rank must be an integer"),
     ]
-    for options in bad:
+    for options, match in refused_when_made:
+        with pytest.raises(InputError, match=match):
+            ds.batches(**options)
+        with pytest.raises(InputError, match=match):
+            CellDataset(path, **options)
+    with pytest.raises(InputError, match="threads"):
+        CellDataset(path, threads=0)
+    # These need the dataset: batches refuses them at once, CellDataset (which
+    # opens its dataset in each process that iterates) at its first batch.
+    for options in [dict(weights=np.ones(5)), dict(cells=np.zeros(n + 1, dtype=bool))]:
         with pytest.raises(InputError):
             ds.batches(**options)
+        with pytest.raises(InputError):
+            next(iter(CellDataset(path, **options)))
     for options in [dict(balance="no such column"), dict(balance="score")]:
         with pytest.raises(InputError):
             list(ds.batches(**options))
     with pytest.raises(InputError):
-        list(ds.batches(normalize=-1.0))
-    with pytest.raises(InputError):
         list(ds.batches(normalize=1e4, dtype=np.int32))
+    # A whole number given as a float is that number.
+    assert len(ds.batches(batch_size=64.0, cache_bytes=4e9)) == len(ds.batches(batch_size=64))

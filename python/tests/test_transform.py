@@ -83,8 +83,10 @@ def test_bad_requests_raise(small):
         ds.read(genes=["G1"], missing="ignore")
     with pytest.raises(InputError, match="float32"):
         ds.read(normalize=1e4, dtype="int32")
-    with pytest.raises(InputError, match="target_sum"):
-        ds.read(normalize=-1.0)
+    # A target sum is a positive finite number, never text parsed as one.
+    for bad in [-1.0, 0, float("nan"), "1e4", True]:
+        with pytest.raises(InputError, match="normalize must be a positive finite number"):
+            ds.read(normalize=bad)
     with pytest.raises(InputError, match="twice"):
         ds.read(genes=["G1", "G1"], missing="zero")
     # A negative index counts from the end, never taken for a missing name's
