@@ -33,6 +33,9 @@ pub enum CorpusRule {
     /// The `format` field is missing or names another format.
     #[error("format is {0}, not \"deltacells-corpus\"")]
     Format(String),
+    /// The file is a dataset's manifest: its directory is the dataset.
+    #[error("the manifest of a dataset, not a corpus file: open the dataset's directory, {0}")]
+    DatasetManifest(String),
     /// A version this build does not read.
     #[error("version {0} (this build reads version 1)")]
     Version(String),
@@ -58,6 +61,14 @@ pub fn parse_corpus_file(bytes: &[u8], base: &Path) -> Result<CorpusSpec, Corpus
     };
     match object.get("format") {
         Some(Value::String(f)) if f == CORPUS_FORMAT => {}
+        Some(Value::String(f)) if f == crate::format::manifest::FORMAT => {
+            let dir = if base.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                base
+            };
+            return Err(CorpusRule::DatasetManifest(dir.display().to_string()));
+        }
         other => return Err(CorpusRule::Format(shown(other))),
     }
     match object.get("version") {
@@ -319,6 +330,10 @@ mod tests {
         assert!(matches!(parse("{"), CorpusRule::Json(_)));
         assert!(matches!(parse("[]"), CorpusRule::Json(_)));
         assert!(matches!(parse(r#"{"format":"x"}"#), CorpusRule::Format(_)));
+        assert!(matches!(
+            parse(r#"{"format":"deltacells-dataset","version":1}"#),
+            CorpusRule::DatasetManifest(_)
+        ));
         let head = r#""format":"deltacells-corpus","version""#;
         assert!(matches!(
             parse(&format!("{{{head}:2,\"members\":[\"a\"]}}")),
