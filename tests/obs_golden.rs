@@ -76,6 +76,44 @@ fn ranged_reads_give_the_same_values() {
     assert_rows_match(&got, &want);
 }
 
+/// Copies `small_obs` (read only in the shared test data) into `dir`, its
+/// files writable.
+fn copy_small_obs(dir: &Path) {
+    for sub in ["", "obs", "tiles"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        for entry in std::fs::read_dir(small_obs().join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                std::fs::write(
+                    dir.join(sub).join(path.file_name().unwrap()),
+                    std::fs::read(&path).unwrap(),
+                )
+                .unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_value_changed_in_a_local_shard_is_refused_not_read() {
+    // Byte 3,261 of the first shard lies in the data of n_counts: flipped,
+    // cell 26 reads 3,409 where it holds 3,408, and every check of the
+    // column's structure passes. Only the shard's SHA-256 tells.
+    let dir = scratch("flipped");
+    copy_small_obs(&dir);
+    let shard = dir.join("obs/obs_0000.parquet");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    bytes[3261] ^= 0x01;
+    std::fs::write(&shard, bytes).unwrap();
+    let ds = Dataset::open(&dir).unwrap();
+    let obs = ds.obs().unwrap();
+    for c in &obs.schema().columns {
+        let err = obs.read_column(&c.name, 0..1).unwrap_err().to_string();
+        assert!(err.contains("obs_shard_sha256[0]"), "{}: {err}", c.name);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn the_fingerprint_is_recomputed_exactly() {
     let dir = small_obs();

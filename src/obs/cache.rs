@@ -424,7 +424,7 @@ impl ObsReader {
             let bytes = self.checked_shard(s)?;
             memory.insert(shard_key(s), bytes.as_bytes());
         }
-        Ok(self.with_store(Arc::new(memory)))
+        Ok(self.over_checked_copies(Arc::new(memory)))
     }
 }
 

@@ -7,9 +7,12 @@
 //! each). The parquet decoder sees the
 //! fetched parts as the file and fails on any read outside them, so nothing
 //! else is fetched. Every footer is checked against the schema and the
-//! manifest before any column chunk is decoded.
+//! manifest before any column chunk is decoded. From a local store, each
+//! shard a read touches is first checked whole against its SHA-256, once
+//! per reader (see [`ObsReader::read_column`]).
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch};
@@ -248,6 +251,9 @@ pub struct ObsReader {
     manifest: ObsManifest,
     tile_cells: Vec<u64>,
     limits: Arc<[u64]>,
+    /// Per shard, whether its bytes were checked against the manifest's
+    /// size and SHA-256 since it was opened (see [`ObsReader::read_column`]).
+    checked: Arc<[AtomicBool]>,
 }
 
 /// Footers fetched during one operation, by shard.
@@ -293,12 +299,18 @@ impl ObsReader {
         for &c in &manifest.tile_cells {
             limits.push(limits[limits.len() - 1] + c);
         }
+        let checked = obs
+            .shard_bytes
+            .iter()
+            .map(|_| AtomicBool::new(false))
+            .collect();
         Ok(ObsReader {
             store,
             schema,
             manifest: obs,
             tile_cells: manifest.tile_cells.clone(),
             limits: limits.into(),
+            checked,
         })
     }
 
@@ -424,6 +436,16 @@ impl ObsReader {
 
     /// Column `name` for tiles `tiles`, one array per tile, read with ranged
     /// reads of the footers and of this column's chunks only.
+    ///
+    /// From a local store, each shard the read touches is first read whole
+    /// and checked against its size and SHA-256 in the manifest, once for
+    /// the life of this reader: a flipped bit in a value would otherwise
+    /// pass every check of the column's structure and come back as data.
+    /// From a remote store, where that would fetch every column of the shard
+    /// for one, the ranged reads are checked for structure only (as ranged
+    /// tile reads skip the whole tile's CRC); [`ObsReader::verify`] and
+    /// [`ObsReader::localize`], which batches read their labels through,
+    /// check the hashes there too.
     pub fn read_column(&self, name: &str, tiles: Range<usize>) -> Result<Vec<ArrayRef>> {
         let (index, _) = self.column(name)?;
         self.read_column_with(index, tiles, &mut self.footers())
@@ -447,6 +469,10 @@ impl ObsReader {
             let s = t / self.tiles_per_file();
             let rg = t - s * self.tiles_per_file();
             let key = shard_key(s);
+            if !self.store.is_remote() && !self.checked[s].load(Ordering::Relaxed) {
+                self.checked_shard(s)?;
+                self.checked[s].store(true, Ordering::Relaxed);
+            }
             let meta = self.footer(s, footers)?;
             let chunk = meta.metadata().row_group(rg).column(index);
             // Checked by check_chunk_ranges when the footer was read.
@@ -495,14 +521,16 @@ impl ObsReader {
         Ok(bytes)
     }
 
-    /// The same obs read through another store (holding the same objects).
-    pub(crate) fn with_store(&self, store: Arc<dyn Store>) -> ObsReader {
+    /// The same obs read through `store`, which holds copies of every shard
+    /// already checked against the manifest (none is checked again).
+    pub(crate) fn over_checked_copies(&self, store: Arc<dyn Store>) -> ObsReader {
         ObsReader {
             store,
             schema: self.schema.clone(),
             manifest: self.manifest.clone(),
             tile_cells: self.tile_cells.clone(),
             limits: self.limits.clone(),
+            checked: self.checked.iter().map(|_| AtomicBool::new(true)).collect(),
         }
     }
 
