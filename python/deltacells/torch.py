@@ -69,8 +69,14 @@ class CellDataset(torch.utils.data.IterableDataset):
       "error" (a name the dataset lacks raises) or "zero" (it is a column of
       zeros: a model's gene vocabulary over any dataset or corpus).
     * `obs_columns`: obs columns returned with every batch: category codes as
-      int64 (`-1` missing; `categories(name)` gives the vocabulary), numbers
-      and booleans as tensors (missing numbers as NaN), strings as lists.
+      int64 (`-1` missing; `categories(name)` gives the vocabulary), strings
+      as lists (`None` missing), numbers and booleans as tensors of the dtype
+      they are stored as, the same in every batch. Floats hold a missing
+      value as NaN. Integers and booleans have no such value, and any obs
+      column may miss values, so each comes with `"<name>_missing"`, a bool
+      tensor that is True where the value is missing (its entry in `<name>`
+      is then 0 or False, not a value): an integer is never rounded through
+      a float and a missing boolean never reads as False.
     * `output`: "csr" (`torch.sparse_csr_tensor`, values not copied) or
       "dense" rows; `dtype`: float32 or int32 (exact counts).
     * `cells`, `weights`, `balance`, `samples_per_epoch`: a subset of cells,
@@ -360,28 +366,36 @@ class CellDataset(torch.utils.data.IterableDataset):
                 out = {"X": torch.from_numpy(X) if isinstance(X, np.ndarray) else X}
             out["cells"] = torch.from_numpy(batch.cells)
             for name, values in batch.obs.items():
-                out[name] = _label(values)
+                for key, value in _labels(name, values).items():
+                    if key in out:
+                        raise InputError(f"obs column {name!r} gives the batch entry {key!r}, "
+                                         "which the batch already has")
+                    out[key] = value
             if info is None:
                 self._position = taken + 1
             yield out
 
 
-def _label(values: Any) -> Any:
-    """An obs column of a batch (pandas-ready values, see `Batch.obs`) as a
-    tensor: category codes as int64, missing numbers as NaN; strings as a list."""
+def _labels(name: str, values: Any) -> "dict[str, Any]":
+    """Obs column `name` of a batch (pandas-ready values, see `Batch.obs`) as
+    the batch's entries (see `obs_columns` in `CellDataset`). A batch without
+    missing values gets plain numpy arrays, one with them pandas' nullable
+    arrays; both give the same entries and dtypes here, so that the batches
+    of an epoch agree however their values fall."""
     import pandas as pd
 
     if isinstance(values, pd.Categorical):
-        return torch.from_numpy(values.codes.astype(np.int64))
-    if isinstance(values, pd.arrays.BooleanArray):
-        return torch.from_numpy(values.to_numpy(dtype=bool, na_value=False))
-    if isinstance(values, pd.arrays.IntegerArray):
-        wide = values.dtype.numpy_dtype.itemsize > 4
-        return torch.from_numpy(values.to_numpy(dtype=np.float64 if wide else np.float32,
-                                                na_value=np.nan))
-    if values.dtype == object:
-        return list(values)
-    return torch.from_numpy(values)
+        return {name: torch.from_numpy(values.codes.astype(np.int64))}
+    if isinstance(values, (pd.arrays.BooleanArray, pd.arrays.IntegerArray)):
+        data = values.to_numpy(dtype=values.dtype.numpy_dtype, na_value=0)
+        missing = values.isna()
+    elif values.dtype == object:
+        return {name: list(values)}
+    elif values.dtype.kind in "biu":
+        data, missing = values, np.zeros(len(values), dtype=bool)
+    else:
+        return {name: torch.from_numpy(values)}  # floats: missing values are NaN
+    return {name: torch.from_numpy(data), f"{name}_missing": torch.from_numpy(missing)}
 
 
 __all__ = ["CellDataset"]

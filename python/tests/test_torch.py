@@ -303,6 +303,51 @@ def test_dense_output_gene_subset_and_obs_labels(small):
         np.testing.assert_array_equal(b["passed"].numpy(), obs["passed"].to_numpy()[cells])
 
 
+def test_nullable_obs_labels_keep_their_dtype_and_values_in_every_batch(tmp_path):
+    import pandas as pd
+    import scipy.sparse as sp
+
+    big = 2**62 + 1  # beyond float64's integers
+    obs = pd.DataFrame({
+        "i32": pd.array([1, 16777217, None, 4, 5, 16777219], dtype="Int32"),
+        "i64": pd.array([big, None, 3, 4, 5, big + 2], dtype="Int64"),
+        "flag": pd.array([True, False, None, True, False, False], dtype="boolean"),
+        "score": [1.5, np.nan, 3.0, 4.0, 5.0, 6.0],
+    })
+    deltacells.write(sp.csr_matrix(np.ones((6, 2), dtype=np.float32)), tmp_path / "ds", obs=obs)
+    ds = CellDataset(tmp_path / "ds", batch_size=2, shuffle="none", obs_columns=list(obs))
+    batches = list(ds)
+    # Batches 0 and 1 miss values, batch 2 misses none: every batch is alike.
+    assert [b["cells"].tolist() for b in batches] == [[0, 1], [2, 3], [4, 5]]
+    for b in batches:
+        cells = b["cells"].numpy()
+        assert set(b) == {"X", "cells", "i32", "i32_missing", "i64", "i64_missing", "flag",
+                          "flag_missing", "score"}
+        assert (b["i32"].dtype, b["i64"].dtype, b["flag"].dtype, b["score"].dtype) == \
+            (torch.int32, torch.int64, torch.bool, torch.float64)
+        for name in ("i32", "i64", "flag"):
+            source = obs[name].iloc[cells]
+            missing = b[f"{name}_missing"].numpy()
+            np.testing.assert_array_equal(missing, source.isna().to_numpy())
+            assert b[name].numpy()[~missing].tolist() == source.dropna().tolist()
+        np.testing.assert_array_equal(b["score"].numpy(), obs["score"].to_numpy()[cells])
+
+
+def test_an_obs_column_cannot_shadow_a_batch_entry(tmp_path):
+    import pandas as pd
+    import scipy.sparse as sp
+
+    obs = pd.DataFrame({"n": [1, 2], "n_missing": [0.5, 1.5]})
+    deltacells.write(sp.csr_matrix(np.ones((2, 2), dtype=np.float32)), tmp_path / "ds", obs=obs)
+    with pytest.raises(InputError, match="'n_missing'"):
+        list(CellDataset(tmp_path / "ds", batch_size=2, obs_columns=["n", "n_missing"]))
+    # An obs column named as the cell ids does not replace them.
+    deltacells.write(sp.csr_matrix(np.ones((2, 2), dtype=np.float32)), tmp_path / "c",
+                     obs=pd.DataFrame({"cells": ["a", "b"]}))
+    with pytest.raises(InputError, match="'cells'"):
+        list(CellDataset(tmp_path / "c", batch_size=2, obs_columns=["cells"]))
+
+
 @pytest.mark.parametrize("context", [None, "fork", "spawn"])
 def test_an_open_dataset_serves_like_its_location(small, context):
     path = small[0]
