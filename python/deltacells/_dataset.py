@@ -69,6 +69,24 @@ def tokenizer_handle(tokenizer: Any) -> Optional[Any]:
     return tokenizer._t
 
 
+def column_names(setting: str, columns: Any) -> Optional[list]:
+    """Obs columns given as one name or a sequence of names, as a list; None
+    (every column, as `read_obs` and `to_anndata` take it) stays None.
+    Anything else is an `InputError` naming the `setting`."""
+    if columns is None:
+        return None
+    if isinstance(columns, str):
+        return [columns]
+    try:
+        names = list(columns)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(c, str) for c in names):
+        raise InputError(f"{setting} must be an obs column name, a list of them or None, "
+                         f"not {columns!r}")
+    return names
+
+
 def draw_settings(weights: Any, balance: Any, samples_per_epoch: Any,
                   normalize: Any, tokenizer: Any) -> dict:
     """The settings of `batches` that need no dataset to check (all but the
@@ -280,6 +298,11 @@ class Dataset:
         index = self._index_column
         return [name for name, _, _ in self._h.obs_schema if name != index]
 
+    def _columns(self, setting: str, columns: Any) -> list:
+        """Obs `columns` as `read_obs` and `batches` take them (None: every one)."""
+        names = column_names(setting, columns)
+        return self.obs_columns if names is None else names
+
     def categories(self, column: str) -> Optional[list]:
         """The vocabulary of obs column `column` when it is categorical (None
         otherwise), without reading the column."""
@@ -305,8 +328,7 @@ class Dataset:
         indexed by the cells' `obs_names`, with the dtypes of `obs`."""
         import pandas as pd
 
-        names = self.obs_columns if columns is None else (
-            [columns] if isinstance(columns, str) else list(columns))
+        names = self._columns("columns", columns)
         ids = None if cells is None else self._cell_ids(cells)
         data = {name: pandas_column(self._h.obs_column(name, ids)) for name in names}
         return pd.DataFrame(data, index=self._names(ids))
@@ -472,7 +494,7 @@ class Dataset:
 
     def batches(self, batch_size: int = 256, *, shuffle: str = "block", seed: int = 0,
                 epoch: int = 0, window_tiles: int = 4, genes: Any = None,
-                obs_columns: "str | Sequence[str]" = (), format: str = "csr_matrix",
+                obs_columns: "str | Sequence[str] | None" = (), format: str = "csr_matrix",
                 dtype: Any = np.float32, drop_last: bool = False, rank: int = 0,
                 world_size: int = 1, prefetch: int = 2, cache_bytes: int = 1 << 30,
                 obs_cache_dir: "str | os.PathLike[str] | None" = None,
@@ -497,7 +519,8 @@ class Dataset:
           columns otherwise follow `var_names`. `missing` as in `read`: with
           "zero", a name the dataset lacks is a column of zeros (a model's
           fixed gene vocabulary over any dataset).
-        * `obs_columns`: obs columns returned with every batch in `Batch.obs`.
+        * `obs_columns`: obs columns returned with every batch in `Batch.obs`
+          (None: every column of `obs`, as `read_obs` and `to_anndata` take it).
         * `format`, `dtype`: as in `read` ("numpy" gives dense rows).
         * `rank`, `world_size`: the epoch's cells are cut into `world_size`
           contiguous shares, one per rank.
@@ -555,7 +578,7 @@ class Dataset:
             "cache_bytes": unsigned("cache_bytes", cache_bytes),
             "genes": vocabulary(self, genes, missing), "missing": missing,
             "dense": format == "numpy",
-            "obs_columns": [obs_columns] if isinstance(obs_columns, str) else list(obs_columns),
+            "obs_columns": self._columns("obs_columns", obs_columns),
             "obs_cache_dir": None if obs_cache_dir is None else os.fspath(obs_cache_dir),
             "dtype": dtype_name(dtype),
             "delivered": [(int(start), int(stop)) for start, stop in delivered],

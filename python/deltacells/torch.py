@@ -33,7 +33,7 @@ import torch.utils.data
 from . import _deltacells
 from ._batches import Batches
 from ._corpus import open_location
-from ._dataset import _INHERITED, SHUFFLES, Dataset, draw_settings, rank_in_world
+from ._dataset import _INHERITED, SHUFFLES, Dataset, column_names, draw_settings, rank_in_world
 from ._formats import dtype_name
 from ._settings import unsigned
 from ._transform import MISSING
@@ -76,7 +76,8 @@ class CellDataset(torch.utils.data.IterableDataset):
       column may miss values, so each comes with `"<name>_missing"`, a bool
       tensor that is True where the value is missing (its entry in `<name>`
       is then 0 or False, not a value): an integer is never rounded through
-      a float and a missing boolean never reads as False.
+      a float and a missing boolean never reads as False. None: every obs
+      column (as `Dataset.obs` has them).
     * `output`: "csr" (`torch.sparse_csr_tensor`, values not copied) or
       "dense" rows; `dtype`: float32 or int32 (exact counts).
     * `cells`, `weights`, `balance`, `samples_per_epoch`: a subset of cells,
@@ -102,7 +103,7 @@ class CellDataset(torch.utils.data.IterableDataset):
 
     def __init__(self, dataset: "Union[str, os.PathLike[str], Dataset]", batch_size: int = 256,
                  shuffle: str = "block", window_tiles: int = 4, seed: int = 0,
-                 genes: Any = None, obs_columns: "Union[str, Sequence[str]]" = (),
+                 genes: Any = None, obs_columns: "Union[str, Sequence[str], None]" = (),
                  output: str = "csr", dtype: Any = "float32", drop_last: bool = False,
                  prefetch: int = 2, rank: Optional[int] = None,
                  world_size: Optional[int] = None, threads: Optional[int] = None,
@@ -138,7 +139,7 @@ class CellDataset(torch.utils.data.IterableDataset):
         self.seed = unsigned("seed", seed)
         self.genes = None if genes is None else list(genes) if not isinstance(genes, str) else [genes]
         self.missing = missing
-        self.obs_columns = [obs_columns] if isinstance(obs_columns, str) else list(obs_columns)
+        self.obs_columns = column_names("obs_columns", obs_columns)
         self.output = output
         self.dtype = dtype_name(dtype)
         self.drop_last = bool(drop_last)
@@ -205,7 +206,7 @@ class CellDataset(torch.utils.data.IterableDataset):
         """Batches per rank of a whole epoch (the same on every rank)."""
         return len(self._batches(self._open(1), prefetch=0, obs_columns=[]))
 
-    def _batches(self, ds: Dataset, prefetch: int, obs_columns: Sequence[str],
+    def _batches(self, ds: Dataset, prefetch: int, obs_columns: Optional[Sequence[str]],
                  delivered: "Sequence[tuple[int, int]]" = (), ahead: bool = False) -> Batches:
         rank, world = self.rank_world()
         return ds.batches(

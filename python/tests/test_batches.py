@@ -144,6 +144,26 @@ def test_obs_columns_come_with_each_batch(small):
         assert frame["cell_type"].tolist() == obs["cell_type"].iloc[b.cells].tolist()
 
 
+def test_obs_columns_none_means_every_column_as_in_read_obs(small):
+    from deltacells.torch import CellDataset
+
+    path = small[0]
+    ds = deltacells.open(path)
+    for b in ds.batches(batch_size=400, seed=2, obs_columns=None):
+        frame = pd.DataFrame(b.obs, index=ds.obs_names[b.cells])
+        pd.testing.assert_frame_equal(frame, ds.read_obs(None, cells=b.cells))
+        assert list(frame) == list(ds.to_anndata(obs_columns=None).obs)
+    first = next(iter(CellDataset(path, batch_size=400, obs_columns=None)))
+    assert set(ds.obs_columns) <= set(first)
+    for bad in (5, [1], [None]):
+        with pytest.raises(deltacells.InputError, match="obs_columns must be"):
+            ds.batches(obs_columns=bad)
+        with pytest.raises(deltacells.InputError, match="obs_columns must be"):
+            CellDataset(path, obs_columns=bad)
+        with pytest.raises(deltacells.InputError, match="columns must be"):
+            ds.read_obs(bad)
+
+
 def test_bad_settings_are_input_errors(small):
     from deltacells.torch import CellDataset
 
