@@ -19,7 +19,7 @@ from multiprocessing import get_context
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
 
 from . import _deltacells
-from ._settings import unsigned
+from ._settings import unsigned, zstd_level
 
 Genes = Union[str, Sequence[str]]
 PathLike = Union[str, "os.PathLike[str]"]
@@ -140,6 +140,7 @@ def build(inputs: Sequence[PathLike], out: PathLike, *, genes: Genes = "union",
         if value is not None:
             unsigned(name, value, least=1)
     unsigned("retries", retries)
+    level = zstd_level("level", level)
     sources = [os.fspath(i) for i in inputs]
     location = os.fspath(out)
     options = _options(genes, gene_key, source_column, tile_size, n_chunks, level,

@@ -43,3 +43,19 @@ def positive(name: str, value: Any) -> float:
         if math.isfinite(v) and v > 0:
             return v
     raise InputError(f"{name} must be a positive finite number, not {value!r}")
+
+
+#: zstd's compression levels: its fast modes (negative, down to
+#: `ZSTD_minCLevel()`), 0 for its default, and 1 up to `ZSTD_maxCLevel()`.
+#: zstd clamps a level outside them without a word, so the manifest would
+#: record a level the tiles were not written at.
+ZSTD_LEVELS = range(-(1 << 17), 23)
+
+
+def zstd_level(name: str, value: Any) -> int:
+    """`value` as a zstd level, else an `InputError` naming the setting."""
+    v = integer(name, value)
+    if v not in ZSTD_LEVELS:
+        raise InputError(f"{name} must be a zstd level in {ZSTD_LEVELS.start}..="
+                         f"{ZSTD_LEVELS.stop - 1}, not {value!r}")
+    return v

@@ -10,7 +10,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from . import _deltacells
-from ._settings import unsigned
+from ._settings import unsigned, zstd_level
 from ._tables import OBS_INDEX_KEY, UNNAMED_INDEX
 from .errors import InputError
 
@@ -35,7 +35,8 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     directory beside `out_dir` and renamed to `out_dir` when complete; on any
     failure nothing is left under `out_dir`.
 
-    `sort_genes`: order columns by decreasing total count (compresses better;
+    `level`: the zstd level of the tiles (negative levels are zstd's fast
+    modes). `sort_genes`: order columns by decreasing total count (compresses better;
     `gene_order` records the order, and `var`/`var_names` follow it).
     `obs`: a DataFrame with one row per cell (categorical, string, numeric,
     boolean and nullable columns; a non-default index is kept as a string
@@ -49,6 +50,7 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
                  else unsigned("tile_size", tile_size, least=1))
     n_chunks = _deltacells.DEFAULT_CHUNKS if n_chunks is None else unsigned("n_chunks", n_chunks, least=1)
     block_rows = tile_size if block_rows is None else unsigned("block_rows", block_rows, least=1)
+    level = _deltacells.DEFAULT_LEVEL if level is None else zstd_level("level", level)
     out_dir = os.path.abspath(os.fspath(out_dir))
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise InputError(f"{out_dir} exists and is not an empty directory")
@@ -71,7 +73,7 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
         writer = _deltacells.Writer(
             tmp, n_vars, tile_size=tile_size,
             n_chunks=n_chunks,
-            level=_deltacells.DEFAULT_LEVEL if level is None else level,
+            level=level,
             gene_totals=None if totals is None else totals.tolist(),
             var_names=var_names, obs=obs_specs, var=var_spec,
             metadata=None if obs_index is None else json.dumps({OBS_INDEX_KEY: obs_index}))

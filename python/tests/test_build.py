@@ -227,7 +227,7 @@ def test_a_gene_key_no_input_has_is_refused_naming_the_input_and_leaves_no_manif
     with pytest.raises(deltacells.InputError, match="genes must be"):
         deltacells.build(paths, tmp_path / "ds", genes="everything", workers=1)
     for name, value in [("tile_size", 0), ("n_chunks", 0), ("tiles_per_task", 0), ("workers", 0),
-                        ("retries", -1)]:
+                        ("retries", -1), ("level", 23), ("level", "19")]:
         with pytest.raises(deltacells.InputError, match=name):
             deltacells.build(paths, tmp_path / "zero", **{name: value})
     assert not (tmp_path / "zero").exists()

@@ -179,6 +179,23 @@ def test_a_var_index_named_as_a_column_is_stored_once_when_they_agree(tmp_path):
     assert not (tmp_path / "other").exists()
 
 
+def test_level_is_a_zstd_level_the_manifest_records(tmp_path):
+    import json
+
+    X = counts(30, 10, seed=9)
+    # zstd's fast modes and its strongest level are levels like any other.
+    for level in (-5, 22):
+        deltacells.write(X, tmp_path / str(level), level=level)
+        manifest = json.loads((tmp_path / str(level) / "manifest.json").read_text())
+        assert manifest["zstd_level"] == level
+        assert (read_back(tmp_path / str(level), X)[1] != X).nnz == 0
+    # zstd would clamp these to another level than the manifest records.
+    for level in (23, 99, -(1 << 17) - 1, "19", 2.5, True):
+        with pytest.raises(deltacells.InputError, match="level"):
+            deltacells.write(X, tmp_path / "bad", level=level)
+        assert not (tmp_path / "bad").exists()
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"obs": pd.DataFrame(np.zeros((30, 2)), columns=["a", "a"])}, "more than one column named 'a'"),
     ({"var": pd.DataFrame(np.zeros((10, 2)), columns=["k", "k"])}, "more than one column named 'k'"),
