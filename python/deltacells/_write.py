@@ -56,6 +56,7 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
         raise InputError(f"{out_dir} exists and is not an empty directory")
     obs_specs, obs_index = _obs_specs(obs, n_obs) if obs is not None else ([], None)
     var_spec, var_names = _var_spec(var, n_vars) if var is not None else (None, None)
+    _check_text(obs_specs, var_spec)
 
     totals = None
     if sort_genes:
@@ -189,6 +190,8 @@ def _obs_spec(name: str, s) -> tuple:
     import pandas as pd
     from pandas.api import types
 
+    if isinstance(s.dtype, pd.SparseDtype):
+        s = s.sparse.to_dense()  # obs are stored dense; its values are kept
     dtype = s.dtype
     if isinstance(dtype, pd.CategoricalDtype):
         cats = [str(c) for c in s.cat.categories]
@@ -233,6 +236,29 @@ def _var_spec(var, n_vars: int):
             columns.append((name, False, ["" if v is None or v is pd.NA else str(v)
                                           for v in s.tolist()]))
     return (index_name, index, columns), index
+
+
+def _check_text(obs_specs: list, var_spec) -> None:
+    """Refuses, naming the column, a string that UTF-8 cannot hold (a lone
+    surrogate, as a file name decoded with `surrogateescape` has): every
+    string is stored as UTF-8, and the engine would fail without a name."""
+    for name, kind, values, _, categories in obs_specs:
+        _encodable(f"obs column {name!r}",
+                   [name, *(values if kind == "string" else ()), *(categories or ())])
+    if var_spec is not None:
+        index_name, index, columns = var_spec
+        _encodable("the var index", [index_name, *index])
+        for name, _, values in columns:
+            _encodable(f"var column {name!r}", [name, *values])
+
+
+def _encodable(what: str, strings: list) -> None:
+    """Refuses `strings` (str or None) when one is not UTF-8 text."""
+    try:
+        "".join(s for s in strings if s is not None).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(f"{what} holds {e.object[e.start:e.end]!r}, which UTF-8 cannot "
+                         "encode") from None
 
 
 def _column_names(frame, what: str) -> list:

@@ -179,6 +179,31 @@ def test_a_var_index_named_as_a_column_is_stored_once_when_they_agree(tmp_path):
     assert not (tmp_path / "other").exists()
 
 
+def test_a_sparse_obs_column_reads_back_as_its_dense_values(tmp_path):
+    X = counts(30, 10, seed=9)
+    dense = pd.DataFrame({"f": np.where(np.arange(30) % 4 == 0, np.nan, np.arange(30.0)),
+                          "n": np.where(np.arange(30) % 3 == 0, 0, np.arange(30)),
+                          "b": np.arange(30) % 5 == 0})
+    sparse = dense.apply(lambda c: pd.arrays.SparseArray(c))
+    deltacells.write(X, tmp_path / "ds", obs=sparse, level=1)
+    pd.testing.assert_frame_equal(deltacells.open(tmp_path / "ds").obs,
+                                  dense.set_axis(dense.index.astype(str)))
+
+
+@pytest.mark.parametrize("obs, var, what", [
+    (pd.DataFrame({"s": ["a\ud800b"] + ["x"] * 29}), None, "obs column 's'"),
+    (pd.DataFrame({"c": pd.Categorical(["a\ud800b"] + ["x"] * 29)}), None, "obs column 'c'"),
+    (pd.DataFrame({"n": np.arange(30)}, index=pd.Index([f"c{i}\udcff" for i in range(30)],
+                                                       name="bc")), None, "obs column 'bc'"),
+    (None, pd.DataFrame({"sym": ["a\ud800b"] + ["x"] * 9}), "var column 'sym'"),
+    (None, pd.DataFrame(index=[f"g{i}\udcff" for i in range(10)]), "the var index"),
+])
+def test_text_utf8_cannot_hold_is_refused_naming_its_column(tmp_path, obs, var, what):
+    with pytest.raises(deltacells.InputError, match=re.escape(what) + ".*UTF-8"):
+        deltacells.write(counts(30, 10, seed=9), tmp_path / "ds", obs=obs, var=var, level=1)
+    assert not (tmp_path / "ds").exists()
+
+
 def test_level_is_a_zstd_level_the_manifest_records(tmp_path):
     import json
 
