@@ -268,6 +268,13 @@ fn npz_with_absurd_shapes_is_refused_in_bounded_memory() {
     m.push(("shape", array(Dtype::I64, &[0i64, 1 << 61])));
     write_npz(&huge_genes, &m);
     refused(&huge_genes, "2305843009213693952 genes");
+    // Within the 2^31 genes a dataset may have, but not backed by the file's
+    // bytes: the build's per-gene tables asked for 16 GiB.
+    let many_genes = dir.join("many-genes.npz");
+    let mut m = empty();
+    m.push(("shape", array(Dtype::I64, &[0i64, 1 << 31])));
+    write_npz(&many_genes, &m);
+    refused(&many_genes, "2147483648 genes");
 
     let max_rows = dir.join("rows.npz");
     let mut m = empty();
@@ -292,6 +299,13 @@ fn matrix_market_size_line_is_checked_against_the_file() {
     )
     .unwrap();
     refused(&dir, "2147483648 genes");
+    // Below the floor for cells, above the one for genes (3.7 GiB of tables).
+    std::fs::write(
+        dir.join("matrix.mtx"),
+        "%%MatrixMarket matrix coordinate integer general\n16777216 1 0\n",
+    )
+    .unwrap();
+    refused(&dir, "16777216 genes");
     std::fs::remove_dir_all(dir).unwrap();
 }
 

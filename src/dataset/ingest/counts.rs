@@ -21,16 +21,51 @@ pub(crate) fn not_a_count(source: &str, cell: u64, gene: u64, value: f64) -> Err
     ))
 }
 
-/// Declared sizes below this are believed whatever the input's size (a
-/// per-gene table of this many entries costs 128 MiB).
+/// Declared numbers of cells (or elements of a dataset read whole) below
+/// this are believed whatever the input's size (a table of this many
+/// 8-byte entries costs 128 MiB).
 const CLAIM_FLOOR: u64 = 1 << 24;
 
-/// Refuses a declared number of cells or genes that the input's bytes cannot
-/// back: every item above [`CLAIM_FLOOR`] must be paid for by at least one
-/// byte of input. A 60-byte file declaring four billion cells would otherwise
-/// make the converter allocate or write per claimed item.
+/// Declared numbers of genes below this are believed whatever the input's
+/// size. A build keeps about 220 bytes per gene (totals, statistics, the
+/// vocabulary), so this many cost about 230 MiB, where [`CLAIM_FLOOR`]'s
+/// 2^24 cost 3.7 GiB; real inputs have tens of thousands of genes, and a
+/// peak matrix of millions has the bytes to show for them.
+const GENE_CLAIM_FLOOR: u64 = 1 << 20;
+
+/// Refuses a declared number of cells or elements that the input's bytes
+/// cannot back: every item above [`CLAIM_FLOOR`] must be paid for by at
+/// least one byte of input. A 60-byte file declaring four billion cells
+/// would otherwise make the converter allocate or write per claimed item.
 pub(crate) fn check_claim(source: &str, what: &str, claimed: u64, input_bytes: u64) -> Result<()> {
-    if claimed > CLAIM_FLOOR.max(input_bytes) {
+    claim_within(
+        source,
+        what,
+        claimed,
+        CLAIM_FLOOR.max(input_bytes),
+        input_bytes,
+    )
+}
+
+/// [`check_claim`] for genes (or features), above [`GENE_CLAIM_FLOOR`]: a
+/// 300-byte `.npz` declaring 2^31 genes made the converter ask for 16 GiB.
+pub(crate) fn check_gene_claim(
+    source: &str,
+    what: &str,
+    claimed: u64,
+    input_bytes: u64,
+) -> Result<()> {
+    claim_within(
+        source,
+        what,
+        claimed,
+        GENE_CLAIM_FLOOR.max(input_bytes),
+        input_bytes,
+    )
+}
+
+fn claim_within(source: &str, what: &str, claimed: u64, most: u64, input_bytes: u64) -> Result<()> {
+    if claimed > most {
         return Err(Error::Input(format!(
             "{source}: declares {claimed} {what}, more than its {input_bytes} bytes can describe"
         )));
@@ -87,5 +122,8 @@ mod tests {
         assert!(check_claim("f", "cells", CLAIM_FLOOR + 1, CLAIM_FLOOR + 1).is_ok());
         let err = check_claim("f", "cells", 4_294_967_295, 60).unwrap_err();
         assert!(err.to_string().contains("4294967295 cells"), "{err}");
+        assert!(check_gene_claim("f", "genes", GENE_CLAIM_FLOOR, 10).is_ok());
+        assert!(check_gene_claim("f", "genes", GENE_CLAIM_FLOOR + 1, 10).is_err());
+        assert!(check_gene_claim("f", "genes", 3 << 20, 3 << 20).is_ok());
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::obs::VarTable;
 
-use super::counts::{check_claim, count, file_bytes};
+use super::counts::{check_claim, check_gene_claim, count, file_bytes};
 use super::transpose::Transposer;
 use super::{Phase, Progress, Side};
 
@@ -184,7 +184,7 @@ pub(crate) fn read(
         header.n_cells,
         matrix_bytes + bytes(barcodes)?,
     )?;
-    check_claim(
+    check_gene_claim(
         &source,
         "genes",
         header.n_genes,

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::format::npy::{open_npz, NpyStream};
 
 use super::compressed::{Compressed, Major, Seq};
-use super::counts::{check_claim, file_bytes};
+use super::counts::{check_claim, check_gene_claim, file_bytes};
 
 /// An `.npz` member as a [`Seq`].
 pub(crate) struct Member(NpyStream);
@@ -95,6 +95,7 @@ pub(crate) fn inspect(path: &Path) -> Result<Npz> {
     let source = path.display().to_string();
     let bytes = file_bytes(path)?;
     check_claim(&source, "cells", rows as u64, bytes)?;
+    check_gene_claim(&source, "genes", n_genes.into(), bytes)?;
     let n_major = match major {
         Major::Cells => rows as u64,
         Major::Genes => cols as u64,

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::H5;
 use crate::dataset::ingest::compressed::{Compressed, Major};
-use crate::dataset::ingest::counts::{check_claim, Rows};
+use crate::dataset::ingest::counts::{check_claim, check_gene_claim, Rows};
 use crate::dataset::ingest::{Cells, ConvertOptions, Opened, Side};
 use crate::error::Result;
 use crate::obs::VarTable;
@@ -40,7 +40,7 @@ pub(crate) fn open<'a>(path: &'a Path, options: &'a ConvertOptions) -> Result<Op
     }
     let (n_features, n_cells) = (n_features as u64, n_barcodes as u64);
     check_claim(&h5.source("matrix"), "cells", n_cells, h5.bytes())?;
-    check_claim(&h5.source("matrix"), "features", n_features, h5.bytes())?;
+    check_gene_claim(&h5.source("matrix"), "features", n_features, h5.bytes())?;
 
     let barcodes = h5.strings("matrix/barcodes")?;
     if barcodes.len() as u64 != n_cells {

@@ -11,7 +11,7 @@ use super::frame::{self, Column, Frame};
 use super::{H5Seq, H5};
 use crate::csr::Csr;
 use crate::dataset::ingest::compressed::{Compressed, Major};
-use crate::dataset::ingest::counts::{check_claim, count, not_a_count, Rows};
+use crate::dataset::ingest::counts::{check_claim, check_gene_claim, count, not_a_count, Rows};
 use crate::dataset::ingest::{
     transpose_columns, Cells, ConvertOptions, Layer, Opened, Progress, Side,
 };
@@ -185,6 +185,7 @@ pub(crate) fn open<'a>(
         ));
     }
     check_claim(&h5.source(&x), "cells", n_cells, h5.bytes())?;
+    check_gene_claim(&h5.source(&x), "genes", n_genes, h5.bytes())?;
     let n_genes = u32::try_from(n_genes)
         .ok()
         .filter(|&g| (1..=1 << 31).contains(&g))
