@@ -45,7 +45,7 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     index gives `var_names`. Returns `{"cells", "tiles", "path"}`.
     """
     matrix, obs, var = _source(X, obs, var, layer, raw)
-    n_obs, n_vars = (int(d) for d in matrix.shape)
+    n_obs, n_vars = _shape(matrix)
     tile_size = (_deltacells.DEFAULT_TILE_SIZE if tile_size is None
                  else unsigned("tile_size", tile_size, least=1))
     n_chunks = _deltacells.DEFAULT_CHUNKS if n_chunks is None else unsigned("n_chunks", n_chunks, least=1)
@@ -127,6 +127,23 @@ def _source(X, obs, var, layer, raw):
     return X, obs, var
 
 
+def _shape(matrix) -> "tuple[int, int]":
+    """`(cells, genes)` of the matrix; anything that is not a 2-D matrix of
+    numbers is refused, saying what is taken."""
+    shape = getattr(matrix, "shape", None)
+    dtype = getattr(matrix, "dtype", None)
+    if shape is None or len(shape) != 2 or dtype is None or np.dtype(dtype).kind not in "iuf":
+        got = type(matrix).__name__
+        if shape is not None:
+            got += f" of shape {tuple(shape)}"
+        if dtype is not None:
+            got += f" and dtype {dtype}"
+        raise InputError("X must be a 2-D matrix of counts (cells x genes): a scipy sparse "
+                         "matrix or array, a numpy array or an AnnData, of integers or floats; "
+                         f"not a {got}")
+    return int(shape[0]), int(shape[1])
+
+
 def _blocks(matrix, block_rows: int) -> Iterator:
     """`(first row, canonical CSR block)` over the matrix: sorted indices, no
     duplicates (summed, as scipy reads them), no stored zeros."""
@@ -147,15 +164,14 @@ def _blocks(matrix, block_rows: int) -> Iterator:
 
 
 def _check(block, start: int) -> None:
-    """Raises ValueError naming the first entry that is not a count."""
+    """Raises ValueError naming the first entry that is not a count (the
+    values are integers or floats, see `_shape`)."""
     data = block.data
     if np.issubdtype(data.dtype, np.integer):
         bad = (data < 0) | (data > _MAX_COUNT)
-    elif np.issubdtype(data.dtype, np.floating):
+    else:
         with np.errstate(invalid="ignore"):
             bad = ~np.isfinite(data) | (data < 0) | (data > _MAX_COUNT) | (data != np.floor(data))
-    else:
-        raise InputError(f"counts of dtype {data.dtype} are not supported (integers or floats)")
     hits = np.flatnonzero(bad)
     if hits.size:
         i = int(hits[0])

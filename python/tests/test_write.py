@@ -204,6 +204,18 @@ def test_text_utf8_cannot_hold_is_refused_naming_its_column(tmp_path, obs, var, 
     assert not (tmp_path / "ds").exists()
 
 
+@pytest.mark.parametrize("X, got", [
+    (np.ones(30), "ndarray of shape (30,)"), (np.ones((30, 10, 2)), "ndarray of shape (30, 10, 2)"),
+    ([[1, 2], [3, 4]], "list"), (np.ones((30, 10), dtype=object), "dtype object"),
+    (sp.csr_matrix(np.ones((30, 10), dtype=complex)), "dtype complex128"),
+])
+def test_a_matrix_write_cannot_take_is_refused_saying_what_it_takes(tmp_path, X, got):
+    with pytest.raises(deltacells.InputError, match=r"X must be a 2-D matrix.*scipy sparse.*numpy"
+                       r".*AnnData.*not a .*" + re.escape(got)):
+        deltacells.write(X, tmp_path / "ds", level=1)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_level_is_a_zstd_level_the_manifest_records(tmp_path):
     import json
 
