@@ -12,7 +12,7 @@ import numpy as np
 from . import _deltacells
 from ._settings import unsigned, zstd_level
 from ._tables import OBS_INDEX_KEY, UNNAMED_INDEX
-from .errors import InputError
+from .errors import InputError, StorageError
 
 _MAX_COUNT = 2**31 - 1
 
@@ -66,7 +66,11 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
             totals += np.bincount(block.indices, weights=block.data, minlength=n_vars)
 
     parent, name = os.path.split(out_dir)
-    os.makedirs(parent, exist_ok=True)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as e:
+        # As the engine reports a directory it cannot write.
+        raise StorageError(e.errno, f"cannot create {parent}: {e.strerror}") from e
     tmp = os.path.join(parent, f".{name}.partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     writer = None

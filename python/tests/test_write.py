@@ -216,6 +216,14 @@ def test_a_matrix_write_cannot_take_is_refused_saying_what_it_takes(tmp_path, X,
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_out_dir_that_cannot_be_made_is_a_storage_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(deltacells.StorageError, match="cannot create") as raised:
+        deltacells.write(counts(30, 10, seed=9), tmp_path / "file" / "sub" / "ds", level=1)
+    assert isinstance(raised.value, OSError) and raised.value.errno is not None
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
 def test_level_is_a_zstd_level_the_manifest_records(tmp_path):
     import json
 
