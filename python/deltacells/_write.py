@@ -16,6 +16,12 @@ from .errors import InputError, StorageError
 
 _MAX_COUNT = 2**31 - 1
 
+#: Value dtypes the engine does not take, and the narrowest it does that
+#: holds each exactly (scipy cannot hold float16 at all).
+_WIDER = {np.dtype(t): np.dtype(w) for t, w in [
+    (np.bool_, np.uint16), (np.uint8, np.uint16), (np.int8, np.int32), (np.int16, np.int32),
+    (np.float16, np.float32)]}
+
 
 def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
           level: Optional[int] = None, n_chunks: Optional[int] = None, sort_genes: bool = True,
@@ -29,7 +35,9 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     stays bounded by a block plus the tiles being encoded (an in-memory CSC is
     converted to CSR once).
 
-    Values must be non-negative integers (stored zeros are dropped); the first
+    Values must be non-negative integers, of any integer or float dtype
+    (booleans count as 0 and 1, as a binarized matrix means them; stored
+    zeros are dropped); the first
     entry that is not raises `ValueError` naming its cell and gene, before
     anything is renamed into place. The dataset is written in a temporary
     directory beside `out_dir` and renamed to `out_dir` when complete; on any
@@ -136,21 +144,23 @@ def _shape(matrix) -> "tuple[int, int]":
     numbers is refused, saying what is taken."""
     shape = getattr(matrix, "shape", None)
     dtype = getattr(matrix, "dtype", None)
-    if shape is None or len(shape) != 2 or dtype is None or np.dtype(dtype).kind not in "iuf":
+    if shape is None or len(shape) != 2 or dtype is None or np.dtype(dtype).kind not in "biuf":
         got = type(matrix).__name__
         if shape is not None:
             got += f" of shape {tuple(shape)}"
         if dtype is not None:
             got += f" and dtype {dtype}"
         raise InputError("X must be a 2-D matrix of counts (cells x genes): a scipy sparse "
-                         "matrix or array, a numpy array or an AnnData, of integers or floats; "
-                         f"not a {got}")
+                         "matrix or array, a numpy array or an AnnData, of integers, floats or "
+                         f"booleans; not a {got}")
     return int(shape[0]), int(shape[1])
 
 
 def _blocks(matrix, block_rows: int) -> Iterator:
     """`(first row, canonical CSR block)` over the matrix: sorted indices, no
-    duplicates (summed, as scipy reads them), no stored zeros."""
+    duplicates (summed, as scipy reads them), no stored zeros, values of a
+    dtype the engine takes (see `_WIDER`; a block of such a dtype is not
+    copied)."""
     import scipy.sparse as sp
 
     if sp.issparse(matrix) and matrix.format != "csr":
@@ -158,10 +168,9 @@ def _blocks(matrix, block_rows: int) -> Iterator:
     n = int(matrix.shape[0])
     for start in range(0, n, block_rows):
         block = matrix[start:min(n, start + block_rows)]
-        if sp.issparse(block):
-            block = sp.csr_matrix(block)
-        else:
-            block = sp.csr_matrix(np.asarray(block))
+        if not sp.issparse(block):
+            block = np.asarray(block)
+        block = sp.csr_matrix(block.astype(_WIDER.get(block.dtype, block.dtype), copy=False))
         block.sum_duplicates()
         block.eliminate_zeros()
         yield start, block
@@ -169,7 +178,7 @@ def _blocks(matrix, block_rows: int) -> Iterator:
 
 def _check(block, start: int) -> None:
     """Raises ValueError naming the first entry that is not a count (the
-    values are integers or floats, see `_shape`)."""
+    values are integers or floats, see `_blocks`)."""
     data = block.data
     if np.issubdtype(data.dtype, np.integer):
         bad = (data < 0) | (data > _MAX_COUNT)

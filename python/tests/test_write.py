@@ -216,6 +216,22 @@ def test_a_matrix_write_cannot_take_is_refused_saying_what_it_takes(tmp_path, X,
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("kind, dtype", [
+    (kind, dtype) for kind in ("csr", "dense")
+    for dtype in (np.int8, np.uint8, np.int16, np.float16, np.bool_)
+    if (kind, dtype) != ("csr", np.float16)  # scipy holds no float16
+])
+def test_small_value_dtypes_are_written_as_their_counts(tmp_path, kind, dtype):
+    values = counts(60, 20, seed=10, dtype=np.float64)
+    # Counts every dtype holds exactly; a binarized matrix's True counts 1.
+    values.data = np.ones_like(values.data) if dtype is np.bool_ else np.minimum(values.data, 100)
+    X = values.toarray().astype(dtype)
+    deltacells.write(sp.csr_matrix(X) if kind == "csr" else X, tmp_path / "ds", level=1,
+                     tile_size=16)
+    _, got = read_back(tmp_path / "ds", values)
+    np.testing.assert_array_equal(got.toarray(), values.toarray())
+
+
 def test_an_out_dir_that_cannot_be_made_is_a_storage_error(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(deltacells.StorageError, match="cannot create") as raised:
