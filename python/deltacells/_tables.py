@@ -81,19 +81,27 @@ def range_names(ids: np.ndarray) -> Any:
 
 def var_frame(table: Optional[tuple], var_names: Any) -> Any:
     """`var.parquet` (`(index columns, [(name, column)])` from the engine) as
-    a DataFrame indexed by `var_names`; an empty frame when there is none."""
+    a DataFrame indexed by `var_names`; an empty frame when there is none.
+
+    The parquet's pandas index names `var_names` when it holds them, as it
+    does for a var index `deltacells.write` stored. A 10x or Cell Ranger
+    conversion indexes it by gene id (`gene_ids`) while `var_names` are the
+    symbols, as scanpy's `read_10x_mtx` names genes: the ids are then a
+    column, first, as there, and the index (`var_names`) is unnamed."""
     import pandas as pd
 
     if table is None:
         return pd.DataFrame(index=var_names)
     index_columns, columns = table
-    df = pd.DataFrame({name: pandas_column(col) for name, col in columns if name not in
-                       index_columns})
-    name = index_columns[0] if len(index_columns) == 1 else None
-    if name in ("__index_level_0__", "_index"):
-        name = None  # pandas' and anndata's names for an unnamed index
-    df.index = var_names.rename(name)
-    return df
+    values = {name: pandas_column(col) for name, col in columns}
+    if len(index_columns) == 1 and string_index(values[index_columns[0]]).equals(var_names):
+        name = index_columns[0]
+        del values[name]
+        if name in ("__index_level_0__", "_index"):
+            name = None  # pandas' and anndata's names for an unnamed index
+        return pd.DataFrame(values, index=var_names.rename(name))
+    first = {name: values.pop(name) for name in index_columns}
+    return pd.DataFrame({**first, **values}, index=var_names)
 
 
 __all__: list = []

@@ -80,6 +80,30 @@ def test_golden_var_reads_back_as_a_frame():
     assert var.index.equals(ds.var_names)
 
 
+def test_a_10x_folder_keeps_its_gene_ids_beside_the_symbols_as_scanpy_reads_it(tmp_path):
+    import pandas as pd
+
+    folder = tmp_path / "10x"
+    folder.mkdir()
+    (folder / "matrix.mtx").write_text("%%MatrixMarket matrix coordinate integer general\n"
+                                       "3 2 4\n1 1 3\n2 1 1\n2 2 5\n3 2 2\n")
+    (folder / "features.tsv").write_text("ENSG01\tCD3E\tGene Expression\n"
+                                         "ENSG02\tMS4A1\tGene Expression\n"
+                                         "ERCC-1\tERCC-1\tSpike-in\n")
+    (folder / "barcodes.tsv").write_text("AAAC-1\nAAAG-1\n")
+    deltacells.build([folder], tmp_path / "ds", workers=1)
+    ds = deltacells.open(tmp_path / "ds")
+    # What scanpy's read_10x_mtx gives: symbols as var_names, the ids a column.
+    features = pd.read_csv(folder / "features.tsv", sep="\t", header=None)
+    want = pd.DataFrame({"gene_ids": features[0].to_numpy(dtype=object),
+                         "feature_types": features[2].to_numpy(dtype=object)},
+                        index=pd.Index(features[1].to_numpy(dtype=object)))
+    want = want.loc[ds.var_names]
+    for var in (ds.var, ds.to_anndata().var):
+        assert var.index.name is None and list(var)[0] == "gene_ids"
+        pd.testing.assert_frame_equal(var[list(want)].astype(object), want)
+
+
 def test_selections_keep_order_and_select_genes(small):
     path, X, _, var = small
     ds = deltacells.open(path)
