@@ -249,6 +249,21 @@ fn non_counts_are_refused_with_cell_gene_and_value_before_any_tile() {
 }
 
 #[test]
+fn a_gene_name_with_a_line_break_is_refused_before_any_tile() {
+    // It converted, and the dataset's var_names.txt then held one line more
+    // than it had genes: no reader could open it.
+    let out = out_dir("bad_gene_name");
+    let err = run(&fixture("bad_gene_name.h5ad"), &out, options())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(r#"gene name "two\nlines" contains a line break"#),
+        "{err}"
+    );
+    assert!(!out.join("tiles").exists(), "a tile was written");
+}
+
+#[test]
 fn old_truncated_corrupt_and_hollow_files_are_errors_naming_file_and_path() {
     for (name, want) in [
         (

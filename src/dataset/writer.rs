@@ -152,11 +152,7 @@ impl DatasetWriter {
                     names.len()
                 )));
             }
-            if let Some(bad) = names.iter().find(|n| n.contains(['\n', '\r'])) {
-                return Err(Error::Input(format!(
-                    "gene name {bad:?} contains a line break"
-                )));
-            }
+            check_var_names(names)?;
         }
         let (gene_order, rank) = match &config.gene_totals {
             None => (None, None),
@@ -279,6 +275,17 @@ impl DatasetWriter {
         };
         put_manifest(self.store.as_ref(), &manifest)?;
         Ok(manifest)
+    }
+}
+
+/// Refuses gene names `var_names.txt` cannot hold: one name a line, so a
+/// name with a line break would read back as two genes.
+pub(crate) fn check_var_names(names: &[String]) -> Result<()> {
+    match names.iter().find(|n| n.contains(['\n', '\r'])) {
+        Some(bad) => Err(Error::Input(format!(
+            "gene name {bad:?} contains a line break"
+        ))),
+        None => Ok(()),
     }
 }
 

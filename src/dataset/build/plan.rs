@@ -17,7 +17,7 @@ use crate::dataset::build::input::BuildInput;
 use crate::dataset::build::stats::InputStats;
 use crate::dataset::ingest::{ConvertOptions, Layer};
 use crate::dataset::vocab::{InputGenes, Vocabulary};
-use crate::dataset::writer::order_by_totals;
+use crate::dataset::writer::{check_var_names, order_by_totals};
 use crate::error::{Error, Result};
 use crate::obs::DEFAULT_SOURCE_COLUMN;
 use crate::obs::{InputObs, ObsSchema, ObsUnion, SourceColumn, VarTable};
@@ -264,6 +264,10 @@ pub fn plan(stats: &[InputStats], out: &str, options: &ConvertOptions) -> Result
             (names, var)
         }
     };
+    // Before any tile is written, not when the build commits.
+    if let Some(names) = &var_names {
+        check_var_names(names)?;
+    }
 
     let n_cells: u64 = stats.iter().map(|s| s.n_cells).sum();
     let n_tiles = n_cells.div_ceil(tile_size) as usize;
