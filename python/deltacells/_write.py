@@ -204,7 +204,11 @@ def _obs_specs(obs, n_obs: int) -> tuple:
     names = _column_names(obs, "obs")
     specs = []
     index = None
-    if not isinstance(obs.index, pd.RangeIndex) or obs.index.name is not None:
+    # Only an unnamed 0, 1, ... is the index pandas makes when none is given
+    # (which reads back as anndata's "0", "1", ...); any other is kept.
+    implicit = (isinstance(obs.index, pd.RangeIndex) and obs.index.name is None
+                and obs.index.start == 0 and obs.index.step == 1)
+    if not implicit:
         name = str(obs.index.name or UNNAMED_INDEX)
         ids = [str(v) for v in obs.index]
         if not _index_is_column(obs, names, name, ids, "obs"):

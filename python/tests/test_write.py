@@ -148,6 +148,21 @@ def test_existing_dataset_is_not_overwritten(tmp_path):
     assert deltacells.open(out).n_obs == 20
 
 
+@pytest.mark.parametrize("index", [pd.RangeIndex(10, 40), pd.RangeIndex(0, 60, 2),
+                                   pd.RangeIndex(29, -1, -1)])
+def test_a_range_obs_index_other_than_0_1_2_is_kept(tmp_path, index):
+    import anndata as ad
+
+    X = counts(30, 10, seed=8)
+    obs = pd.DataFrame({"n": np.arange(30)}, index=index)
+    deltacells.write(X, tmp_path / "ds", obs=obs, level=1)
+    got = deltacells.open(tmp_path / "ds").to_anndata()
+    # anndata names the cells of such an obs by its index, as strings.
+    want = ad.AnnData(X, obs=obs)
+    pd.testing.assert_index_equal(got.obs_names, want.obs_names)
+    pd.testing.assert_frame_equal(got.obs, want.obs)
+
+
 def test_an_obs_index_named_as_a_column_comes_back_only_when_they_agree(tmp_path):
     X = counts(30, 10, seed=8)
     ids = [f"cell{i}" for i in range(30)]
