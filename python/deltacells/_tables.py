@@ -20,7 +20,9 @@ UNNAMED_INDEX = "obs_names"
 #: The obs column that `deltacells convert` stores an h5ad's obs index in.
 CONVERTED_INDEX = "cell_id"
 
-#: The manifest metadata key naming the obs column that holds the obs index.
+#: The manifest metadata key naming the obs column that holds the obs index
+#: (null: the dataset has none), which `deltacells.write` and `deltacells
+#: convert` record.
 OBS_INDEX_KEY = "obs_index"
 
 
@@ -46,16 +48,16 @@ def pandas_column(col: tuple) -> Any:
 
 def index_column(metadata: dict, schema: list) -> Optional[str]:
     """The obs column that holds the obs index (cell ids): the one the
-    manifest's metadata names under `obs_index` (what `deltacells.write`
-    records), else a string column `cell_id` (what `deltacells convert`
-    writes for an h5ad's obs index), else none."""
+    manifest's metadata names under `obs_index`, none when it records none.
+    Without that key (a dataset converted before convert recorded it, or
+    written before `deltacells.write` recorded an obs without an index), a
+    string column `cell_id`, what convert stores an h5ad's obs index in;
+    elsewhere `cell_id` is a column like any other."""
     kinds = {name: kind for name, kind, _ in schema}
-    named = metadata.get(OBS_INDEX_KEY)
-    if isinstance(named, str) and kinds.get(named) in ("string", "category"):
-        return named
-    if kinds.get(CONVERTED_INDEX) == "string":
-        return CONVERTED_INDEX
-    return None
+    if OBS_INDEX_KEY not in metadata:
+        return CONVERTED_INDEX if kinds.get(CONVERTED_INDEX) == "string" else None
+    named = metadata[OBS_INDEX_KEY]
+    return named if isinstance(named, str) and kinds.get(named) in ("string", "category") else None
 
 
 def index_name(column: str) -> Optional[str]:

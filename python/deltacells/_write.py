@@ -49,7 +49,8 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     `obs`: a DataFrame with one row per cell (categorical, string, numeric,
     boolean and nullable columns; a non-default index is kept as a string
     column, which the manifest's metadata names as `obs_index`, so that it
-    comes back as `obs_names`). `var`: a DataFrame with one row per gene; its
+    comes back as `obs_names`; `obs_index` is null for the default index
+    or no obs). `var`: a DataFrame with one row per gene; its
     index gives `var_names`. Returns `{"cells", "tiles", "path"}`.
     """
     matrix, obs, var = _source(X, obs, var, layer, raw)
@@ -89,7 +90,7 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
             level=level,
             gene_totals=None if totals is None else totals.tolist(),
             var_names=var_names, obs=obs_specs, var=var_spec,
-            metadata=None if obs_index is None else json.dumps({OBS_INDEX_KEY: obs_index}))
+            metadata=json.dumps({OBS_INDEX_KEY: obs_index}))
         for start, block in _blocks(matrix, block_rows):
             if not sort_genes:
                 _check(block, start)
@@ -196,7 +197,8 @@ def _check(block, start: int) -> None:
 
 def _obs_specs(obs, n_obs: int) -> tuple:
     """Obs columns as the engine's writer takes them, and the name of the
-    column that holds the obs index (None when it is not stored)."""
+    column that holds the obs index (None when it is not stored, which the
+    metadata records too: a column named `cell_id` is then no index)."""
     import pandas as pd
 
     if len(obs) != n_obs:

@@ -148,6 +148,28 @@ def test_existing_dataset_is_not_overwritten(tmp_path):
     assert deltacells.open(out).n_obs == 20
 
 
+def test_a_cell_id_column_is_a_column_unless_an_old_conversion_left_it_as_the_index(tmp_path):
+    import json
+
+    import anndata as ad
+
+    X = counts(30, 10, seed=8)
+    obs = pd.DataFrame({"cell_id": [f"c{i}" for i in range(30)], "n": np.arange(30)})
+    deltacells.write(X, tmp_path / "ds", obs=obs, level=1)
+    ds = deltacells.open(tmp_path / "ds")
+    assert ds.metadata == {"obs_index": None}
+    got, want = ds.to_anndata(), ad.AnnData(X, obs=obs)
+    pd.testing.assert_index_equal(got.obs_names, want.obs_names)
+    pd.testing.assert_frame_equal(got.obs, want.obs)
+    # A dataset whose metadata predates `obs_index`, as convert wrote an h5ad's
+    # obs index as `cell_id`, still names its cells by it.
+    manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
+    manifest["metadata"] = {}
+    (tmp_path / "ds" / "manifest.json").write_text(json.dumps(manifest))
+    old = deltacells.open(tmp_path / "ds")
+    assert list(old.obs_names) == obs["cell_id"].tolist() and old.obs_columns == ["n"]
+
+
 @pytest.mark.parametrize("index", [pd.RangeIndex(10, 40), pd.RangeIndex(0, 60, 2),
                                    pd.RangeIndex(29, -1, -1)])
 def test_a_range_obs_index_other_than_0_1_2_is_kept(tmp_path, index):
