@@ -15,8 +15,8 @@ from ._batches import Batches
 from ._formats import FORMATS, check_format, convert, dtype_name
 from ._settings import integer, positive, unsigned
 from ._transform import read_transformed, vocabulary
-from ._tables import (index_column, index_name, pandas_column, range_names, string_index,
-                      var_frame)
+from ._tables import (OBS_INDEX_IS_COLUMN_KEY, index_column, index_name, pandas_column,
+                      range_names, string_index, var_frame)
 from .errors import InputError
 from .tokenize import Tokenizer
 
@@ -294,8 +294,9 @@ class Dataset:
     @property
     def obs_columns(self) -> list:
         """Names of the obs columns, as in `obs` (the column holding the cell
-        ids is `obs_names`)."""
-        index = self._index_column
+        ids is `obs_names`, and a column too when the obs index written was
+        also one)."""
+        index = None if self.metadata.get(OBS_INDEX_IS_COLUMN_KEY) is True else self._index_column
         return [name for name, _, _ in self._h.obs_schema if name != index]
 
     def _columns(self, setting: str, columns: Any) -> list:

@@ -25,6 +25,11 @@ CONVERTED_INDEX = "cell_id"
 #: convert` record.
 OBS_INDEX_KEY = "obs_index"
 
+#: The manifest metadata key that, when true, says the obs index was also an
+#: obs column of its name (`set_index(name, drop=False)`): `deltacells.write`
+#: stores it once, and it reads back as both.
+OBS_INDEX_IS_COLUMN_KEY = "obs_index_is_column"
+
 
 def pandas_column(col: tuple) -> Any:
     """An engine column as values for a pandas DataFrame column."""

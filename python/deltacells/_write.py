@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _deltacells
 from ._settings import unsigned, zstd_level
-from ._tables import OBS_INDEX_KEY, UNNAMED_INDEX
+from ._tables import OBS_INDEX_IS_COLUMN_KEY, OBS_INDEX_KEY, UNNAMED_INDEX
 from .errors import InputError, StorageError
 
 _MAX_COUNT = 2**31 - 1
@@ -63,7 +63,7 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     out_dir = os.path.abspath(os.fspath(out_dir))
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise InputError(f"{out_dir} exists and is not an empty directory")
-    obs_specs, obs_index = _obs_specs(obs, n_obs) if obs is not None else ([], None)
+    obs_specs, metadata = _obs_specs(obs, n_obs) if obs is not None else ([], {OBS_INDEX_KEY: None})
     var_spec, var_names = _var_spec(var, n_vars) if var is not None else (None, None)
     _check_text(obs_specs, var_spec)
 
@@ -90,7 +90,7 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
             level=level,
             gene_totals=None if totals is None else totals.tolist(),
             var_names=var_names, obs=obs_specs, var=var_spec,
-            metadata=json.dumps({OBS_INDEX_KEY: obs_index}))
+            metadata=json.dumps(metadata))
         for start, block in _blocks(matrix, block_rows):
             if not sort_genes:
                 _check(block, start)
@@ -196,16 +196,18 @@ def _check(block, start: int) -> None:
 
 
 def _obs_specs(obs, n_obs: int) -> tuple:
-    """Obs columns as the engine's writer takes them, and the name of the
-    column that holds the obs index (None when it is not stored, which the
-    metadata records too: a column named `cell_id` is then no index)."""
+    """Obs columns as the engine's writer takes them, and the manifest
+    metadata that says which holds the obs index: `obs_index` names it (None
+    when it is not stored: a column named `cell_id` is then no index), and
+    `obs_index_is_column` says when the index was a column too
+    (`set_index(name, drop=False)`), stored once, so that it reads back as both."""
     import pandas as pd
 
     if len(obs) != n_obs:
         raise InputError(f"obs has {len(obs)} rows for {n_obs} cells")
     names = _column_names(obs, "obs")
     specs = []
-    index = None
+    metadata: dict = {OBS_INDEX_KEY: None}
     # Only an unnamed 0, 1, ... is the index pandas makes when none is given
     # (which reads back as anndata's "0", "1", ...); any other is kept.
     implicit = (isinstance(obs.index, pd.RangeIndex) and obs.index.name is None
@@ -213,12 +215,14 @@ def _obs_specs(obs, n_obs: int) -> tuple:
     if not implicit:
         name = str(obs.index.name or UNNAMED_INDEX)
         ids = [str(v) for v in obs.index]
-        if not _index_is_column(obs, names, name, ids, "obs"):
+        metadata[OBS_INDEX_KEY] = name
+        if _index_is_column(obs, names, name, ids, "obs"):
+            metadata[OBS_INDEX_IS_COLUMN_KEY] = True
+        else:
             specs.append((name, "string", ids, None, None))
-        index = name
     for name in obs.columns:
         specs.append(_obs_spec(str(name), obs[name]))
-    return specs, index
+    return specs, metadata
 
 
 def _obs_spec(name: str, s) -> tuple:

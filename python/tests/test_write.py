@@ -186,6 +186,8 @@ def test_a_range_obs_index_other_than_0_1_2_is_kept(tmp_path, index):
 
 
 def test_an_obs_index_named_as_a_column_comes_back_only_when_they_agree(tmp_path):
+    import anndata as ad
+
     X = counts(30, 10, seed=8)
     ids = [f"cell{i}" for i in range(30)]
     # `set_index("barcode", drop=False)`: the column is the index.
@@ -193,7 +195,11 @@ def test_an_obs_index_named_as_a_column_comes_back_only_when_they_agree(tmp_path
     deltacells.write(X, tmp_path / "same", obs=obs, level=1)
     ds = deltacells.open(tmp_path / "same")
     assert list(ds.obs_names) == ids and ds.obs_names.name == "barcode"
-    assert ds.obs["n"].tolist() == list(range(30))
+    # Stored once, it is both the index and a column again, as in anndata.
+    assert ds.obs_columns == ["barcode", "n"]
+    pd.testing.assert_frame_equal(ds.obs, obs)
+    pd.testing.assert_frame_equal(ds.to_anndata().obs, ad.AnnData(X, obs=obs).obs)
+    assert ds.read_obs("barcode", cells=[3, 1])["barcode"].tolist() == ["cell3", "cell1"]
     # A column of other values under the index's name would lose one of them.
     other = obs.assign(barcode=[f"x{i}" for i in range(30)])
     with pytest.raises(deltacells.InputError, match="rename one"):
