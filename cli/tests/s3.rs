@@ -93,6 +93,33 @@ fn cli() -> Command {
     common::runner::deltacells()
 }
 
+/// I/O settings out of bounds are configuration errors before any request
+/// (no server needed): a timeout of 1e30 s panicked converting it to a
+/// duration, 1e19 s adding it to the clock, and 0.5 attempts made none.
+#[test]
+fn io_settings_out_of_bounds_are_configuration_errors() {
+    for (name, value) in [
+        ("DELTACELLS_IO_TIMEOUT", "1e30"),
+        ("DELTACELLS_IO_TIMEOUT", "1e19"),
+        ("DELTACELLS_IO_TIMEOUT", "0"),
+        ("DELTACELLS_IO_LATENCY_MS", "1e30"),
+        ("DELTACELLS_IO_ATTEMPTS", "0.5"),
+        ("DELTACELLS_IO_IN_FLIGHT", "1e9"),
+    ] {
+        let out = cli()
+            .env(name, value)
+            .args(["info", "s3://bucket/prefix"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}={value}: {stderr}");
+        assert!(
+            stderr.contains(&format!("configuration: {name}=\"{value}\" is not")),
+            "{name}={value}: {stderr}"
+        );
+    }
+}
+
 /// An `http://` endpoint is used as named, without `AWS_ALLOW_HTTP` (which
 /// every request was refused for, with "builder error").
 #[test]

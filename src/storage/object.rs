@@ -80,28 +80,36 @@ impl IoConfig {
     /// `DELTACELLS_IO_LATENCY_MS` (added latency) applied.
     pub fn from_env() -> Result<IoConfig> {
         let mut c = IoConfig::default();
-        let var = |name: &str| -> Result<Option<f64>> {
+        // Each setting within bounds a person would give it: a timeout of
+        // 1e30 s cannot be a deadline (it overflowed the clock and panicked),
+        // and 0.5 attempts is no attempt at all.
+        let var = |name: &str, most: f64, whole: bool| -> Result<Option<f64>> {
             match std::env::var(name) {
                 Ok(v) => v
                     .trim()
                     .parse::<f64>()
                     .ok()
-                    .filter(|x| x.is_finite() && *x > 0.0)
+                    .filter(|x| *x > 0.0 && *x <= most && (!whole || x.fract() == 0.0))
                     .map(Some)
-                    .ok_or_else(|| Error::Config(format!("{name}={v:?} is not a positive number"))),
+                    .ok_or_else(|| {
+                        let kind = if whole { "a whole number" } else { "a number" };
+                        Error::Config(format!(
+                            "{name}={v:?} is not {kind} above 0 and at most {most}"
+                        ))
+                    }),
                 Err(_) => Ok(None),
             }
         };
-        if let Some(s) = var("DELTACELLS_IO_TIMEOUT")? {
+        if let Some(s) = var("DELTACELLS_IO_TIMEOUT", 86_400.0, false)? {
             c.timeout = Duration::from_secs_f64(s);
         }
-        if let Some(n) = var("DELTACELLS_IO_ATTEMPTS")? {
+        if let Some(n) = var("DELTACELLS_IO_ATTEMPTS", 1_000.0, true)? {
             c.attempts = n as u32;
         }
-        if let Some(n) = var("DELTACELLS_IO_IN_FLIGHT")? {
+        if let Some(n) = var("DELTACELLS_IO_IN_FLIGHT", 4_096.0, true)? {
             c.requests_in_flight = n as usize;
         }
-        if let Some(ms) = var("DELTACELLS_IO_LATENCY_MS")? {
+        if let Some(ms) = var("DELTACELLS_IO_LATENCY_MS", 3_600_000.0, false)? {
             c.added_latency = Duration::from_secs_f64(ms / 1e3);
         }
         Ok(c)
