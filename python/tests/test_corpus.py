@@ -179,6 +179,24 @@ def test_a_saved_corpus_opens_as_the_same_corpus(corpus_members, union, tmp_path
     assert again.source_column == "dataset_id" and again.genes == "union"
 
 
+def test_a_corpus_named_by_relative_paths_reopens_in_any_working_directory(
+        corpus_members, union, tmp_path, monkeypatch):
+    """As a Dask worker started elsewhere unpickles it: the members were
+    looked for relative to the unpickling process's working directory."""
+    corpus, _, dense = union
+    root = corpus_members[0].parent
+    monkeypatch.chdir(root)
+    by_name = deltacells.Corpus([p.name for p in corpus_members])
+    corpus.save(root / "relative.json")
+    monkeypatch.chdir(root.parent)
+    from_file = deltacells.open(f"{root.name}/relative.json")
+    states = [pickle.dumps(by_name), pickle.dumps(from_file)]
+    monkeypatch.chdir(tmp_path)
+    for state in states:
+        again = pickle.loads(state)
+        np.testing.assert_array_equal(again.read(dtype="int32").toarray(), dense)
+
+
 def test_cell_dataset_over_a_corpus_in_two_workers(union):
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader

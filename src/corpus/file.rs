@@ -210,13 +210,18 @@ fn resolve(location: &str, base: &Path) -> String {
     }
 }
 
-/// A member location as a file in `base` writes it: a local path relative to
-/// `base` where both resolve under one root, else as it is.
+/// A member location as a file in `base` writes it: a local path below
+/// `base` or beside it (below its parent) relative to `base`, any other as
+/// an absolute path, URLs as they are. Paths are compared as the file system
+/// resolves them where they exist (symbolic links followed): a reader joins
+/// `..` to `base` through its links, so a relative path worked out by name
+/// alone named another directory when `base` was reached through a link.
 fn relative(location: &str, base: &Path) -> String {
     let Location::Local(path) = Location::parse(location) else {
         return location.to_string();
     };
-    let (Some(path), Some(base)) = (normal(&path), normal(base)) else {
+    let resolved = |p: &Path| std::fs::canonicalize(p).ok().or_else(|| normal(p));
+    let (Some(path), Some(base)) = (resolved(&path), resolved(base)) else {
         return location.to_string();
     };
     let common = path
@@ -224,11 +229,12 @@ fn relative(location: &str, base: &Path) -> String {
         .zip(base.components())
         .take_while(|(a, b)| a == b)
         .count();
-    if common == 0 {
+    let ups = base.components().count() - common;
+    if ups > 1 || common <= 1 {
         return path.display().to_string();
     }
     let mut out = PathBuf::new();
-    for _ in base.components().skip(common) {
+    if ups == 1 {
         out.push("..");
     }
     for c in path.components().skip(common) {
@@ -301,6 +307,7 @@ mod tests {
             "/data/corpora/a.dc",
             "/data/plates/b.dc",
             "s3://bucket/c.dc",
+            "/archive/2024/d.dc",
         ])
         .with_genes(GeneSpace::listed(vec!["g1".into(), "g0".into()]).unwrap())
         .with_gene_key(Some("gene_ids".into()));
@@ -308,7 +315,12 @@ mod tests {
         let value: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(
             value["members"],
-            json!(["a.dc", "../plates/b.dc", "s3://bucket/c.dc"])
+            json!([
+                "a.dc",
+                "../plates/b.dc",
+                "s3://bucket/c.dc",
+                "/archive/2024/d.dc"
+            ])
         );
         let back = parse_corpus_file(text.as_bytes(), base).unwrap();
         assert_eq!(back.genes, spec.genes);
@@ -319,9 +331,36 @@ mod tests {
             [
                 "/data/corpora/a.dc",
                 "/data/corpora/../plates/b.dc",
-                "s3://bucket/c.dc"
+                "s3://bucket/c.dc",
+                "/archive/2024/d.dc"
             ]
         );
+    }
+
+    #[test]
+    fn a_file_saved_through_a_symbolic_link_names_the_members_it_was_saved_with() {
+        // root/link -> root/deep/x. By name, root/A.dc is "../A.dc" from
+        // root/link; read back, root/link/.. is root/deep.
+        let root =
+            std::env::temp_dir().join(format!("deltacells-corpus-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("deep/x")).unwrap();
+        std::fs::create_dir_all(root.join("A.dc")).unwrap();
+        std::fs::create_dir_all(root.join("deep/x/B.dc")).unwrap();
+        std::os::unix::fs::symlink(root.join("deep/x"), root.join("link")).unwrap();
+        let base = root.join("link");
+        let members = [root.join("A.dc"), root.join("link/B.dc")];
+        let spec = CorpusSpec::new(members.iter().map(|m| m.display().to_string()));
+        let text = corpus_file_text(&spec, &base);
+        let back = parse_corpus_file(text.as_bytes(), &base).unwrap();
+        for (saved, read) in members.iter().zip(&back.locations) {
+            assert_eq!(
+                std::fs::canonicalize(saved).unwrap(),
+                std::fs::canonicalize(read).unwrap(),
+                "{text}"
+            );
+        }
+        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]

@@ -91,6 +91,13 @@ impl Corpus {
         if spec.locations.is_empty() {
             return Err(Error::Input("a corpus needs at least one dataset".into()));
         }
+        // Local members by absolute path: the spec is what a pickled corpus
+        // (a Dask task's) reopens from, in a process whose working directory
+        // may be another.
+        let spec = CorpusSpec {
+            locations: spec.locations.iter().map(|l| absolute(l)).collect(),
+            ..spec
+        };
         let engine = Arc::new(Engine::new(options.engine.clone())?);
         let n = spec.locations.len();
         let each = options
@@ -268,4 +275,14 @@ fn open_all(
         }
     }
     Ok(out)
+}
+
+/// A relative local path made absolute against the working directory (by
+/// name: no symbolic link is followed); URLs and absolute paths as they are.
+fn absolute(location: &str) -> String {
+    match Location::parse(location) {
+        Location::Local(p) if p.is_relative() => std::path::absolute(&p)
+            .map_or_else(|_| location.to_string(), |a| a.display().to_string()),
+        _ => location.to_string(),
+    }
 }
