@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from typing import Iterator, Optional
 
@@ -60,7 +61,13 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     n_chunks = _deltacells.DEFAULT_CHUNKS if n_chunks is None else unsigned("n_chunks", n_chunks, least=1)
     block_rows = tile_size if block_rows is None else unsigned("block_rows", block_rows, least=1)
     level = _deltacells.DEFAULT_LEVEL if level is None else zstd_level("level", level)
-    out_dir = os.path.abspath(os.fspath(out_dir))
+    out_dir = os.fspath(out_dir)
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", str(out_dir)):
+        # os.path would take "s3://bucket/x" for a local folder named "s3:".
+        raise InputError(f"write takes a local directory, not {out_dir!r}: write it locally, then "
+                         "`deltacells convert DIR URL` copies a dataset to a bucket "
+                         "(deltacells.build writes h5ad inputs to one directly)")
+    out_dir = os.path.abspath(out_dir)
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise InputError(f"{out_dir} exists and is not an empty directory")
     obs_specs, metadata = _obs_specs(obs, n_obs) if obs is not None else ([], {OBS_INDEX_KEY: None})

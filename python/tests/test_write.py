@@ -300,6 +300,16 @@ def test_level_is_a_zstd_level_the_manifest_records(tmp_path):
         assert not (tmp_path / "bad").exists()
 
 
+def test_a_url_is_refused_not_taken_for_a_local_folder(tmp_path, monkeypatch):
+    # os.path took "s3://bucket/x" for a folder "s3:" under the working
+    # directory: the call reported success and nothing reached the bucket.
+    monkeypatch.chdir(tmp_path)
+    for url in ("s3://bucket/x", "gs://bucket/x", "file:///tmp/x"):
+        with pytest.raises(deltacells.InputError, match="local directory"):
+            deltacells.write(counts(30, 10, seed=9), url)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"obs": pd.DataFrame(np.zeros((30, 2)), columns=["a", "a"])}, "more than one column named 'a'"),
     ({"var": pd.DataFrame(np.zeros((10, 2)), columns=["k", "k"])}, "more than one column named 'k'"),
