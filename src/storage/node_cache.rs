@@ -98,17 +98,16 @@ impl CacheDir {
         Ok(EntryLock { _file: file })
     }
 
-    /// Removes `.<name>.*.tmp`: only the lock holder writes, so under the
-    /// lock any such file was left by a writer that died.
+    /// Removes entry `name`'s temporary files: only the lock holder writes,
+    /// so under the lock any such file was left by a writer that died.
     fn remove_stale(&self, name: &str) -> Result<()> {
-        let prefix = format!(".{name}.");
         let entries =
             fs::read_dir(&self.dir).map_err(|e| Error::io(self.dir.display().to_string(), e))?;
         for entry in entries {
             let entry = entry.map_err(|e| Error::io(self.dir.display().to_string(), e))?;
             let file = entry.file_name();
             let file = file.to_string_lossy();
-            if file.starts_with(&prefix) && file.ends_with(".tmp") {
+            if is_temporary_of(&file, name) {
                 match fs::remove_file(entry.path()) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -162,9 +161,38 @@ impl CacheDir {
     }
 }
 
+/// Whether `file` is a temporary file of entry `name`, as
+/// [`temporary_name`](super::temporary_name) names them (`.<name>.<pid>-<nanos>-<n>.tmp`) or as
+/// earlier versions did (`.<name>.<pid>.<n>.tmp`). Matched exactly: by its
+/// prefix alone, `.a.arrow.` also began the temporary file of an entry
+/// `a.arrow.b.arrow`, which a writer of `a.arrow` deleted under another
+/// writer's feet.
+fn is_temporary_of(file: &str, name: &str) -> bool {
+    let Some(middle) = file
+        .strip_prefix('.')
+        .and_then(|f| f.strip_prefix(name))
+        .and_then(|f| f.strip_prefix('.'))
+        .and_then(|f| f.strip_suffix(".tmp"))
+    else {
+        return false;
+    };
+    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    match middle.split('-').collect::<Vec<_>>()[..] {
+        [pid, nanos, n] => {
+            digits(pid)
+                && digits(n)
+                && !nanos.is_empty()
+                && nanos.bytes().all(|b| b.is_ascii_hexdigit())
+        }
+        [old] => matches!(old.split_once('.'), Some((pid, n)) if digits(pid) && digits(n)),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::temporary_name;
 
     #[test]
     fn cache_root_prefers_the_argument() {
@@ -202,6 +230,33 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert!(left.iter().all(|n| !n.ends_with(".tmp")), "{left:?}");
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn only_an_entrys_own_temporaries_are_taken_for_stale() {
+        let ours = temporary_name("a.arrow");
+        assert!(is_temporary_of(&ours, "a.arrow"));
+        assert!(is_temporary_of(".a.arrow.41.7.tmp", "a.arrow"));
+        // Another entry's, whose name begins with this one's.
+        let theirs = temporary_name("a.arrow.b.arrow");
+        assert!(is_temporary_of(&theirs, "a.arrow.b.arrow"));
+        assert!(!is_temporary_of(&theirs, "a.arrow"));
+        assert!(!is_temporary_of(".a.arrow.1.arrow.2.3.tmp", "a.arrow"));
+        assert!(!is_temporary_of(".a.arrow.tmp", "a.arrow"));
+        assert!(!is_temporary_of("a.arrow.1-0a-2.tmp", "a.arrow"));
+        // A writer of a.arrow under its lock leaves a.arrow.b.arrow's alone.
+        let root =
+            std::env::temp_dir().join(format!("deltacells-nc-prefix-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let cache = CacheDir::open(&root).unwrap();
+        fs::write(root.join(&theirs), b"being written").unwrap();
+        let lock = cache.lock("a.arrow").unwrap();
+        cache
+            .write("a.arrow", |f| std::io::Write::write_all(f, b"whole"))
+            .unwrap();
+        drop(lock);
+        assert!(root.join(&theirs).exists());
         fs::remove_dir_all(&root).unwrap();
     }
 }
