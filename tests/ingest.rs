@@ -508,3 +508,60 @@ fn matrix_market_folders_are_staged_and_merged_by_gene_id() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn a_10x_folder_with_a_repeated_gene_name_converts_alone_and_names_the_fix_when_matched() {
+    use deltacells::dataset::build::{build, BuildInput};
+    let dir = tmpdir("10x-dup-names");
+    let source = sample(20, 4);
+    let plate = dir.join("plate");
+    write_10x(&plate, &source, &["e1", "e2", "e3", "e4"]);
+    // Two genes share the symbol A, as in real references.
+    std::fs::write(
+        plate.join("features.tsv"),
+        "e1\tA\tGene Expression\ne2\tA\tGene Expression\ne3\tB\tGene Expression\ne4\tC\tGene Expression\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let options = small_blocks().with_sort_genes(false);
+    convert(
+        &Input::detect(&plate).unwrap(),
+        &out,
+        options.clone(),
+        &|_| {},
+    )
+    .unwrap();
+    assert_eq!(read_back(&out), source, "each gene keeps its own counts");
+    let ds = Dataset::open(&out).unwrap();
+    assert_eq!(ds.var_names().unwrap(), ["A", "A", "B", "C"]);
+
+    // Matched with another input, the repeated name is ambiguous.
+    let other = dir.join("other");
+    write_10x(&other, &source, &["e1", "e2", "e3", "e4"]);
+    let inputs: Vec<BuildInput> = [&plate, &other]
+        .iter()
+        .map(|p| BuildInput::detect(p.to_str().unwrap()).unwrap())
+        .collect();
+    let err = build(
+        &inputs,
+        dir.join("two").to_str().unwrap(),
+        &options,
+        &|_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("\"A\" appears twice") && err.contains("gene_ids"),
+        "{err}"
+    );
+    // Matched by gene id, it converts.
+    let by_id = options.with_gene_key(Some("gene_ids".into()));
+    build(
+        &inputs,
+        dir.join("by-id").to_str().unwrap(),
+        &by_id,
+        &|_| {},
+    )
+    .unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -61,7 +61,7 @@ impl GeneSpace {
                 line + 1
             )));
         }
-        check_unique("the gene list", &keys)?;
+        check_unique("the gene list", &keys, "")?;
         Ok(GeneSpace::Listed(keys))
     }
 
@@ -89,31 +89,62 @@ pub struct InputGenes {
 pub struct Vocabulary {
     keys: Vec<String>,
     /// Per input: input column -> vocabulary gene, `None` when dropped.
-    columns: Vec<Vec<Option<u32>>>,
+    columns: Columns,
 }
 
-/// Refuses a key that appears twice in `keys`, naming `what` and both positions.
-fn check_unique(what: &str, keys: &[String]) -> Result<()> {
+/// Per input: input column -> vocabulary gene, `None` when dropped.
+type Columns = Vec<Vec<Option<u32>>>;
+
+/// Refuses a key that appears twice in `keys`, naming `what` and both
+/// positions; `hint` follows the message (the way out).
+fn check_unique(what: &str, keys: &[String], hint: &str) -> Result<()> {
     let mut seen = HashMap::with_capacity(keys.len());
     for (i, k) in keys.iter().enumerate() {
         if let Some(first) = seen.insert(k.as_str(), i) {
             return Err(Error::Input(format!(
-                "{what}: gene key {k:?} appears twice (positions {first} and {i})"
+                "{what}: gene key {k:?} appears twice (positions {first} and {i}){hint}"
             )));
         }
     }
     Ok(())
 }
 
+/// Why a repeated key stops a match, and the ways out.
+const MATCH_HINT: &str = "; genes matched by key need unique keys: match them by a var \
+     column of unique values (a gene key such as gene_ids) or make the names unique \
+     (as anndata's var_names_make_unique does)";
+
 impl Vocabulary {
     /// Matches the inputs' genes by key into `space`. Errors name the input:
     /// a key repeated within an input, an empty intersection, more than 2^31 genes.
+    ///
+    /// One input in its own genes (the union or the intersection) is matched
+    /// with nothing, so its keys are kept as they are, repeated ones
+    /// included: real references name genes twice (10x features, an AnnData
+    /// before `var_names_make_unique`), and such a file converts as anndata
+    /// reads it.
     pub fn build(inputs: &[InputGenes], space: &GeneSpace) -> Result<Vocabulary> {
-        if inputs.is_empty() {
-            return Err(Error::Input("no inputs".into()));
+        let (keys, columns) = match (inputs, space) {
+            ([], _) => return Err(Error::Input("no inputs".into())),
+            ([only], GeneSpace::Union | GeneSpace::Intersection) => {
+                let identity = (0..only.keys.len() as u32).map(Some).collect();
+                (only.keys.clone(), vec![identity])
+            }
+            _ => Vocabulary::matched(inputs, space)?,
+        };
+        if keys.is_empty() || keys.len() > 1 << 31 {
+            return Err(Error::Input(format!(
+                "a vocabulary of {} genes is outside 1..=2^31",
+                keys.len()
+            )));
         }
+        Ok(Vocabulary { keys, columns })
+    }
+
+    /// The keys of `space` over `inputs`, and each input's columns in them.
+    fn matched(inputs: &[InputGenes], space: &GeneSpace) -> Result<(Vec<String>, Columns)> {
         for input in inputs {
-            check_unique(&input.name, &input.keys)?;
+            check_unique(&input.name, &input.keys, MATCH_HINT)?;
         }
         let keys: Vec<String> = match space {
             GeneSpace::Listed(keys) => keys.clone(),
@@ -152,12 +183,6 @@ impl Vocabulary {
                 keys
             }
         };
-        if keys.is_empty() || keys.len() > 1 << 31 {
-            return Err(Error::Input(format!(
-                "a vocabulary of {} genes is outside 1..=2^31",
-                keys.len()
-            )));
-        }
         let position: HashMap<&str, u32> = keys
             .iter()
             .enumerate()
@@ -172,7 +197,7 @@ impl Vocabulary {
                     .collect()
             })
             .collect();
-        Ok(Vocabulary { keys, columns })
+        Ok((keys, columns))
     }
 
     /// The vocabulary's keys, in vocabulary order.
@@ -293,11 +318,25 @@ mod tests {
     }
 
     #[test]
-    fn a_key_repeated_within_an_input_is_refused_naming_the_input() {
+    fn a_key_repeated_within_an_input_is_refused_naming_the_input_and_the_way_out() {
         let inputs = [input("a.h5ad", &["g1"]), input("b.h5ad", &["g2", "g2"])];
         let err = Vocabulary::build(&inputs, &GeneSpace::Union).unwrap_err();
         assert!(err.to_string().contains("b.h5ad"), "{err}");
         assert!(err.to_string().contains("\"g2\" appears twice"), "{err}");
+        assert!(err.to_string().contains("gene_ids"), "{err}");
+    }
+
+    #[test]
+    fn one_input_keeps_its_repeated_keys_unless_matched_to_a_list() {
+        let one = [input("a", &["g1", "g2", "g1"])];
+        for space in [GeneSpace::Union, GeneSpace::Intersection] {
+            let v = Vocabulary::build(&one, &space).unwrap();
+            assert_eq!(v.keys(), ["g1", "g2", "g1"]);
+            assert!(v.is_identity(0), "{space:?}");
+        }
+        let listed = GeneSpace::listed(vec!["g2".into()]).unwrap();
+        let err = Vocabulary::build(&one, &listed).unwrap_err();
+        assert!(err.to_string().contains("\"g1\" appears twice"), "{err}");
     }
 
     #[test]
