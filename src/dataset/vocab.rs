@@ -144,6 +144,15 @@ impl Vocabulary {
     /// The keys of `space` over `inputs`, and each input's columns in them.
     fn matched(inputs: &[InputGenes], space: &GeneSpace) -> Result<(Vec<String>, Columns)> {
         for input in inputs {
+            // A missing value in a key column reads as "": matched, it would
+            // merge unrelated genes of different inputs into one.
+            if let Some(g) = input.keys.iter().position(String::is_empty) {
+                return Err(Error::Input(format!(
+                    "{}: the gene key of gene {g} is empty (a missing value?); genes matched \
+                     by key need one each: fill it in or match by another var column",
+                    input.name
+                )));
+            }
             check_unique(&input.name, &input.keys, MATCH_HINT)?;
         }
         let keys: Vec<String> = match space {
@@ -337,6 +346,22 @@ mod tests {
         let listed = GeneSpace::listed(vec!["g2".into()]).unwrap();
         let err = Vocabulary::build(&one, &listed).unwrap_err();
         assert!(err.to_string().contains("\"g1\" appears twice"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_key_is_refused_where_keys_are_matched() {
+        let inputs = [input("a.dc", &["", "K1"]), input("b.dc", &["K0", "K1"])];
+        for space in [GeneSpace::Union, GeneSpace::Intersection] {
+            let err = Vocabulary::build(&inputs, &space).unwrap_err().to_string();
+            assert!(
+                err.contains("a.dc") && err.contains("gene 0 is empty"),
+                "{err}"
+            );
+        }
+        let listed = GeneSpace::listed(vec!["K1".into()]).unwrap();
+        assert!(Vocabulary::build(&inputs[..1], &listed).is_err());
+        // Alone in its own genes, nothing is matched.
+        assert!(Vocabulary::build(&inputs[..1], &GeneSpace::Union).is_ok());
     }
 
     #[test]
