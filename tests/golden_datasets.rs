@@ -117,6 +117,22 @@ fn gene_selection_by_name_matches_slicing() {
     }
 }
 
+#[test]
+fn a_location_holding_nothing_is_no_dataset_not_an_unfinished_one() {
+    // The golden manifest_missing case (tiles, no manifest) is an unfinished
+    // dataset; an empty directory was called one too.
+    let empty = std::env::temp_dir().join(format!("deltacells-nothing-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    match Dataset::open(&empty) {
+        Err(Error::Dataset(DatasetRule::NothingStored(at))) => {
+            assert_eq!(at, empty.display().to_string())
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("opened"),
+    }
+    std::fs::remove_dir_all(empty).unwrap();
+}
+
 fn verdict(dir: &Path) -> Result<(), Error> {
     Dataset::open(dir)?.verify().map(|_| ())
 }

@@ -120,6 +120,28 @@ fn io_settings_out_of_bounds_are_configuration_errors() {
     }
 }
 
+/// A bucket that does not exist is named as the server names it (a GET of
+/// the manifest said only that the object was missing, and the dataset was
+/// called unfinished); a prefix holding nothing is no dataset.
+#[test]
+#[ignore = "needs an S3 server: run .ci/s3"]
+fn a_missing_bucket_or_an_empty_prefix_is_named_for_what_it_is() {
+    let info = |url: &str| {
+        let out = cli().args(["info", url]).output().unwrap();
+        assert!(!out.status.success(), "{url}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let missing = info("s3://deltacells-no-such-bucket/x");
+    assert!(
+        missing.contains("LIST") && missing.contains("deltacells-no-such-bucket"),
+        "{missing}"
+    );
+    assert!(!missing.contains("incomplete"), "{missing}");
+    let bucket = std::env::var("DELTACELLS_S3_BUCKET").unwrap();
+    let empty = info(&format!("s3://{bucket}/nothing-under-this-prefix"));
+    assert!(empty.contains("nothing is stored at"), "{empty}");
+}
+
 /// An `http://` endpoint is used as named, without `AWS_ALLOW_HTTP` (which
 /// every request was refused for, with "builder error").
 #[test]

@@ -155,9 +155,10 @@ impl Dataset {
         options: OpenOptions,
         engine: Arc<Engine>,
     ) -> Result<Dataset> {
-        let bytes = store
-            .get(MANIFEST_KEY)?
-            .ok_or_else(|| DatasetRule::ManifestMissing(store.describe()))?;
+        let bytes = match store.get(MANIFEST_KEY)? {
+            Some(bytes) => bytes,
+            None => return Err(missing_manifest(&*store)),
+        };
         let manifest = Manifest::parse(bytes.as_bytes())?;
         let mut limits = Vec::with_capacity(manifest.n_tiles() + 1);
         limits.push(0u64);
@@ -362,6 +363,21 @@ impl Dataset {
             return Ok(None);
         }
         crate::obs::read_var_table(self.store().as_ref(), self.n_genes()).map(Some)
+    }
+}
+
+/// Why `store` has no manifest, by what it holds: objects (a dataset whose
+/// writer has not finished), nothing (no dataset there), or an error listing
+/// it, such as a bucket that does not exist, which a GET of the manifest
+/// reports as a missing object like any other. A store that cannot list
+/// (plain HTTP) is taken to hold an unfinished dataset.
+fn missing_manifest(store: &dyn Store) -> Error {
+    match store.list("") {
+        Ok(keys) if keys.is_empty() => DatasetRule::NothingStored(store.describe()).into(),
+        Err(e) if !matches!(&e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::Unsupported) => {
+            e
+        }
+        _ => DatasetRule::ManifestMissing(store.describe()).into(),
     }
 }
 

@@ -24,6 +24,10 @@ pub enum DatasetRule {
     /// dataset's location.
     #[error("{0} has no manifest.json: the dataset is incomplete (the manifest is written last)")]
     ManifestMissing(String),
+    /// Nothing at all is stored at the location: no dataset was ever
+    /// written there (a mistyped path or prefix). Holds the location.
+    #[error("nothing is stored at {0}: no dataset there")]
+    NothingStored(String),
     /// `manifest.json` is not valid JSON or not a JSON object; holds the
     /// parser's message.
     #[error("manifest.json is not valid JSON: {0}")]
