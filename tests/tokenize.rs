@@ -452,6 +452,35 @@ fn a_gene_selection_or_an_unknown_gene_key_is_refused() {
 }
 
 #[test]
+fn a_dictionary_covering_none_of_the_genes_is_refused() {
+    // Keyed by ids where the dataset names genes by symbols: every row was
+    // padding, without an error.
+    let dir = Dir::new("no-gene");
+    let ds = dataset(&dir.0, &matrix(10));
+    let ids = |g: usize| format!("ENSG{g:011}");
+    let tokens = GeneMap::new(
+        (0..GENES as usize)
+            .map(|g| (ids(g), 3 + g as i32))
+            .chain(special_tokens()),
+    )
+    .unwrap();
+    let medians = GeneMap::new((0..GENES as usize).map(|g| (ids(g), 1.0))).unwrap();
+    // Tokens for the genes, medians for none: no gene has both.
+    let half = Geneformer::new(tokens_in_column_order(), medians.clone()).unwrap();
+    for tokenizer in [
+        Tokenizer::Geneformer(Geneformer::new(tokens.clone(), medians).unwrap()),
+        Tokenizer::Geneformer(half),
+        Tokenizer::ScGpt(ScGpt::new(tokens).unwrap()),
+    ] {
+        let err = ds.read(0..2).tokenize(&tokenizer).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("for none of the {GENES} genes")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn model_ready_batches_hold_what_reads_of_their_cells_give() {
     let dir = Dir::new("model-batches");
     let m = matrix(300);

@@ -185,6 +185,11 @@ pub(crate) struct RankScratch {
 }
 
 impl GeneformerColumns {
+    /// Columns that have a token and a median.
+    pub(crate) fn tokenized(&self) -> usize {
+        self.columns.iter().filter(|&&(_, t)| t >= 0).count()
+    }
+
     /// Writes the row of a cell with `genes` (columns) and `counts` into
     /// `ids` and `mask` (`max_len` each).
     ///

@@ -106,19 +106,43 @@ impl Tokenizer {
     }
 
     /// The table for columns whose gene keys are `keys`, in column order.
-    pub fn for_keys(&self, keys: &[String]) -> TokenColumns {
-        TokenColumns {
-            kind: match self {
-                Tokenizer::Geneformer(g) => Columns::Geneformer(g.columns(keys)),
-                Tokenizer::ScGpt(s) => Columns::ScGpt(s.columns(keys)),
-            },
-            n_cols: keys.len(),
+    /// A table that tokenizes none of them is refused: every row would be
+    /// padding, most likely from a dictionary keyed otherwise than the genes
+    /// (Ensembl ids against symbols).
+    pub fn for_keys(&self, keys: &[String]) -> Result<TokenColumns> {
+        let (kind, tokenized) = match self {
+            Tokenizer::Geneformer(g) => {
+                let columns = g.columns(keys);
+                let tokenized = columns.tokenized();
+                (Columns::Geneformer(columns), tokenized)
+            }
+            Tokenizer::ScGpt(s) => {
+                let columns = s.columns(keys);
+                let tokenized = columns.tokenized();
+                (Columns::ScGpt(columns), tokenized)
+            }
+        };
+        if tokenized == 0 && !keys.is_empty() {
+            let what = match self {
+                Tokenizer::Geneformer(_) => "a token and a median",
+                Tokenizer::ScGpt(_) => "a token",
+            };
+            return Err(Error::Input(format!(
+                "the tokenizer has {what} for none of the {} genes, matched by {}: \
+                 is its dictionary keyed by another gene key?",
+                keys.len(),
+                key_name(self.gene_key())
+            )));
         }
+        Ok(TokenColumns {
+            kind,
+            n_cols: keys.len(),
+        })
     }
 
     /// The table for `ds`'s genes, by the tokenizer's gene key.
     pub fn for_dataset(&self, ds: &Dataset) -> Result<TokenColumns> {
-        Ok(self.for_keys(&dataset_keys(ds, self.gene_key(), "the dataset")?))
+        self.for_keys(&dataset_keys(ds, self.gene_key(), "the dataset")?)
     }
 
     /// The table for a corpus's vocabulary, whose genes are named by the
@@ -132,7 +156,7 @@ impl Tokenizer {
                 key_name(corpus_key)
             )));
         }
-        Ok(self.for_keys(corpus.var_names()))
+        self.for_keys(corpus.var_names())
     }
 }
 

@@ -212,6 +212,11 @@ pub(crate) struct BinScratch {
 }
 
 impl ScGptColumns {
+    /// Columns that have a token.
+    pub(crate) fn tokenized(&self) -> usize {
+        self.tokens.iter().filter(|&&t| t >= 0).count()
+    }
+
     /// The value of `count` in a cell of `n_counts` (see the module docs).
     fn value(&self, count: u32, n_counts: f64) -> f64 {
         let mut x = f64::from(count);
