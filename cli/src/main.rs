@@ -51,7 +51,7 @@ enum Command {
     Info(dataset_cmd::InfoArgs),
     /// Check a dataset completely: manifest, side files, every tile decoded.
     Verify(dataset_cmd::VerifyArgs),
-    /// Per-gene statistics of a dataset (cells expressing, sums, means, variances, medians) as Parquet.
+    /// Per-gene statistics of a dataset (cells expressing, sums, means, variances, lower medians of normalized counts) as Parquet.
     Stats(stats_cmd::StatsArgs),
     /// Print cells of a dataset as TSV or Matrix Market.
     Cat(dataset_cmd::CatArgs),

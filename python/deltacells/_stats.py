@@ -37,7 +37,9 @@ def gene_stats(location: Union[str, "os.PathLike[str]", Dataset], *, gene_key: O
     `n_cells` (cells with a count above zero), `sum`, `mean`, `var` of the
     counts; `norm_mean`, `norm_var` of the normalized counts
     `count / cell_total * 10_000` (`cell_total` over all the dataset's genes);
-    `norm_median`, the median of the nonzero normalized counts from a sketch
+    `norm_median`, the lower median of the nonzero normalized counts (the
+    value of rank `(n - 1) // 2` among a gene's `n` sorted values, where
+    `np.median` averages the two middle ones when `n` is even) from a sketch
     with 1% relative error (NaN for a gene no cell expresses). Variances are
     over all cells, zeros included (ddof 0). The engine computes everything
     in parallel, with exact sums; the Rust docs of `deltacells::dataset::gene_stats`
