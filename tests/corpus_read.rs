@@ -262,6 +262,15 @@ fn bad_corpora_are_refused_naming_the_member() {
         "{msg}"
     );
     assert!(Corpus::open_spec(CorpusSpec::new(Vec::<String>::new())).is_err());
+    // Names a corpus file refuses, so a corpus could not be saved and opened
+    // again with them.
+    for bad in [
+        spec(&members).with_source_column(String::new()),
+        spec(&members).with_gene_key(Some(String::new())),
+    ] {
+        let msg = Corpus::open_spec(bad).err().unwrap().to_string();
+        assert!(msg.contains("not empty"), "{msg}");
+    }
     // Two members with one stem clash in the source column.
     let twice = CorpusSpec::new([
         members[0].location.display().to_string(),

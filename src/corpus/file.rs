@@ -92,6 +92,7 @@ pub fn parse_corpus_file(bytes: &[u8], base: &Path) -> Result<CorpusSpec, Corpus
             .enumerate()
             .map(|(i, m)| match m {
                 Value::String(s) if !s.is_empty() => Ok(resolve(s, base)),
+                Value::String(_) => Err(field(format!("members[{i}] is empty"))),
                 other => Err(field(format!(
                     "members[{i}] is {}, not a location",
                     kind(other)
@@ -122,7 +123,8 @@ pub fn parse_corpus_file(bytes: &[u8], base: &Path) -> Result<CorpusSpec, Corpus
     };
     let text = |name: &str| match object.get(name) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+        Some(Value::String(s)) if s.is_empty() => Err(field(format!("{name} is empty"))),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(other) => Err(field(format!("{name} is {}, not a name", kind(other)))),
     };
     let gene_key = text("gene_key")?;
@@ -386,6 +388,11 @@ mod tests {
             (r#""members":["a"],"genes":[]"#, "empty"),
             (r#""members":["a"],"genes":["x","x"]"#, "twice"),
             (r#""members":["a"],"gene_key":4"#, "gene_key"),
+            (r#""members":["a", ""]"#, "members[1] is empty"),
+            (
+                r#""members":["a"],"source_column":"""#,
+                "source_column is empty",
+            ),
             (r#""members":["a"],"extra":1"#, "unknown field \"extra\""),
         ] {
             let err = parse(&format!("{{{head}:1,{body}}}"));

@@ -91,6 +91,13 @@ impl Corpus {
         if spec.locations.is_empty() {
             return Err(Error::Input("a corpus needs at least one dataset".into()));
         }
+        // As a corpus file refuses them, so that a corpus saves to a file
+        // that opens again.
+        if spec.source_column.is_empty() || spec.gene_key.as_deref() == Some("") {
+            return Err(Error::Input(
+                "a corpus's source_column and gene_key are names, not empty".into(),
+            ));
+        }
         // Local members by absolute path: the spec is what a pickled corpus
         // (a Dask task's) reopens from, in a process whose working directory
         // may be another.
