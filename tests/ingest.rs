@@ -565,3 +565,51 @@ fn a_10x_folder_with_a_repeated_gene_name_converts_alone_and_names_the_fix_when_
     .unwrap();
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn a_gene_given_twice_in_a_cell_is_refused_naming_the_file_and_the_input_gene() {
+    let dir = tmpdir("dup-entries");
+    // Cell 0 gives gene 2 twice; sorted, it would be output column 1.
+    let source = Csr {
+        n_cols: 3,
+        indptr: vec![0, 3],
+        indices: vec![2, 0, 2],
+        values: vec![100, 1, 100],
+    };
+    let options = || ConvertOptions::default().with_sort_genes(false);
+    for csc in [false, true] {
+        let path = dir.join(format!("dup-{csc}.npz"));
+        write_sparse_npz(&path, &source, csc);
+        let err = convert(
+            &Input::Npz(path.clone()),
+            &dir.join("out"),
+            options(),
+            &|_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(path.to_str().unwrap()), "csc {csc}: {err}");
+        assert!(err.contains("gene 2"), "csc {csc}: {err}");
+    }
+    // A Matrix Market file listing one element twice.
+    let tenx = dir.join("tenx");
+    std::fs::create_dir_all(&tenx).unwrap();
+    std::fs::write(
+        tenx.join("matrix.mtx"),
+        "%%MatrixMarket matrix coordinate integer general\n2 1 3\n1 1 4\n2 1 1\n1 1 4\n",
+    )
+    .unwrap();
+    let err = convert(
+        &Input::detect(&tenx).unwrap(),
+        &dir.join("out"),
+        options(),
+        &|_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("matrix.mtx") && err.contains("gene 0"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -21,8 +21,9 @@ pub(crate) struct TilePacker {
     tile_size: usize,
     /// Cells waiting for their tile to fill.
     pending: Csr<u32>,
-    /// One row's (output column, count), reused.
-    row: Vec<(i32, u32)>,
+    /// One row's (output column, count, source column), reused; the source
+    /// column names a gene given twice as the input numbers it.
+    row: Vec<(i32, u32, i32)>,
     cells_in: u64,
 }
 
@@ -103,7 +104,7 @@ impl TilePacker {
                 })?;
                 let out = self.map.as_ref().map_or(g, |m| m[g as usize]);
                 if out >= 0 {
-                    self.row.push((out, count));
+                    self.row.push((out, count, g));
                 }
             }
             // scipy allows unsorted CSR rows, and a gene order permutes them: sort.
@@ -112,12 +113,11 @@ impl TilePacker {
             }
             if let Some(p) = self.row.windows(2).position(|p| p[0].0 >= p[1].0) {
                 return Err(Error::Input(format!(
-                    "cell {cell}: a gene appears twice (output column {}, nonzero {})",
-                    self.row[p].0,
-                    p + 1
+                    "cell {cell}: gene {} appears twice in its row (the input's gene index, 0-based)",
+                    self.row[p].2
                 )));
             }
-            for &(g, c) in &self.row {
+            for &(g, c, _) in &self.row {
                 self.pending.indices.push(g);
                 self.pending.values.push(c);
             }

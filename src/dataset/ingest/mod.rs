@@ -236,9 +236,16 @@ impl Default for ConvertOptions {
 }
 
 impl ConvertOptions {
-    fn transposer(&self, n_cells: u64, n_genes: u32, nnz_hint: u64) -> Result<Transposer> {
+    fn transposer(
+        &self,
+        source: String,
+        n_cells: u64,
+        n_genes: u32,
+        nnz_hint: u64,
+    ) -> Result<Transposer> {
         let tmp = self.tmp_dir.clone().unwrap_or_else(std::env::temp_dir);
         Transposer::new(
+            source,
             n_cells,
             n_genes,
             nnz_hint,
@@ -333,7 +340,10 @@ fn open<'a>(
                 matrix,
                 features.as_deref(),
                 barcodes.as_deref(),
-                |h| options.transposer(h.n_cells, h.n_genes as u32, h.entries),
+                |h| {
+                    let source = matrix.display().to_string();
+                    options.transposer(source, h.n_cells, h.n_genes as u32, h.entries)
+                },
                 progress,
             )?;
             let (totals, rows) = t.finish()?;
@@ -353,7 +363,8 @@ fn open<'a>(
                     Ok(Box::new(npz::reader(path, &npz, block)?) as Box<dyn Rows>)
                 })),
                 Major::Genes => {
-                    let t = options.transposer(n_cells, n_genes, npz.nnz)?;
+                    let source = path.display().to_string();
+                    let t = options.transposer(source, n_cells, n_genes, npz.nnz)?;
                     let (totals, rows) =
                         transpose_columns(npz::reader(path, &npz, block)?, t, npz.nnz, progress)?;
                     Cells::Transposed(totals, rows)

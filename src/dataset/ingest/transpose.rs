@@ -4,7 +4,9 @@
 //! The cells are split into *runs* of consecutive cells sized so that one
 //! run's nonzeros fit the memory budget. Each nonzero is appended to its
 //! run's temporary file as `(cell in run, gene, count)`, 12 bytes; then each
-//! run is read back, counting-sorted by cell and handed out. Memory is one
+//! run is read back, counting-sorted by cell, each cell's genes sorted (so that
+//! a gene given twice, which the file's own order cannot show, is refused
+//! naming the source) and handed out. Memory is one
 //! run plus a write buffer per run, whatever the matrix size; the disk holds
 //! 12 bytes per nonzero until the conversion ends. Gene totals for sorting
 //! are summed on the way in, so no second pass over the input is needed.
@@ -26,6 +28,8 @@ const ENTRY: usize = 12;
 
 /// Collects nonzeros into per-run temporary files.
 pub(crate) struct Transposer {
+    /// What errors call the input (its file, or the matrix in it).
+    source: String,
     dir: tempfile::TempDir,
     n_cells: u64,
     n_genes: u32,
@@ -40,9 +44,11 @@ fn io_err(path: &Path, e: std::io::Error) -> Error {
 }
 
 impl Transposer {
-    /// A transpose of `n_cells` cells, expecting about `nnz_hint` nonzeros,
-    /// `run_nnz` of them per run, with temporary files under `tmp`.
+    /// A transpose of `n_cells` cells of `source`, expecting about
+    /// `nnz_hint` nonzeros, `run_nnz` of them per run, with temporary files
+    /// under `tmp`.
     pub(crate) fn new(
+        source: String,
         n_cells: u64,
         n_genes: u32,
         nnz_hint: u64,
@@ -66,6 +72,7 @@ impl Transposer {
         }
         let n_runs = n_cells.div_ceil(cells_per_run) as usize;
         Ok(Transposer {
+            source,
             dir,
             n_cells,
             n_genes,
@@ -160,14 +167,29 @@ impl Rows for TransposedRows {
             indptr[c + 1] += indptr[c];
         }
         let mut fill: Vec<usize> = indptr[..cells].iter().map(|&p| p as usize).collect();
-        let mut indices = vec![0i32; nnz];
-        let mut values = vec![0u32; nnz];
+        let mut entries = vec![(0u32, 0u32); nnz];
         for e in bytes.chunks_exact(ENTRY) {
             let c = word(e, 0) as usize;
-            indices[fill[c]] = word(e, 4) as i32;
-            values[fill[c]] = word(e, 8);
+            entries[fill[c]] = (word(e, 4), word(e, 8));
             fill[c] += 1;
         }
+        // Peak memory stays at 20 bytes per nonzero: the run file's bytes go
+        // before the entries are split into indices and values.
+        drop(bytes);
+        for (c, w) in indptr.windows(2).enumerate() {
+            let row = &mut entries[w[0] as usize..w[1] as usize];
+            row.sort_unstable_by_key(|e| e.0);
+            if let Some(p) = row.windows(2).find(|p| p[0].0 == p[1].0) {
+                return Err(Error::Input(format!(
+                    "{}: cell {} has two entries for gene {} (0-based)",
+                    t.source,
+                    first + c as u64,
+                    p[0].0
+                )));
+            }
+        }
+        let indices = entries.iter().map(|e| e.0 as i32).collect();
+        let values = entries.iter().map(|e| e.1).collect();
         Ok(Some(Csr {
             n_cols: u64::from(t.n_genes),
             indptr,
@@ -185,7 +207,7 @@ mod tests {
     fn entries_in_any_order_come_out_by_cell_in_runs() {
         let tmp = std::env::temp_dir();
         // 10 cells, about 2 nonzeros per run: several runs.
-        let mut t = Transposer::new(10, 3, 12, 2, &tmp, true).unwrap();
+        let mut t = Transposer::new("m".into(), 10, 3, 12, 2, &tmp, true).unwrap();
         let entries = [
             (9, 0, 1),
             (0, 2, 5),
@@ -215,5 +237,19 @@ mod tests {
         assert_eq!(cells[4], vec![(1, 2)]);
         assert_eq!(cells[9], vec![(0, 1), (2, 7)]);
         assert!(cells[1].is_empty() && cells[8].is_empty());
+    }
+
+    #[test]
+    fn a_gene_given_twice_for_a_cell_is_refused_naming_the_source() {
+        let mut t =
+            Transposer::new("m.mtx".into(), 3, 4, 4, 100, &std::env::temp_dir(), false).unwrap();
+        for &(c, g) in &[(1, 3), (2, 0), (1, 0), (1, 3)] {
+            t.push(c, g, 1).unwrap();
+        }
+        let err = t.finish().unwrap().1.next_block().unwrap_err().to_string();
+        assert!(
+            err.contains("m.mtx: cell 1 has two entries for gene 3"),
+            "{err}"
+        );
     }
 }

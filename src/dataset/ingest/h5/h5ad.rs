@@ -226,6 +226,7 @@ pub(crate) fn open<'a>(
                 Major::Cells => (n_cells, u64::from(n_genes)),
                 Major::Genes => (u64::from(n_genes), n_cells),
             };
+            let source = h5.source(&x);
             let arrays = move |h5: &H5| -> Result<(Compressed<H5Seq, H5Seq, H5Seq>, u64)> {
                 let indptr = h5.seq(&format!("{x}/indptr"), true)?;
                 let indices = h5.seq(&format!("{x}/indices"), true)?;
@@ -259,7 +260,7 @@ pub(crate) fn open<'a>(
                 })),
                 Major::Genes => {
                     let (columns, nnz) = arrays(&h5)?;
-                    let t = options.transposer(n_cells, n_genes, nnz)?;
+                    let t = options.transposer(source, n_cells, n_genes, nnz)?;
                     let (totals, rows) = transpose_columns(columns, t, nnz, progress)?;
                     Cells::Transposed(totals, rows)
                 }
