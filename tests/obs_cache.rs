@@ -98,6 +98,18 @@ fn damaged_cache_files_are_detected_and_replaced() {
     let fourth = obs.localize(&names, Some(&cache)).unwrap();
     assert_eq!(fourth.report().replaced, vec!["score".to_string()]);
     check_labels(&ds, &cache, &names, &expected);
+    drop(fourth);
+
+    // A FIFO where a file belongs: opening it waited for a writer forever.
+    std::fs::remove_file(&note).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&note)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let fifth = obs.localize(&names, Some(&cache)).unwrap();
+    assert_eq!(fifth.report().replaced, vec!["note".to_string()]);
+    check_labels(&ds, &cache, &names, &expected);
 }
 
 #[test]

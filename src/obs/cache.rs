@@ -147,6 +147,10 @@ enum Cached {
 
 /// Maps and checks a cache entry against the column and the tiles.
 fn load(cache: &CacheDir, file: &str, column: &ColumnSchema, tile_cells: &[u64]) -> Result<Cached> {
+    // Never opened: a FIFO there hung the read until killed.
+    if let Some(kind) = cache.not_a_file(file)? {
+        return Ok(Cached::Damaged(format!("a {kind}, not a file")));
+    }
     let Some(map) = cache.map(file)? else {
         return Ok(Cached::Missing);
     };

@@ -140,6 +140,31 @@ impl CacheDir {
         }
     }
 
+    /// What entry `name` is when it exists but is no regular file (a
+    /// directory, a FIFO, a device, a socket), else `None`. Check it before
+    /// [`CacheDir::map`]: opening a FIFO blocks until a writer comes, and a
+    /// directory or device cannot be mapped.
+    pub fn not_a_file(&self, name: &str) -> Result<Option<&'static str>> {
+        use std::os::unix::fs::FileTypeExt;
+        let path = self.checked(name)?;
+        let kind = match fs::metadata(&path) {
+            Ok(m) => m.file_type(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(path.display().to_string(), e)),
+        };
+        Ok(if kind.is_file() {
+            None
+        } else if kind.is_dir() {
+            Some("directory")
+        } else if kind.is_fifo() {
+            Some("FIFO")
+        } else if kind.is_socket() {
+            Some("socket")
+        } else {
+            Some("device")
+        })
+    }
+
     /// Maps entry `name` read-only; `None` if it does not exist.
     pub fn map(&self, name: &str) -> Result<Option<Mmap>> {
         let path = self.checked(name)?;
@@ -224,6 +249,16 @@ mod tests {
         drop(lock);
         assert_eq!(&cache.map("col.arrow").unwrap().unwrap()[..], b"whole");
         assert!(cache.map("other").unwrap().is_none());
+        assert_eq!(cache.not_a_file("col.arrow").unwrap(), None);
+        assert_eq!(cache.not_a_file("other").unwrap(), None);
+        fs::create_dir(root.join("dir.arrow")).unwrap();
+        assert_eq!(cache.not_a_file("dir.arrow").unwrap(), Some("directory"));
+        let made = std::process::Command::new("mkfifo")
+            .arg(root.join("fifo.arrow"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert_eq!(cache.not_a_file("fifo.arrow").unwrap(), Some("FIFO"));
         assert!(cache.path("../x").is_err() && cache.path("..").is_err());
         let left: Vec<_> = fs::read_dir(&root)
             .unwrap()
