@@ -613,3 +613,58 @@ fn a_gene_given_twice_in_a_cell_is_refused_naming_the_file_and_the_input_gene() 
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn npz_member_errors_name_the_file_and_the_member() {
+    let dir = tmpdir("npz-members");
+    let patched = |dtype: Dtype, data: Vec<u8>, shape: Vec<usize>, descr: &[u8]| {
+        let mut npy = Array { dtype, shape, data }.to_npy();
+        let at = npy.windows(5).position(|w| w == b"'|u1'").unwrap();
+        npy[at..at + 5].copy_from_slice(descr);
+        npy
+    };
+    let good = |name: &str| -> Vec<u8> {
+        match name {
+            "indptr" => array(Dtype::I64, &[0i64, 1]),
+            "indices" => array(Dtype::I32, &[0i32]),
+            "data" => array(Dtype::F32, &[1f32]),
+            _ => array(Dtype::I64, &[1i64, 1]),
+        }
+    };
+    let unicode_format = patched(
+        Dtype::U8,
+        b"c\0\0\0s\0\0\0r\0\0\0".to_vec(),
+        vec![],
+        b"'<U3'",
+    );
+    let bool_data = patched(Dtype::U8, vec![1], vec![1], b"'|b1'");
+    // (member replaced, its new bytes or none, what the message says)
+    let cases = [
+        ("format", Some(unicode_format), "<U3"),
+        ("shape", Some(array(Dtype::F64, &[1f64, 1.0])), "F64"),
+        ("data", Some(bool_data), "|b1"),
+        ("shape", None, "no member"),
+    ];
+    for (i, (member, replaced, want)) in cases.into_iter().enumerate() {
+        let path = dir.join(format!("m{i}.npz"));
+        let mut members: Vec<(&str, Vec<u8>)> = ["indptr", "indices", "data", "shape"]
+            .into_iter()
+            .filter(|&n| n != member)
+            .map(|n| (n, good(n)))
+            .collect();
+        members.extend(replaced.map(|bytes| (member, bytes)));
+        write_npz(&path, &members);
+        let err = convert(
+            &Input::Npz(path.clone()),
+            &dir.join("out"),
+            ConvertOptions::default(),
+            &|_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(path.to_str().unwrap()), "{member}: {err}");
+        assert!(err.contains(&format!("{member}.npy")), "{member}: {err}");
+        assert!(err.contains(want), "{member}: {err}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

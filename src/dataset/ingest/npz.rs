@@ -3,34 +3,77 @@
 //! are cells. Each member is streamed from the archive (one file handle per
 //! member), so memory is one block whatever the matrix size.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::format::npy::{open_npz, NpyStream};
+use crate::format::npy::{open_npz, NpyError, NpyStream};
 
 use super::compressed::{Compressed, Major, Seq};
 use super::counts::{check_claim, check_gene_claim, file_bytes};
 
-/// An `.npz` member as a [`Seq`].
-pub(crate) struct Member(NpyStream);
+/// Names the file and the member an `.npy` error concerns: the array
+/// reader's own messages ("unsupported dtype <U3", "CRC-32 mismatch") say
+/// neither, and an `.npz` has five members.
+fn in_member<'a>(path: &'a Path, name: &'a str) -> impl Fn(NpyError) -> Error + 'a {
+    let file = path.display();
+    move |e| match e {
+        NpyError::Io { context, source } => {
+            Error::io(format!("{file}: member {name}.npy ({context})"), source)
+        }
+        NpyError::Array(m) | NpyError::Archive(m) if m.contains(&format!("{name}.npy")) => {
+            Error::Input(format!("{file}: {m}"))
+        }
+        NpyError::Array(m) | NpyError::Archive(m) => {
+            Error::Input(format!("{file}: member {name}.npy: {m}"))
+        }
+        e @ NpyError::File { .. } => e.into(),
+    }
+}
+
+/// Opens member `name` of the `.npz` at `path`.
+fn open(path: &Path, name: &'static str) -> Result<Member> {
+    let stream = NpyStream::open(path, name).map_err(in_member(path, name))?;
+    Ok(Member {
+        stream,
+        path: path.to_path_buf(),
+        name,
+    })
+}
+
+/// An `.npz` member as a [`Seq`], whose errors name it.
+pub(crate) struct Member {
+    stream: NpyStream,
+    path: PathBuf,
+    name: &'static str,
+}
+
+impl Member {
+    fn err(&self) -> impl Fn(NpyError) -> Error + '_ {
+        in_member(&self.path, self.name)
+    }
+}
 
 impl Seq<i64> for Member {
     fn next(&mut self, n: usize, out: &mut Vec<i64>) -> Result<()> {
-        Ok(self.0.read_i64(n, out)?)
+        let result = self.stream.read_i64(n, out);
+        result.map_err(self.err())
     }
 
     fn end(&mut self) -> Result<()> {
-        Ok(self.0.finish()?)
+        let result = self.stream.finish();
+        result.map_err(self.err())
     }
 }
 
 impl Seq<f64> for Member {
     fn next(&mut self, n: usize, out: &mut Vec<f64>) -> Result<()> {
-        Ok(self.0.read_f64(n, out)?)
+        let result = self.stream.read_f64(n, out);
+        result.map_err(self.err())
     }
 
     fn end(&mut self) -> Result<()> {
-        Ok(self.0.finish()?)
+        let result = self.stream.finish();
+        result.map_err(self.err())
     }
 }
 
@@ -52,22 +95,19 @@ fn bad(path: &Path, msg: impl std::fmt::Display) -> Error {
 /// Reads `shape` and `format` and checks every member's length against
 /// them, before anything is allocated from a declared size.
 pub(crate) fn inspect(path: &Path) -> Result<Npz> {
-    let mut shape = NpyStream::open(path, "shape")?;
-    if shape.header().count() != Some(2) {
+    let mut shape = open(path, "shape")?;
+    if shape.stream.header().count() != Some(2) {
         return Err(bad(path, "shape must have 2 entries"));
     }
     let mut dims = Vec::new();
-    shape.read_i64(2, &mut dims)?;
-    shape.finish()?;
+    Seq::<i64>::next(&mut shape, 2, &mut dims)?;
+    Seq::<i64>::end(&mut shape)?;
     let (rows, cols) = (dims[0], dims[1]);
     let has_format = open_npz(path)?.index_for_name("format.npy").is_some();
-    let major = match has_format
-        .then(|| NpyStream::open(path, "format"))
-        .transpose()?
-    {
+    let major = match has_format.then(|| open(path, "format")).transpose()? {
         Some(mut f) => {
-            let text = f.read_rest()?;
-            f.finish()?;
+            let text = f.stream.read_rest().map_err(f.err())?;
+            Seq::<i64>::end(&mut f)?;
             match text.as_slice() {
                 b"csr" => Major::Cells,
                 b"csc" => Major::Genes,
@@ -100,9 +140,9 @@ pub(crate) fn inspect(path: &Path) -> Result<Npz> {
         Major::Cells => rows as u64,
         Major::Genes => cols as u64,
     };
-    let count = |name: &str| -> Result<u64> {
-        let s = NpyStream::open(path, name)?;
-        match s.header().shape[..] {
+    let count = |name: &'static str| -> Result<u64> {
+        let s = open(path, name)?;
+        match s.stream.header().shape[..] {
             [n] => Ok(n as u64),
             _ => Err(bad(path, format!("{name} must be one-dimensional"))),
         }
@@ -128,14 +168,17 @@ pub(crate) fn inspect(path: &Path) -> Result<Npz> {
 
 /// Opens the three arrays for one pass.
 pub(crate) fn reader(path: &Path, npz: &Npz, block_nnz: usize) -> Result<NpzReader> {
-    let open = |name| NpyStream::open(path, name).map(Member);
     let (n_major, n_minor) = match npz.major {
         Major::Cells => (npz.n_cells, u64::from(npz.n_genes)),
         Major::Genes => (u64::from(npz.n_genes), npz.n_cells),
     };
     Ok(Compressed::new(
         path.display().to_string(),
-        (open("indptr")?, open("indices")?, open("data")?),
+        (
+            open(path, "indptr")?,
+            open(path, "indices")?,
+            open(path, "data")?,
+        ),
         npz.major,
         n_major,
         n_minor,
