@@ -2,10 +2,12 @@
 //! `gene_stats.parquet`.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::Args;
 use deltacells::dataset::gene_stats::gene_keys;
+use deltacells::storage::{Location, Store};
 use deltacells::{Backend, Error, Result};
 
 use crate::corpus_cmd::{self, is_corpus_file};
@@ -18,7 +20,7 @@ pub struct StatsArgs {
     /// corpus file (statistics over its vocabulary, each member's cells normalized by their totals
     /// over all of that member's genes).
     dir: PathBuf,
-    /// Where to write the statistics (Parquet).
+    /// Where to write the statistics (Parquet): a file, or an object's URL (s3://bucket/key).
     #[arg(long, default_value = "gene_stats.parquet")]
     out: PathBuf,
     /// The var.parquet column that keys the genes (default: the var names). A corpus's genes are
@@ -32,6 +34,8 @@ pub struct StatsArgs {
 
 /// Computes the statistics of every cell and writes them to `--out`.
 pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
+    // Before the pass over every cell, not after it.
+    let (store, name) = destination(&args.out)?;
     let ((key, keys), stats) = if is_corpus_file(&args.dir) {
         let corpus = corpus_cmd::open(&args.dir, backend, args.threads)?;
         let own = corpus.spec().gene_key.clone();
@@ -47,8 +51,7 @@ pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
         (gene_keys(&ds, args.gene_key.as_deref())?, ds.gene_stats()?)
     };
     let bytes = stats.table().to_parquet(&key, &keys)?;
-    std::fs::write(&args.out, bytes)
-        .map_err(|e| Error::io(format!("writing {}", args.out.display()), e))?;
+    store.put(&name, &bytes)?;
     let mut out = Out::stdout();
     writeln!(
         out,
@@ -60,4 +63,34 @@ pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
     )
     .map_err(out_err)?;
     out.finish()
+}
+
+/// The store and key `--out` names: the object at a URL, or a local file,
+/// which the store writes under a temporary name and renames (a killed run
+/// leaves no half-written file). A directory is refused, as is a URL that
+/// names no object.
+fn destination(out: &Path) -> Result<(Arc<dyn Store>, String)> {
+    let bad = |why: &str| Error::Input(format!("--out {}: {why}", out.display()));
+    match Location::parse(out) {
+        Location::Local(path) => {
+            if path.is_dir() {
+                return Err(bad("is a directory, not a file"));
+            }
+            let name = path
+                .file_name()
+                .ok_or_else(|| bad("names no file"))?
+                .to_string_lossy()
+                .into_owned();
+            let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+            let dir = Location::Local(parent.unwrap_or(Path::new(".")).to_path_buf());
+            Ok((dir.store()?, name))
+        }
+        Location::Url(url) => {
+            let (dir, name) = url
+                .rsplit_once('/')
+                .filter(|(dir, name)| !name.is_empty() && !dir.ends_with('/'))
+                .ok_or_else(|| bad("names no object"))?;
+            Ok((Location::parse(dir).store()?, name.to_string()))
+        }
+    }
 }

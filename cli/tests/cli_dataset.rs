@@ -417,6 +417,29 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
     assert_eq!((batch.num_rows(), batch.num_columns()), (70_000, 8));
     let (ok, _, stderr) = deltacells(&["stats", ds.to_str().unwrap(), "--gene-key", "nope"]);
     assert!(!ok && stderr.contains("nope"), "{stderr}");
+    // A directory for --out is refused before the pass over the cells, and
+    // a file in a directory not made yet is written there whole.
+    let (ok, _, stderr) =
+        deltacells(&["stats", ds.to_str().unwrap(), "--out", ds.to_str().unwrap()]);
+    assert!(
+        !ok && stderr.contains("is a directory, not a file"),
+        "{stderr}"
+    );
+    let fresh = std::env::temp_dir().join(format!("dc-cli-stats-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&fresh);
+    let nested = fresh.join("stats/genes.parquet");
+    let (ok, _, stderr) = deltacells(&[
+        "stats",
+        ds.to_str().unwrap(),
+        "--out",
+        nested.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        std::fs::read_dir(nested.parent().unwrap()).unwrap().count(),
+        1
+    );
+    std::fs::remove_dir_all(fresh).unwrap();
 }
 
 /// The demo runs end to end on a handful of genes (the generator's gene
@@ -454,4 +477,62 @@ fn demo_runs_on_a_handful_of_genes_and_refuses_empty_sizes() {
         );
     }
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bench_names_a_missing_or_damaged_tile() {
+    let source = testdata().join("deltacells/datasets/exceptions_70k");
+    let dir = std::env::temp_dir().join(format!("deltacells-bench-tiles-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tiles")).unwrap();
+    for entry in walk(&source) {
+        let to = dir.join(entry.strip_prefix(&source).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, to).unwrap();
+    }
+    let tile = dir.join("tiles/tile_000001.dct");
+    let bytes = std::fs::read(&tile).unwrap();
+    let bench = |dir: &std::path::Path| {
+        let args = [
+            "bench",
+            dir.to_str().unwrap(),
+            "--loop",
+            "tile",
+            "--seconds",
+            "0",
+        ];
+        let (ok, _, stderr) = deltacells(&args);
+        assert!(!ok);
+        stderr
+    };
+    std::fs::remove_file(&tile).unwrap();
+    let stderr = bench(&dir);
+    assert!(
+        stderr.contains("tile 1 is missing (tiles/tile_000001.dct)"),
+        "{stderr}"
+    );
+    let mut damaged = bytes;
+    damaged[0] ^= 0xff;
+    std::fs::write(&tile, damaged).unwrap();
+    let stderr = bench(&dir);
+    assert!(
+        stderr.contains("tile 1: ") && stderr.contains("magic"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flat_map(|e| {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
 }

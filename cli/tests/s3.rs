@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use deltacells::dataset::{Dataset, OpenOptions};
 use deltacells::storage::object::{IoConfig, ObjectStore};
-use deltacells::storage::{self, AlignedBytes, LocalStore, Store};
+use deltacells::storage::{self, AlignedBytes, LocalStore, Location, Store};
 use deltacells::Csr;
 use futures_util::stream::BoxStream;
 use object_store::path::Path as ObjectPath;
@@ -140,6 +140,34 @@ fn a_missing_bucket_or_an_empty_prefix_is_named_for_what_it_is() {
     let bucket = std::env::var("DELTACELLS_S3_BUCKET").unwrap();
     let empty = info(&format!("s3://{bucket}/nothing-under-this-prefix"));
     assert!(empty.contains("nothing is stored at"), "{empty}");
+}
+
+/// `stats --out` takes an object's URL: the same bytes as the local file
+/// (it was taken for a local path, "No such file or directory").
+#[test]
+#[ignore = "needs an S3 server: run .ci/s3"]
+fn stats_write_to_an_object_url_what_they_write_to_a_file() {
+    let name = &golden_names()[0];
+    let remote = format!("{}/genes.parquet", scratch_url("stats"));
+    let local = std::env::temp_dir().join(format!("dc-s3-stats-{}.parquet", std::process::id()));
+    for out in [remote.as_str(), local.to_str().unwrap()] {
+        let done = cli()
+            .args(["stats", &golden_url(name), "--out", out])
+            .output()
+            .unwrap();
+        assert!(
+            done.status.success(),
+            "{}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+    }
+    let (dir, key) = remote.rsplit_once('/').unwrap();
+    let store = Location::parse(dir).store().unwrap();
+    assert_eq!(
+        store.get(key).unwrap().unwrap().as_bytes(),
+        std::fs::read(&local).unwrap()
+    );
+    std::fs::remove_file(local).unwrap();
 }
 
 /// An `http://` endpoint is used as named, without `AWS_ALLOW_HTTP` (which
