@@ -71,18 +71,25 @@ fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
 }
 
 /// The first tiles of `ds` (at least one, about 4 MiB compressed in all):
-/// what the bench decodes in memory, per backend.
+/// what the bench decodes in memory, per backend. Each is checked here, so
+/// that a missing or damaged tile is refused naming it (the bench's own
+/// parse of the bytes has no tile index to report).
 pub fn first_tiles(
     ds: &deltacells::dataset::Dataset,
 ) -> Result<Vec<deltacells::storage::AlignedBytes>> {
+    use deltacells::format::manifest::{DatasetRule, Manifest};
     let store = ds.store().clone();
     let mut held = Vec::new();
-    for t in 0..ds.manifest().n_tiles() {
-        held.push(
-            store
-                .get(&deltacells::format::manifest::Manifest::tile_key(t))?
-                .unwrap_or_default(),
-        );
+    for tile in 0..ds.manifest().n_tiles() {
+        let key = Manifest::tile_key(tile);
+        let bytes = store
+            .get(&key)?
+            .ok_or(DatasetRule::TileMissing { tile, key })?;
+        TileView::parse(bytes.as_bytes()).map_err(|e| deltacells::Error::InTile {
+            tile,
+            source: Box::new(e.into()),
+        })?;
+        held.push(bytes);
         if held.iter().map(|b| b.len()).sum::<usize>() > 4 << 20 {
             break;
         }

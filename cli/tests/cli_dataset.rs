@@ -536,3 +536,61 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         })
         .collect()
 }
+
+#[test]
+fn bench_names_a_missing_or_damaged_tile() {
+    let source = testdata().join("deltacells/datasets/exceptions_70k");
+    let dir = std::env::temp_dir().join(format!("deltacells-bench-tiles-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tiles")).unwrap();
+    for entry in walk(&source) {
+        let to = dir.join(entry.strip_prefix(&source).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, to).unwrap();
+    }
+    let tile = dir.join("tiles/tile_000001.dct");
+    let bytes = std::fs::read(&tile).unwrap();
+    let bench = |dir: &std::path::Path| {
+        let args = [
+            "bench",
+            dir.to_str().unwrap(),
+            "--loop",
+            "tile",
+            "--seconds",
+            "0",
+        ];
+        let (ok, _, stderr) = deltacells(&args);
+        assert!(!ok);
+        stderr
+    };
+    std::fs::remove_file(&tile).unwrap();
+    let stderr = bench(&dir);
+    assert!(
+        stderr.contains("tile 1 is missing (tiles/tile_000001.dct)"),
+        "{stderr}"
+    );
+    let mut damaged = bytes;
+    damaged[0] ^= 0xff;
+    std::fs::write(&tile, damaged).unwrap();
+    let stderr = bench(&dir);
+    assert!(
+        stderr.contains("tile 1: ") && stderr.contains("magic"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flat_map(|e| {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
