@@ -343,8 +343,8 @@ pub struct ConvertArgs {
     /// Keep only these obs columns (comma-separated), in this order.
     #[arg(long, value_delimiter = ',')]
     obs_columns: Option<Vec<String>>,
-    /// Keep only features of this type, e.g. "Gene Expression" (Cell Ranger files with
-    /// antibody or CRISPR features, or an h5ad var column `feature_types`).
+    /// Keep only features of this type, e.g. "Gene Expression" (Cell Ranger .h5 files with
+    /// antibody or CRISPR features; an .h5ad is refused: subset the AnnData by var first).
     #[arg(long)]
     feature_type: Option<String>,
     /// Where the out-of-core transpose of CSC and Matrix Market inputs keeps its

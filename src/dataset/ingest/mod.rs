@@ -186,8 +186,9 @@ pub struct ConvertOptions {
     pub layer: Layer,
     /// Keep only these obs columns (all when `None`).
     pub obs_columns: Option<Vec<String>>,
-    /// Keep only the features of this type (Cell Ranger `feature_type`, or an
-    /// h5ad var column `feature_types`), e.g. `Gene Expression`.
+    /// Keep only the features of this type (Cell Ranger `feature_type`), e.g.
+    /// `Gene Expression`. An `.h5ad` input refuses it rather than guess which
+    /// var column holds the types: subset the AnnData by var first.
     pub feature_type: Option<String>,
     /// Nonzeros read at once (a block holds at least one whole cell or gene).
     pub block_nonzeros: usize,
