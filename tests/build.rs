@@ -268,6 +268,25 @@ fn the_bytes_do_not_depend_on_threads_and_a_rerun_reuses_intact_tasks() {
     std::fs::write(out.join("tiles/.tile_000003.dct.1-0-0.tmp"), b"cut").unwrap();
     build(&ins, out.to_str().unwrap(), &opts, &|_| {}).unwrap();
     assert_eq!(files(&out), one);
+
+    // A build of another plan killed after its tasks (tiles of 4 cells:
+    // twice as many), then the build of this one into the same output: it
+    // ends with this plan's tiles and shards alone (the other's last tiles
+    // and shards stayed beside them).
+    let out = dir.join("replanned");
+    let small = options().with_writer(WriterConfig::default().with_tile_size(4));
+    let store = deltacells::storage::Location::parse(&out).store().unwrap();
+    let stats: Vec<_> = ins
+        .iter()
+        .enumerate()
+        .map(|(i, input)| input_stats(input, i, &store, &small, &mut |_| {}).unwrap())
+        .collect();
+    let p = plan(&stats, out.to_str().unwrap(), &small).unwrap();
+    for t in 0..p.tasks.len() {
+        run_task(&p, t, &store, &mut |_| {}).unwrap();
+    }
+    build(&ins, out.to_str().unwrap(), &opts, &|_| {}).unwrap();
+    assert_eq!(files(&out), one);
     std::fs::remove_dir_all(dir).unwrap();
 }
 

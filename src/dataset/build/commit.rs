@@ -6,7 +6,8 @@
 //! with the size the task recorded; the CRC-32 is checked where a rerun reuses
 //! an object, by the task itself), writes `gene_order.npy`, `var_names.txt`,
 //! `var.parquet` and `obs/schema.json`, removes the temporary files of writers
-//! killed mid-put, writes `manifest.json`, and last removes the build's own
+//! killed mid-put and the tiles and shards of a killed build of another plan,
+//! writes `manifest.json`, and last removes the build's own
 //! files (`_build/`: the plan, the reports, the stages).
 //! Until the manifest is there the output is, to every reader, incomplete.
 
@@ -114,9 +115,31 @@ pub fn commit(plan: &BuildPlan, reports: &[TaskReport], store: &dyn Store) -> Re
     // Writers killed mid-put (a worker, a previous driver) may have left
     // temporary files beside the objects: the output ends as if they never ran.
     store.remove_temporaries("")?;
+    remove_strays(store, &manifest)?;
     put_manifest(store, &manifest)?;
     remove_build_files(store)?;
     Ok(manifest)
+}
+
+/// Removes the tiles and obs shards the manifest does not name: those of a
+/// killed build of another plan into the same output (a larger tile size
+/// leaves fewer tiles), which a reader never opens but `verify` would not
+/// report either.
+fn remove_strays(store: &dyn Store, manifest: &Manifest) -> Result<()> {
+    let mut ours: std::collections::HashSet<String> =
+        (0..manifest.n_tiles()).map(Manifest::tile_key).collect();
+    if let Some(obs) = &manifest.obs {
+        ours.extend((0..obs.shard_bytes.len()).map(crate::obs::shard_key));
+        ours.insert(crate::obs::SCHEMA_KEY.to_string());
+    }
+    for dir in ["tiles/", "obs/"] {
+        for key in store.list(dir)? {
+            if key.starts_with(dir) && !ours.contains(&key) {
+                store.delete(&key)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Removes everything under [`BUILD_PREFIX`]. Some object stores keep an
