@@ -230,6 +230,30 @@ fn obs_columns_are_selected_in_the_order_given() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("\"nope\""), "{err}");
+    // Every column of the input is listed, not only those asked for.
+    assert!(
+        err.contains("\"alias\"") && err.contains("\"note\""),
+        "{err}"
+    );
+
+    // The obs index names the cells: kept (first) when not listed.
+    let out = out_dir("select-index");
+    let opts = options().with_obs_columns(Some(vec!["stage".into()]));
+    run(&fixture("csc_i64.h5ad"), &out, opts).unwrap();
+    let ds = Dataset::open(&out).unwrap();
+    assert_eq!(ds.obs().unwrap().schema().names(), ["cell_id", "stage"]);
+    assert_eq!(ds.manifest().metadata[OBS_INDEX_KEY], "cell_id");
+    let want: Vec<Value> = (0..50).map(|i| format!("cell-{i}").into()).collect();
+    assert_eq!(obs_column(&ds, "cell_id"), want);
+
+    let err = run(
+        &fixture("csc_i64.h5ad"),
+        &out_dir("select-twice"),
+        options().with_obs_columns(Some(vec!["stage".into(), "stage".into()])),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("lists \"stage\" twice"), "{err}");
 }
 
 #[test]

@@ -263,6 +263,9 @@ pub(crate) struct Side {
     pub var_names: Option<Vec<String>>,
     pub var_table: Option<VarTable>,
     pub obs: Vec<ObsColumn>,
+    /// obs columns the input has but did not read (left out by
+    /// [`ConvertOptions::obs_columns`] before reading), for messages.
+    pub obs_unread: Vec<String>,
     pub metadata: Map<String, Value>,
 }
 
@@ -398,18 +401,46 @@ pub(crate) fn open_input<'a>(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Opened<'a>> {
     let mut opened = open(input, options, progress)?;
-    let obs = std::mem::take(&mut opened.side.obs);
-    opened.side.obs = select_obs(obs, options.obs_columns.as_deref())?;
+    select_obs(&mut opened.side, options.obs_columns.as_deref())?;
     Ok(opened)
 }
 
-/// Keeps the obs columns named in `keep`, in that order.
-fn select_obs(obs: Vec<ObsColumn>, keep: Option<&[String]>) -> Result<Vec<ObsColumn>> {
+/// Keeps the obs columns named in `keep`, in that order, and the obs index
+/// ([`OBS_INDEX_KEY`]) whether listed or not (first when not): it names the
+/// cells, and readers take the cell names from it.
+fn select_obs(side: &mut Side, keep: Option<&[String]>) -> Result<()> {
     let Some(keep) = keep else {
-        return Ok(obs);
+        return Ok(());
     };
-    let mut obs: Vec<Option<ObsColumn>> = obs.into_iter().map(Some).collect();
-    keep.iter()
+    if let Some((i, name)) = keep
+        .iter()
+        .enumerate()
+        .find(|(i, k)| keep[..*i].contains(k))
+    {
+        return Err(Error::Input(format!(
+            "--obs-columns lists {name:?} twice (entry {} and {})",
+            keep.iter().position(|k| k == name).unwrap_or_default() + 1,
+            i + 1
+        )));
+    }
+    let index = side
+        .metadata
+        .get(OBS_INDEX_KEY)
+        .and_then(Value::as_str)
+        .filter(|i| !keep.iter().any(|k| k == i));
+    let has: Vec<String> = side
+        .obs
+        .iter()
+        .map(|c| format!("{:?}", c.name()))
+        .chain(side.obs_unread.iter().map(|n| format!("{n:?}")))
+        .collect();
+    let mut obs: Vec<Option<ObsColumn>> = std::mem::take(&mut side.obs)
+        .into_iter()
+        .map(Some)
+        .collect();
+    side.obs = index
+        .into_iter()
+        .chain(keep.iter().map(String::as_str))
         .map(|name| {
             obs.iter_mut()
                 .find(|c| c.as_ref().is_some_and(|c| c.name() == name))
@@ -417,15 +448,16 @@ fn select_obs(obs: Vec<ObsColumn>, keep: Option<&[String]>) -> Result<Vec<ObsCol
                 .ok_or_else(|| {
                     Error::Input(format!(
                         "--obs-columns: no obs column {name:?} (the input has {})",
-                        obs.iter()
-                            .flatten()
-                            .map(|c| format!("{:?}", c.name()))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        if has.is_empty() {
+                            "none".to_string()
+                        } else {
+                            has.join(", ")
+                        }
                     ))
                 })
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok(())
 }
 
 /// Converts `input` into a new dataset at `out` (a directory or a URL, see

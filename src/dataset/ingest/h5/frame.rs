@@ -67,6 +67,8 @@ impl Column {
 pub(crate) struct Frame {
     pub index: Vec<String>,
     pub columns: Vec<(String, Column)>,
+    /// The names of the columns not asked for (not read).
+    pub unread: Vec<String>,
 }
 
 /// The numeric or boolean dataset at `at` as an Arrow array, nulls where `mask` is true.
@@ -236,8 +238,10 @@ pub(crate) fn read(h5: &H5, at: &str, keep: Option<&[String]>) -> Result<Frame> 
         .ok_or_else(|| h5.err(at, "no _index attribute"))?;
     let index = h5.strings(&format!("{at}/{index_name}"))?;
     let mut columns = Vec::new();
+    let mut unread = Vec::new();
     for name in column_order(h5, at)? {
         if keep.is_some_and(|k| !k.contains(&name)) {
+            unread.push(name);
             continue;
         }
         let col_at = format!("{at}/{name}");
@@ -250,5 +254,9 @@ pub(crate) fn read(h5: &H5, at: &str, keep: Option<&[String]>) -> Result<Frame> 
         }
         columns.push((name, col));
     }
-    Ok(Frame { index, columns })
+    Ok(Frame {
+        index,
+        columns,
+        unread,
+    })
 }

@@ -156,7 +156,7 @@ pub(crate) fn open<'a>(
         .obs_columns
         .as_ref()
         .map(|k| k.iter().filter(|c| *c != CELL_ID).cloned().collect());
-    let obs = frame::read(&h5, "obs", keep.as_deref())?;
+    let mut obs = frame::read(&h5, "obs", keep.as_deref())?;
     let var = frame::read(&h5, var_at, None)?;
     let (n_cells, n_genes) = (obs.index.len() as u64, var.index.len() as u64);
     let shape = match h5.encoding(&x)?.as_deref() {
@@ -192,11 +192,13 @@ pub(crate) fn open<'a>(
         .ok_or_else(|| h5.err(var_at, format!("{n_genes} genes is outside 1..=2^31")))?;
 
     let ids = obs.index.clone();
+    let unread = std::mem::take(&mut obs.unread);
     let (columns, ordered) = obs_columns(obs)?;
     let (table, skipped) = var_table(&var)?;
     let mut side = Side {
         var_names: Some(var.index.clone()),
         var_table: Some(table),
+        obs_unread: unread,
         ..Side::default()
     };
     side.index_column(CELL_ID, ids.iter().map(String::as_str));
