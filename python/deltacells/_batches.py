@@ -113,7 +113,9 @@ class Batches:
                 X = rows[1]
             else:
                 X = convert(rows[1:], self._format)
-            yield Batch(position, cells, X, {name: pandas_column(col) for name, col in labels})
+            ordered = self._dataset._ordered
+            yield Batch(position, cells, X,
+                        {name: pandas_column(col, name in ordered) for name, col in labels})
 
     def __repr__(self) -> str:
         o = self._options

@@ -15,8 +15,8 @@ from ._batches import Batches
 from ._formats import FORMATS, check_format, convert, dtype_name
 from ._settings import integer, positive, unsigned
 from ._transform import read_transformed, vocabulary
-from ._tables import (OBS_INDEX_IS_COLUMN_KEY, index_column, index_name, pandas_column,
-                      range_names, string_index, var_frame)
+from ._tables import (OBS_INDEX_IS_COLUMN_KEY, index_column, index_name, ordered_columns,
+                      pandas_column, range_names, string_index, var_frame)
 from .errors import InputError
 from .tokenize import Tokenizer
 
@@ -292,6 +292,11 @@ class Dataset:
         return string_index(values, index_name(column))
 
     @property
+    def _ordered(self) -> frozenset:
+        """The categorical obs columns whose categories are ordered."""
+        return self._once("ordered", lambda: ordered_columns(self.metadata))
+
+    @property
     def obs_columns(self) -> list:
         """Names of the obs columns, as in `obs` (the column holding the cell
         ids is `obs_names`, and a column too when the obs index written was
@@ -331,7 +336,9 @@ class Dataset:
 
         names = self._columns("columns", columns)
         ids = None if cells is None else self._cell_ids(cells)
-        data = {name: pandas_column(self._h.obs_column(name, ids)) for name in names}
+        ordered = self._ordered
+        data = {name: pandas_column(self._h.obs_column(name, ids), name in ordered)
+                for name in names}
         return pd.DataFrame(data, index=self._names(ids))
 
     # -- selections ------------------------------------------------------------

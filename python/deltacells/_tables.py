@@ -30,14 +30,29 @@ OBS_INDEX_KEY = "obs_index"
 #: stores it once, and it reads back as both.
 OBS_INDEX_IS_COLUMN_KEY = "obs_index_is_column"
 
+#: The manifest metadata key listing the obs columns whose categories are
+#: ordered.
+ORDERED_KEY = "ordered_categories"
 
-def pandas_column(col: tuple) -> Any:
-    """An engine column as values for a pandas DataFrame column."""
+
+def ordered_columns(metadata: dict) -> frozenset:
+    """The categorical obs columns whose categories are ordered, as
+    `deltacells.write` records them ([`ORDERED_KEY`] in the manifest's
+    metadata) and `deltacells convert` records an h5ad's (under `source`)."""
+    source = metadata.get("source")
+    names = metadata.get(ORDERED_KEY) or (
+        source.get(ORDERED_KEY) if isinstance(source, dict) else None) or []
+    return frozenset(n for n in names if isinstance(n, str))
+
+
+def pandas_column(col: tuple, ordered: bool = False) -> Any:
+    """An engine column as values for a pandas DataFrame column (`ordered`:
+    a categorical column's categories are ordered)."""
     import pandas as pd
 
     kind, values, mask, categories = col
     if kind == "category":
-        return pd.Categorical.from_codes(values, categories=categories)
+        return pd.Categorical.from_codes(values, categories=categories, ordered=ordered)
     if kind == "string":
         return np.array(values, dtype=object)
     if mask is None:

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _deltacells
 from ._settings import unsigned, zstd_level
-from ._tables import OBS_INDEX_IS_COLUMN_KEY, OBS_INDEX_KEY, UNNAMED_INDEX
+from ._tables import OBS_INDEX_IS_COLUMN_KEY, OBS_INDEX_KEY, ORDERED_KEY, UNNAMED_INDEX
 from .errors import InputError, StorageError
 
 _MAX_COUNT = 2**31 - 1
@@ -207,7 +207,8 @@ def _obs_specs(obs, n_obs: int) -> tuple:
     metadata that says which holds the obs index: `obs_index` names it (None
     when it is not stored: a column named `cell_id` is then no index), and
     `obs_index_is_column` says when the index was a column too
-    (`set_index(name, drop=False)`), stored once, so that it reads back as both."""
+    (`set_index(name, drop=False)`), stored once, so that it reads back as both;
+    `ordered_categories` lists the categorical columns whose order counts."""
     import pandas as pd
 
     if len(obs) != n_obs:
@@ -229,6 +230,10 @@ def _obs_specs(obs, n_obs: int) -> tuple:
             specs.append((name, "string", ids, None, None))
     for name in obs.columns:
         specs.append(_obs_spec(str(name), obs[name]))
+    ordered = [str(name) for name in obs.columns
+               if isinstance(obs[name].dtype, pd.CategoricalDtype) and obs[name].dtype.ordered]
+    if ordered:
+        metadata[ORDERED_KEY] = ordered
     return specs, metadata
 
 

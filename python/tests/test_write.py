@@ -233,6 +233,22 @@ def test_a_sparse_obs_column_reads_back_as_its_dense_values(tmp_path):
                                   dense.set_axis(dense.index.astype(str)))
 
 
+def test_ordered_categories_read_back_ordered_in_obs_and_batches(tmp_path):
+    # The order was dropped: a grade compared as unordered strings.
+    X = counts(30, 10, seed=9)
+    obs = pd.DataFrame({
+        "grade": pd.Categorical(np.array(["low", "mid", "high"])[np.arange(30) % 3],
+                                categories=["low", "mid", "high"], ordered=True),
+        "kind": pd.Categorical(np.array(["a", "b"])[np.arange(30) % 2]),
+    })
+    deltacells.write(X, tmp_path / "ds", obs=obs, level=1)
+    ds = deltacells.open(tmp_path / "ds")
+    pd.testing.assert_frame_equal(ds.obs, obs.set_axis(obs.index.astype(str)))
+    assert ds.read_obs("grade", cells=[2, 0]).grade.max() == "high"
+    for b in ds.batches(batch_size=16, obs_columns=["grade", "kind"]):
+        assert b.obs["grade"].ordered and not b.obs["kind"].ordered
+
+
 @pytest.mark.parametrize("obs, var, what", [
     (pd.DataFrame({"s": ["a\ud800b"] + ["x"] * 29}), None, "obs column 's'"),
     (pd.DataFrame({"c": pd.Categorical(["a\ud800b"] + ["x"] * 29)}), None, "obs column 'c'"),
