@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use deltacells::dataset::build::{build, input_stats, plan, run_task, BuildInput};
+use deltacells::dataset::build::{build, input_stats, plan, run_task, BuildInput, BuildPlan};
 use deltacells::dataset::ingest::ConvertOptions;
 use deltacells::dataset::vocab::GeneSpace;
 use deltacells::obs::{ObsColumn, ObsConfig};
@@ -171,6 +171,23 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
+/// The output store and the plan of a build of `ins` into `out`, its
+/// statistics pass run, none of its tasks.
+fn planned(
+    ins: &[BuildInput],
+    out: &Path,
+    opts: &ConvertOptions,
+) -> (std::sync::Arc<dyn deltacells::storage::Store>, BuildPlan) {
+    let store = deltacells::storage::Location::parse(out).store().unwrap();
+    let stats: Vec<_> = ins
+        .iter()
+        .enumerate()
+        .map(|(i, input)| input_stats(input, i, &store, opts, &mut |_| {}).unwrap())
+        .collect();
+    let p = plan(&stats, out.to_str().unwrap(), opts).unwrap();
+    (store, p)
+}
+
 fn options() -> ConvertOptions {
     ConvertOptions::default()
         .with_writer(WriterConfig::default().with_tile_size(8))
@@ -251,14 +268,8 @@ fn the_bytes_do_not_depend_on_threads_and_a_rerun_reuses_intact_tasks() {
     // A build stopped after its first task: no manifest; the rerun reuses
     // the finished task and ends identical.
     let out = dir.join("rerun");
-    let store = deltacells::storage::Location::parse(&out).store().unwrap();
     let opts = options();
-    let stats: Vec<_> = ins
-        .iter()
-        .enumerate()
-        .map(|(i, input)| input_stats(input, i, &store, &opts, &mut |_| {}).unwrap())
-        .collect();
-    let p = plan(&stats, out.to_str().unwrap(), &opts).unwrap();
+    let (store, p) = planned(&ins, &out, &opts);
     let first = run_task(&p, 0, &store, &mut |_| {}).unwrap();
     assert!(!first.reused);
     assert!(!out.join("manifest.json").exists());
@@ -275,13 +286,7 @@ fn the_bytes_do_not_depend_on_threads_and_a_rerun_reuses_intact_tasks() {
     // and shards stayed beside them).
     let out = dir.join("replanned");
     let small = options().with_writer(WriterConfig::default().with_tile_size(4));
-    let store = deltacells::storage::Location::parse(&out).store().unwrap();
-    let stats: Vec<_> = ins
-        .iter()
-        .enumerate()
-        .map(|(i, input)| input_stats(input, i, &store, &small, &mut |_| {}).unwrap())
-        .collect();
-    let p = plan(&stats, out.to_str().unwrap(), &small).unwrap();
+    let (store, p) = planned(&ins, &out, &small);
     for t in 0..p.tasks.len() {
         run_task(&p, t, &store, &mut |_| {}).unwrap();
     }
