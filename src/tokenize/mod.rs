@@ -85,6 +85,16 @@ enum Columns {
     ScGpt(ScGptColumns),
 }
 
+impl Columns {
+    /// Columns the table gives tokens.
+    fn tokenized(&self) -> usize {
+        match self {
+            Columns::Geneformer(g) => g.tokenized(),
+            Columns::ScGpt(s) => s.tokenized(),
+        }
+    }
+}
+
 /// Tokenized rows of cells.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TokenBatch {
@@ -110,19 +120,11 @@ impl Tokenizer {
     /// padding, most likely from a dictionary keyed otherwise than the genes
     /// (Ensembl ids against symbols).
     pub fn for_keys(&self, keys: &[String]) -> Result<TokenColumns> {
-        let (kind, tokenized) = match self {
-            Tokenizer::Geneformer(g) => {
-                let columns = g.columns(keys);
-                let tokenized = columns.tokenized();
-                (Columns::Geneformer(columns), tokenized)
-            }
-            Tokenizer::ScGpt(s) => {
-                let columns = s.columns(keys);
-                let tokenized = columns.tokenized();
-                (Columns::ScGpt(columns), tokenized)
-            }
+        let kind = match self {
+            Tokenizer::Geneformer(g) => Columns::Geneformer(g.columns(keys)),
+            Tokenizer::ScGpt(s) => Columns::ScGpt(s.columns(keys)),
         };
-        if tokenized == 0 && !keys.is_empty() {
+        if kind.tokenized() == 0 && !keys.is_empty() {
             let what = match self {
                 Tokenizer::Geneformer(_) => "a token and a median",
                 Tokenizer::ScGpt(_) => "a token",
