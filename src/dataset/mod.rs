@@ -374,10 +374,11 @@ impl Dataset {
 fn missing_manifest(store: &dyn Store) -> Error {
     match store.list("") {
         Ok(keys) if keys.is_empty() => DatasetRule::NothingStored(store.describe()).into(),
-        Err(e) if !matches!(&e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::Unsupported) => {
-            e
+        Ok(_) => DatasetRule::ManifestMissing(store.describe()).into(),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::Unsupported => {
+            DatasetRule::ManifestMissing(store.describe()).into()
         }
-        _ => DatasetRule::ManifestMissing(store.describe()).into(),
+        Err(e) => e,
     }
 }
 
