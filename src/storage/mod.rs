@@ -193,6 +193,34 @@ pub(crate) fn temporary_name(name: &str) -> String {
     )
 }
 
+/// Whether `file` is a temporary file of entry `name`, as
+/// [`temporary_name`] names them (`.<name>.<pid>-<nanos>-<n>.tmp`) or as
+/// earlier versions did (`.<name>.<pid>.<n>.tmp`). Matched exactly: by its
+/// prefix alone, `.a.arrow.` also began the temporary file of an entry
+/// `a.arrow.b.arrow`, which a writer of `a.arrow` deleted under another
+/// writer's feet.
+pub(crate) fn is_temporary_of(file: &str, name: &str) -> bool {
+    let Some(middle) = file
+        .strip_prefix('.')
+        .and_then(|f| f.strip_prefix(name))
+        .and_then(|f| f.strip_prefix('.'))
+        .and_then(|f| f.strip_suffix(".tmp"))
+    else {
+        return false;
+    };
+    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    match middle.split('-').collect::<Vec<_>>()[..] {
+        [pid, nanos, n] => {
+            digits(pid)
+                && digits(n)
+                && !nanos.is_empty()
+                && nanos.bytes().all(|b| b.is_ascii_hexdigit())
+        }
+        [old] => matches!(old.split_once('.'), Some((pid, n)) if digits(pid) && digits(n)),
+        _ => false,
+    }
+}
+
 /// Merges ranges that overlap or lie within `gap` bytes of each other.
 /// The result is sorted and covers every input range.
 pub fn coalesce(ranges: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {

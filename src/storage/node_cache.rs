@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
+use super::is_temporary_of;
 use super::local::{sync_dir, write_atomically};
 use crate::error::{Error, Result};
 
@@ -183,34 +184,6 @@ impl CacheDir {
         let map = unsafe { Mmap::map(&file) }
             .map_err(|e| Error::io(format!("mapping {}", path.display()), e))?;
         Ok(Some(map))
-    }
-}
-
-/// Whether `file` is a temporary file of entry `name`, as
-/// [`temporary_name`](super::temporary_name) names them (`.<name>.<pid>-<nanos>-<n>.tmp`) or as
-/// earlier versions did (`.<name>.<pid>.<n>.tmp`). Matched exactly: by its
-/// prefix alone, `.a.arrow.` also began the temporary file of an entry
-/// `a.arrow.b.arrow`, which a writer of `a.arrow` deleted under another
-/// writer's feet.
-fn is_temporary_of(file: &str, name: &str) -> bool {
-    let Some(middle) = file
-        .strip_prefix('.')
-        .and_then(|f| f.strip_prefix(name))
-        .and_then(|f| f.strip_prefix('.'))
-        .and_then(|f| f.strip_suffix(".tmp"))
-    else {
-        return false;
-    };
-    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
-    match middle.split('-').collect::<Vec<_>>()[..] {
-        [pid, nanos, n] => {
-            digits(pid)
-                && digits(n)
-                && !nanos.is_empty()
-                && nanos.bytes().all(|b| b.is_ascii_hexdigit())
-        }
-        [old] => matches!(old.split_once('.'), Some((pid, n)) if digits(pid) && digits(n)),
-        _ => false,
     }
 }
 
