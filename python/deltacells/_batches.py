@@ -108,12 +108,12 @@ class Batches:
         start, stop = self._bounds()
         it = self._dataset._h.batches(**self._options, first=start, count=stop - start)
         import_for(self._format, bool(self._options["obs_columns"]))
+        ordered = self._dataset._ordered
         for position, cells, rows, labels in it:
             if rows[0] in ("dense", "tokens"):
                 X = rows[1]
             else:
                 X = convert(rows[1:], self._format)
-            ordered = self._dataset._ordered
             yield Batch(position, cells, X,
                         {name: pandas_column(col, name in ordered) for name, col in labels})
 

@@ -102,20 +102,13 @@ def draw_settings(weights: Any, balance: Any, samples_per_epoch: Any,
             raise InputError("weights must be finite and at least 0")
         if not np.any(w > 0):
             raise InputError("every weight is 0: nothing can be drawn")
-    if balance is None or isinstance(balance, str):
-        columns = [] if balance is None else [balance]
-    else:
-        try:
-            columns = list(balance)
-        except TypeError:
-            raise InputError(f"balance must be an obs column name or a list of them, "
-                             f"not {balance!r}") from None
-        if not columns:
-            # Most likely a list that came out empty: balancing on nothing
-            # would quietly draw without balance.
-            raise InputError("balance names no obs column (give None for no balance)")
-        if not all(isinstance(c, str) for c in columns):
-            raise InputError(f"balance must name obs columns, not {balance!r}")
+    columns = column_names("balance", balance)
+    if columns is None:
+        columns = []
+    elif not columns:
+        # Most likely a list that came out empty: balancing on nothing
+        # would quietly draw without balance.
+        raise InputError("balance names no obs column (give None for no balance)")
     if w is not None and columns:
         raise InputError("give weights or balance, not both")
     return {"tokenizer": tokenizer_handle(tokenizer), "weights": w, "balance": columns,
