@@ -12,6 +12,14 @@ import deltacells
 from conftest import counts
 
 
+def refused(out, match, X, **kwargs):
+    """`write(X, out, **kwargs)` raises an InputError matching `match` and
+    leaves nothing at `out`."""
+    with pytest.raises(deltacells.InputError, match=match):
+        deltacells.write(X, out, **kwargs)
+    assert not out.exists()
+
+
 def read_back(path, X):
     """The dataset's matrix with columns back in source order."""
     ds = deltacells.open(path)
@@ -202,9 +210,7 @@ def test_an_obs_index_named_as_a_column_comes_back_only_when_they_agree(tmp_path
     assert ds.read_obs("barcode", cells=[3, 1])["barcode"].tolist() == ["cell3", "cell1"]
     # A column of other values under the index's name would lose one of them.
     other = obs.assign(barcode=[f"x{i}" for i in range(30)])
-    with pytest.raises(deltacells.InputError, match="rename one"):
-        deltacells.write(X, tmp_path / "other", obs=other, level=1)
-    assert not (tmp_path / "other").exists()
+    refused(tmp_path / "other", "rename one", X, obs=other, level=1)
 
 
 def test_a_var_index_named_as_a_column_is_stored_once_when_they_agree(tmp_path):
@@ -217,9 +223,7 @@ def test_a_var_index_named_as_a_column_is_stored_once_when_they_agree(tmp_path):
     assert list(ds.var_names) == ids and ds.var.index.name == "gene_ids"
     assert ds.var["symbol"].tolist() == var["symbol"].tolist()
     other = var.assign(gene_ids=[f"x{i}" for i in range(10)])
-    with pytest.raises(deltacells.InputError, match="rename one"):
-        deltacells.write(X, tmp_path / "other", var=other, level=1)
-    assert not (tmp_path / "other").exists()
+    refused(tmp_path / "other", "rename one", X, var=other, level=1)
 
 
 def test_a_sparse_obs_column_reads_back_as_its_dense_values(tmp_path):
@@ -258,9 +262,8 @@ def test_ordered_categories_read_back_ordered_in_obs_and_batches(tmp_path):
     (None, pd.DataFrame(index=[f"g{i}\udcff" for i in range(10)]), "the var index"),
 ])
 def test_text_utf8_cannot_hold_is_refused_naming_its_column(tmp_path, obs, var, what):
-    with pytest.raises(deltacells.InputError, match=re.escape(what) + ".*UTF-8"):
-        deltacells.write(counts(30, 10, seed=9), tmp_path / "ds", obs=obs, var=var, level=1)
-    assert not (tmp_path / "ds").exists()
+    refused(tmp_path / "ds", re.escape(what) + ".*UTF-8", counts(30, 10, seed=9), obs=obs,
+            var=var, level=1)
 
 
 @pytest.mark.parametrize("X, got", [
@@ -311,9 +314,7 @@ def test_level_is_a_zstd_level_the_manifest_records(tmp_path):
         assert (read_back(tmp_path / str(level), X)[1] != X).nnz == 0
     # zstd would clamp these to another level than the manifest records.
     for level in (23, 99, -(1 << 17) - 1, "19", 2.5, True):
-        with pytest.raises(deltacells.InputError, match="level"):
-            deltacells.write(X, tmp_path / "bad", level=level)
-        assert not (tmp_path / "bad").exists()
+        refused(tmp_path / "bad", "level", X, level=level)
 
 
 def test_a_url_is_refused_not_taken_for_a_local_folder(tmp_path, monkeypatch):
@@ -333,6 +334,4 @@ def test_a_url_is_refused_not_taken_for_a_local_folder(tmp_path, monkeypatch):
     ({"tile_size": 0}, "tile_size"), ({"n_chunks": 0}, "n_chunks"), ({"block_rows": -1}, "block_rows"),
 ])
 def test_bad_settings_and_columns_are_input_errors(tmp_path, kwargs, match):
-    with pytest.raises(deltacells.InputError, match=match):
-        deltacells.write(counts(30, 10, seed=9), tmp_path / "ds", level=1, **kwargs)
-    assert not (tmp_path / "ds").exists()
+    refused(tmp_path / "ds", match, counts(30, 10, seed=9), level=1, **kwargs)
