@@ -228,6 +228,88 @@ fn a_union_build_equals_the_inputs_merged_by_gene_name() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Every value of the float obs column `name` (`None` where missing).
+fn floats(ds: &Dataset, name: &str) -> Vec<Option<f64>> {
+    use arrow_array::Array;
+    let obs = ds.obs().unwrap();
+    obs.read_column(name, 0..ds.n_tiles())
+        .unwrap()
+        .iter()
+        .flat_map(|a| {
+            let a = a
+                .as_any()
+                .downcast_ref::<arrow_array::Float64Array>()
+                .unwrap()
+                .clone();
+            (0..a.len()).map(move |r| a.is_valid(r).then(|| a.value(r)))
+        })
+        .collect()
+}
+
+/// `--obs-columns` with several inputs names columns of their union: a
+/// column one input lacks is missing for its cells, the order is the list's,
+/// dataset inputs are narrowed as files are, and a column no input has is
+/// refused naming every input's columns.
+#[test]
+fn obs_columns_of_several_inputs_are_their_union_in_the_order_listed() {
+    let dir = tmpdir("obs-columns");
+    let ins = inputs(&dir);
+    let keep = |names: &[&str]| {
+        options().with_obs_columns(Some(names.iter().map(|n| n.to_string()).collect()))
+    };
+    let out = dir.join("out");
+    build(
+        &ins,
+        out.to_str().unwrap(),
+        &keep(&["score", "cell_type"]),
+        &|_| {},
+    )
+    .unwrap();
+    let ds = Dataset::open(&out).unwrap();
+    let obs = ds.obs().unwrap();
+    assert_eq!(obs.schema().names(), ["score", "cell_type", "dataset_id"]);
+    // part1 (even seed) has no score: its 9 cells are missing.
+    let want: Vec<Option<f64>> = parts()
+        .iter()
+        .flat_map(|p| (0..p.cells).map(|c| (p.seed % 2 == 1).then_some(c as f64 / 2.0)))
+        .collect();
+    assert_eq!(floats(&ds, "score"), want);
+
+    let out = dir.join("out-types");
+    build(&ins, out.to_str().unwrap(), &keep(&["cell_type"]), &|_| {}).unwrap();
+    let ds = Dataset::open(&out).unwrap();
+    assert_eq!(
+        ds.obs().unwrap().schema().names(),
+        ["cell_type", "dataset_id"]
+    );
+
+    let out = dir.join("out-nope");
+    let err = build(
+        &ins,
+        out.to_str().unwrap(),
+        &keep(&["cell_type", "nope"]),
+        &|_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("no input has an obs column \"nope\""), "{err}");
+    assert!(
+        err.contains("part1 has \"cell_type\";") && err.contains("\"cell_type\", \"score\""),
+        "{err}"
+    );
+    assert!(!out.join("manifest.json").exists());
+    let err = build(
+        &ins,
+        out.to_str().unwrap(),
+        &keep(&["score", "score"]),
+        &|_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("lists \"score\" twice"), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn an_intersection_or_a_list_keeps_exactly_those_genes() {
     let dir = tmpdir("inter");

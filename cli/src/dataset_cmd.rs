@@ -340,7 +340,7 @@ pub struct ConvertArgs {
     /// The .h5ad matrix: X, raw (raw/X) or the name of a layer (layers/NAME).
     #[arg(long, default_value = "X")]
     layer: Layer,
-    /// Keep only these obs columns (comma-separated), in this order.
+    /// Keep only these obs columns (comma-separated), in this order, and each input's cell ids. With several inputs, columns of any of them: an input lacking one has it missing.
     #[arg(long, value_delimiter = ',')]
     obs_columns: Option<Vec<String>>,
     /// Keep only features of this type, e.g. "Gene Expression" (Cell Ranger .h5 files with

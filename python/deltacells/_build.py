@@ -122,7 +122,9 @@ def build(inputs: Sequence[PathLike], out: PathLike, *, genes: Genes = "union",
     are sorted by decreasing total counts unless `sort_genes=False`. The obs
     is the union of the inputs' columns, category vocabularies merged, plus
     a categorical `source_column` (default `dataset_id` for several inputs)
-    holding each input's file or directory stem.
+    holding each input's file or directory stem. `obs_columns` keeps only
+    those columns of the union, in that order (and each input's cell ids):
+    an input lacking one has it missing; a column no input has is refused.
 
     `client`: a `distributed.Client`; statistics and write tasks run on its
     workers (which must see the inputs and the output at the same paths),

@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use crate::dataset::build::input::BuildInput;
 use crate::dataset::build::stats::InputStats;
-use crate::dataset::ingest::{ConvertOptions, Layer};
+use crate::dataset::ingest::{check_obs_kept, ConvertOptions, Layer};
 use crate::dataset::vocab::{InputGenes, Vocabulary};
 use crate::dataset::writer::{check_var_names, order_by_totals};
 use crate::error::{Error, Result};
@@ -246,7 +246,21 @@ pub fn plan(stats: &[InputStats], out: &str, options: &ConvertOptions) -> Result
         name,
         values: stats.iter().map(|s| s.input.stem()).collect(),
     });
-    let union = union_of(&inputs, source.as_ref(), options.max_categories)?;
+    if let Some(keep) = &options.obs_columns {
+        let named: Vec<(String, &[String])> = stats
+            .iter()
+            .map(|s| (s.input.describe(), s.obs_names.as_slice()))
+            .collect();
+        check_obs_kept(keep, &named, |name| {
+            inputs.iter().any(|p| p.obs.column(name).is_some())
+        })?;
+    }
+    let union = union_of(
+        &inputs,
+        source.as_ref(),
+        options.max_categories,
+        options.obs_columns.as_deref(),
+    )?;
     let obs = (!union.schema().columns.is_empty()).then(|| union.schema().clone());
 
     let (var_names, var) = match &vocab {
@@ -332,11 +346,13 @@ pub fn plan(stats: &[InputStats], out: &str, options: &ConvertOptions) -> Result
     Ok(plan)
 }
 
-/// The union of the inputs' obs, plus the source column.
+/// The union of the inputs' obs, plus the source column; the columns
+/// `listed` (`--obs-columns`) in that order.
 fn union_of(
     inputs: &[PlanInput],
     source: Option<&SourceColumn>,
     max_categories: usize,
+    listed: Option<&[String]>,
 ) -> Result<ObsUnion> {
     let names: Vec<String> = inputs.iter().map(|p| p.input.describe()).collect();
     let inputs: Vec<InputObs> = inputs
@@ -347,7 +363,11 @@ fn union_of(
             schema: &p.obs,
         })
         .collect();
-    ObsUnion::new(&inputs, source, max_categories)
+    let union = ObsUnion::new(&inputs, source, max_categories)?;
+    Ok(match listed {
+        Some(listed) => union.listed_first(listed),
+        None => union,
+    })
 }
 
 fn fingerprint_of(body: &Value) -> String {
@@ -605,7 +625,12 @@ impl BuildPlan {
 
     /// The obs union the tasks convert each input's columns with.
     pub(crate) fn obs_union(&self) -> Result<ObsUnion> {
-        union_of(&self.inputs, self.source.as_ref(), self.max_categories)
+        union_of(
+            &self.inputs,
+            self.source.as_ref(),
+            self.max_categories,
+            self.obs_columns.as_deref(),
+        )
     }
 
     /// The converter options a task opens inputs with.

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use crate::dataset::build::input::{named, BuildInput};
-use crate::dataset::ingest::{open_input, Cells, ConvertOptions, Phase, Progress, Rows, Side};
+use crate::dataset::ingest::{
+    kept_obs, open_input, Cells, ConvertOptions, Phase, Progress, Rows, Side, OBS_INDEX_KEY,
+};
 use crate::dataset::vocab::dataset_keys;
 use crate::dataset::OpenOptions;
 use crate::dataset::{Dataset, DatasetWriter, WriterConfig};
@@ -45,8 +47,13 @@ pub struct InputStats {
     pub var: Option<VarTable>,
     /// Each column's total count, when genes are sorted.
     pub totals: Option<Vec<f64>>,
-    /// The obs columns as the input stores them, when it has obs.
+    /// The obs columns the build keeps, as the input stores them, when it
+    /// keeps any.
     pub obs: Option<ObsSchema>,
+    /// Every obs column the input has, kept or not (what a message about
+    /// `--obs-columns` lists). An input staged by an earlier run lists those
+    /// its stage kept.
+    pub obs_names: Vec<String>,
     /// The input's own manifest metadata (its source, its obs index).
     pub metadata: Map<String, Value>,
     /// The key prefix (in the output) of the stage the write tasks read, for
@@ -115,10 +122,40 @@ fn dataset_stats(
         } else {
             None
         },
-        obs: ds.obs().map(|o| o.schema().clone()),
+        obs: ds
+            .obs()
+            .map(|o| kept_schema(o.schema(), ds, options))
+            .transpose()?
+            .flatten(),
+        obs_names: ds.obs().map_or_else(Vec::new, |o| {
+            o.schema().names().into_iter().map(str::to_string).collect()
+        }),
         metadata: ds.manifest().metadata.clone(),
         staged: None,
     })
+}
+
+/// The columns of a dataset input's obs `schema` that the build keeps
+/// ([`kept_obs`]), `None` when it keeps none.
+fn kept_schema(
+    schema: &ObsSchema,
+    ds: &Dataset,
+    options: &ConvertOptions,
+) -> Result<Option<ObsSchema>> {
+    let Some(keep) = &options.obs_columns else {
+        return Ok(Some(schema.clone()));
+    };
+    let names: Vec<String> = schema.names().into_iter().map(str::to_string).collect();
+    let index = ds
+        .manifest()
+        .metadata
+        .get(OBS_INDEX_KEY)
+        .and_then(Value::as_str);
+    let columns: Vec<_> = kept_obs(&names, keep, index)?
+        .into_iter()
+        .map(|k| schema.columns[k].clone())
+        .collect();
+    Ok((!columns.is_empty()).then_some(ObsSchema { columns }))
 }
 
 /// Runs the statistics task of input `index`, staging it under `out` if it
@@ -157,6 +194,13 @@ pub fn input_stats(
     let opened = open_input(file, options, progress).map_err(named)?;
     let (n_cells, n_genes) = (opened.n_cells, opened.n_genes);
     let keys = file_keys(&opened.side, options.gene_key.as_deref(), &name)?;
+    let obs_names: Vec<String> = opened
+        .side
+        .obs
+        .iter()
+        .map(|c| c.name().to_string())
+        .chain(opened.side.obs_unread.iter().cloned())
+        .collect();
     let obs = if opened.side.obs.is_empty() {
         None
     } else {
@@ -177,6 +221,7 @@ pub fn input_stats(
         var: opened.side.var_table.clone(),
         totals: None,
         obs,
+        obs_names,
         metadata: opened.side.metadata.clone(),
         staged: None,
     };
@@ -226,8 +271,10 @@ pub fn input_stats(
             }
             writer.finish()?;
             // Read back from the stage, as a rerun would, so that both
-            // describe the input the same way.
-            return stage_stats(input, &stage_key, stage, options, totals, progress);
+            // describe the input the same way (but for the columns it left out).
+            let mut staged = stage_stats(input, &stage_key, stage, options, totals, progress)?;
+            staged.obs_names = std::mem::take(&mut stats.obs_names);
+            return Ok(staged);
         }
     }
     Ok(stats)
@@ -277,6 +324,7 @@ impl InputStats {
             "var": self.var.as_ref().map(VarTable::to_value),
             "totals": self.totals,
             "obs": self.obs.as_ref().map(ObsSchema::to_value),
+            "obs_names": self.obs_names,
             "metadata": self.metadata,
             "staged": self.staged,
         })
@@ -324,6 +372,7 @@ impl InputStats {
             var,
             totals,
             obs,
+            obs_names: strings("obs_names")?.unwrap_or_default(),
             metadata: v
                 .get("metadata")
                 .and_then(Value::as_object)

@@ -184,7 +184,9 @@ pub struct ConvertOptions {
     pub sort_genes: bool,
     /// The `.h5ad` matrix to convert.
     pub layer: Layer,
-    /// Keep only these obs columns (all when `None`).
+    /// Keep only these obs columns, in this order (all when `None`), and
+    /// each input's obs index. With several inputs, the columns of their
+    /// union: a column one input lacks is missing for its cells.
     pub obs_columns: Option<Vec<String>>,
     /// Keep only the features of this type (Cell Ranger `feature_type`), e.g.
     /// `Gene Expression`. An `.h5ad` input refuses it rather than guess which
@@ -263,8 +265,8 @@ pub(crate) struct Side {
     pub var_names: Option<Vec<String>>,
     pub var_table: Option<VarTable>,
     pub obs: Vec<ObsColumn>,
-    /// obs columns the input has but did not read (left out by
-    /// [`ConvertOptions::obs_columns`] before reading), for messages.
+    /// obs columns the input has but did not read or keep (left out by
+    /// [`ConvertOptions::obs_columns`]), for messages.
     pub obs_unread: Vec<String>,
     pub metadata: Map<String, Value>,
 }
@@ -405,13 +407,38 @@ pub(crate) fn open_input<'a>(
     Ok(opened)
 }
 
-/// Keeps the obs columns named in `keep`, in that order, and the obs index
-/// ([`OBS_INDEX_KEY`]) whether listed or not (first when not): it names the
-/// cells, and readers take the cell names from it.
+/// Keeps the obs columns [`kept_obs`] names, in that order; the others'
+/// names go to [`Side::obs_unread`].
 fn select_obs(side: &mut Side, keep: Option<&[String]>) -> Result<()> {
     let Some(keep) = keep else {
         return Ok(());
     };
+    let index = side.metadata.get(OBS_INDEX_KEY).and_then(Value::as_str);
+    let names: Vec<String> = side.obs.iter().map(|c| c.name().to_string()).collect();
+    let kept = kept_obs(&names, keep, index)?;
+    let mut obs: Vec<Option<ObsColumn>> = std::mem::take(&mut side.obs)
+        .into_iter()
+        .map(Some)
+        .collect();
+    side.obs = kept.iter().filter_map(|&k| obs[k].take()).collect();
+    side.obs_unread
+        .extend(obs.into_iter().flatten().map(|c| c.name().to_string()));
+    Ok(())
+}
+
+/// Which of an input's obs columns (`names`, its obs index `index`) a build
+/// keeping `keep` (`--obs-columns`) takes, as positions in `names`: the
+/// index first when `keep` does not list it (it names the cells, and readers
+/// take the cell names from it), then the listed columns the input has, in
+/// the order listed. A listed column the input lacks is not an error here:
+/// with several inputs it may be another input's, and is then missing for
+/// this one's cells; the plan refuses a column no input has
+/// ([`check_obs_kept`]). Refuses a list naming a column twice.
+pub(crate) fn kept_obs(
+    names: &[String],
+    keep: &[String],
+    index: Option<&str>,
+) -> Result<Vec<usize>> {
     if let Some((i, name)) = keep
         .iter()
         .enumerate()
@@ -423,41 +450,50 @@ fn select_obs(side: &mut Side, keep: Option<&[String]>) -> Result<()> {
             i + 1
         )));
     }
-    let index = side
-        .metadata
-        .get(OBS_INDEX_KEY)
-        .and_then(Value::as_str)
-        .filter(|i| !keep.iter().any(|k| k == i));
-    let has: Vec<String> = side
-        .obs
-        .iter()
-        .map(|c| format!("{:?}", c.name()))
-        .chain(side.obs_unread.iter().map(|n| format!("{n:?}")))
-        .collect();
-    let mut obs: Vec<Option<ObsColumn>> = std::mem::take(&mut side.obs)
-        .into_iter()
-        .map(Some)
-        .collect();
-    side.obs = index
+    let index = index.filter(|i| !keep.iter().any(|k| k == i));
+    Ok(index
         .into_iter()
         .chain(keep.iter().map(String::as_str))
-        .map(|name| {
-            obs.iter_mut()
-                .find(|c| c.as_ref().is_some_and(|c| c.name() == name))
-                .and_then(Option::take)
-                .ok_or_else(|| {
-                    Error::Input(format!(
-                        "--obs-columns: no obs column {name:?} (the input has {})",
-                        if has.is_empty() {
-                            "none".to_string()
-                        } else {
-                            has.join(", ")
-                        }
-                    ))
-                })
-        })
-        .collect::<Result<_>>()?;
-    Ok(())
+        .filter_map(|name| names.iter().position(|n| n == name))
+        .collect())
+}
+
+/// Refuses an `--obs-columns` entry no input has. `inputs` gives each
+/// input's name and every obs column it has, kept or not (what the message
+/// lists); `kept` says whether any input kept the column.
+pub(crate) fn check_obs_kept(
+    keep: &[String],
+    inputs: &[(String, &[String])],
+    kept: impl Fn(&str) -> bool,
+) -> Result<()> {
+    let Some(name) = keep.iter().find(|k| !kept(k)) else {
+        return Ok(());
+    };
+    let has = |names: &[String]| {
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names
+                .iter()
+                .map(|n| format!("{n:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    Err(Error::Input(match inputs {
+        [(input, names)] => format!(
+            "{input}: --obs-columns: no obs column {name:?} (the input has {})",
+            has(names)
+        ),
+        _ => format!(
+            "--obs-columns: no input has an obs column {name:?} ({})",
+            inputs
+                .iter()
+                .map(|(input, names)| format!("{input} has {}", has(names)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    }))
 }
 
 /// Converts `input` into a new dataset at `out` (a directory or a URL, see

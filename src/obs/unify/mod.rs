@@ -249,6 +249,35 @@ impl ObsUnion {
         })
     }
 
+    /// The same union with the columns named in `listed` in that order,
+    /// after the columns it does not name (the inputs' obs indexes when a
+    /// build keeps only some columns) and before the source column.
+    pub fn listed_first(mut self, listed: &[String]) -> ObsUnion {
+        let is_source = |j: usize| {
+            self.from
+                .first()
+                .is_some_and(|f| matches!(f[j], From::Source(_)))
+        };
+        let rank = |j: usize| {
+            let name = &self.schema.columns[j].name;
+            match listed.iter().position(|l| l == name) {
+                _ if is_source(j) => (2, 0),
+                Some(p) => (1, p),
+                None => (0, j),
+            }
+        };
+        let mut order: Vec<usize> = (0..self.schema.columns.len()).collect();
+        order.sort_by_key(|&j| rank(j));
+        self.schema.columns = order
+            .iter()
+            .map(|&j| self.schema.columns[j].clone())
+            .collect();
+        for from in &mut self.from {
+            *from = order.iter().map(|&j| from[j].clone()).collect();
+        }
+        self
+    }
+
     /// The global schema.
     pub fn schema(&self) -> &ObsSchema {
         &self.schema
