@@ -668,3 +668,93 @@ fn npz_member_errors_name_the_file_and_the_member() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `--feature-type` on a 10x folder of genes and antibodies keeps the
+/// features of that type, in order, with their ids, names and types; a type
+/// the folder lacks is refused naming those present, and inputs that name no
+/// feature types (an `.npz`, a folder without features.tsv) refuse it.
+#[test]
+fn a_10x_folder_with_a_feature_type_filter_keeps_those_features() {
+    let dir = tmpdir("10x-types");
+    let source = sample(30, 7);
+    let ids = ["e0", "e1", "CD3", "e3", "CD19", "e5", "e6"];
+    let antibody = |g: usize| ids[g].starts_with("CD");
+    let folder = dir.join("cite");
+    write_10x(&folder, &source, &ids);
+    let features: String = ids
+        .iter()
+        .enumerate()
+        .map(|(g, id)| {
+            let kind = if antibody(g) {
+                "Antibody Capture"
+            } else {
+                "Gene Expression"
+            };
+            format!("{id}\tname_{id}\t{kind}\n")
+        })
+        .collect();
+    std::fs::write(folder.join("features.tsv"), features).unwrap();
+    for (kind, keep) in [("Gene Expression", false), ("Antibody Capture", true)] {
+        let out = dir.join(format!("out-{keep}"));
+        let options = small_blocks().with_feature_type(Some(kind.to_string()));
+        convert(&Input::detect(&folder).unwrap(), &out, options, &|_| {}).unwrap();
+        let kept: Vec<usize> = (0..ids.len()).filter(|&g| antibody(g) == keep).collect();
+        let mut want = Csr::empty(kept.len() as u64);
+        for w in source.indptr.windows(2) {
+            for j in w[0] as usize..w[1] as usize {
+                if let Some(k) = kept.iter().position(|&g| g == source.indices[j] as usize) {
+                    want.indices.push(k as i32);
+                    want.values.push(source.values[j]);
+                }
+            }
+            want.indptr.push(want.indices.len() as i64);
+        }
+        assert_eq!(read_back(&out), want, "{kind}");
+        let ds = Dataset::open(&out).unwrap();
+        let order: Vec<usize> = ds
+            .gene_order()
+            .unwrap()
+            .iter()
+            .map(|&g| g as usize)
+            .collect();
+        let names: Vec<String> = (0..kept.len())
+            .map(|k| ds.var_names().unwrap()[order.iter().position(|&o| o == k).unwrap()].clone())
+            .collect();
+        let want_names: Vec<String> = kept.iter().map(|&g| format!("name_{}", ids[g])).collect();
+        assert_eq!(names, want_names, "{kind}");
+    }
+    let err = convert(
+        &Input::detect(&folder).unwrap(),
+        &dir.join("out-peaks"),
+        small_blocks().with_feature_type(Some("Peaks".into())),
+        &|_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("features.tsv") && err.contains("present: Antibody Capture, Gene Expression"),
+        "{err}"
+    );
+    std::fs::remove_file(folder.join("features.tsv")).unwrap();
+    let err = convert(
+        &Input::detect(&folder).unwrap(),
+        &dir.join("out-bare"),
+        small_blocks().with_feature_type(Some("Gene Expression".into())),
+        &|_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("needs the folder's features.tsv"), "{err}");
+    let npz = dir.join("m.npz");
+    write_sparse_npz(&npz, &source, false);
+    let err = convert(
+        &Input::Npz(npz),
+        &dir.join("out-npz"),
+        small_blocks().with_feature_type(Some("Gene Expression".into())),
+        &|_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("names no feature types"), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -304,6 +304,63 @@ fn old_truncated_corrupt_and_hollow_files_are_errors_naming_file_and_path() {
     }
 }
 
+/// `--feature-type` on an AnnData holding genes and antibodies: the genes of
+/// that type in their order, in CSR, CSC (transposed) and dense layouts; a
+/// type absent, or an AnnData without `feature_types`, is refused.
+#[test]
+fn h5ad_with_a_feature_type_filter_keeps_those_features() {
+    for name in ["types_csr", "types_csc", "types_dense"] {
+        let want = expected(name);
+        let all = counts(&want["counts"]);
+        let var =
+            |c: &str| -> Vec<String> { serde_json::from_value(want["var"][c].clone()).unwrap() };
+        let types = var("feature_types");
+        for filter in ["Gene Expression", "Antibody Capture"] {
+            let out = out_dir(&format!("{name}-{filter}"));
+            let opts = options().with_feature_type(Some(filter.to_string()));
+            run(&fixture(&format!("{name}.h5ad")), &out, opts).unwrap();
+            let ds = Dataset::open(&out).unwrap();
+            ds.verify().unwrap();
+            let keep: Vec<usize> = (0..types.len()).filter(|&g| types[g] == filter).collect();
+            assert!(!keep.is_empty() && keep.len() < types.len());
+            let want_counts: Vec<Vec<i64>> = all
+                .iter()
+                .map(|row| keep.iter().map(|&g| row[g]).collect())
+                .collect();
+            assert_eq!(dense(&ds), want_counts, "{name} {filter}");
+            let pick = |v: &[String]| keep.iter().map(|&g| v[g].clone()).collect::<Vec<_>>();
+            assert_eq!(var_column(&ds, "_index"), pick(&var("_index")), "{name}");
+            assert_eq!(var_column(&ds, "gene_ids"), pick(&var("gene_ids")));
+            assert_eq!(var_column(&ds, "feature_types"), pick(&types));
+            assert_eq!(ds.manifest().metadata["source"]["feature_type"], filter);
+        }
+    }
+    let err = run(
+        &fixture("types_csr.h5ad"),
+        &out_dir("types-none"),
+        options().with_feature_type(Some("Peaks".into())),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("/var/feature_types") && err.contains("Antibody Capture, Gene Expression"),
+        "{err}"
+    );
+    let out = out_dir("types-no-column");
+    let err = run(
+        &fixture("no_types.h5ad"),
+        &out,
+        options().with_feature_type(Some("Gene Expression".into())),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("needs a column feature_types (var has \"gene_ids\", \"mean\")"),
+        "{err}"
+    );
+    assert!(!out.join("manifest.json").exists());
+}
+
 #[test]
 fn cell_ranger_h5_with_a_feature_type_filter() {
     let want = expected("cellranger");

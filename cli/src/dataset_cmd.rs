@@ -343,8 +343,9 @@ pub struct ConvertArgs {
     /// Keep only these obs columns (comma-separated), in this order, and each input's cell ids. With several inputs, columns of any of them: an input lacking one has it missing.
     #[arg(long, value_delimiter = ',')]
     obs_columns: Option<Vec<String>>,
-    /// Keep only features of this type, e.g. "Gene Expression" (Cell Ranger .h5 files with
-    /// antibody or CRISPR features; an .h5ad is refused: subset the AnnData by var first).
+    /// Keep only features of this type, e.g. "Gene Expression", dropping antibody or CRISPR
+    /// features: by the types of a Cell Ranger .h5, a 10x folder's features.tsv or an .h5ad's
+    /// var column feature_types.
     #[arg(long)]
     feature_type: Option<String>,
     /// Where the out-of-core transpose of CSC and Matrix Market inputs keeps its

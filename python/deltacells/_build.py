@@ -125,6 +125,8 @@ def build(inputs: Sequence[PathLike], out: PathLike, *, genes: Genes = "union",
     holding each input's file or directory stem. `obs_columns` keeps only
     those columns of the union, in that order (and each input's cell ids):
     an input lacking one has it missing; a column no input has is refused.
+    `feature_type` (e.g. `"Gene Expression"`) keeps only the features of
+    that type, as `--feature-type` does.
 
     `client`: a `distributed.Client`; statistics and write tasks run on its
     workers (which must see the inputs and the output at the same paths),

@@ -173,6 +173,12 @@ pub fn input_stats(
     let mut counted = 0u64;
     let file = match input {
         BuildInput::Dataset(location) => {
+            if options.feature_type.is_some() {
+                return Err(named(Error::Input(
+                    "--feature-type applies to inputs converted from files, not to a dataset"
+                        .into(),
+                )));
+            }
             let ds = Dataset::open(location).map_err(named)?;
             let total = ds.n_cells();
             return dataset_stats(input, &ds, options, &mut |n| {

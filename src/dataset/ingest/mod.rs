@@ -188,9 +188,11 @@ pub struct ConvertOptions {
     /// each input's obs index. With several inputs, the columns of their
     /// union: a column one input lacks is missing for its cells.
     pub obs_columns: Option<Vec<String>>,
-    /// Keep only the features of this type (Cell Ranger `feature_type`), e.g.
-    /// `Gene Expression`. An `.h5ad` input refuses it rather than guess which
-    /// var column holds the types: subset the AnnData by var first.
+    /// Keep only the features of this type, e.g. `Gene Expression`: by a
+    /// Cell Ranger `.h5`'s `feature_type`, a 10x folder's third
+    /// `features.tsv` column, or an `.h5ad`'s var column `feature_types`
+    /// (what scanpy's `read_10x_h5` writes; `feature_type` also taken).
+    /// Inputs that name no types (an `.npz`, a dataset) refuse it.
     pub feature_type: Option<String>,
     /// Nonzeros read at once (a block holds at least one whole cell or gene).
     pub block_nonzeros: usize,
@@ -305,18 +307,56 @@ pub(crate) struct Opened<'a> {
     pub cells: Cells<'a>,
 }
 
-/// Feeds a CSC matrix (majors are genes) into a transpose.
+/// The features a `--feature-type` filter keeps: a mark per feature from
+/// each one's type, and each kept feature's new index (`-1`: dropped). A
+/// type no feature has is refused, naming the types present.
+pub(crate) fn feature_filter(
+    types: &[String],
+    want: &str,
+) -> std::result::Result<(Vec<bool>, Vec<i32>), String> {
+    let keep: Vec<bool> = types.iter().map(|t| t == want).collect();
+    if !keep.contains(&true) {
+        let mut present: Vec<&str> = types.iter().map(String::as_str).collect();
+        present.sort_unstable();
+        present.dedup();
+        return Err(format!(
+            "no feature of type {want:?} (present: {})",
+            present.join(", ")
+        ));
+    }
+    let remap = keep
+        .iter()
+        .scan(0i32, |next, &k| {
+            let at = if k { *next } else { -1 };
+            *next += i32::from(k);
+            Some(at)
+        })
+        .collect();
+    Ok((keep, remap))
+}
+
+/// Feeds a CSC matrix (majors are genes) into a transpose; `genes` maps each
+/// gene to its column in the output (`-1`: dropped), when not every gene is
+/// kept as it is.
 pub(crate) fn transpose_columns<P: Seq<i64>, I: Seq<i64>, D: Seq<f64>>(
     mut columns: Compressed<P, I, D>,
     mut t: Transposer,
     nnz: u64,
+    genes: Option<&[i32]>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Option<Vec<f64>>, TransposedRows)> {
     let mut done = 0u64;
     while let Some(block) = columns.next_block()? {
         let csr = &block.csr;
         for (k, w) in csr.indptr.windows(2).enumerate() {
-            let gene = (block.first + k as u64) as u32;
+            let major = block.first + k as u64;
+            let gene = match genes {
+                None => major as u32,
+                Some(map) => match u32::try_from(map[major as usize]) {
+                    Ok(g) => g,
+                    Err(_) => continue,
+                },
+            };
             for j in w[0] as usize..w[1] as usize {
                 t.push(csr.indices[j] as u64, gene, csr.values[j])?;
             }
@@ -342,25 +382,32 @@ fn open<'a>(
             features,
             barcodes,
         } => {
-            let (header, side, t) = mtx::read(
+            let (n_cells, n_genes, side, t) = mtx::read(
                 matrix,
                 features.as_deref(),
                 barcodes.as_deref(),
-                |h| {
+                options.feature_type.as_deref(),
+                |n_cells, n_genes, entries| {
                     let source = matrix.display().to_string();
-                    options.transposer(source, h.n_cells, h.n_genes as u32, h.entries)
+                    options.transposer(source, n_cells, n_genes, entries)
                 },
                 progress,
             )?;
             let (totals, rows) = t.finish()?;
             Ok(Opened {
-                n_cells: header.n_cells,
-                n_genes: header.n_genes as u32,
+                n_cells,
+                n_genes,
                 side,
                 cells: Cells::Transposed(totals, rows),
             })
         }
         Input::Npz(path) => {
+            if options.feature_type.is_some() {
+                return Err(Error::Input(format!(
+                    "{}: an .npz names no feature types, so --feature-type cannot apply to it",
+                    path.display()
+                )));
+            }
             let npz = npz::inspect(path)?;
             let (n_cells, n_genes) = (npz.n_cells, npz.n_genes);
             let block = options.block_nonzeros;
@@ -371,8 +418,13 @@ fn open<'a>(
                 Major::Genes => {
                     let source = path.display().to_string();
                     let t = options.transposer(source, n_cells, n_genes, npz.nnz)?;
-                    let (totals, rows) =
-                        transpose_columns(npz::reader(path, &npz, block)?, t, npz.nnz, progress)?;
+                    let (totals, rows) = transpose_columns(
+                        npz::reader(path, &npz, block)?,
+                        t,
+                        npz.nnz,
+                        None,
+                        progress,
+                    )?;
                     Cells::Transposed(totals, rows)
                 }
             };

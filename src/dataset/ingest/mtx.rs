@@ -14,7 +14,7 @@ use crate::obs::VarTable;
 
 use super::counts::{check_claim, check_gene_claim, count, file_bytes};
 use super::transpose::Transposer;
-use super::{Phase, Progress, Side};
+use super::{feature_filter, Phase, Progress, Side};
 
 fn open_text(path: &Path) -> Result<Box<dyn BufRead>> {
     let f = File::open(path).map_err(|e| Error::io(path.display().to_string(), e))?;
@@ -115,13 +115,22 @@ fn read_header(
     ))
 }
 
-/// The features and barcodes of a 10x folder as var table, names and obs.
+/// The features and barcodes of a 10x folder as var table, names and obs,
+/// and, with a `feature_type` filter, each feature's gene (`-1`: dropped).
 fn side_files(
     header: &MtxHeader,
     features: Option<&Path>,
     barcodes: Option<&Path>,
-) -> Result<Side> {
+    feature_type: Option<&str>,
+) -> Result<(Side, Option<Vec<i32>>)> {
     let mut side = Side::default();
+    let mut remap = None;
+    if let (None, Some(_)) = (features, feature_type) {
+        return Err(Error::Input(
+            "--feature-type needs the folder's features.tsv, which names each feature's type"
+                .into(),
+        ));
+    }
     if let Some(f) = features {
         let rows = read_tsv(f)?;
         if rows.len() as u64 != header.n_genes {
@@ -138,7 +147,7 @@ fn side_files(
                 .map(|r| r.get(i).or_else(|| r.get(1)).unwrap_or(&r[0]).clone())
                 .collect()
         };
-        let types = rows
+        let types: Vec<String> = rows
             .iter()
             .map(|r| {
                 r.get(2)
@@ -146,8 +155,18 @@ fn side_files(
                     .unwrap_or_else(|| "Gene Expression".into())
             })
             .collect();
-        side.var_names = Some(col(1));
-        side.var_table = Some(VarTable::from_features(col(0), col(1), types)?);
+        let (mut ids, mut names, mut types) = (col(0), col(1), types);
+        if let Some(want) = feature_type {
+            let (keep, map) = feature_filter(&types, want)
+                .map_err(|e| Error::Input(format!("{}: {e}", f.display())))?;
+            for v in [&mut ids, &mut names, &mut types] {
+                let mut k = keep.iter();
+                v.retain(|_| k.next() == Some(&true));
+            }
+            remap = Some(map);
+        }
+        side.var_names = Some(names.clone());
+        side.var_table = Some(VarTable::from_features(ids, names, types)?);
     }
     if let Some(b) = barcodes {
         let rows = read_tsv(b)?;
@@ -161,17 +180,20 @@ fn side_files(
         }
         side.index_column("barcode", rows.iter().map(|r| r[0].as_str()));
     }
-    Ok(side)
+    Ok((side, remap))
 }
 
-/// Reads a 10x folder: the side files, then every entry into a transpose.
+/// Reads a 10x folder: the side files, then every entry into a transpose
+/// (made by `transposer` for the cells and the genes kept: those of
+/// `feature_type`, or all). Returns the genes kept with the side files.
 pub(crate) fn read(
     matrix: &Path,
     features: Option<&Path>,
     barcodes: Option<&Path>,
-    transposer: impl FnOnce(&MtxHeader) -> Result<Transposer>,
+    feature_type: Option<&str>,
+    transposer: impl FnOnce(u64, u32, u64) -> Result<Transposer>,
     progress: &mut dyn FnMut(Progress),
-) -> Result<(MtxHeader, Side, Transposer)> {
+) -> Result<(u64, u32, Side, Transposer)> {
     let (header, lines) = read_header(matrix)?;
     let source = matrix.display().to_string();
     // Every declared cell and gene must be backed by input bytes: a barcode
@@ -190,8 +212,11 @@ pub(crate) fn read(
         header.n_genes,
         matrix_bytes + bytes(features)?,
     )?;
-    let side = side_files(&header, features, barcodes)?;
-    let mut t = transposer(&header)?;
+    let (side, remap) = side_files(&header, features, barcodes, feature_type)?;
+    let kept = remap.as_ref().map_or(header.n_genes, |m| {
+        m.iter().filter(|&&g| g >= 0).count() as u64
+    });
+    let mut t = transposer(header.n_cells, kept as u32, header.entries)?;
     let bad = |line: usize, msg: String| Error::Input(format!("{source} line {line}: {msg}"));
     let (n_genes, n_cells, entries) = (header.n_genes, header.n_cells, header.entries);
     let mut read = 0u64;
@@ -234,8 +259,11 @@ pub(crate) fn read(
                 format!("more entries than the {entries} the size line declares"),
             ));
         }
-        if count > 0 {
-            t.push(c - 1, (g - 1) as u32, count)?;
+        let gene = remap
+            .as_ref()
+            .map_or((g - 1) as i32, |m| m[(g - 1) as usize]);
+        if count > 0 && gene >= 0 {
+            t.push(c - 1, gene as u32, count)?;
         }
         if read.is_multiple_of(1 << 20) {
             progress(Progress {
@@ -255,5 +283,5 @@ pub(crate) fn read(
         done: read,
         total: entries,
     });
-    Ok((header, side, t))
+    Ok((header.n_cells, kept as u32, side, t))
 }

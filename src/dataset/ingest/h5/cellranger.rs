@@ -69,30 +69,12 @@ pub(crate) fn open<'a>(path: &'a Path, options: &'a ConvertOptions) -> Result<Op
     let genome = feature("genome", false)?;
 
     // The features kept, and each source feature's new index (-1: dropped).
-    let keep: Vec<bool> = match &options.feature_type {
-        None => vec![true; types.len()],
-        Some(want) => types.iter().map(|t| t == want).collect(),
+    let (keep, remap) = match &options.feature_type {
+        None => (vec![true; types.len()], (0..types.len() as i32).collect()),
+        Some(want) => crate::dataset::ingest::feature_filter(&types, want)
+            .map_err(|e| h5.err("matrix/features/feature_type", e))?,
     };
     let kept = keep.iter().filter(|&&k| k).count();
-    if kept == 0 {
-        let mut present: Vec<&str> = types.iter().map(String::as_str).collect();
-        present.sort_unstable();
-        present.dedup();
-        return Err(h5.err(
-            "matrix/features/feature_type",
-            format!(
-                "no feature of type {:?} (present: {})",
-                options.feature_type.as_deref().unwrap_or_default(),
-                present.join(", ")
-            ),
-        ));
-    }
-    let mut remap = Vec::with_capacity(keep.len());
-    let mut next = 0i32;
-    for &k in &keep {
-        remap.push(if k { next } else { -1 });
-        next += i32::from(k);
-    }
     let pick = |v: &[String]| -> Vec<String> {
         v.iter()
             .zip(&keep)

@@ -15,7 +15,7 @@ use arrow_buffer::NullBuffer;
 use hdf5_metno::types::{FloatSize, IntSize, TypeDescriptor};
 
 use super::H5;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// One dataframe column.
 pub(crate) enum Column {
@@ -69,6 +69,48 @@ pub(crate) struct Frame {
     pub columns: Vec<(String, Column)>,
     /// The names of the columns not asked for (not read).
     pub unread: Vec<String>,
+}
+
+impl Frame {
+    /// The rows `keep` marks, in order (a gene table narrowed to the genes
+    /// a conversion keeps).
+    pub(crate) fn rows(self, keep: &[bool]) -> Result<Frame> {
+        fn pick<T>(v: Vec<T>, keep: &[bool]) -> Vec<T> {
+            v.into_iter()
+                .zip(keep)
+                .filter_map(|(x, &k)| k.then_some(x))
+                .collect()
+        }
+        let mask = BooleanArray::from(keep.to_vec());
+        let columns = self
+            .columns
+            .into_iter()
+            .map(|(name, column)| {
+                let column = match column {
+                    Column::Strings(v) => Column::Strings(pick(v, keep)),
+                    Column::Categorical {
+                        categories,
+                        codes,
+                        ordered,
+                    } => Column::Categorical {
+                        categories,
+                        codes: pick(codes, keep),
+                        ordered,
+                    },
+                    Column::Arrow(a) => Column::Arrow(
+                        arrow_select::filter::filter(a.as_ref(), &mask)
+                            .map_err(|e| Error::Input(format!("column {name:?}: {e}")))?,
+                    ),
+                };
+                Ok((name, column))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Frame {
+            index: pick(self.index, keep),
+            columns,
+            unread: self.unread,
+        })
+    }
 }
 
 /// The numeric or boolean dataset at `at` as an Arrow array, nulls where `mask` is true.

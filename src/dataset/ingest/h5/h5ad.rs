@@ -26,7 +26,10 @@ struct DenseRows {
     h5: H5,
     at: String,
     n_cells: u64,
-    n_genes: u64,
+    /// Genes kept: all the matrix's columns, or those `remap` keeps.
+    n_genes: u32,
+    /// Each column's gene (`-1`: dropped), when not every column is kept as it is.
+    remap: Option<Vec<i32>>,
     next: u64,
     rows_per_block: u64,
 }
@@ -47,14 +50,15 @@ impl Rows for DenseRows {
                 self.h5
                     .err(&self.at, format!("reading rows {r0}..{r1}: {e}"))
             })?;
-        let mut csr = Csr::empty(self.n_genes);
+        let mut csr = Csr::empty(u64::from(self.n_genes));
         for (r, row) in block.rows().into_iter().enumerate() {
             for (g, &v) in row.iter().enumerate() {
                 let c = count(v).ok_or_else(|| {
                     not_a_count(&self.h5.source(&self.at), r0 + r as u64, g as u64, v)
                 })?;
-                if c > 0 {
-                    csr.indices.push(g as i32);
+                let gene = self.remap.as_ref().map_or(g as i32, |m| m[g]);
+                if c > 0 && gene >= 0 {
+                    csr.indices.push(gene);
                     csr.values.push(c);
                 }
             }
@@ -92,6 +96,37 @@ fn locate(h5: &H5, layer: &Layer) -> Result<(String, &'static str)> {
         ));
     }
     Ok((x, var))
+}
+
+/// The genes `--feature-type want` keeps, from var's `feature_types` column
+/// (what scanpy's `read_10x_h5` writes; `feature_type` also taken).
+fn feature_types(h5: &H5, var_at: &str, var: &Frame, want: &str) -> Result<(Vec<bool>, Vec<i32>)> {
+    let column = var
+        .columns
+        .iter()
+        .find(|(name, _)| name == "feature_types" || name == "feature_type");
+    let Some((name, column)) = column else {
+        return Err(h5.err(
+            var_at,
+            format!(
+                "--feature-type needs a column feature_types (var has {})",
+                if var.columns.is_empty() {
+                    "none".to_string()
+                } else {
+                    var.columns
+                        .iter()
+                        .map(|(n, _)| format!("{n:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ),
+        ));
+    };
+    let at = format!("{var_at}/{name}");
+    let types = column
+        .strings()
+        .ok_or_else(|| h5.err(&at, "--feature-type needs text, not numbers"))?;
+    crate::dataset::ingest::feature_filter(&types, want).map_err(|e| h5.err(&at, e))
 }
 
 /// obs columns for the writer, after the index (`cell_id`, see [`Side::index_column`]).
@@ -144,12 +179,6 @@ pub(crate) fn open<'a>(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Opened<'a>> {
     let h5 = H5::open(path)?;
-    if options.feature_type.is_some() {
-        return Err(h5.err(
-            "",
-            "--feature-type applies to Cell Ranger files; subset the AnnData by var first",
-        ));
-    }
     let (x, var_at) = locate(&h5, &options.layer)?;
     // The obs index is the cell count; the columns wanted ("cell_id" is the index).
     let keep: Option<Vec<String>> = options
@@ -190,6 +219,15 @@ pub(crate) fn open<'a>(
         .ok()
         .filter(|&g| (1..=1 << 31).contains(&g))
         .ok_or_else(|| h5.err(var_at, format!("{n_genes} genes is outside 1..=2^31")))?;
+    // `n_stored` genes in the matrix, `n_genes` of them kept.
+    let (n_stored, remap, var) = match &options.feature_type {
+        None => (n_genes, None, var),
+        Some(want) => {
+            let (keep, remap) = feature_types(&h5, var_at, &var, want)?;
+            (n_genes, Some(remap), var.rows(&keep)?)
+        }
+    };
+    let n_genes = var.index.len() as u32;
 
     let ids = obs.index.clone();
     let unread = std::mem::take(&mut obs.unread);
@@ -214,6 +252,9 @@ pub(crate) fn open<'a>(
     if !skipped.is_empty() {
         source["var_columns_not_kept"] = json!(skipped);
     }
+    if let Some(kept) = &options.feature_type {
+        source["feature_type"] = json!(kept);
+    }
     side.metadata.insert("source".into(), source);
 
     let block = options.block_nonzeros;
@@ -225,8 +266,8 @@ pub(crate) fn open<'a>(
                 Major::Genes
             };
             let (n_major, n_minor) = match major {
-                Major::Cells => (n_cells, u64::from(n_genes)),
-                Major::Genes => (u64::from(n_genes), n_cells),
+                Major::Cells => (n_cells, u64::from(n_stored)),
+                Major::Genes => (u64::from(n_stored), n_cells),
             };
             let source = h5.source(&x);
             let arrays = move |h5: &H5| -> Result<(Compressed<H5Seq, H5Seq, H5Seq>, u64)> {
@@ -258,24 +299,30 @@ pub(crate) fn open<'a>(
             };
             match major {
                 Major::Cells => Cells::Rows(Box::new(move || {
-                    Ok(Box::new(arrays(&h5)?.0) as Box<dyn Rows>)
+                    let rows = arrays(&h5)?.0;
+                    Ok(match remap.clone() {
+                        Some(remap) => Box::new(rows.with_remap(remap)),
+                        None => Box::new(rows) as Box<dyn Rows>,
+                    })
                 })),
                 Major::Genes => {
                     let (columns, nnz) = arrays(&h5)?;
                     let t = options.transposer(source, n_cells, n_genes, nnz)?;
-                    let (totals, rows) = transpose_columns(columns, t, nnz, progress)?;
+                    let (totals, rows) =
+                        transpose_columns(columns, t, nnz, remap.as_deref(), progress)?;
                     Cells::Transposed(totals, rows)
                 }
             }
         }
         _ => {
-            let rows_per_block = (block as u64 / u64::from(n_genes)).max(1);
+            let rows_per_block = (block as u64 / u64::from(n_stored)).max(1);
             Cells::Rows(Box::new(move || {
                 Ok(Box::new(DenseRows {
                     h5: H5::open(path)?,
                     at: x.clone(),
                     n_cells,
-                    n_genes: u64::from(n_genes),
+                    n_genes,
+                    remap: remap.clone(),
                     next: 0,
                     rows_per_block,
                 }) as Box<dyn Rows>)
