@@ -631,16 +631,50 @@ fn npz_member_errors_name_the_file_and_the_member() {
             _ => array(Dtype::I64, &[1i64, 1]),
         }
     };
-    let unicode_format = patched(
-        Dtype::U8,
-        b"c\0\0\0s\0\0\0r\0\0\0".to_vec(),
-        vec![],
-        b"'<U3'",
-    );
+    let unicode = |text: &str| {
+        let utf32: Vec<u8> = text
+            .chars()
+            .flat_map(|c| (c as u32).to_le_bytes())
+            .collect();
+        patched(Dtype::U8, utf32, vec![], b"'<U3'")
+    };
     let bool_data = patched(Dtype::U8, vec![1], vec![1], b"'|b1'");
+    // A format written as numpy text (`np.savez(..., format="csc")` stores
+    // `<U3`), or as bytes padded with NULs, is read as its text.
+    let csc = [
+        ("format", unicode("csc")),
+        ("indptr", array(Dtype::I64, &[0i64, 1, 1])),
+        ("indices", array(Dtype::I32, &[0i32])),
+        ("data", array(Dtype::F32, &[1f32])),
+        ("shape", array(Dtype::I64, &[1i64, 2])),
+    ];
+    for (i, format) in [
+        unicode("csc"),
+        patched(Dtype::U8, b"csc\0".to_vec(), vec![], b"'|S4'"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = dir.join(format!("text{i}.npz"));
+        let mut members = csc.to_vec();
+        members[0].1 = format;
+        write_npz(&path, &members);
+        let out = dir.join(format!("text{i}"));
+        convert(&Input::Npz(path), &out, ConvertOptions::default(), &|_| {}).unwrap();
+        let mut want = Csr::empty(2);
+        want.indices.push(0);
+        want.values.push(1);
+        want.indptr.push(1);
+        assert_eq!(read_back(&out), want);
+    }
     // (member replaced, its new bytes or none, what the message says)
     let cases = [
-        ("format", Some(unicode_format), "<U3"),
+        ("format", Some(unicode("coo")), "holds \"coo\""),
+        (
+            "format",
+            Some(array(Dtype::I64, &[1i64])),
+            "<i8 is not text",
+        ),
         ("shape", Some(array(Dtype::F64, &[1f64, 1.0])), "F64"),
         ("data", Some(bool_data), "|b1"),
         ("shape", None, "no member"),

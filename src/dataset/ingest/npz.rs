@@ -106,17 +106,26 @@ pub(crate) fn inspect(path: &Path) -> Result<Npz> {
     let has_format = open_npz(path)?.index_for_name("format.npy").is_some();
     let major = match has_format.then(|| open(path, "format")).transpose()? {
         Some(mut f) => {
-            let text = f.stream.read_rest().map_err(f.err())?;
+            let bytes = f.stream.read_rest().map_err(f.err())?;
             Seq::<i64>::end(&mut f)?;
-            match text.as_slice() {
-                b"csr" => Major::Cells,
-                b"csc" => Major::Genes,
+            let header = f.stream.header();
+            let text = header.text(&bytes).ok_or_else(|| {
+                bad(
+                    path,
+                    format!(
+                        "member format.npy: dtype {} is not text (|S or <U)",
+                        header.descr
+                    ),
+                )
+            })?;
+            match text.as_str() {
+                "csr" => Major::Cells,
+                "csc" => Major::Genes,
                 other => {
                     return Err(bad(
                         path,
                         format!(
-                            "format {:?}: only csr and csc matrices are supported",
-                            String::from_utf8_lossy(other)
+                            "member format.npy holds {other:?}: only csr and csc matrices are supported"
                         ),
                     ))
                 }

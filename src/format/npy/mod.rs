@@ -131,14 +131,44 @@ impl Header {
         Dtype::parse(&self.descr).ok_or_else(|| bad(format!("unsupported dtype {}", self.descr)))
     }
 
-    /// Bytes per element: numeric types, and byte strings `|S<n>`.
+    /// Bytes per element: numeric types, byte strings `|S<n>` and unicode
+    /// strings `<U<n>` (UTF-32, four bytes a character).
     pub fn item_size(&self) -> Result<usize, NpyError> {
+        let unsupported = || bad(format!("unsupported dtype {}", self.descr));
+        let chars = |n: &str| n.parse::<usize>().map_err(|_| unsupported());
         if let Some(n) = self.descr.strip_prefix("|S") {
-            return n
-                .parse()
-                .map_err(|_| bad(format!("unsupported dtype {}", self.descr)));
+            return chars(n);
+        }
+        if let Some(n) = self.descr.strip_prefix("<U") {
+            return chars(n)?.checked_mul(4).ok_or_else(unsupported);
         }
         Ok(self.dtype()?.size())
+    }
+
+    /// The text of a string array's `bytes` (`|S<n>` as bytes, `<U<n>` as
+    /// UTF-32), each element's trailing NULs dropped as numpy drops them,
+    /// elements joined. `None` for other dtypes or invalid characters.
+    pub fn text(&self, bytes: &[u8]) -> Option<String> {
+        let size = self.item_size().ok().filter(|&s| s > 0)?;
+        let mut out = String::new();
+        for item in bytes.chunks(size) {
+            if self.descr.starts_with("|S") {
+                let end = item.iter().rposition(|&b| b != 0).map_or(0, |e| e + 1);
+                out.push_str(std::str::from_utf8(&item[..end]).ok()?);
+            } else if self.descr.starts_with("<U") {
+                let chars: Vec<u32> = item
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                let end = chars.iter().rposition(|&c| c != 0).map_or(0, |e| e + 1);
+                for &c in &chars[..end] {
+                    out.push(char::from_u32(c)?);
+                }
+            } else {
+                return None;
+            }
+        }
+        Some(out)
     }
 
     /// Number of elements, `None` if the product overflows.
