@@ -72,7 +72,9 @@ def tokenizer_handle(tokenizer: Any) -> Optional[Any]:
 def column_names(setting: str, columns: Any) -> Optional[list]:
     """Obs columns given as one name or a sequence of names, as a list; None
     (every column, as `read_obs` and `to_anndata` take it) stays None.
-    Anything else is an `InputError` naming the `setting`."""
+    Anything else, or a name given twice (a DataFrame, a batch's `obs` and
+    balance classes each hold a column once), is an `InputError` naming the
+    `setting`."""
     if columns is None:
         return None
     if isinstance(columns, str):
@@ -84,6 +86,9 @@ def column_names(setting: str, columns: Any) -> Optional[list]:
     if names is None or not all(isinstance(c, str) for c in names):
         raise InputError(f"{setting} must be an obs column name, a list of them or None, "
                          f"not {columns!r}")
+    twice = next((name for i, name in enumerate(names) if name in names[:i]), None)
+    if twice is not None:
+        raise InputError(f"{setting} names obs column {twice!r} twice")
     return names
 
 

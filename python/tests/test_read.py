@@ -219,6 +219,14 @@ def test_errors_are_typed_exceptions(small, tmp_path):
         ds.read([0], dtype="float64")
     with pytest.raises(deltacells.InputError, match="no obs column"):
         ds.read_obs(["nope"])
+    # A column asked for twice is refused alike by every call taking columns
+    # (a DataFrame built from a dict would have kept it once).
+    column = ds.obs_columns[0]
+    for call in [lambda: ds.read_obs([column, column]),
+                 lambda: ds.batches(batch_size=4, obs_columns=[column, column]),
+                 lambda: ds.batches(batch_size=4, balance=[column, column])]:
+        with pytest.raises(deltacells.InputError, match=f"obs column '{column}' twice"):
+            call()
     # A mistyped thread count is refused before any thread starts.
     with pytest.raises(deltacells.DeltacellsError, match="at most"):
         deltacells.open(path, threads=10**6)
