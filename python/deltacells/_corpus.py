@@ -3,12 +3,15 @@ with every read, obs and batch method of `Dataset`."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, List, Optional, Sequence, Union
 
+import numpy as np
+
 from . import _deltacells
 from ._dataset import Dataset, engine_options
-from ._tables import var_frame
+from ._tables import index_column, pandas_column, string_index, var_frame
 from .errors import InputError
 
 class Corpus(Dataset):
@@ -29,7 +32,8 @@ class Corpus(Dataset):
     Each member's genes are mapped into the vocabulary as its rows decode (a
     gene it lacks reads as zero, a gene outside the vocabulary is dropped),
     and its obs columns into the unified ones (category vocabularies merged
-    as `anndata.concat` merges them, missing where a member lacks a column).
+    as `anndata.concat` merges them, missing where a member lacks a column);
+    `obs_names` are each member's own, as `anndata.concat` keeps them.
     Everything `Dataset` offers works over the whole corpus: `read`, `obs`,
     `read_obs`, `iter_tiles` (every member's tiles one after another),
     `batches` (a block shuffle mixes every tile of every member, equal
@@ -127,6 +131,44 @@ class Corpus(Dataset):
         `location`, `n_obs` and `n_vars`, in cell order."""
         return [{"name": name, "location": location, "n_obs": n_obs, "n_vars": n_vars}
                 for name, location, n_obs, n_vars in self._h.members]
+
+    @property
+    def _member_index(self) -> list:
+        """Each member's column of cell ids (None where it has none), as the
+        member read alone would take it."""
+        def of(metadata: str, columns: list) -> Optional[str]:
+            return index_column(json.loads(metadata), [(n, k, None) for n, k in columns])
+        return self._once("member_index",
+                          lambda: [of(m, c) for m, c in self._h.member_obs])
+
+    @property
+    def _index_column(self) -> Optional[str]:
+        """The column of cell ids when every member keeps them in the same
+        one; None otherwise (each member's names then come from its own)."""
+        columns = set(self._member_index)
+        return columns.pop() if len(columns) == 1 else None
+
+    def _names(self, ids: Optional[np.ndarray]) -> Any:
+        """The obs names of cells `ids` (every cell when None): each member's
+        own, as `anndata.concat` of the members read alone keeps them, also
+        where members keep their cell ids in different columns (`cell_id`
+        converted from an h5ad, `barcode` from a 10x folder) or some keep
+        none (their cells named by position in the member, "0", "1", ...).
+        A corpus of members that all keep none names cells by their position
+        in the corpus, unique as a dataset's are."""
+        columns = self._member_index
+        if len(set(columns)) == 1 or ("obs_names" in self._loaded and ids is not None):
+            return super()._names(ids)
+        cells = np.arange(self.n_obs, dtype=np.int64) if ids is None else np.asarray(ids)
+        starts = np.cumsum([0] + [m["n_obs"] for m in self.members])
+        member = np.searchsorted(starts, cells, side="right") - 1
+        names = (cells - starts[member]).astype(str).astype(object)
+        for m, column in enumerate(columns):
+            at = np.flatnonzero(member == m)
+            if column is not None and at.size:
+                values = pandas_column(self._h.obs_column(column, cells[at]))
+                names[at] = np.asarray(string_index(values), dtype=object)
+        return string_index(names)
 
     @property
     def gene_order(self) -> None:

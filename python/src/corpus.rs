@@ -46,6 +46,9 @@ type SpecInfo = (Vec<String>, GenesInfo, Option<String>, String);
 /// `(name, location, n_obs, n_vars)` of a member.
 type MemberInfo = (String, String, u64, u32);
 
+/// `(metadata JSON, [(obs column, kind)])` of a member.
+type MemberObs = (String, Vec<(String, String)>);
+
 matrix_methods!(PyCorpus {
     /// Opens the datasets at `locations` as one corpus: genes matched by
     /// `gene_key` (a `var.parquet` column; `None`: the var names) into the
@@ -137,6 +140,33 @@ matrix_methods!(PyCorpus {
                     m.location().to_string(),
                     ds.n_cells(),
                     ds.n_genes(),
+                )
+            })
+            .collect())
+    }
+
+    /// `(metadata, obs columns)` of each member, in cell order: its manifest
+    /// metadata as JSON text and `(name, kind)` of each of its own obs
+    /// columns, for what only a member knows (the column of its cell ids).
+    #[getter]
+    fn member_obs(&self, py: Python<'_>) -> PyResult<Vec<MemberObs>> {
+        Ok(self
+            .0
+            .get(py)?
+            .members()
+            .iter()
+            .map(|m| {
+                let ds = m.dataset();
+                let columns = ds.obs().map_or_else(Vec::new, |obs| {
+                    obs.schema()
+                        .columns
+                        .iter()
+                        .map(|c| (c.name.clone(), c.kind.name().to_string()))
+                        .collect()
+                });
+                (
+                    serde_json::Value::Object(ds.manifest().metadata.clone()).to_string(),
+                    columns,
                 )
             })
             .collect())

@@ -3,6 +3,7 @@ checked against `anndata.concat(..., join="outer")` of the members read back
 one by one, aligned by var names."""
 
 import pickle
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -262,3 +263,33 @@ def test_normalized_reads_and_batches_divide_by_each_members_totals(corpus_membe
                                 normalize=1e4, log1p=True, format="numpy"):
         rows.append(np.asarray(batch.X))
     np.testing.assert_allclose(np.vstack(rows), want, rtol=1e-6, atol=0)
+
+
+def test_members_keeping_cell_ids_in_different_columns_keep_their_names(tmp_path):
+    """A corpus keeps each member's obs names, as `anndata.concat` does, where
+    the members keep them in different obs columns or not at all."""
+    rng = np.random.default_rng(5)
+    indexes = [pd.Index([f"AAAC-{i}" for i in range(30)], name="barcode"),
+               pd.Index([f"cell-{i}" for i in range(20)], name="cell_id"),
+               pd.RangeIndex(25)]
+    paths = []
+    for k, index in enumerate(indexes):
+        obs = pd.DataFrame({"score": rng.random(len(index))}, index=index)
+        X = rng.poisson(0.5, size=(len(index), 6)).astype(np.int32)
+        var = pd.DataFrame(index=[f"G{g}" for g in range(6)])
+        paths.append(tmp_path / f"m{k}.dc")
+        deltacells.write(X, paths[-1], obs=obs, var=var, tile_size=8, level=1)
+    corpus = deltacells.Corpus(paths)
+    want = concat(paths)
+    assert list(want.obs_names[:3]) == ["AAAC-0", "AAAC-1", "AAAC-2"]
+    assert list(corpus.obs_names) == list(want.obs_names)
+    assert list(corpus.obs.index) == list(want.obs_names)
+    assert list(corpus.to_anndata().obs_names) == list(want.obs_names)
+    ids = [74, 31, 0, 50, 29]
+    assert list(corpus.read_obs("score", cells=ids).index) == [want.obs_names[i] for i in ids]
+    # Each member's column of cell ids stays a column: the others lack it.
+    assert {"barcode", "cell_id"} <= set(corpus.obs_columns)
+    # Members that all keep none: positions in the corpus, unique.
+    shutil.copytree(paths[2], tmp_path / "copy.dc")
+    plain = deltacells.Corpus([paths[2], tmp_path / "copy.dc"])
+    assert list(plain.obs_names) == [str(i) for i in range(50)]
