@@ -147,3 +147,31 @@ fn another_columns_intact_cache_file_is_not_taken_for_this_one() {
     assert_eq!(second.report().replaced, vec!["b".to_string()]);
     assert_eq!(second.labels(&cells).unwrap(), truth);
 }
+
+#[test]
+fn another_datasets_intact_cache_file_is_not_taken_for_this_ones() {
+    // Two datasets whose column "a" has the same name, type and tiles but
+    // other values: each cache file is intact, with its own valid checksum,
+    // so only the obs fingerprint it records tells them apart.
+    let dir = Scratch::new("obs-other-dataset");
+    let n = 300;
+    let column = |scale: f32| {
+        let values: Vec<f32> = (0..n).map(|i| i as f32 * scale).collect();
+        ObsColumn::from_arrow("a", Arc::new(Float32Array::from(values))).unwrap()
+    };
+    let ds = write_dataset(&dir.path().join("ds"), n, 64, 2, vec![column(1.0)]);
+    let other = write_dataset(&dir.path().join("other"), n, 64, 2, vec![column(3.0)]);
+    let cache = dir.path().join("cache");
+    let cells: Vec<u64> = (0..n as u64).collect();
+    let mine = ds.obs().unwrap().localize(&["a"], Some(&cache)).unwrap();
+    let truth = mine.labels(&cells).unwrap();
+    let theirs = other.obs().unwrap().localize(&["a"], Some(&cache)).unwrap();
+    assert_ne!(mine.path("a"), theirs.path("a"));
+    let tmp = mine.path("a").unwrap().with_extension("copy");
+    std::fs::copy(theirs.path("a").unwrap(), &tmp).unwrap();
+    std::fs::rename(&tmp, mine.path("a").unwrap()).unwrap();
+    drop((mine, theirs));
+    let again = ds.obs().unwrap().localize(&["a"], Some(&cache)).unwrap();
+    assert_eq!(again.report().replaced, vec!["a".to_string()]);
+    assert_eq!(again.labels(&cells).unwrap(), truth);
+}

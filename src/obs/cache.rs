@@ -6,7 +6,9 @@
 //! obs content, so a cache directory never holds stale data for a dataset,
 //! only possibly a damaged file, which is detected (a CRC-32 of the data in
 //! the footer, the batch layout, batch and row counts, types, codes) and
-//! fetched again.
+//! fetched again. Each file also records the fingerprint it was fetched
+//! under, so that one copied into another dataset's directory (same column,
+//! type and tiles, other values) is not taken for that dataset's.
 //!
 //! Concurrency and durability come from [`crate::storage::node_cache`]: a
 //! column is written whole under its entry lock and renamed into place, so
@@ -145,8 +147,16 @@ enum Cached {
     Damaged(String),
 }
 
-/// Maps and checks a cache entry against the column and the tiles.
-fn load(cache: &CacheDir, file: &str, column: &ColumnSchema, tile_cells: &[u64]) -> Result<Cached> {
+/// What a cache entry must be: the column, the tiles' cells, and the obs
+/// fingerprint of the dataset it was fetched from.
+struct Expected<'a> {
+    column: &'a ColumnSchema,
+    tile_cells: &'a [u64],
+    fingerprint: &'a str,
+}
+
+/// Maps and checks a cache entry against what it must be.
+fn load(cache: &CacheDir, file: &str, expected: &Expected<'_>) -> Result<Cached> {
     // Never opened: a FIFO there hung the read until killed.
     if let Some(kind) = cache.not_a_file(file)? {
         return Ok(Cached::Damaged(format!("a {kind}, not a file")));
@@ -162,18 +172,15 @@ fn load(cache: &CacheDir, file: &str, column: &ColumnSchema, tile_cells: &[u64])
         )));
     }
     let buffer = Buffer::from(Bytes::from_owner(map));
-    Ok(match guarded(|| parse(&buffer, column, tile_cells)) {
+    Ok(match guarded(|| parse(&buffer, expected)) {
         Ok(tiles) => Cached::Valid(tiles),
         Err(reason) => Cached::Damaged(reason),
     })
 }
 
 /// Decodes the record batches of a mapped IPC file without copying.
-fn parse(
-    buffer: &Buffer,
-    column: &ColumnSchema,
-    tile_cells: &[u64],
-) -> Result<Vec<ArrayRef>, String> {
+fn parse(buffer: &Buffer, want: &Expected<'_>) -> Result<Vec<ArrayRef>, String> {
+    let (column, tile_cells) = (want.column, want.tile_cells);
     let n = buffer.len();
     let trailer: [u8; 10] = buffer[n - 10..].try_into().map_err(|_| "short trailer")?;
     let footer_len = read_footer_length(trailer).map_err(|e| e.to_string())?;
@@ -204,11 +211,23 @@ fn parse(
     // record batches must lie there back to back (checked below), so no bit
     // of the data can change unnoticed: the spec's batch and row counts alone
     // would let a flipped value through.
-    let crc = footer
-        .custom_metadata()
-        .and_then(|m| m.iter().find(|kv| kv.key() == Some(CRC_KEY)))
-        .and_then(|kv| kv.value())
-        .ok_or("no checksum in the footer")?;
+    let metadata = |key: &str| {
+        footer
+            .custom_metadata()
+            .and_then(|m| m.iter().find(|kv| kv.key() == Some(key)))
+            .and_then(|kv| kv.value())
+    };
+    // The directory is named by the fingerprint, but nothing stops a file
+    // from being copied into another dataset's directory: the file says
+    // which obs it was fetched from.
+    let fingerprint = metadata(FINGERPRINT_KEY).ok_or("no obs fingerprint in the footer")?;
+    if fingerprint != want.fingerprint {
+        return Err(format!(
+            "fetched from obs {fingerprint:?}, this dataset's is {:?}",
+            want.fingerprint
+        ));
+    }
+    let crc = metadata(CRC_KEY).ok_or("no checksum in the footer")?;
     // The writer ends the batches with the 8-byte end-of-stream marker, then
     // the footer; the checksum covers what comes before the marker.
     let data_end = footer_start
@@ -280,6 +299,10 @@ fn parse(
 /// and the record batches.
 const CRC_KEY: &str = "deltacells.crc32";
 
+/// The footer metadata key holding the obs fingerprint of the dataset the
+/// column was fetched from.
+const FINGERPRINT_KEY: &str = "deltacells.obs_fingerprint";
+
 /// What an IPC writer puts after the last message: a continuation marker
 /// and a zero length.
 const END_OF_STREAM: [u8; 8] = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
@@ -303,11 +326,13 @@ impl<W: std::io::Write> std::io::Write for Checksummed<W> {
 }
 
 /// Writes `tiles` as cache entry `file` (an IPC file, one batch per tile),
-/// with the CRC-32 of everything before the end of the stream in the footer.
+/// with the CRC-32 of everything before the end of the stream and the obs
+/// `fingerprint` in the footer.
 fn write_column(
     cache: &CacheDir,
     file: &str,
     column: &ColumnSchema,
+    fingerprint: &str,
     tiles: Vec<ArrayRef>,
 ) -> Result<()> {
     let schema = Arc::new(Schema::new(vec![Field::new(
@@ -329,6 +354,7 @@ fn write_column(
         }
         let crc = writer.get_ref().crc.clone().finalize();
         writer.write_metadata(CRC_KEY, format!("{crc:08x}"));
+        writer.write_metadata(FINGERPRINT_KEY, fingerprint);
         writer.finish().map_err(other)?;
         std::io::Write::flush(&mut writer.into_inner().map_err(other)?.inner)
     })
@@ -344,7 +370,8 @@ impl ObsReader {
         columns: &[S],
         cache_dir: Option<&Path>,
     ) -> Result<LocalObs> {
-        let cache = CacheDir::open(cache_root(cache_dir)?.join(self.fingerprint()).join("obs"))?;
+        let fingerprint = self.fingerprint();
+        let cache = CacheDir::open(cache_root(cache_dir)?.join(&fingerprint).join("obs"))?;
         let mut seen = HashSet::new();
         let mut footers = self.footers();
         // Shards fetched whole and checked, on the first column that needs them.
@@ -358,7 +385,12 @@ impl ObsReader {
             }
             let (index, schema) = self.column(name)?;
             let file = format!("{}.arrow", quote_name(name));
-            let tiles = match load(&cache, &file, schema, self.tile_cells())? {
+            let expected = Expected {
+                column: schema,
+                tile_cells: self.tile_cells(),
+                fingerprint: &fingerprint,
+            };
+            let tiles = match load(&cache, &file, &expected)? {
                 Cached::Valid(tiles) => {
                     report.reused.push(name.to_string());
                     tiles
@@ -366,7 +398,7 @@ impl ObsReader {
                 Cached::Missing | Cached::Damaged(_) => {
                     let _lock = cache.lock(&file)?;
                     // Another process may have written it while we waited.
-                    match load(&cache, &file, schema, self.tile_cells())? {
+                    match load(&cache, &file, &expected)? {
                         Cached::Valid(tiles) => {
                             report.reused.push(name.to_string());
                             tiles
@@ -385,9 +417,9 @@ impl ObsReader {
                                 0..self.tile_cells().len(),
                                 &mut footers,
                             )?;
-                            write_column(&cache, &file, schema, fetched)?;
+                            write_column(&cache, &file, schema, &fingerprint, fetched)?;
                             report.fetched.push(name.to_string());
-                            match load(&cache, &file, schema, self.tile_cells())? {
+                            match load(&cache, &file, &expected)? {
                                 Cached::Valid(tiles) => tiles,
                                 Cached::Missing => {
                                     return Err(Error::Input(format!(
