@@ -55,7 +55,7 @@ enum Command {
     Stats(stats_cmd::StatsArgs),
     /// Print cells of a dataset as TSV or Matrix Market.
     Cat(dataset_cmd::CatArgs),
-    /// Convert a 10x folder or a scipy CSR .npz into a dataset.
+    /// Convert 10x folders, .npz, .h5ad, Cell Ranger .h5 files or datasets into one dataset.
     Convert(dataset_cmd::ConvertArgs),
     /// Decode throughput of a dataset against zstd-only, scans and batches.
     Bench(bench_cmd::BenchArgs),
