@@ -352,10 +352,12 @@ class Dataset:
         if isinstance(cells, range):
             if cells.step == 1 and 0 <= cells.start <= cells.stop <= n:
                 return (cells.start, cells.stop), None
-            if len(cells) == 0:
+            # Neither len() nor min() of a range past 2^63 ids: the first
+            # overflows, the second walks it.
+            if not cells:
                 return None, np.zeros(0, dtype=np.int64)
             # The ends are checked before any id is made.
-            from_end(np.array([min(cells), max(cells)], dtype=object), n, "cell")
+            from_end(np.array([cells[0], cells[-1]], dtype=object), n, "cell")
             return None, from_end(np.asarray(cells, dtype=np.int64), n, "cell")
         if isinstance(cells, (int, np.integer)):
             return None, from_end(np.array([int(cells)], dtype=object), n, "cell")
@@ -560,8 +562,9 @@ class Dataset:
           computes them.
         * `tokenizer` (`deltacells.tokenize.Geneformer` or `ScGPT`): `X` is
           the dict of `[batch, max_len]` arrays `read(cells, tokenizer=...)`
-          gives for the batch's cells; scGPT samples its genes keyed by
-          `(seed, epoch)`.
+          gives for the batch's cells, but for scGPT's draw of a long cell's
+          genes, which is keyed by these batches' `seed` and `epoch` (so each
+          epoch draws anew) in place of the tokenizer's own.
         * `next_epoch_ahead`: once this epoch has nothing left to decode,
           make the first batch, then the first window, of the same batches'
           next epoch (`epoch + 1`, nothing delivered) in the background; the

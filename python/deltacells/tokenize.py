@@ -111,8 +111,9 @@ class ScGPT(Tokenizer):
     `normalize` is a target sum, then `log1p` when asked); then `<pad>`
     (value -2). A cell with more than `max_len - 1` such genes keeps
     `max_len - 1` of them drawn without replacement, deterministically in
-    `(seed, epoch, cell)`, in column order, binned over all of them.
-    `n_bins` is 2 to 65,536."""
+    `(seed, epoch, cell)`, in column order, binned over all of them
+    (`seed` and `epoch` are the read's; batches draw by their own, so that
+    each epoch draws anew). `n_bins` is 2 to 65,536."""
 
     def __init__(self, tokens: _Map, n_bins: int = 51, max_len: int = 1200, log1p: bool = False,
                  normalize: Optional[float] = None, gene_key: Optional[str] = None,

@@ -219,6 +219,10 @@ def test_errors_are_typed_exceptions(small, tmp_path):
         ds.read([0], dtype="float64")
     with pytest.raises(deltacells.InputError, match="no obs column"):
         ds.read_obs(["nope"])
+    # Ranges past 2^63 ids: refused by their ends (len() of one overflows).
+    for cells in [range(0, 10**20), range(-10**20, 2), range(2, -10**20, -1)]:
+        with pytest.raises(deltacells.InputError, match="is outside"):
+            ds.read(cells)
     # A column asked for twice is refused alike by every call taking columns
     # (a DataFrame built from a dict would have kept it once).
     column = ds.obs_columns[0]

@@ -144,3 +144,23 @@ def test_bad_input_is_refused_before_any_read(data, tmp_path):
     for name, value in [("seed", -1), ("epoch", 2**64), ("max_len", -5)]:
         with pytest.raises(deltacells.InputError, match=name):
             ScGPT(tokens, **{name: value})
+
+
+def test_dictionary_files_with_a_byte_order_mark_or_leading_blank_lines(tmp_path):
+    """A dictionary saved by a spreadsheet program (a UTF-8 byte order mark,
+    no header) or with blank lines first reads as the same mapping: the
+    mark had become part of the first key, dropping that gene's token."""
+    X = sp.csr_matrix(np.array([[5, 1, 2], [0, 3, 3]]))
+    path = tmp_path / "ds"
+    deltacells.write(X, path, var=pd.DataFrame(index=["A", "B", "C"]), sort_genes=False)
+    ds = deltacells.open(path)
+    tokens = {"A": 3, "B": 4, "C": 5, "<pad>": 0}
+    medians = {"A": 1.0, "B": 2.0, "C": 1.0}
+    want = ds.read([0, 1], tokenizer=Geneformer(tokens, medians, max_len=4))
+    body = "".join(f"{k}\t{v}\n" for k, v in tokens.items())
+    for name, text, encoding in [("bom.tsv", body, "utf-8-sig"),
+                                 ("blank.tsv", "\n\ngene\ttoken\n" + body, "utf-8")]:
+        (tmp_path / name).write_text(text, encoding=encoding)
+        got = ds.read([0, 1], tokenizer=Geneformer(tmp_path / name, medians, max_len=4))
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=name)

@@ -11,10 +11,11 @@ use crate::error::{Error, Result};
 /// token dictionary (`GeneMap<i32>`) or gene medians (`GeneMap<f64>`).
 ///
 /// A file holds one `key<TAB>value` or `key,value` pair a line (the
-/// separator is the first line's: a tab if it has one, else a comma); blank
-/// lines are skipped, and so is a first line whose value is not a number (a
-/// header such as `gene,token`). Every other line must parse, and a key may
-/// appear once.
+/// separator is the first non-blank line's: a tab if it has one, else a
+/// comma); blank lines are skipped, and so is a first non-blank line whose
+/// value is not a number (a header such as `gene,token`). A UTF-8 byte order
+/// mark before the first line (what spreadsheet programs write) is not part
+/// of the first key. Every other line must parse, and a key may appear once.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GeneMap<V> {
     values: HashMap<String, V>,
@@ -43,14 +44,17 @@ impl<V: Copy + FromStr> GeneMap<V> {
     /// The pairs of a two-column text (see the type's docs); the error
     /// names the line.
     pub fn parse(text: &str) -> std::result::Result<GeneMap<V>, String> {
-        let sep = match text.lines().next() {
-            Some(first) if first.contains('\t') => '\t',
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let blank = |line: &str| line.trim().is_empty();
+        let first = text.lines().position(|line| !blank(line));
+        let sep = match first.and_then(|i| text.lines().nth(i)) {
+            Some(line) if line.contains('\t') => '\t',
             _ => ',',
         };
         let mut values = HashMap::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim_end_matches('\r');
-            if line.trim().is_empty() {
+            if blank(line) {
                 continue;
             }
             let mut fields = line.split(sep);
@@ -63,7 +67,7 @@ impl<V: Copy + FromStr> GeneMap<V> {
             };
             let (key, value) = (key.trim(), value.trim());
             let Ok(value) = value.parse::<V>() else {
-                if i == 0 {
+                if Some(i) == first {
                     continue;
                 }
                 return Err(format!("line {}: {value:?} is not a number", i + 1));
@@ -202,6 +206,23 @@ mod tests {
         assert_eq!((m.get("A"), m.get("B"), m.len()), (Some(3), Some(4), 2));
         let m = GeneMap::<f64>::parse("A,1.5\nB,2").unwrap();
         assert_eq!((m.get("A"), m.get("B")), (Some(1.5), Some(2.0)));
+        // A byte order mark is no part of the first key; the separator and
+        // the header come from the first line that is not blank.
+        for text in [
+            "\u{feff}A\t3\nB\t4\n",
+            "\u{feff}gene\ttoken\nA\t3\nB\t4\n",
+            "\n \r\ngene\ttoken\nA\t3\n\nB\t4\n",
+        ] {
+            let m = GeneMap::<i32>::parse(text).unwrap();
+            assert_eq!(
+                (m.get("A"), m.get("B"), m.len()),
+                (Some(3), Some(4), 2),
+                "{text:?}"
+            );
+        }
+        // Only that line may be a header.
+        let e = GeneMap::<i32>::parse("\nA\t3\ngene\ttoken\n").unwrap_err();
+        assert!(e.contains("line 3"), "{e}");
     }
 
     #[test]
