@@ -24,7 +24,11 @@
 //!   `S' = Σ round(x · 2^64)` and `Q' = Σ round(f64(x · x) · 2^64)` are exact
 //!   integer sums (`u128`): each value is rounded to a multiple of `2^-64`,
 //!   which keeps every bit of any `x ≥ 2^-11` (and of `x²` from `x ≥ 0.023`),
-//!   then summed without rounding;
+//!   then summed without rounding. The sums are exact but the subtraction
+//!   is not: `norm_var` is within about `norm_mean² · 2^-52` of the
+//!   variance, so a gene whose normalized values barely vary (a variance
+//!   below about `1e-15 · norm_mean²`, every cell alike) reads as 0 or as
+//!   a few units of that bound, where `var` of the counts is exact;
 //! * `norm_median[g]`: the median of gene `g`'s nonzero `x` from a
 //!   [DDSketch](https://arxiv.org/abs/1908.10693) (the `sketches-ddsketch`
 //!   crate) of relative accuracy [`MEDIAN_RELATIVE_ERROR`]: for the value `v`
