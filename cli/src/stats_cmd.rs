@@ -35,7 +35,7 @@ pub struct StatsArgs {
 /// Computes the statistics of every cell and writes them to `--out`.
 pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
     // Before the pass over every cell, not after it.
-    let (store, name) = destination(&args.out)?;
+    let (store, name) = destination(&args.out, &args.dir)?;
     let ((key, keys), stats) = if is_corpus_file(&args.dir) {
         let corpus = corpus_cmd::open(&args.dir, backend, args.threads)?;
         let own = corpus.spec().gene_key.clone();
@@ -67,14 +67,41 @@ pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
 
 /// The store and key `--out` names: the object at a URL, or a local file,
 /// which the store writes under a temporary name and renames (a killed run
-/// leaves no half-written file). A directory is refused, as is a URL that
-/// names no object.
-fn destination(out: &Path) -> Result<(Arc<dyn Store>, String)> {
+/// leaves no half-written file). A symbolic link is followed (the file it
+/// names is replaced, not the link). A directory or any other file that is
+/// not a regular one (a FIFO, a device) is refused, since the rename would
+/// put a regular file in its place, as is a file inside the dataset read
+/// (`input`), and a URL that names no object.
+fn destination(out: &Path, input: &Path) -> Result<(Arc<dyn Store>, String)> {
     let bad = |why: &str| Error::Input(format!("--out {}: {why}", out.display()));
     match Location::parse(out) {
         Location::Local(path) => {
+            let path = match std::fs::canonicalize(&path) {
+                Ok(resolved) => resolved,
+                Err(_) if path.is_symlink() => return Err(bad("is a link to nothing")),
+                Err(_) => path,
+            };
             if path.is_dir() {
                 return Err(bad("is a directory, not a file"));
+            }
+            if path.exists() && !path.is_file() {
+                return Err(bad("is not a regular file (a FIFO or a device?)"));
+            }
+            // The nearest existing directory the file would land in.
+            let landing = path.ancestors().skip(1).find_map(|a| {
+                std::fs::canonicalize(if a.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    a
+                })
+                .ok()
+            });
+            let inside = |dir: &Path| {
+                std::fs::canonicalize(dir)
+                    .is_ok_and(|dir| landing.as_ref().is_some_and(|l| l.starts_with(dir)))
+            };
+            if input.is_dir() && inside(input) {
+                return Err(bad("lies inside the dataset it describes"));
             }
             let name = path
                 .file_name()

@@ -439,6 +439,59 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
         std::fs::read_dir(nested.parent().unwrap()).unwrap().count(),
         1
     );
+    // A link is written through (the file it names replaced, the link
+    // kept); a FIFO, a link to nothing and a file inside the dataset are
+    // refused: the rename had put a regular file in place of each (a
+    // device too, run as root), or over the dataset's manifest.
+    let real = fresh.join("real.parquet");
+    let link = fresh.join("link.parquet");
+    std::fs::write(&real, "old").unwrap();
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let (ok, _, stderr) = deltacells(&[
+        "stats",
+        ds.to_str().unwrap(),
+        "--out",
+        link.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert_eq!(&std::fs::read(&real).unwrap()[..4], b"PAR1");
+    let fifo = fresh.join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let dangling = fresh.join("dangling.parquet");
+    std::os::unix::fs::symlink(fresh.join("nothing"), &dangling).unwrap();
+    let copy = fresh.join("copy");
+    assert!(std::process::Command::new("cp")
+        .arg("-r")
+        .args([&ds, &copy])
+        .status()
+        .unwrap()
+        .success());
+    let manifest = copy.join("manifest.json");
+    for (out, want) in [
+        (&fifo, "not a regular file"),
+        (&dangling, "a link to nothing"),
+        (&manifest, "inside the dataset"),
+    ] {
+        let (ok, _, stderr) = deltacells(&[
+            "stats",
+            copy.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(!ok && stderr.contains(want), "{}: {stderr}", out.display());
+    }
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    let (ok, _, stderr) = deltacells(&["verify", copy.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
     std::fs::remove_dir_all(fresh).unwrap();
 }
 
