@@ -50,8 +50,17 @@ pub fn run(cmd: Command, backend: Backend) -> Result<()> {
     }
 }
 
-/// Reads a whole file into 8-byte-aligned memory, so the indptr is borrowed in place.
+/// Reads a whole file into 8-byte-aligned memory, so the indptr is borrowed
+/// in place. Only a regular file: one read whole from a device or a pipe
+/// (`/dev/zero`) has no end to stop at.
 pub fn read_tile(path: &Path) -> Result<Vec<u64>> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path.display().to_string(), e))?;
+    if !meta.is_file() {
+        return Err(Error::Input(format!(
+            "{}: not a regular file (a tile is a file of a dataset's tiles/)",
+            path.display()
+        )));
+    }
     let bytes = std::fs::read(path).map_err(|e| Error::io(path.display().to_string(), e))?;
     let mut words = vec![0u64; bytes.len().div_ceil(8) + 1];
     bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(&bytes);

@@ -94,3 +94,18 @@ fn inspect_reports_exceptions_and_ratio() {
     assert!(stdout.contains("exceptions: 5 value, 3 gap"), "{stdout}");
     assert!(stdout.contains("bytes per nonzero"), "{stdout}");
 }
+
+/// A device or a directory is refused before anything is read: `/dev/zero`
+/// had been read whole, without end.
+#[test]
+fn files_that_are_not_regular_are_refused() {
+    for sub in ["inspect", "verify", "cat"] {
+        for file in ["/dev/zero", "/tmp"] {
+            let (ok, _, stderr) = deltacells(&["tile", sub, file]);
+            assert!(
+                !ok && stderr.contains("not a regular file"),
+                "{sub} {file}: {stderr}"
+            );
+        }
+    }
+}
