@@ -155,9 +155,11 @@ fn verified(out: &mut Out, location: &str, ds: &Dataset) -> Result<()> {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum CatFormat {
-    /// `cell<TAB>gene<TAB>count`, one line per nonzero.
+    /// `cell<TAB>gene<TAB>count`, one line per nonzero: the dataset's cell and gene (column)
+    /// numbers, with --genes too.
     Tsv,
-    /// Matrix Market coordinate (cells x genes, 1-based).
+    /// Matrix Market coordinate (cells x genes, 1-based): rows the cells printed, columns the
+    /// genes kept (in --genes order).
     Mtx,
 }
 
@@ -166,9 +168,10 @@ pub struct CatArgs {
     /// Dataset location: a directory or a URL (s3://bucket/prefix, gs://, az://, https://); or a
     /// corpus file (see docs/corpus-format.md), whose columns are its gene vocabulary.
     dir: PathBuf,
-    /// Cells as `A:B` (half-open), `A` or a comma-separated list of those.
-    #[arg(long, default_value = "0:100")]
-    cells: String,
+    /// Cells as `A:B` (half-open; either end may be left out), `A` or a comma-separated list of
+    /// those [default: the first 100]
+    #[arg(long)]
+    cells: Option<String>,
     /// Keep only these genes: output columns (numbers) or names from var_names.txt, comma-separated.
     #[arg(long)]
     genes: Option<String>,
@@ -176,32 +179,39 @@ pub struct CatArgs {
     format: CatFormat,
 }
 
-/// Parses `A:B,C,D:E` into spans of cells (`C` is `C:C+1`; ends past
-/// `n_cells` are clipped). Spans are never expanded into ids.
+/// Parses `A:B,C,D:E` into spans of cells of `0..n_cells` (`C` is
+/// `C:C+1`; `A:` runs to the last cell, `:B` from the first). A span past
+/// the last cell or reversed is refused, never clipped to nothing. Spans are
+/// never expanded into ids.
 pub fn parse_cells(spec: &str, n_cells: u64) -> Result<Vec<Range<u64>>> {
-    let bad = || {
-        Error::Input(format!(
-            "--cells {spec:?}: expected A:B, A, or a comma-separated list"
-        ))
-    };
+    let bad = |why: String| Error::Input(format!("--cells {spec:?}: {why}"));
+    let form = || bad("expected A:B, A, or a comma-separated list of those".into());
     let number = |s: &str, empty: u64| -> Result<u64> {
-        if s.is_empty() {
-            Ok(empty)
-        } else {
-            s.parse().map_err(|_| bad())
+        match s.trim() {
+            "" => Ok(empty),
+            s => s.parse().map_err(|_| form()),
         }
     };
     spec.split(',')
-        .filter(|p| !p.is_empty())
-        .map(|part| match part.split_once(':') {
-            Some((a, b)) => {
-                let a = number(a, 0)?;
-                Ok(a..number(b, n_cells)?.min(n_cells).max(a))
+        .filter(|p| !p.trim().is_empty())
+        .map(|part| {
+            let (a, b) = match part.split_once(':') {
+                Some((a, b)) => (number(a, 0)?, number(b, n_cells)?),
+                None => {
+                    let c = number(part, 0)?;
+                    (c, c.saturating_add(1))
+                }
+            };
+            if a > b {
+                return Err(bad(format!("{a} > {b}: a span runs up, A:B with A <= B")));
             }
-            None => {
-                let c: u64 = part.parse().map_err(|_| bad())?;
-                Ok(c..c.saturating_add(1))
+            if b > n_cells {
+                return Err(bad(format!(
+                    "{} is past the last cell ({n_cells} cells)",
+                    part.trim()
+                )));
             }
+            Ok(a..b)
         })
         .collect()
 }
@@ -250,7 +260,10 @@ pub fn cat(args: CatArgs, backend: Backend) -> Result<()> {
 
 /// `cat` of a dataset or a corpus.
 fn cat_of(ds: &impl Matrix, args: &CatArgs) -> Result<()> {
-    let spans = parse_cells(&args.cells, ds.n_cells())?;
+    let spans = match &args.cells {
+        Some(spec) => parse_cells(spec, ds.n_cells())?,
+        None => vec![0..ds.n_cells().min(100)],
+    };
     let sel = args
         .genes
         .as_deref()
@@ -270,22 +283,27 @@ fn cat_of(ds: &impl Matrix, args: &CatArgs) -> Result<()> {
             .as_ref()
             .map_or(u64::from(ds.n_genes()), |s| s.len() as u64);
         writeln!(out, "%%MatrixMarket matrix coordinate integer general").map_err(out_err)?;
+        // Quoted: a path may hold a line break, which would end the comment.
         writeln!(
             out,
-            "% rows: cells {} of {}; columns: genes",
-            args.cells,
-            args.dir.display()
+            "% rows: cells {:?} of {:?}; columns: genes",
+            args.cells.as_deref().unwrap_or(":100"),
+            args.dir.display().to_string()
         )
         .map_err(out_err)?;
         writeln!(out, "{rows} {cols} {nnz}").map_err(out_err)?;
     }
+    // TSV names each gene by its own column, whatever --genes kept.
+    let column = |g: i32| sel.as_ref().map_or(g as u32, |s| s.genes()[g as usize]);
     let mut row = 0u64;
     for_each_piece(ds, &spans, sel.as_ref(), |first, csr| {
         for (i, w) in csr.indptr.windows(2).enumerate() {
             for j in w[0] as usize..w[1] as usize {
                 let (g, v) = (csr.indices[j], csr.values[j]);
                 match args.format {
-                    CatFormat::Tsv => writeln!(out, "{}\t{g}\t{v}", first + i as u64),
+                    CatFormat::Tsv => {
+                        writeln!(out, "{}\t{}\t{v}", first + i as u64, column(g))
+                    }
                     CatFormat::Mtx => writeln!(out, "{} {} {v}", row + i as u64 + 1, g + 1),
                 }
                 .map_err(out_err)?;

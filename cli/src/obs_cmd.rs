@@ -1,7 +1,6 @@
 //! `deltacells obs`: the obs schema, obs values as JSON lines, localizing columns.
 
 use std::io::Write;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -10,6 +9,7 @@ use deltacells::obs::{json_value, ObsReader};
 use deltacells::{Error, Result};
 use serde_json::{Map, Value};
 
+use crate::dataset_cmd::parse_cells;
 use crate::output::{out_err, Out};
 
 #[derive(Args, Debug)]
@@ -23,7 +23,8 @@ pub struct ObsArgs {
     /// categories as strings, numbers as numbers, missing and NaN as null.
     #[arg(long, value_delimiter = ',')]
     columns: Vec<String>,
-    /// Cells to print, `A:B` (either end may be left out; default: all).
+    /// Cells to print, as `cat` takes them: `A:B` (either end may be left out), `A` or a
+    /// comma-separated list of those (default: all).
     #[arg(long, requires = "columns")]
     cells: Option<String>,
     /// Output format of the values.
@@ -133,61 +134,45 @@ fn summary(dir: &Path) -> Result<()> {
     out.finish()
 }
 
-/// Parses `A:B`, `A:`, `:B` or `:` against `0..n`.
-fn parse_cells(spec: Option<&str>, n: u64) -> Result<Range<u64>> {
-    let Some(spec) = spec else { return Ok(0..n) };
-    let bad = || {
-        Error::Input(format!(
-            "--cells {spec:?}: expected A:B with 0 <= A <= B <= {n}"
-        ))
-    };
-    let (a, b) = spec.split_once(':').ok_or_else(bad)?;
-    let parse = |s: &str, default: u64| {
-        if s.is_empty() {
-            Ok(default)
-        } else {
-            s.trim().parse::<u64>().map_err(|_| bad())
-        }
-    };
-    let (a, b) = (parse(a, 0)?, parse(b, n)?);
-    if a > b || b > n {
-        return Err(bad());
-    }
-    Ok(a..b)
-}
-
 fn print_jsonl(dir: &Path, columns: &[String], cells: Option<&str>) -> Result<()> {
     let dataset = open(dir)?;
     let obs = reader(&dataset)?;
-    let cells = parse_cells(cells, dataset.n_cells())?;
+    let spans = match cells {
+        Some(spec) => parse_cells(spec, dataset.n_cells())?,
+        None => vec![0..dataset.n_cells()],
+    };
+    let schemas = columns
+        .iter()
+        .map(|name| {
+            let schema = obs.schema().column(name).map(|(_, c)| c.clone());
+            schema.ok_or_else(|| Error::Input(format!("no obs column {name:?}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut out = Out::stdout();
-    if cells.is_empty() {
-        return out.finish();
-    }
-    let first_tile = dataset.locate(cells.start)?.0;
-    let tiles = first_tile..dataset.locate(cells.end - 1)?.0 + 1;
-    let mut read = Vec::with_capacity(columns.len());
-    for name in columns {
-        let schema = obs.schema().column(name).map(|(_, c)| c.clone());
-        let schema = schema.ok_or_else(|| Error::Input(format!("no obs column {name:?}")))?;
-        read.push((schema, obs.read_column(name, tiles.clone())?));
-    }
     let mut line = String::new();
-    for cell in cells {
-        let (tile, row) = dataset.locate(cell)?;
-        let mut object = Map::new();
-        for (schema, arrays) in &read {
-            let value = json_value(
-                arrays[tile - first_tile].as_ref(),
-                schema.categories.as_deref(),
-                row,
-            );
-            object.insert(schema.name.clone(), value);
+    for cells in spans.into_iter().filter(|s| !s.is_empty()) {
+        let first_tile = dataset.locate(cells.start)?.0;
+        let tiles = first_tile..dataset.locate(cells.end - 1)?.0 + 1;
+        let read = schemas
+            .iter()
+            .map(|schema| obs.read_column(&schema.name, tiles.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        for cell in cells {
+            let (tile, row) = dataset.locate(cell)?;
+            let mut object = Map::new();
+            for (schema, arrays) in schemas.iter().zip(&read) {
+                let value = json_value(
+                    arrays[tile - first_tile].as_ref(),
+                    schema.categories.as_deref(),
+                    row,
+                );
+                object.insert(schema.name.clone(), value);
+            }
+            line.clear();
+            line.push_str(&Value::Object(object).to_string());
+            line.push('\n');
+            out.write_all(line.as_bytes()).map_err(out_err)?;
         }
-        line.clear();
-        line.push_str(&Value::Object(object).to_string());
-        line.push('\n');
-        out.write_all(line.as_bytes()).map_err(out_err)?;
     }
     out.finish()
 }

@@ -94,6 +94,42 @@ fn cat_prints_global_cells_in_order_and_info_summarises() {
     );
     let (ok, _, stderr) = deltacells(&["cat", ds.to_str().unwrap(), "--genes", "NOT_A_GENE"]);
     assert!(!ok && stderr.contains("NOT_A_GENE"), "{stderr}");
+
+    // With --genes, TSV still names each gene by its own column.
+    let (ok, stdout, stderr) = deltacells(&[
+        "cat",
+        ds.to_str().unwrap(),
+        "--cells",
+        "126:131",
+        "--genes",
+        "69999,3",
+    ]);
+    assert!(ok, "{stderr}");
+    let mut want_kept = Vec::new();
+    for cell in 126..131usize {
+        for j in want.indptr[cell] as usize..want.indptr[cell + 1] as usize {
+            if [69_999, 3].contains(&want.indices[j]) {
+                want_kept.push(format!("{cell}\t{}\t{}", want.indices[j], want.values[j]));
+            }
+        }
+    }
+    let mut got: Vec<&str> = stdout.lines().collect();
+    got.sort_unstable();
+    want_kept.sort_unstable();
+    assert_eq!(got, want_kept);
+    // Spans past the last cell or reversed are refused, not clipped to
+    // nothing; open ends and spaces are taken.
+    for spec in ["1000:2000", "299:301", "300", "5:2", "18446744073709551615"] {
+        let (ok, _, stderr) = deltacells(&["cat", ds.to_str().unwrap(), "--cells", spec]);
+        assert!(!ok && stderr.contains("--cells"), "{spec}: {stderr}");
+    }
+    let (ok, stdout, stderr) = deltacells(&["cat", ds.to_str().unwrap(), "--cells", " 299 , 298:"]);
+    assert!(ok, "{stderr}");
+    let cells: std::collections::BTreeSet<&str> = stdout
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert!(cells.iter().all(|c| ["298", "299"].contains(c)) && !cells.is_empty());
 }
 
 /// Copies a dataset directory (files and one level of subdirectories) to a
@@ -464,13 +500,7 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
         .success());
     let dangling = fresh.join("dangling.parquet");
     std::os::unix::fs::symlink(fresh.join("nothing"), &dangling).unwrap();
-    let copy = fresh.join("copy");
-    assert!(std::process::Command::new("cp")
-        .arg("-r")
-        .args([&ds, &copy])
-        .status()
-        .unwrap()
-        .success());
+    let copy = copy_dataset(&ds, "stats-copy");
     let manifest = copy.join("manifest.json");
     for (out, want) in [
         (&fifo, "not a regular file"),
@@ -493,6 +523,7 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
     let (ok, _, stderr) = deltacells(&["verify", copy.to_str().unwrap()]);
     assert!(ok, "{stderr}");
     std::fs::remove_dir_all(fresh).unwrap();
+    std::fs::remove_dir_all(copy).unwrap();
 }
 
 /// The demo runs end to end on a handful of genes (the generator's gene

@@ -82,6 +82,36 @@ fn the_cli_prints_the_expected_jsonl() {
         assert_eq!(line["cluster"], want[250 + i]["cluster"]);
         assert_eq!(line["note"], want[250 + i]["note"]);
     }
+    // Cells as `cat` takes them: single cells and lists, in the order
+    // given; a span past the last cell is refused.
+    let run = |cells: &str| {
+        cli()
+            .args([
+                "obs",
+                &small_obs().display().to_string(),
+                "--columns",
+                "cluster",
+                "--cells",
+                cells,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run("7,3:5");
+    assert!(out.status.success());
+    let got: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Map<String, Value>>(l).unwrap()["cluster"].clone())
+        .collect();
+    assert_eq!(got, [7, 3, 4].map(|c| want[c]["cluster"].clone()));
+    let n = want.len();
+    let out = run(&format!("0:{}", n + 1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        !out.status.success() && stderr.contains("past the last cell"),
+        "{stderr}"
+    );
 
     let out = cli()
         .args(["obs", &small_obs().display().to_string()])
