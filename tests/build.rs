@@ -414,6 +414,26 @@ fn bad_inputs_are_refused_naming_the_file_and_leave_no_manifest() {
         "{err}"
     );
     assert!(!out.join("manifest.json").exists());
+    // Refused before its first file: the directory made for it is removed
+    // again (an existing one is kept).
+    for fresh in [true, false] {
+        let out = dir.join(format!("out-{fresh}"));
+        if !fresh {
+            std::fs::create_dir(&out).unwrap();
+        }
+        let err = build(&pair, out.to_str().unwrap(), &opts, &|_| {}).unwrap_err();
+        assert!(err.to_string().contains("no gene in common"), "{err}");
+        assert_eq!(out.exists(), !fresh);
+    }
+    // A missing input is named as such, not as a member of an archive.
+    let err = BuildInput::detect(dir.join("missing.npz").to_str().unwrap())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("missing.npz: no such file or directory"),
+        "{err}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 

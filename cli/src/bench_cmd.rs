@@ -585,7 +585,7 @@ pub fn training_batches(
     .map_err(out_err)?;
     writeln!(
         out,
-        "first batch after {:.1} ms in the first epoch, {:.1} ms in the later ones (best {:.1} ms); one tile ({tile_cells:.0} cells) scans in {:.1} ms",
+        "first batch after {:.1} ms in the first epoch, {:.1} ms in the later ones (best {:.1} ms); a tile (on average {tile_cells:.0} cells) scans in {:.1} ms",
         1e3 * first.first_batch_s,
         1e3 * next.first_batch_s,
         1e3 * best_first,

@@ -322,7 +322,9 @@ pub struct ConvertArgs {
     /// barcodes.tsv[.gz]), a scipy CSR or CSC .npz, an AnnData .h5ad, a Cell Ranger .h5
     /// (the last two need the `hdf5` feature) or a deltacells dataset. Several inputs become
     /// one dataset, their genes matched by --gene-key.
-    #[arg(required = true, num_args = 2..)]
+    // One value an occurrence at least, two in all (checked when run): with
+    // `2..` an occurrence, options between the paths split them and failed.
+    #[arg(required = true, num_args = 1..)]
     paths: Vec<String>,
     /// The var column genes are matched by across inputs (e.g. gene_ids); default the var index.
     #[arg(long)]
@@ -376,7 +378,14 @@ pub struct ConvertArgs {
 }
 
 pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
-    let (out_dir, inputs) = args.paths.split_last().expect("clap requires two paths");
+    let (out_dir, inputs) = match args.paths.split_last() {
+        Some((out, inputs)) if !inputs.is_empty() => (out, inputs),
+        _ => {
+            return Err(Error::Input(
+                "convert takes the inputs, then where to write the dataset: give both".into(),
+            ))
+        }
+    };
     let inputs = inputs
         .iter()
         .map(|p| BuildInput::detect(p))

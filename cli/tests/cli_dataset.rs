@@ -620,3 +620,41 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         })
         .collect()
 }
+
+/// `convert` takes options anywhere among its paths (between them they had
+/// split the paths and failed), refuses a level zstd does not have, and
+/// leaves no directory behind for a conversion refused before its first file.
+#[test]
+fn convert_takes_options_between_its_paths_and_leaves_nothing_when_refused() {
+    let input = testdata().join("deltacells/datasets/exceptions_70k.expected.npz");
+    let dir = std::env::temp_dir().join(format!("dc-cli-convert-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out");
+    let (ok, _, stderr) = deltacells(&[
+        "convert",
+        input.to_str().unwrap(),
+        "--level",
+        "3",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(ok, "{stderr}");
+    let (ok, _, stderr) = deltacells(&["verify", out.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    let (ok, _, stderr) = deltacells(&["convert", "-q", out.to_str().unwrap()]);
+    assert!(!ok && stderr.contains("give both"), "{stderr}");
+    for (args, want) in [
+        (vec!["--level", "23"], "zstd level 23 is outside"),
+        (vec!["--tile-size", "0"], "at least 1"),
+    ] {
+        let refused = dir.join("refused");
+        let mut all = vec!["convert", "-q", input.to_str().unwrap()];
+        all.extend(args);
+        all.push(refused.to_str().unwrap());
+        let (ok, _, stderr) = deltacells(&all);
+        assert!(!ok && stderr.contains(want), "{stderr}");
+        assert!(!refused.exists(), "{want}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -135,6 +135,7 @@ impl DatasetWriter {
         if config.tile_size == 0 {
             return Err(Error::Input("tile_size must be at least 1".into()));
         }
+        crate::format::zstd::check_level(config.level)?;
         if let Some(table) = config
             .var_table
             .as_ref()

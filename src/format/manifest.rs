@@ -306,10 +306,10 @@ impl Manifest {
             .iter()
             .try_fold(0u64, |a, &c| a.checked_add(c));
         if total != Some(self.n_cells) {
-            return Err(inconsistent(format!(
-                "tile_cells sums to {total:?}, n_cells is {}",
-                self.n_cells
-            )));
+            return Err(inconsistent(match total {
+                Some(total) => format!("tile_cells sums to {total}, n_cells is {}", self.n_cells),
+                None => format!("tile_cells sums past 2^64, n_cells is {}", self.n_cells),
+            }));
         }
         if let Some((last, full)) = self.tile_cells.split_last() {
             if *last == 0 || *last > self.tile_size {

@@ -70,6 +70,21 @@ fn is_error(code: usize) -> bool {
     unsafe { sys::ZSTD_isError(code) != 0 }
 }
 
+/// Refuses a compression level outside what the linked zstd takes
+/// (`ZSTD_minCLevel()..=ZSTD_maxCLevel()`), which zstd would clamp while a
+/// manifest recorded the level asked for.
+pub fn check_level(level: i32) -> crate::error::Result<()> {
+    // SAFETY: both return constants of the library; they take no pointer.
+    let (min, max) = unsafe { (sys::ZSTD_minCLevel(), sys::ZSTD_maxCLevel()) };
+    if (min..=max).contains(&level) {
+        Ok(())
+    } else {
+        Err(crate::error::Error::Input(format!(
+            "zstd level {level} is outside {min}..={max}"
+        )))
+    }
+}
+
 /// The version of the linked zstd library, e.g. `1.5.7`.
 pub fn version() -> String {
     // SAFETY: ZSTD_versionString returns a static NUL-terminated string.
@@ -258,6 +273,17 @@ impl Drop for Compressor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn levels_are_the_librarys() {
+        for ok in [1, 19, 22, -5, -(1 << 17)] {
+            check_level(ok).unwrap();
+        }
+        for bad in [23, 99, -(1 << 17) - 1, i32::MIN] {
+            let e = check_level(bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("zstd level {bad} is outside")), "{e}");
+        }
+    }
 
     fn frame(data: &[u8], level: i32) -> Vec<u8> {
         let mut out = Vec::new();

@@ -57,6 +57,23 @@ impl Location {
             Location::Url(url) => url_store(url),
         }
     }
+
+    /// Runs `write` on this location's store; when it fails and this is a
+    /// local directory that did not exist before, the directory is removed
+    /// if it is empty (a write refused before its first file leaves nothing
+    /// behind; one that wrote files keeps them for its rerun).
+    pub fn write_new<T>(&self, write: impl FnOnce(Arc<dyn Store>) -> Result<T>) -> Result<T> {
+        let fresh = match self {
+            Location::Local(path) => (!path.exists()).then_some(path),
+            Location::Url(_) => None,
+        };
+        let result = self.store().and_then(write);
+        if let (Err(_), Some(dir)) = (&result, fresh) {
+            // Fails, leaving it, unless it is an empty directory.
+            let _ = std::fs::remove_dir(dir);
+        }
+        result
+    }
 }
 
 impl std::fmt::Display for Location {

@@ -143,13 +143,14 @@ pub fn build_into(
     commit(&plan, &reports, store.as_ref())
 }
 
-/// [`build_into`] the dataset at `out` (a directory or a URL).
+/// [`build_into`] the dataset at `out` (a directory or a URL); a directory
+/// made for a build refused before its first file is removed again.
 pub fn build(
     inputs: &[BuildInput],
     out: &str,
     options: &ConvertOptions,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Manifest> {
-    let store = crate::storage::Location::parse(out).store()?;
-    build_into(inputs, store, out, options, progress)
+    crate::storage::Location::parse(out)
+        .write_new(|store| build_into(inputs, store, out, options, progress))
 }

@@ -184,6 +184,7 @@ pub fn plan(stats: &[InputStats], out: &str, options: &ConvertOptions) -> Result
             "tile_size, n_chunks and tiles_per_task must be at least 1".into(),
         ));
     }
+    crate::format::zstd::check_level(options.writer.level)?;
     let vocab = vocabulary(stats, options)?;
     let n_genes = match &vocab {
         Some(v) => v.len(),

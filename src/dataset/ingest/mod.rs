@@ -77,6 +77,12 @@ fn first_existing(dir: &Path, names: &[&str]) -> Option<PathBuf> {
 impl Input {
     /// Recognises a 10x folder, or an `.npz`, `.h5ad` or `.h5` file.
     pub fn detect(path: &Path) -> Result<Input> {
+        if !path.exists() {
+            return Err(Error::Input(format!(
+                "{}: no such file or directory",
+                path.display()
+            )));
+        }
         if path.is_dir() {
             let matrix =
                 first_existing(path, &["matrix.mtx.gz", "matrix.mtx"]).ok_or_else(|| {
@@ -557,8 +563,8 @@ pub fn convert(
     options: ConvertOptions,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Manifest> {
-    let store = crate::storage::Location::parse(out).store()?;
-    convert_into(input, store, options, progress)
+    crate::storage::Location::parse(out)
+        .write_new(|store| convert_into(input, store, options, progress))
 }
 
 /// Converts `input` into a new dataset in `store`.
