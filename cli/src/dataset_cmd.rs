@@ -262,7 +262,7 @@ pub fn cat(args: CatArgs, backend: Backend) -> Result<()> {
 fn cat_of(ds: &impl Matrix, args: &CatArgs) -> Result<()> {
     let spans = match &args.cells {
         Some(spec) => parse_cells(spec, ds.n_cells())?,
-        None => vec![0..ds.n_cells().min(100)],
+        None => std::iter::once(0..ds.n_cells().min(100)).collect(),
     };
     let sel = args
         .genes

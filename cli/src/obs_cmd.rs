@@ -139,7 +139,7 @@ fn print_jsonl(dir: &Path, columns: &[String], cells: Option<&str>) -> Result<()
     let obs = reader(&dataset)?;
     let spans = match cells {
         Some(spec) => parse_cells(spec, dataset.n_cells())?,
-        None => vec![0..dataset.n_cells()],
+        None => std::iter::once(0..dataset.n_cells()).collect(),
     };
     let schemas = columns
         .iter()
