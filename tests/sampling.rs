@@ -240,3 +240,81 @@ fn uniform_draws_with_replacement_and_bad_weights() {
     let outside = BatchConfig::default().with_cells(Some(vec![1, N as u64].into()));
     assert!(refused(outside, "outside").contains("outside"));
 }
+
+/// Settings at the ends of their types are refused or served, never a
+/// panic: a queue of `usize::MAX` batches made ahead, the epoch after
+/// `u64::MAX` (not made ahead), `u64::MAX` draws (a window that cannot be
+/// held), and an empty subset asked for draws.
+#[test]
+fn settings_at_the_ends_of_their_types_are_errors_not_panics() {
+    let dir = Scratch::new("sampling-ends");
+    let ds = dataset(&dir);
+    let base = BatchConfig::default().with_batch_size(64);
+    let err = ds
+        .batches(base.clone().with_prefetch(usize::MAX))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("prefetch"), "{err}");
+    let last = base
+        .clone()
+        .with_epoch(u64::MAX)
+        .with_next_epoch_ahead(true);
+    let it = ds.batches_of::<i32>(last).unwrap();
+    let mut cells: Vec<u64> = it.flat_map(|b| b.unwrap().cells).collect();
+    cells.sort_unstable();
+    assert_eq!(cells, (0..N as u64).collect::<Vec<_>>());
+    for shuffle in [Shuffle::Block { window_tiles: 4 }, Shuffle::Random] {
+        let huge = base
+            .clone()
+            .with_shuffle(shuffle)
+            .with_samples_per_epoch(Some(u64::MAX));
+        match ds
+            .batches_of::<i32>(huge)
+            .and_then(|mut it| it.next().transpose())
+        {
+            Ok(batch) => assert_eq!(batch.unwrap().cells.len(), 64, "{shuffle:?}"),
+            Err(e) => assert!(matches!(e, Error::Input(_)), "{shuffle:?}: {e}"),
+        }
+    }
+    let empty = base
+        .with_cells(Some(Vec::<u64>::new().into()))
+        .with_samples_per_epoch(Some(10));
+    let err = ds.batches(empty).err().unwrap().to_string();
+    assert!(err.contains("subset") && err.contains("no cell"), "{err}");
+}
+
+/// A window of a few cells drawn many times holds as many rows as draws:
+/// the memory bound counts those rows, so the window's batches are built a
+/// share at a time (its chunks decoded once a share) rather than all at once
+/// (8.8 GiB for 2e7 draws of 200 cells under a 64 MiB bound).
+#[test]
+fn a_window_drawn_many_times_is_built_in_shares_under_the_bound() {
+    let dir = Scratch::new("sampling-shares");
+    let ds = dataset(&dir);
+    let draws = 40_000u64;
+    let config = |cache_bytes: usize| {
+        BatchConfig::default()
+            .with_batch_size(100)
+            .with_cells(Some(vec![3, 4, 5, 6].into()))
+            .with_samples_per_epoch(Some(draws))
+            .with_cache_bytes(cache_bytes)
+            .with_prefetch(0)
+    };
+    let decoded = |cache_bytes: usize| {
+        let (mut n, mut chunks) = (0u64, 0usize);
+        for batch in ds.batches_of::<i32>(config(cache_bytes)).unwrap() {
+            let batch = batch.unwrap();
+            assert!(batch.cells.iter().all(|c| (3..7).contains(c)));
+            n += batch.cells.len() as u64;
+            chunks += batch.stats.chunks_decoded;
+        }
+        assert_eq!(n, draws);
+        chunks
+    };
+    // The rows (40,000 of them) fit 1 GiB: the window's one chunk decoded
+    // once, and once for the first batch, read alone.
+    let whole = decoded(1 << 30);
+    assert_eq!(whole, 2);
+    // Under 1 MiB they do not: several shares, the chunk decoded for each.
+    assert!(decoded(1 << 20) > whole);
+}

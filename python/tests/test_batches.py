@@ -231,3 +231,31 @@ def test_a_next_epoch_made_ahead_holds_the_batches_a_fresh_call_gives(small):
     # A call with other settings drops it and makes its own batches.
     assert cells_of(ds.batches(batch_size=64, seed=5, epoch=3)) == \
         cells_of(fresh.batches(batch_size=64, seed=5, epoch=3))
+
+
+@pytest.mark.parametrize("fmt", ["arrays", "csr_matrix", "csr_array", "torch"])
+def test_an_empty_batch_holds_no_entries_after_batches_of_the_same_dataset(tmp_path, fmt):
+    """A rank of more ranks than cells gets an empty batch; in buffers other
+    batches of the dataset had given back, it had kept their entries beside
+    an indptr of [0] (a (0, 5) torch tensor of nnz 2, a raw ValueError from
+    scipy)."""
+    if fmt == "torch":
+        pytest.importorskip("torch")
+    X = np.array([[0, 10, 9, 0, 0], [4, 0, 0, 2, 0], [1, 1, 1, 1, 1]], dtype=np.int32)
+    path = tmp_path / "three"
+    deltacells.write(sp.csr_matrix(X), path, tile_size=1, level=1, sort_genes=False)
+    ds = deltacells.open(path)
+    seen = []
+    for rank in range(4):
+        for batch in ds.batches(8, rank=rank, world_size=4, format=fmt):
+            B = batch.X
+            if fmt == "torch":
+                B = sp.csr_matrix((B.values().numpy(), B.col_indices().numpy(),
+                                   B.crow_indices().numpy()), shape=tuple(B.shape))
+            elif fmt == "arrays":
+                assert len(B.indices) == len(B.data) == B.indptr[-1], rank
+                B = sp.csr_matrix((B.data, B.indices, B.indptr), shape=(len(batch.cells), 5))
+            assert B.nnz == B.indptr[-1], rank
+            np.testing.assert_array_equal(B.toarray(), X[batch.cells])
+            seen.append(len(batch.cells))
+    assert sorted(seen) == [0, 1, 1, 1]

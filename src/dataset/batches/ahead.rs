@@ -107,12 +107,13 @@ fn same_batches(a: &BatchConfig, b: &BatchConfig) -> bool {
 
 /// The configuration of the epoch after `config`'s: one epoch later,
 /// nothing delivered, its buffers (and the epoch made ahead) in `recycler`.
-fn following(config: &BatchConfig, recycler: Recycler) -> BatchConfig {
+/// None after the last epoch a `u64` numbers: nothing is made ahead then.
+fn following(config: &BatchConfig, recycler: Recycler) -> Option<BatchConfig> {
     let mut next = config.clone();
-    next.epoch += 1;
+    next.epoch = config.epoch.checked_add(1)?;
     next.delivered.clear();
     next.recycler = Some(recycler);
-    next
+    Some(next)
 }
 
 /// What an iterator makes its batches with: the producer, or the one made
@@ -141,7 +142,7 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
         config: &BatchConfig,
         population: Option<Population>,
     ) -> Epoch<V, T> {
-        let next = population.map(|p| (following(config, producer.recycler()), p));
+        let next = population.and_then(|p| Some((following(config, producer.recycler())?, p)));
         fetch_next_epoch(&mut producer, &next);
         Epoch {
             lookahead: producer.lookahead(),
@@ -178,7 +179,8 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Epoch<V, T> {
         let (len, lookahead) = ahead.len.recv().unwrap_or_else(|_| Err(stopped()))?;
         let next = config
             .next_epoch_ahead
-            .then(|| (following(config, recycler.clone()), population.clone()));
+            .then(|| Some((following(config, recycler.clone())?, population.clone())))
+            .flatten();
         Ok(Some(Epoch {
             producer: None,
             first: Some(ahead.first),

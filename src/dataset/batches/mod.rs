@@ -257,12 +257,20 @@ pub enum BatchRows<V> {
 }
 
 impl<V> BatchRows<V> {
-    /// Cuts token rows' buffers to the rows written (see
-    /// [`TokenRows::settle`]): what a batch's rows are before it is
-    /// handed out.
+    /// Cuts the buffers to the rows written: what a batch's rows are before
+    /// it is handed out. Token rows, see [`TokenRows::settle`]; CSR rows'
+    /// indices and values to the last row's end, which a batch of no rows
+    /// never sized: its given-back buffers had kept another batch's entries
+    /// beside an `indptr` of `[0]`.
     pub(crate) fn settle(&mut self) {
-        if let BatchRows::Tokens(tokens) = self {
-            tokens.settle();
+        match self {
+            BatchRows::Tokens(tokens) => tokens.settle(),
+            BatchRows::Csr(csr) => {
+                let nnz = csr.indptr.last().map_or(0, |&n| n as usize);
+                csr.indices.truncate(nnz);
+                csr.values.truncate(nnz);
+            }
+            BatchRows::Dense(_) => {}
         }
     }
 }
@@ -362,7 +370,7 @@ fn queue(config: &BatchConfig, lookahead: usize) -> usize {
     if config.prefetch == 0 {
         0
     } else {
-        config.prefetch + lookahead
+        config.prefetch.saturating_add(lookahead)
     }
 }
 
@@ -377,6 +385,11 @@ pub(crate) fn share_of(n: u64, config: &BatchConfig) -> RankShare {
     )
 }
 
+/// The most batches [`BatchConfig::prefetch`] makes ahead: each holds a
+/// batch's buffers, so a bound well past any use keeps a mistyped setting
+/// from sizing a queue by it.
+pub const MAX_PREFETCH: usize = 1 << 16;
+
 /// The iterator's batches of a rank, from `config`: which of them
 /// (`(first, step, count)`: batches `first`, `first + step`, ..., at most
 /// `count`), after checking the rank, the batch size and the pick.
@@ -389,6 +402,12 @@ pub(crate) fn picked(config: &BatchConfig) -> Result<(usize, usize, usize)> {
     }
     if config.batch_size == 0 {
         return Err(Error::Input("batch_size must be at least 1".into()));
+    }
+    if config.prefetch > MAX_PREFETCH {
+        return Err(Error::Input(format!(
+            "prefetch {} is more than the {MAX_PREFETCH} batches made ahead at most",
+            config.prefetch
+        )));
     }
     match config.pick {
         Pick::All => Ok((0, 1, usize::MAX)),

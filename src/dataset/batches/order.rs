@@ -306,9 +306,18 @@ impl EpochOrder {
                 self.current = None;
                 let tiles = self.window(w);
                 fetch(tiles)?;
-                let mut cells = Vec::with_capacity(
-                    (self.window_starts[w + 1] - self.window_starts[w]) as usize,
-                );
+                let served = self.window_starts[w + 1] - self.window_starts[w];
+                let mut cells = Vec::new();
+                // Draws with replacement may ask for more than memory holds.
+                usize::try_from(served)
+                    .ok()
+                    .and_then(|n| cells.try_reserve_exact(n).ok())
+                    .ok_or_else(|| {
+                        Error::Input(format!(
+                            "a window of {served} cells does not fit in memory: \
+                             ask for fewer samples_per_epoch"
+                        ))
+                    })?;
                 for &t in tiles {
                     let mut draws = rng(self.seed, self.epoch, (1 << 63) | t as u64);
                     let (limits, count) = (&self.limits, self.counts[t]);

@@ -187,7 +187,15 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
         let budget = |row_bytes| {
             order
                 .has_windows()
-                .then(|| WindowBudget::new(&tiles, order.windows(), config.cache_bytes, row_bytes))
+                .then(|| {
+                    let served = (0..).map(|w| order.window_span(w)).map(|s| s.end - s.start);
+                    WindowBudget::new(
+                        &tiles,
+                        order.windows().zip(served),
+                        config.cache_bytes,
+                        row_bytes,
+                    )
+                })
                 .flatten()
         };
         // The most batches a window's cells fill (one more where a batch
@@ -229,10 +237,14 @@ impl<V: DecodedCount + bytemuck::Pod, T: BatchTiles> Producer<V, T> {
         };
         // The batches of the windows it holds, plus those in flight: the
         // most the producer can use at once.
-        let recycled = config
-            .recycler
-            .clone()
-            .unwrap_or_else(|| Recycler::new(per_window + lookahead + config.prefetch + 2));
+        let recycled = config.recycler.clone().unwrap_or_else(|| {
+            Recycler::new(
+                per_window
+                    .saturating_add(lookahead)
+                    .saturating_add(config.prefetch)
+                    .saturating_add(2),
+            )
+        });
         Ok(Producer {
             ctx: Ctx {
                 tiles,

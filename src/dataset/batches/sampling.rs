@@ -149,6 +149,11 @@ impl Population {
             }
             weights = kept;
         }
+        if subset.as_ref().is_some_and(|s| s.is_empty()) {
+            return Err(Error::Input(
+                "the subset of cells holds no cell: nothing can be drawn".into(),
+            ));
+        }
         if !weights.iter().any(|&w| w > 0.0) {
             return Err(Error::Input(
                 "every weight is 0: nothing can be drawn".into(),

@@ -50,36 +50,40 @@ pub(crate) struct WindowBudget {
 }
 
 impl WindowBudget {
-    /// The budget for windows of `windows` (each a list of tiles) under a
-    /// bound of `cache_bytes`: the largest window's rows (decoded as CSR, 8
-    /// bytes per nonzero and per cell; or `row_bytes` per cell for rows of a
-    /// fixed width, built a window's batches at once), plus an eighth of
-    /// room, its compressed tiles in the cache, and the next window's tiles
-    /// being fetched ahead must all fit; where the rows do not, a share of
-    /// them built at a time (see [`WindowBudget::passes`]). `None` when not
-    /// even the tiles fit: batches are then assembled chunk by chunk through
-    /// a cache that re-decodes what it had to evict. Two windows may fit as
-    /// well (see [`WindowBudget::two_windows`]).
+    /// The budget for windows of `windows` (each its list of tiles and the
+    /// rows it serves) under a bound of `cache_bytes`: the largest window's
+    /// rows (decoded as CSR, 8 bytes per nonzero and per row, a row holding
+    /// its tiles' mean nonzeros; or `row_bytes` per row for rows of a fixed
+    /// width, built a window's batches at once), plus an eighth of room, its
+    /// compressed tiles in the cache, and the next window's tiles being
+    /// fetched ahead must all fit; where the rows do not, a share of them
+    /// built at a time (see [`WindowBudget::passes`]). The rows are counted
+    /// as served, not as stored: a window of a few cells drawn millions of
+    /// times holds millions of rows. `None` when not even the tiles fit:
+    /// batches are then assembled chunk by chunk through a cache that
+    /// re-decodes what it had to evict. Two windows may fit as well (see
+    /// [`WindowBudget::two_windows`]).
     pub(crate) fn new<'w, T: Tiles + ?Sized>(
         tiles: &T,
-        windows: impl Iterator<Item = &'w [usize]>,
+        windows: impl Iterator<Item = (&'w [usize], u64)>,
         cache_bytes: usize,
         row_bytes: Option<u64>,
     ) -> Option<WindowBudget> {
         let (mut decoded, mut compressed) = (0u64, 0u64);
-        for window in windows {
+        for (window, rows) in windows {
             let sum =
                 |f: &dyn Fn(usize) -> u64| window.iter().fold(0u64, |a, &t| a.saturating_add(f(t)));
-            decoded = decoded.max(sum(&|t| {
-                let (nnz, cells, _) = tiles.figures(t);
-                match row_bytes {
-                    Some(bytes) => cells.saturating_mul(bytes),
-                    None => nnz
-                        .saturating_add(cells)
+            let bytes = match row_bytes {
+                Some(bytes) => rows.saturating_mul(bytes),
+                None => {
+                    let (nnz, cells) = (sum(&|t| tiles.figures(t).0), sum(&|t| tiles.figures(t).1));
+                    let per_row = nnz.div_ceil(cells.max(1)).saturating_add(1);
+                    rows.saturating_mul(per_row)
                         .saturating_add(1)
-                        .saturating_mul(8),
+                        .saturating_mul(8)
                 }
-            }));
+            };
+            decoded = decoded.max(bytes);
             compressed = compressed.max(sum(&|t| tiles.figures(t).2));
         }
         WindowBudget::of(decoded, compressed, cache_bytes as u64)
