@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _deltacells
 from ._formats import convert, import_for
+from ._settings import integer, unsigned
 from ._tables import pandas_column
 from .errors import InputError
 
@@ -80,8 +81,10 @@ class Batches:
         wherever it resumed."""
         if self._start != 0 or self._stop not in (None, len(self._share())):
             raise InputError("for_worker splits a rank's whole epoch, not a span of it")
+        worker, workers = integer("worker", worker), unsigned("workers", workers)
         if not 0 <= worker < workers:
             raise InputError(f"worker {worker} is outside 0..{workers}")
+        delivered = unsigned("delivered", delivered)
         first, stop = self._share().worker_resume(worker, workers, delivered)
         return Batches(self._dataset, self._with_epoch(), self._format, first, stop)
 

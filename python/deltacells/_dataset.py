@@ -50,9 +50,23 @@ def from_end(ids: np.ndarray, n: int, what: str) -> np.ndarray:
     return np.where(out < 0, out + n, out) if lo < 0 else out
 
 
+def positions(name: str, ranges: Any) -> "list[tuple[int, int]]":
+    """Epoch positions given as `(start, stop)` pairs of integers in
+    `0..2**64`, as a list (the engine checks their order); anything else is
+    an `InputError` naming the setting."""
+    try:
+        pairs = [tuple(r) for r in ranges]
+    except TypeError:
+        pairs = None
+    if pairs is None or any(len(p) != 2 for p in pairs):
+        raise InputError(f"{name} must be (start, stop) pairs of epoch positions, "
+                         f"not {ranges!r}")
+    return [(unsigned(name, a), unsigned(name, b)) for a, b in pairs]
+
+
 def rank_in_world(rank: Any, world_size: Any) -> "tuple[int, int]":
     """`(rank, world_size)` checked: integers, `rank` within `0..world_size`."""
-    r, w = integer("rank", rank), integer("world_size", world_size)
+    r, w = integer("rank", rank), unsigned("world_size", world_size, least=1)
     if not 0 <= r < w:
         raise InputError(f"rank {r} is outside 0..{w}")
     return r, w
@@ -100,7 +114,10 @@ def draw_settings(weights: Any, balance: Any, samples_per_epoch: Any,
     the tokenizer as the engine's handle."""
     w = None
     if weights is not None:
-        w = np.ascontiguousarray(weights, dtype=np.float64)
+        try:
+            w = np.ascontiguousarray(weights, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"weights must be numbers, one per cell: {e}") from e
         if w.ndim != 1:
             raise InputError(f"weights need one entry per cell, not shape {w.shape}")
         if not np.all(np.isfinite(w)) or np.any(w < 0):
@@ -590,7 +607,7 @@ class Dataset:
             "obs_columns": self._columns("obs_columns", obs_columns),
             "obs_cache_dir": None if obs_cache_dir is None else os.fspath(obs_cache_dir),
             "dtype": dtype_name(dtype),
-            "delivered": [(int(start), int(stop)) for start, stop in delivered],
+            "delivered": positions("delivered", delivered),
             **self._sampling(cells, draws),
             "normalize": draws["normalize"],
             "log1p": bool(log1p),

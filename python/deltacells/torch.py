@@ -96,9 +96,11 @@ class CellDataset(torch.utils.data.IterableDataset):
 
     `Dataset.batches` gives the same batches without torch. Call
     `set_epoch(epoch)` before each epoch (in a Lightning module, from
-    `on_train_epoch_start`): the order of an epoch depends on `(seed, epoch)`.
-    `state_dict`/`load_state_dict` resume an epoch at a batch boundary, with
-    the same world size and loader workers or with others.
+    `on_train_epoch_start`): the order of an epoch depends on `(seed, epoch)`;
+    a DataLoader's persistent workers follow it. `state_dict`/`load_state_dict`
+    resume an epoch at a batch boundary, with the same world size and loader
+    workers or with others; load the state before the loader first iterates
+    (persistent workers refuse one loaded after they started).
     """
 
     def __init__(self, dataset: "Union[str, os.PathLike[str], Dataset]", batch_size: int = 256,
@@ -160,6 +162,12 @@ class CellDataset(torch.utils.data.IterableDataset):
         self.epoch = 0
         self._resume: Optional[_Resume] = None  # the state this epoch's next pass resumes
         self._position = 0  # batches this pass's in-process iteration delivered
+        # Persistent DataLoader workers keep the copy of this object they
+        # started with: what set_epoch and load_state_dict change reaches
+        # them through shared memory, `[epochs set, states loaded, epoch]`,
+        # and `_seen` is what this copy has taken of it.
+        self._sync = torch.zeros(3, dtype=torch.int64).share_memory_()
+        self._seen = (0, 0)
         self._dataset: Optional[Dataset] = None
         self._dataset_pid: Optional[int] = None
 
@@ -227,10 +235,38 @@ class CellDataset(torch.utils.data.IterableDataset):
     # -- epochs and resuming -----------------------------------------------------
 
     def set_epoch(self, epoch: int) -> None:
-        """Starts epoch `epoch` (a different order per epoch) from its first batch."""
+        """Starts epoch `epoch` (a different order per epoch) from its first
+        batch, in this process and in a DataLoader's persistent workers."""
         self.epoch = unsigned("epoch", epoch)
         self._resume = None
         self._position = 0
+        self._publish(sets=1)
+
+    def _publish(self, sets: int = 0, loads: int = 0) -> None:
+        """Tells the workers this object was copied into that the epoch was
+        set (`sets`) or a state loaded (`loads`), and the epoch now."""
+        sync = self._sync
+        sync[0] += sets
+        sync[1] += loads
+        # The epoch's 64 bits, as an int64 holds them.
+        sync[2] = self.epoch - (1 << 64) if self.epoch >= 1 << 63 else self.epoch
+        self._seen = (int(sync[0]), int(sync[1]))
+
+    def _follow(self) -> None:
+        """In a worker: takes an epoch the main process set since this copy
+        was made. A state loaded since then cannot be taken (the workers run
+        on their own copies): refused rather than silently not resumed."""
+        sets, loads = int(self._sync[0]), int(self._sync[1])
+        if loads != self._seen[1]:
+            raise InputError(
+                "load_state_dict was called after the DataLoader's persistent workers "
+                "started, and they keep the state they started with: load the state "
+                "before the loader first iterates, or make a new DataLoader after it")
+        if sets != self._seen[0]:
+            self.epoch = int(self._sync[2]) % (1 << 64)
+            self._resume = None
+            self._position = 0
+            self._seen = (sets, loads)
 
     def _order(self) -> str:
         """The epoch order's shuffle as states record it ("block:4", "random", "none")."""
@@ -296,7 +332,8 @@ class CellDataset(torch.utils.data.IterableDataset):
         else:
             if num_workers is None:
                 raise InputError("state_dict(consumed=...) needs the loader's num_workers too")
-            workers, taken = max(1, int(num_workers)), int(consumed)
+            workers = max(1, unsigned("num_workers", num_workers))
+            taken = unsigned("consumed", consumed)
         delivered, start = self._pass(workers)
         return {"seed": self.seed, "epoch": self.epoch, "shuffle": self._order(),
                 "epoch_cells": self._epoch_cells(), "batch_size": self.batch_size,
@@ -313,7 +350,8 @@ class CellDataset(torch.utils.data.IterableDataset):
             self._load(state)
         except InputError:
             raise
-        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as e:
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError,
+                OverflowError) as e:
             raise InputError(f"not a CellDataset state: {type(e).__name__}: {e}") from e
 
     def _load(self, state: dict) -> None:
@@ -342,6 +380,7 @@ class CellDataset(torch.utils.data.IterableDataset):
         self.seed, self.epoch = seed, epoch
         self._resume = resume
         self._position = 0
+        self._publish(loads=1)
 
     def categories(self, column: str) -> Optional[list]:
         """The vocabulary of a category obs column (see `Dataset.categories`)."""
@@ -352,6 +391,8 @@ class CellDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[dict]:
         info = torch.utils.data.get_worker_info()
         workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
+        if info is not None:
+            self._follow()
         delivered, start = self._pass(workers)
         # The next epoch's first window is built while this one's last is
         # used: the loop does not wait for it at the start of the next.

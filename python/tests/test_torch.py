@@ -385,3 +385,56 @@ def test_batches_are_those_of_dataset_batches_with_the_same_settings(small, dtyp
         np.testing.assert_array_equal(t["X"].to_dense().numpy(), b.X.toarray())
         np.testing.assert_array_equal(t["cell_type"].numpy(), b.obs["cell_type"].codes)
         np.testing.assert_array_equal(t["score"].numpy(), b.obs["score"])
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_persistent_workers_follow_set_epoch_and_refuse_a_late_state(small, context):
+    """Persistent DataLoader workers keep the CellDataset they started with:
+    set_epoch reaches them (each epoch had been epoch 0 again), and a state
+    loaded after they started is refused rather than silently not resumed."""
+    path = small[0]
+    ds = deltacells.open(path)
+    want = [loader_order([b.cells.tolist() for b in ds.batches(100, shuffle="random", seed=1,
+                                                                 epoch=e)], 2)
+            for e in range(3)]
+    cd = CellDataset(path, batch_size=100, shuffle="random", seed=1)
+    loader = DataLoader(cd, batch_size=None, num_workers=2, persistent_workers=True,
+                        multiprocessing_context=context)
+    for epoch in range(3):
+        cd.set_epoch(epoch)
+        assert cells_of(loader) == want[epoch], epoch
+    state = cd.state_dict(consumed=3, num_workers=2)
+    cd.load_state_dict(state)
+    with pytest.raises(InputError, match="persistent workers"):
+        list(loader)
+    # Loaded before a loader's workers start, the state is taken.
+    fresh = CellDataset(path, batch_size=100, shuffle="random", seed=1)
+    fresh.load_state_dict(state)
+    rest = cells_of(DataLoader(fresh, batch_size=None, num_workers=2, persistent_workers=True,
+                               multiprocessing_context=context))
+    assert rest == want[2][3:]
+
+
+def test_settings_out_of_range_are_input_errors(small):
+    """Values the engine cannot hold are InputErrors naming them, not the
+    binding's OverflowError or ValueError."""
+    path = small[0]
+    ds = deltacells.open(path)
+    for call in [lambda: ds.batches(2, weights=["a"] * ds.n_obs),
+                 lambda: list(ds.batches(2, rank=0, world_size=2**64)),
+                 lambda: ds.batches(2, delivered=["ab"]),
+                 lambda: list(ds.batches(2, delivered=[(-1, 2)])),
+                 lambda: ds.batches(2).for_worker(0, 2, delivered=-1),
+                 lambda: list(ds.batches(2, prefetch=2**64 - 1)),
+                 lambda: CellDataset(path, batch_size=2).state_dict(consumed=-1, num_workers=1)]:
+        with pytest.raises(InputError):
+            call()
+    cd = CellDataset(path, batch_size=50)
+    state = cd.state_dict()
+    for change in [{"next_batch": -1}, {"world": [0, -1]}, {"delivered_before": [[-2, 1]]}]:
+        with pytest.raises(InputError):
+            CellDataset(path, batch_size=50).load_state_dict({**state, **change})
+    # The epoch after the last one a u64 numbers is not made ahead.
+    last = CellDataset(path, batch_size=500)
+    last.set_epoch(2**64 - 1)
+    assert sorted(c for b in cells_of(last) for c in b) == list(range(1000))
