@@ -385,11 +385,6 @@ pub(crate) fn share_of(n: u64, config: &BatchConfig) -> RankShare {
     )
 }
 
-/// The most batches [`BatchConfig::prefetch`] makes ahead: each holds a
-/// batch's buffers, so a bound well past any use keeps a mistyped setting
-/// from sizing a queue by it.
-pub const MAX_PREFETCH: usize = 1 << 16;
-
 /// The iterator's batches of a rank, from `config`: which of them
 /// (`(first, step, count)`: batches `first`, `first + step`, ..., at most
 /// `count`), after checking the rank, the batch size and the pick.
@@ -402,12 +397,6 @@ pub(crate) fn picked(config: &BatchConfig) -> Result<(usize, usize, usize)> {
     }
     if config.batch_size == 0 {
         return Err(Error::Input("batch_size must be at least 1".into()));
-    }
-    if config.prefetch > MAX_PREFETCH {
-        return Err(Error::Input(format!(
-            "prefetch {} is more than the {MAX_PREFETCH} batches made ahead at most",
-            config.prefetch
-        )));
     }
     match config.pick {
         Pick::All => Ok((0, 1, usize::MAX)),
