@@ -254,18 +254,19 @@ fn floats(ds: &Dataset, name: &str) -> Vec<Option<f64>> {
 fn obs_columns_of_several_inputs_are_their_union_in_the_order_listed() {
     let dir = tmpdir("obs-columns");
     let ins = inputs(&dir);
-    let keep = |names: &[&str]| {
-        options().with_obs_columns(Some(names.iter().map(|n| n.to_string()).collect()))
+    // The dataset built keeping `names`, or the build's refusal.
+    let built = |out: &str, names: &[&str]| {
+        let keep = names.iter().map(|n| n.to_string()).collect();
+        let out = dir.join(out);
+        let options = options().with_obs_columns(Some(keep));
+        build(&ins, out.to_str().unwrap(), &options, &|_| {})
+            .map(|_| Dataset::open(&out).unwrap())
+            .map_err(|e| {
+                assert!(!out.join("manifest.json").exists());
+                e.to_string()
+            })
     };
-    let out = dir.join("out");
-    build(
-        &ins,
-        out.to_str().unwrap(),
-        &keep(&["score", "cell_type"]),
-        &|_| {},
-    )
-    .unwrap();
-    let ds = Dataset::open(&out).unwrap();
+    let ds = built("out", &["score", "cell_type"]).unwrap();
     let obs = ds.obs().unwrap();
     assert_eq!(obs.schema().names(), ["score", "cell_type", "dataset_id"]);
     // part1 (even seed) has no score: its 9 cells are missing.
@@ -275,37 +276,19 @@ fn obs_columns_of_several_inputs_are_their_union_in_the_order_listed() {
         .collect();
     assert_eq!(floats(&ds, "score"), want);
 
-    let out = dir.join("out-types");
-    build(&ins, out.to_str().unwrap(), &keep(&["cell_type"]), &|_| {}).unwrap();
-    let ds = Dataset::open(&out).unwrap();
+    let ds = built("out-types", &["cell_type"]).unwrap();
     assert_eq!(
         ds.obs().unwrap().schema().names(),
         ["cell_type", "dataset_id"]
     );
 
-    let out = dir.join("out-nope");
-    let err = build(
-        &ins,
-        out.to_str().unwrap(),
-        &keep(&["cell_type", "nope"]),
-        &|_| {},
-    )
-    .unwrap_err()
-    .to_string();
+    let err = built("out-nope", &["cell_type", "nope"]).err().unwrap();
     assert!(err.contains("no input has an obs column \"nope\""), "{err}");
     assert!(
         err.contains("part1 has \"cell_type\";") && err.contains("\"cell_type\", \"score\""),
         "{err}"
     );
-    assert!(!out.join("manifest.json").exists());
-    let err = build(
-        &ins,
-        out.to_str().unwrap(),
-        &keep(&["score", "score"]),
-        &|_| {},
-    )
-    .unwrap_err()
-    .to_string();
+    let err = built("out-twice", &["score", "score"]).err().unwrap();
     assert!(err.contains("lists \"score\" twice"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }

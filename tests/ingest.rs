@@ -757,38 +757,24 @@ fn a_10x_folder_with_a_feature_type_filter_keeps_those_features() {
         let want_names: Vec<String> = kept.iter().map(|&g| format!("name_{}", ids[g])).collect();
         assert_eq!(names, want_names, "{kind}");
     }
-    let err = convert(
-        &Input::detect(&folder).unwrap(),
-        &dir.join("out-peaks"),
-        small_blocks().with_feature_type(Some("Peaks".into())),
-        &|_| {},
-    )
-    .unwrap_err()
-    .to_string();
+    let refused = |input: Input, kind: &str| {
+        let options = small_blocks().with_feature_type(Some(kind.into()));
+        let out = dir.join("refused");
+        let err = convert(&input, &out, options, &|_| {}).unwrap_err();
+        assert!(!out.exists(), "{err}");
+        err.to_string()
+    };
+    let err = refused(Input::detect(&folder).unwrap(), "Peaks");
     assert!(
         err.contains("features.tsv") && err.contains("present: Antibody Capture, Gene Expression"),
         "{err}"
     );
     std::fs::remove_file(folder.join("features.tsv")).unwrap();
-    let err = convert(
-        &Input::detect(&folder).unwrap(),
-        &dir.join("out-bare"),
-        small_blocks().with_feature_type(Some("Gene Expression".into())),
-        &|_| {},
-    )
-    .unwrap_err()
-    .to_string();
+    let err = refused(Input::detect(&folder).unwrap(), "Gene Expression");
     assert!(err.contains("needs the folder's features.tsv"), "{err}");
     let npz = dir.join("m.npz");
     write_sparse_npz(&npz, &source, false);
-    let err = convert(
-        &Input::Npz(npz),
-        &dir.join("out-npz"),
-        small_blocks().with_feature_type(Some("Gene Expression".into())),
-        &|_| {},
-    )
-    .unwrap_err()
-    .to_string();
+    let err = refused(Input::Npz(npz), "Gene Expression");
     assert!(err.contains("names no feature types"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }

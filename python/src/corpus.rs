@@ -2,7 +2,7 @@
 //! vocabulary (the library's `Corpus`), with the reads and batches of a
 //! dataset (a [`Handle`], see `matrix`).
 
-use deltacells::corpus::{CorpusSpec, GeneSpace};
+use deltacells::corpus::{CorpusSpec, GeneSpace, Member};
 use deltacells::{Corpus, Error};
 use pyo3::prelude::*;
 
@@ -34,6 +34,13 @@ impl Genes {
             },
             Genes::Listed(keys) => GeneSpace::listed(keys),
         }
+    }
+}
+
+impl PyCorpus {
+    /// `f` of each member, in cell order.
+    fn each_member<T>(&self, py: Python<'_>, f: impl Fn(&Member) -> T) -> PyResult<Vec<T>> {
+        Ok(self.0.get(py)?.members().iter().map(f).collect())
     }
 }
 
@@ -128,21 +135,15 @@ matrix_methods!(PyCorpus {
     /// `(name, location, n_obs, n_vars)` of each member, in cell order.
     #[getter]
     fn members(&self, py: Python<'_>) -> PyResult<Vec<MemberInfo>> {
-        Ok(self
-            .0
-            .get(py)?
-            .members()
-            .iter()
-            .map(|m| {
-                let ds = m.dataset();
-                (
-                    m.name().to_string(),
-                    m.location().to_string(),
-                    ds.n_cells(),
-                    ds.n_genes(),
-                )
-            })
-            .collect())
+        self.each_member(py, |m| {
+            let ds = m.dataset();
+            (
+                m.name().to_string(),
+                m.location().to_string(),
+                ds.n_cells(),
+                ds.n_genes(),
+            )
+        })
     }
 
     /// `(metadata, obs columns)` of each member, in cell order: its manifest
@@ -150,26 +151,20 @@ matrix_methods!(PyCorpus {
     /// columns, for what only a member knows (the column of its cell ids).
     #[getter]
     fn member_obs(&self, py: Python<'_>) -> PyResult<Vec<MemberObs>> {
-        Ok(self
-            .0
-            .get(py)?
-            .members()
-            .iter()
-            .map(|m| {
-                let ds = m.dataset();
-                let columns = ds.obs().map_or_else(Vec::new, |obs| {
-                    obs.schema()
-                        .columns
-                        .iter()
-                        .map(|c| (c.name.clone(), c.kind.name().to_string()))
-                        .collect()
-                });
-                (
-                    serde_json::Value::Object(ds.manifest().metadata.clone()).to_string(),
-                    columns,
-                )
-            })
-            .collect())
+        self.each_member(py, |m| {
+            let ds = m.dataset();
+            let columns = ds.obs().map_or_else(Vec::new, |obs| {
+                obs.schema()
+                    .columns
+                    .iter()
+                    .map(|c| (c.name.clone(), c.kind.name().to_string()))
+                    .collect()
+            });
+            (
+                serde_json::Value::Object(ds.manifest().metadata.clone()).to_string(),
+                columns,
+            )
+        })
     }
 
     /// The vocabulary's gene keys, in column order.
