@@ -202,10 +202,10 @@ pub fn parse_cells(spec: &str, n_cells: u64) -> Result<Vec<Range<u64>>> {
                     (c, c.saturating_add(1))
                 }
             };
-            if a > b {
+            if a > b && a <= n_cells {
                 return Err(bad(format!("{a} > {b}: a span runs up, A:B with A <= B")));
             }
-            if b > n_cells {
+            if a.max(b) > n_cells {
                 return Err(bad(format!(
                     "{} is past the last cell ({n_cells} cells)",
                     part.trim()

@@ -34,21 +34,34 @@ pub struct StatsArgs {
 
 /// Computes the statistics of every cell and writes them to `--out`.
 pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
+    let corpus = is_corpus_file(&args.dir)
+        .then(|| corpus_cmd::open(&args.dir, backend, args.threads))
+        .transpose()?;
+    // What --out must not replace or land in: the corpus file and its
+    // members, or the dataset.
+    let read: Vec<PathBuf> = match &corpus {
+        Some(c) => std::iter::once(args.dir.clone())
+            .chain(c.spec().locations.iter().map(PathBuf::from))
+            .collect(),
+        None => vec![args.dir.clone()],
+    };
     // Before the pass over every cell, not after it.
-    let (store, name) = destination(&args.out, &args.dir)?;
-    let ((key, keys), stats) = if is_corpus_file(&args.dir) {
-        let corpus = corpus_cmd::open(&args.dir, backend, args.threads)?;
-        let own = corpus.spec().gene_key.clone();
-        if args.gene_key.is_some() && args.gene_key != own {
-            return Err(Error::Input(format!(
-                "a corpus's genes are keyed as the corpus keys them ({}): --gene-key applies to datasets",
-                own.as_deref().unwrap_or("its members' var names")
-            )));
+    let (store, name) = destination(&args.out, &read)?;
+    let ((key, keys), stats) = match &corpus {
+        Some(corpus) => {
+            let own = corpus.spec().gene_key.clone();
+            if args.gene_key.is_some() && args.gene_key != own {
+                return Err(Error::Input(format!(
+                    "a corpus's genes are keyed as the corpus keys them ({}): --gene-key applies to datasets",
+                    own.as_deref().unwrap_or("its members' var names")
+                )));
+            }
+            (corpus.gene_keys(), corpus.gene_stats()?)
         }
-        (corpus.gene_keys(), corpus.gene_stats()?)
-    } else {
-        let ds = open(&args.dir, backend, args.threads)?;
-        (gene_keys(&ds, args.gene_key.as_deref())?, ds.gene_stats()?)
+        None => {
+            let ds = open(&args.dir, backend, args.threads)?;
+            (gene_keys(&ds, args.gene_key.as_deref())?, ds.gene_stats()?)
+        }
     };
     let bytes = stats.table().to_parquet(&key, &keys)?;
     store.put(&name, &bytes)?;
@@ -65,43 +78,67 @@ pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
     out.finish()
 }
 
+/// `path` as the file system would resolve it once written: its longest
+/// existing ancestor resolved (links followed), the rest of it taken by name
+/// (`..` undoing the component before it), as the directories a write makes
+/// would be.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    let mut out = loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            break real;
+        }
+        match (existing.parent(), existing.components().next_back()) {
+            (Some(parent), Some(last)) => {
+                rest.push(last.as_os_str().to_os_string());
+                existing = parent;
+            }
+            // The root: nothing exists below it.
+            _ => break PathBuf::new(),
+        }
+    };
+    for part in rest.iter().rev() {
+        if part == ".." {
+            out.pop();
+        } else if part != "." {
+            out.push(part);
+        }
+    }
+    out
+}
+
 /// The store and key `--out` names: the object at a URL, or a local file,
 /// which the store writes under a temporary name and renames (a killed run
 /// leaves no half-written file). A symbolic link is followed (the file it
 /// names is replaced, not the link). A directory or any other file that is
 /// not a regular one (a FIFO, a device) is refused, since the rename would
-/// put a regular file in its place, as is a file inside the dataset read
-/// (`input`), and a URL that names no object.
-fn destination(out: &Path, input: &Path) -> Result<(Arc<dyn Store>, String)> {
+/// put a regular file in its place, as is any of the files read (`read`: a
+/// corpus file and its members, or a dataset) or a file inside one of them,
+/// and a URL that names no object.
+fn destination(out: &Path, read: &[PathBuf]) -> Result<(Arc<dyn Store>, String)> {
     let bad = |why: &str| Error::Input(format!("--out {}: {why}", out.display()));
     match Location::parse(out) {
         Location::Local(path) => {
-            let path = match std::fs::canonicalize(&path) {
-                Ok(resolved) => resolved,
-                Err(_) if path.is_symlink() => return Err(bad("is a link to nothing")),
-                Err(_) => path,
-            };
+            if path.is_symlink() && !path.exists() {
+                return Err(bad("is a link to nothing"));
+            }
+            let path = resolved(&path);
             if path.is_dir() {
                 return Err(bad("is a directory, not a file"));
             }
             if path.exists() && !path.is_file() {
                 return Err(bad("is not a regular file (a FIFO or a device?)"));
             }
-            // The nearest existing directory the file would land in.
-            let landing = path.ancestors().skip(1).find_map(|a| {
-                std::fs::canonicalize(if a.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    a
-                })
-                .ok()
+            let local = read.iter().filter_map(|r| match Location::parse(r) {
+                Location::Local(p) => Some(resolved(&p)),
+                Location::Url(_) => None,
             });
-            let inside = |dir: &Path| {
-                std::fs::canonicalize(dir)
-                    .is_ok_and(|dir| landing.as_ref().is_some_and(|l| l.starts_with(dir)))
-            };
-            if input.is_dir() && inside(input) {
-                return Err(bad("lies inside the dataset it describes"));
+            for r in local {
+                if path == r || path.starts_with(&r) {
+                    return Err(bad("is, or lies inside, what it describes"));
+                }
             }
             let name = path
                 .file_name()

@@ -253,4 +253,24 @@ fn stats_of_a_corpus_cover_its_vocabulary() {
     }
     let (ok, _, err) = deltacells(&["stats", file.to_str().unwrap(), "--gene-key", "ids"]);
     assert!(!ok && err.contains("keyed"), "{err}");
+    // --out never replaces the corpus file nor lands in a member (through a
+    // directory not made yet and `..` too); the file is left as it was.
+    let before = std::fs::read(&file).unwrap();
+    let missing = dir.path().join("missing/../a.dc/stats.parquet");
+    for out in [file.clone(), dir.path().join("a.dc/stats.parquet"), missing] {
+        let (ok, _, err) = deltacells(&[
+            "stats",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            !ok && err.contains("what it describes"),
+            "{}: {err}",
+            out.display()
+        );
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+    assert!(!dir.path().join("missing").exists());
+    assert!(!dir.path().join("a.dc/stats.parquet").exists());
 }

@@ -505,7 +505,7 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
     for (out, want) in [
         (&fifo, "not a regular file"),
         (&dangling, "a link to nothing"),
-        (&manifest, "inside the dataset"),
+        (&manifest, "lies inside, what it describes"),
     ] {
         let (ok, _, stderr) = deltacells(&[
             "stats",

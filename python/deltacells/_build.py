@@ -19,7 +19,9 @@ from multiprocessing import get_context
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
 
 from . import _deltacells
+from ._dataset import column_names
 from ._settings import unsigned, zstd_level
+from .errors import InputError
 
 Genes = Union[str, Sequence[str]]
 PathLike = Union[str, "os.PathLike[str]"]
@@ -145,6 +147,10 @@ def build(inputs: Sequence[PathLike], out: PathLike, *, genes: Genes = "union",
             unsigned(name, value, least=1)
     unsigned("retries", retries)
     level = zstd_level("level", level)
+    # A name, or names once each, as the other calls taking obs columns read them.
+    obs_columns = column_names("obs_columns", obs_columns)
+    if feature_type is not None and not isinstance(feature_type, str):
+        raise InputError(f"feature_type must be a feature type's name, not {feature_type!r}")
     sources = [os.fspath(i) for i in inputs]
     location = os.fspath(out)
     options = _options(genes, gene_key, source_column, tile_size, n_chunks, level,

@@ -7,11 +7,9 @@ import json
 import os
 from typing import Any, List, Optional, Sequence, Union
 
-import numpy as np
-
 from . import _deltacells
 from ._dataset import Dataset, engine_options
-from ._tables import index_column, pandas_column, string_index, var_frame
+from ._tables import OBS_INDEX_IS_COLUMN_KEY, index_column, var_frame
 from .errors import InputError
 
 class Corpus(Dataset):
@@ -133,42 +131,16 @@ class Corpus(Dataset):
                 for name, location, n_obs, n_vars in self._h.members]
 
     @property
-    def _member_index(self) -> list:
-        """Each member's column of cell ids (None where it has none), as the
-        member read alone would take it."""
-        def of(metadata: str, columns: list) -> Optional[str]:
-            return index_column(json.loads(metadata), [(n, k, None) for n, k in columns])
-        return self._once("member_index",
-                          lambda: [of(m, c) for m, c in self._h.member_obs])
-
-    @property
-    def _index_column(self) -> Optional[str]:
-        """The column of cell ids when every member keeps them in the same
-        one; None otherwise (each member's names then come from its own)."""
-        columns = set(self._member_index)
-        return columns.pop() if len(columns) == 1 else None
-
-    def _names(self, ids: Optional[np.ndarray]) -> Any:
-        """The obs names of cells `ids` (every cell when None): each member's
-        own, as `anndata.concat` of the members read alone keeps them, also
-        where members keep their cell ids in different columns (`cell_id`
-        converted from an h5ad, `barcode` from a 10x folder) or some keep
-        none (their cells named by position in the member, "0", "1", ...).
-        A corpus of members that all keep none names cells by their position
-        in the corpus, unique as a dataset's are."""
-        columns = self._member_index
-        if len(set(columns)) == 1 or ("obs_names" in self._loaded and ids is not None):
-            return super()._names(ids)
-        cells = np.arange(self.n_obs, dtype=np.int64) if ids is None else np.asarray(ids)
-        starts = np.cumsum([0] + [m["n_obs"] for m in self.members])
-        member = np.searchsorted(starts, cells, side="right") - 1
-        names = (cells - starts[member]).astype(str).astype(object)
-        for m, column in enumerate(columns):
-            at = np.flatnonzero(member == m)
-            if column is not None and at.size:
-                values = pandas_column(self._h.obs_column(column, cells[at]))
-                names[at] = np.asarray(string_index(values), dtype=object)
-        return string_index(names)
+    def _parts(self) -> "list[tuple[int, Optional[str], bool]]":
+        """Each member's cells, with the column of their ids as the member
+        read alone takes it (see `Dataset._parts`)."""
+        def part(n_obs: int, metadata: str, columns: list) -> "tuple[int, Optional[str], bool]":
+            meta = json.loads(metadata)
+            return (n_obs, index_column(meta, [(n, k, None) for n, k in columns]),
+                    meta.get(OBS_INDEX_IS_COLUMN_KEY) is True)
+        return self._once("parts", lambda: [
+            part(m["n_obs"], meta, columns)
+            for m, (meta, columns) in zip(self.members, self._h.member_obs)])
 
     @property
     def gene_order(self) -> None:

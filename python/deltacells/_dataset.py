@@ -15,7 +15,8 @@ from ._batches import Batches
 from ._formats import FORMATS, check_format, convert, dtype_name
 from ._settings import integer, positive, unsigned
 from ._transform import read_transformed, vocabulary
-from ._tables import (OBS_INDEX_IS_COLUMN_KEY, index_column, index_name, ordered_columns,
+from ._tables import (OBS_INDEX_IS_COLUMN_KEY, OBS_INDEX_KEY, index_column, index_name,
+                      ordered_columns,
                       pandas_column, range_names, string_index, var_frame)
 from .errors import InputError
 from .tokenize import Tokenizer
@@ -283,9 +284,34 @@ class Dataset:
         return self._once("var", lambda: var_frame(self._h.var_table(), self.var_names))
 
     @property
+    def _parts(self) -> "list[tuple[int, Optional[str], bool]]":
+        """`(cells, column of their ids or None, whether that column is also
+        an obs column)` of each run of cells named alike, in cell order: the
+        whole dataset, or each input of a build of several that kept their
+        ids in different columns (`metadata["sources"]`), as a corpus has
+        each member."""
+        def parts() -> "list[tuple[int, Optional[str], bool]]":
+            schema = self._h.obs_schema
+            sources = self.metadata.get("sources")
+            whole = [(self.n_obs, index_column(self.metadata, schema),
+                      self.metadata.get(OBS_INDEX_IS_COLUMN_KEY) is True)]
+            if OBS_INDEX_KEY in self.metadata or not isinstance(sources, list):
+                return whole
+            counts = [s.get("n_obs") if isinstance(s, dict) else None for s in sources]
+            if not all(isinstance(c, int) for c in counts) or sum(counts) != self.n_obs:
+                return whole
+            # A source without an obs index names its cells by position.
+            return [(c, index_column(s, schema) if OBS_INDEX_KEY in s else None,
+                     s.get(OBS_INDEX_IS_COLUMN_KEY) is True)
+                    for c, s in zip(counts, sources)]
+        return self._once("parts", parts)
+
+    @property
     def _index_column(self) -> Optional[str]:
-        """The obs column that holds the cell ids, if any (see `obs_names`)."""
-        return self._once("index_column", lambda: index_column(self.metadata, self._h.obs_schema))
+        """The obs column that holds every cell's id, if one does (see
+        `obs_names`); None too where parts keep theirs in different columns."""
+        columns = {column for _, column, _ in self._parts}
+        return columns.pop() if len(columns) == 1 else None
 
     @property
     def obs_names(self) -> Any:
@@ -297,14 +323,29 @@ class Dataset:
         return self._once("obs_names", lambda: self._names(None))
 
     def _names(self, ids: Optional[np.ndarray]) -> Any:
-        """The obs names of cells `ids` (every cell when None)."""
+        """The obs names of cells `ids` (every cell when None): where parts
+        (see `_parts`) keep their cell ids in different columns, each part's
+        own, as `anndata.concat` of the parts keeps them, a part without any
+        naming its cells by their position in it ("0", "1", ...)."""
         if "obs_names" in self._loaded and ids is not None:
             return self._loaded["obs_names"][ids]
-        column = self._index_column
-        if column is None:
-            return range_names(np.arange(self.n_obs) if ids is None else ids)
-        values = pandas_column(self._h.obs_column(column, ids))
-        return string_index(values, index_name(column))
+        parts = self._parts
+        if len({column for _, column, _ in parts}) == 1:
+            column = parts[0][1]
+            if column is None:
+                return range_names(np.arange(self.n_obs) if ids is None else ids)
+            values = pandas_column(self._h.obs_column(column, ids))
+            return string_index(values, index_name(column))
+        cells = np.arange(self.n_obs, dtype=np.int64) if ids is None else np.asarray(ids)
+        starts = np.cumsum([0] + [n for n, _, _ in parts])
+        part = np.searchsorted(starts, cells, side="right") - 1
+        names = (cells - starts[part]).astype(str).astype(object)
+        for p, (_, column, _) in enumerate(parts):
+            at = np.flatnonzero(part == p)
+            if column is not None and at.size:
+                values = pandas_column(self._h.obs_column(column, cells[at]))
+                names[at] = np.asarray(string_index(values), dtype=object)
+        return string_index(names)
 
     @property
     def _ordered(self) -> frozenset:
@@ -316,8 +357,8 @@ class Dataset:
         """Names of the obs columns, as in `obs` (the column holding the cell
         ids is `obs_names`, and a column too when the obs index written was
         also one)."""
-        index = None if self.metadata.get(OBS_INDEX_IS_COLUMN_KEY) is True else self._index_column
-        return [name for name, _, _ in self._h.obs_schema if name != index]
+        hidden = {column for _, column, is_column in self._parts if not is_column}
+        return [name for name, _, _ in self._h.obs_schema if name not in hidden]
 
     def _columns(self, setting: str, columns: Any) -> list:
         """Obs `columns` as `read_obs` and `batches` take them (None: every one)."""

@@ -451,3 +451,31 @@ def test_an_s3_server_stopped_and_restarted_during_a_build_ends_with_the_same_by
         assert_same_bytes(s3_files(s3_client(weed.endpoint), bucket, "ds"), large_reference)
     finally:
         weed.stop()
+
+
+def test_inputs_keeping_cell_ids_in_different_columns_keep_their_obs_names(tmp_path):
+    """A build of inputs whose cell ids live in different obs columns (an
+    h5ad's `cell_id`, a 10x folder's `barcode`, another index name, none)
+    names every cell as `anndata.concat` of the inputs does: the cells after
+    the first input's had read as "" from its column."""
+    rng = np.random.default_rng(3)
+    indexes = [pd.Index([f"AAAC-{i}" for i in range(6)], name="barcode"),
+               pd.Index([f"cell-{i}" for i in range(5)], name="cell_id"),
+               pd.RangeIndex(4)]
+    paths, adatas = [], []
+    for k, index in enumerate(indexes):
+        obs = pd.DataFrame({"score": rng.random(len(index))}, index=index)
+        X = rng.poisson(1.0, size=(len(index), 5)).astype(np.int32)
+        var = pd.DataFrame(index=[f"G{g}" for g in range(5)])
+        paths.append(tmp_path / f"in{k}.dc")
+        deltacells.write(X, paths[-1], obs=obs, var=var, tile_size=4, level=1)
+        adatas.append(deltacells.open(paths[-1]).to_anndata())
+    out = tmp_path / "built"
+    deltacells.build([str(p) for p in paths], str(out), workers=1, tile_size=4)
+    ds = deltacells.open(out)
+    want = ad.concat(adatas, label="dataset_id", keys=[p.stem for p in paths])
+    assert list(ds.obs_names) == list(want.obs_names)
+    assert list(ds.obs.columns) == list(want.obs.columns)
+    assert list(ds.read_obs("score", cells=[14, 2, 8]).index) == \
+        [want.obs_names[i] for i in [14, 2, 8]]
+    assert list(ds.to_anndata().obs_names) == list(want.obs_names)

@@ -77,6 +77,10 @@ pub fn plan_inputs(
     options: &ConvertOptions,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<BuildPlan> {
+    // An option's mistake, said once rather than as the first input's.
+    if let Some(keep) = &options.obs_columns {
+        crate::dataset::ingest::kept_obs(&[], keep, None)?;
+    }
     // Counting: each task reports its own `(done, total)`; the sums over
     // the inputs that have reported are shown.
     let seen = Mutex::new(vec![(0u64, 0u64); inputs.len()]);

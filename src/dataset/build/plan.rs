@@ -157,6 +157,9 @@ fn metadata(stats: &[InputStats], options: &ConvertOptions) -> Map<String, Value
                 .map(|s| {
                     let mut one = s.metadata.clone();
                     one.insert("input".into(), Value::String(s.input.describe()));
+                    // Its cells' run, for readers naming each input's cells
+                    // from its own obs index.
+                    one.insert("n_obs".into(), Value::from(s.n_cells));
                     Value::Object(one)
                 })
                 .collect();
