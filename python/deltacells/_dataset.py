@@ -65,6 +65,14 @@ def positions(name: str, ranges: Any) -> "list[tuple[int, int]]":
     return [(unsigned(name, a), unsigned(name, b)) for a, b in pairs]
 
 
+def tokenizer_alone(tokenizer: Any, genes: Any, normalize: Any, log1p: Any, dense: bool) -> None:
+    """Refuses a tokenizer with settings it cannot take (batches and
+    `CellDataset` check it alike, the latter when it is made)."""
+    if tokenizer is not None and (genes is not None or normalize is not None or log1p or dense):
+        raise InputError("a tokenizer reads every gene of a row as counts: batches with a "
+                         "tokenizer take no genes, normalize, log1p or dense format")
+
+
 def rank_in_world(rank: Any, world_size: Any) -> "tuple[int, int]":
     """`(rank, world_size)` checked: integers, `rank` within `0..world_size`."""
     r, w = integer("rank", rank), unsigned("world_size", world_size, least=1)
@@ -655,10 +663,7 @@ class Dataset:
             "tokenizer": draws["tokenizer"],
             "next_epoch_ahead": bool(next_epoch_ahead),
         }
-        if tokenizer is not None and (genes is not None or normalize is not None or log1p
-                                      or format == "numpy"):
-            raise InputError("a tokenizer reads every gene of a row as counts: batches with a "
-                             "tokenizer take no genes, normalize, log1p or dense format")
+        tokenizer_alone(tokenizer, genes, normalize, log1p, format == "numpy")
         return Batches(self, options, format)
 
     def _sampling(self, cells: Any, draws: dict) -> dict:

@@ -33,7 +33,8 @@ import torch.utils.data
 from . import _deltacells
 from ._batches import Batches
 from ._corpus import open_location
-from ._dataset import _INHERITED, SHUFFLES, Dataset, column_names, draw_settings, rank_in_world
+from ._dataset import (_INHERITED, SHUFFLES, Dataset, column_names, draw_settings, rank_in_world,
+                       tokenizer_alone)
 from ._formats import dtype_name
 from ._settings import unsigned
 from ._transform import MISSING
@@ -99,8 +100,10 @@ class CellDataset(torch.utils.data.IterableDataset):
     `on_train_epoch_start`): the order of an epoch depends on `(seed, epoch)`;
     a DataLoader's persistent workers follow it. `state_dict`/`load_state_dict`
     resume an epoch at a batch boundary, with the same world size and loader
-    workers or with others; load the state before the loader first iterates
-    (persistent workers refuse one loaded after they started).
+    workers or with others (a state taken at an epoch's end starts the next
+    one). Call both before iterating the loader: workers already running
+    when either is called refuse to go on rather than serve part of a pass
+    from another epoch.
     """
 
     def __init__(self, dataset: "Union[str, os.PathLike[str], Dataset]", batch_size: int = 256,
@@ -153,6 +156,7 @@ class CellDataset(torch.utils.data.IterableDataset):
         # Checked here, where the mistake was made, rather than at the first
         # batch; the weights' length and the balance columns wait for it.
         draws = draw_settings(weights, balance, samples_per_epoch, normalize, tokenizer)
+        tokenizer_alone(tokenizer, genes, normalize, log1p, output == "dense")
         self.weights = draws["weights"]
         self.balance = draws["balance"] or None
         self.samples_per_epoch = draws["samples_per_epoch"]
@@ -252,6 +256,16 @@ class CellDataset(torch.utils.data.IterableDataset):
         sync[2] = self.epoch - (1 << 64) if self.epoch >= 1 << 63 else self.epoch
         self._seen = (int(sync[0]), int(sync[1]))
 
+    def _changed(self, loads: int, epoch: int) -> None:
+        """In a worker, before each batch: refuses to go on when the main
+        process loaded a state, or set another epoch, after this pass began
+        (its other workers, started later, would serve the new one: cells of
+        two epochs, some twice, some never)."""
+        if int(self._sync[1]) != loads or int(self._sync[2]) % (1 << 64) != epoch:
+            raise InputError(
+                "set_epoch or load_state_dict was called after the DataLoader's workers had "
+                "started this pass: call them before iterating the loader (or make it anew)")
+
     def _follow(self) -> None:
         """In a worker: takes an epoch the main process set since this copy
         was made. A state loaded since then cannot be taken (the workers run
@@ -343,9 +357,11 @@ class CellDataset(torch.utils.data.IterableDataset):
 
     def load_state_dict(self, state: dict) -> None:
         """Resumes where `state` (from `state_dict`, of any rank) was taken:
-        the next pass yields the rest of that epoch, as `state_dict` says. A
-        state of another batch size, shuffle or number of cells is refused,
-        as is anything that is not such a state."""
+        the next pass yields the rest of that epoch, as `state_dict` says, or,
+        when nothing of it is left for this job (a checkpoint at an epoch's
+        end), the next epoch from its start. A state of another batch size,
+        shuffle or number of cells is refused, as is anything that is not
+        such a state."""
         try:
             self._load(state)
         except InputError:
@@ -374,9 +390,17 @@ class CellDataset(torch.utils.data.IterableDataset):
                    bool(state.get("drop_last", self.drop_last))))
         # Refuses malformed ranges, and more batches than the job had.
         world, workers, drop_last = resume.shape
-        _deltacells.delivered_after(cells, resume.delivered_before, world, workers,
-                                    self.batch_size, drop_last, resume.next_batch)
+        after = _deltacells.delivered_after(cells, resume.delivered_before, world, workers,
+                                            self.batch_size, drop_last, resume.next_batch)
         seed, epoch = unsigned("seed", state["seed"]), unsigned("epoch", state["epoch"])
+        # A state taken at the end of its epoch (a checkpoint at an epoch's
+        # end) resumes at the next epoch's start: a loop that creates its
+        # loader's iterator before it calls set_epoch (Lightning restarting
+        # from such a checkpoint) has its workers start on that epoch.
+        left = cells - sum(b - a for a, b in after)
+        if epoch < 2**64 - 1 and (
+                left == 0 or (self.drop_last and left < self.rank_world()[1] * self.batch_size)):
+            epoch, resume = epoch + 1, None
         self.seed, self.epoch = seed, epoch
         self._resume = resume
         self._position = 0
@@ -393,6 +417,7 @@ class CellDataset(torch.utils.data.IterableDataset):
         workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
         if info is not None:
             self._follow()
+            loads = self._seen[1]
         delivered, start = self._pass(workers)
         # The next epoch's first window is built while this one's last is
         # used: the loop does not wait for it at the start of the next.
@@ -401,6 +426,8 @@ class CellDataset(torch.utils.data.IterableDataset):
         if info is None:
             self._position = 0
         for taken, batch in enumerate(batches.for_worker(worker, workers, start)):
+            if info is not None:
+                self._changed(loads, self.epoch)
             X = batch.X
             if isinstance(X, dict):
                 out = {k: torch.from_numpy(v) for k, v in X.items()}

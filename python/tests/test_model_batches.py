@@ -205,6 +205,14 @@ def test_bad_sampling_settings_are_refused_before_any_batch(small):
             CellDataset(path, **options)
     with pytest.raises(InputError, match="threads"):
         CellDataset(path, threads=0)
+    # A tokenizer with settings it cannot take, dense rows included.
+    tokens = {name: i + 3 for i, name in enumerate(ds.var_names)}
+    tokens.update({"<pad>": 0, "<cls>": 1})
+    tokenizer = ScGPT(tokens, max_len=16)
+    for options in [dict(genes=list(ds.var_names[:3])), dict(normalize=1e4), dict(log1p=True),
+                    dict(output="dense")]:
+        with pytest.raises(InputError, match="a tokenizer reads every gene"):
+            CellDataset(path, tokenizer=tokenizer, **options)
     # These need the dataset: batches refuses them at once, CellDataset (which
     # opens its dataset in each process that iterates) at its first batch.
     for options in [dict(weights=np.ones(5)), dict(cells=np.zeros(n + 1, dtype=bool))]:

@@ -196,13 +196,17 @@ def test_two_ranks_with_two_workers_resume_on_three_ranks_with_one_worker(small)
     check_rows(taken + rest, dense)
     every = [c for b in cells_of(taken + rest) for c in b]
     assert sorted(every) == list(range(1000))
-    # A state taken once the epoch was all delivered resumes to nothing on
-    # another shape (not an empty batch on each rank).
+    # A state taken once the epoch was all delivered resumes at the next
+    # epoch's start, on any shape (not an empty pass, nor an empty batch on
+    # each rank).
     finished = ds.state_dict(consumed=lengths[-1], num_workers=1)
     for rank in range(2):
         again = CellDataset(path, batch_size=40, rank=rank, world_size=2)
         again.load_state_dict(finished)
-        assert list(again) == []
+        assert again.epoch == finished["epoch"] + 1
+        fresh = CellDataset(path, batch_size=40, seed=7, rank=rank, world_size=2)
+        fresh.set_epoch(finished["epoch"] + 1)
+        assert cells_of(again) == cells_of(fresh)
 
 
 def test_resumes_compose_and_one_of_the_same_shape_goes_on_exactly(small):
@@ -439,3 +443,47 @@ def test_settings_out_of_range_are_input_errors(small):
     last = CellDataset(path, batch_size=500)
     last.set_epoch(2**64 - 1)
     assert sorted(c for b in cells_of(last) for c in b) == list(range(1000))
+
+
+def test_an_epoch_set_after_the_workers_started_is_never_served_in_part(small):
+    """set_epoch after the loader's iterator exists (Lightning restarting
+    from a checkpoint creates it before on_train_epoch_start) reaches the
+    workers that start after it and not those already running: a pass of
+    two epochs' cells. Either every worker serves the new epoch or the pass
+    fails naming the fix; never a mix."""
+    path = small[0]
+    ds = deltacells.open(path)
+    want = sorted(c for b in ds.batches(50, seed=1, epoch=2) for c in b.cells.tolist())
+    outcomes = set()
+    for _ in range(4):
+        cd = CellDataset(path, batch_size=50, seed=1)
+        it = iter(DataLoader(cd, batch_size=None, num_workers=2))
+        cd.set_epoch(2)
+        try:
+            got = sorted(c for b in it for c in b["cells"].tolist())
+        except InputError as e:
+            assert "before iterating the loader" in str(e)
+            outcomes.add("refused")
+        else:
+            assert got == want
+            outcomes.add("served")
+    assert outcomes
+
+
+def test_a_state_taken_at_the_end_of_its_epoch_resumes_at_the_next_one(small):
+    """A checkpoint at an epoch's end: the loaded state starts the next
+    epoch, so a loader iterated before set_epoch (as Lightning does when it
+    restarts) serves that epoch whole, on every worker."""
+    path = small[0]
+    ds = deltacells.open(path)
+    want = loader_order([b.cells.tolist() for b in ds.batches(50, seed=1, epoch=2)], 2)
+    done = CellDataset(path, batch_size=50, seed=1)
+    done.set_epoch(1)
+    state = done.state_dict(consumed=len(done), num_workers=2)
+    for persistent in [False, True]:
+        cd = CellDataset(path, batch_size=50, seed=1)
+        cd.load_state_dict(state)
+        assert cd.epoch == 2
+        it = iter(DataLoader(cd, batch_size=None, num_workers=2, persistent_workers=persistent))
+        cd.set_epoch(2)
+        assert cells_of(it) == want
