@@ -75,6 +75,15 @@ impl<V: Copy + FromStr> GeneMap<V> {
             if key.is_empty() {
                 return Err(format!("line {}: empty gene key", i + 1));
             }
+            // A file's first mark is dropped above; one elsewhere would read
+            // as part of a key that no gene has (and such a key, written
+            // first in a file, would lose it when read back).
+            if key.starts_with('\u{feff}') {
+                return Err(format!(
+                    "line {}: gene key {key:?} starts with a byte order mark",
+                    i + 1
+                ));
+            }
             if values.insert(key.to_string(), value).is_some() {
                 return Err(format!("line {}: gene key {key:?} is given twice", i + 1));
             }
@@ -220,6 +229,9 @@ mod tests {
                 "{text:?}"
             );
         }
+        // A mark past the file's start is no key's.
+        let e = GeneMap::<f64>::parse("\n\n\u{feff}m,0").unwrap_err();
+        assert!(e.contains("line 3") && e.contains("byte order mark"), "{e}");
         // Only that line may be a header.
         let e = GeneMap::<i32>::parse("\nA\t3\ngene\ttoken\n").unwrap_err();
         assert!(e.contains("line 3"), "{e}");
