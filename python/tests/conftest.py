@@ -181,3 +181,21 @@ def scgpt_numpy(X, names, tokens, n_bins, max_len, normalize=None, log1p=False, 
         n = min(len(tok), max_len - 1)
         ids[i, 1:1 + n], values[i, 1:1 + n] = tok[:n], bins[:n]
     return ids, values
+
+
+def differently_named(tmp_path, sizes, seed):
+    """Datasets of `sizes` cells over the same genes whose cell ids live in
+    different obs columns (`barcode`, as a 10x folder's; `cell_id`, as an
+    h5ad's) and, for the last, in none: their locations."""
+    rng = np.random.default_rng(seed)
+    indexes = [pd.Index([f"AAAC-{i}" for i in range(sizes[0])], name="barcode"),
+               pd.Index([f"cell-{i}" for i in range(sizes[1])], name="cell_id"),
+               pd.RangeIndex(sizes[2])]
+    paths = []
+    for k, index in enumerate(indexes):
+        obs = pd.DataFrame({"score": rng.random(len(index))}, index=index)
+        X = rng.poisson(0.5, size=(len(index), 6)).astype(np.int32)
+        var = pd.DataFrame(index=[f"G{g}" for g in range(6)])
+        paths.append(tmp_path / f"m{k}.dc")
+        deltacells.write(X, paths[-1], obs=obs, var=var, tile_size=4, level=1)
+    return paths

@@ -22,6 +22,7 @@ import pytest
 import scipy.sparse as sp
 
 import deltacells
+from conftest import differently_named
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -458,18 +459,8 @@ def test_inputs_keeping_cell_ids_in_different_columns_keep_their_obs_names(tmp_p
     h5ad's `cell_id`, a 10x folder's `barcode`, another index name, none)
     names every cell as `anndata.concat` of the inputs does: the cells after
     the first input's had read as "" from its column."""
-    rng = np.random.default_rng(3)
-    indexes = [pd.Index([f"AAAC-{i}" for i in range(6)], name="barcode"),
-               pd.Index([f"cell-{i}" for i in range(5)], name="cell_id"),
-               pd.RangeIndex(4)]
-    paths, adatas = [], []
-    for k, index in enumerate(indexes):
-        obs = pd.DataFrame({"score": rng.random(len(index))}, index=index)
-        X = rng.poisson(1.0, size=(len(index), 5)).astype(np.int32)
-        var = pd.DataFrame(index=[f"G{g}" for g in range(5)])
-        paths.append(tmp_path / f"in{k}.dc")
-        deltacells.write(X, paths[-1], obs=obs, var=var, tile_size=4, level=1)
-        adatas.append(deltacells.open(paths[-1]).to_anndata())
+    paths = differently_named(tmp_path, (6, 5, 4), seed=3)
+    adatas = [deltacells.open(p).to_anndata() for p in paths]
     out = tmp_path / "built"
     deltacells.build([str(p) for p in paths], str(out), workers=1, tile_size=4)
     ds = deltacells.open(out)

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import N_CELLS, aligned, concat, loader_order
+from conftest import N_CELLS, aligned, concat, differently_named, loader_order
 
 import deltacells
 from deltacells.errors import DeltacellsError, InputError
@@ -268,17 +268,7 @@ def test_normalized_reads_and_batches_divide_by_each_members_totals(corpus_membe
 def test_members_keeping_cell_ids_in_different_columns_keep_their_names(tmp_path):
     """A corpus keeps each member's obs names, as `anndata.concat` does, where
     the members keep them in different obs columns or not at all."""
-    rng = np.random.default_rng(5)
-    indexes = [pd.Index([f"AAAC-{i}" for i in range(30)], name="barcode"),
-               pd.Index([f"cell-{i}" for i in range(20)], name="cell_id"),
-               pd.RangeIndex(25)]
-    paths = []
-    for k, index in enumerate(indexes):
-        obs = pd.DataFrame({"score": rng.random(len(index))}, index=index)
-        X = rng.poisson(0.5, size=(len(index), 6)).astype(np.int32)
-        var = pd.DataFrame(index=[f"G{g}" for g in range(6)])
-        paths.append(tmp_path / f"m{k}.dc")
-        deltacells.write(X, paths[-1], obs=obs, var=var, tile_size=8, level=1)
+    paths = differently_named(tmp_path, (30, 20, 25), seed=5)
     corpus = deltacells.Corpus(paths)
     want = concat(paths)
     assert list(want.obs_names[:3]) == ["AAAC-0", "AAAC-1", "AAAC-2"]
