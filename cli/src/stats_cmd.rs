@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use deltacells::dataset::gene_stats::gene_keys;
-use deltacells::storage::{Location, Store};
+use deltacells::storage::{resolved, Location, Store};
 use deltacells::{Backend, Error, Result};
 
 use crate::corpus_cmd::{self, is_corpus_file};
@@ -76,37 +76,6 @@ pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
     )
     .map_err(out_err)?;
     out.finish()
-}
-
-/// `path` as the file system would resolve it once written: its longest
-/// existing ancestor resolved (links followed), the rest of it taken by name
-/// (`..` undoing the component before it), as the directories a write makes
-/// would be.
-fn resolved(path: &Path) -> PathBuf {
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut existing = absolute.as_path();
-    let mut rest = Vec::new();
-    let mut out = loop {
-        if let Ok(real) = std::fs::canonicalize(existing) {
-            break real;
-        }
-        match (existing.parent(), existing.components().next_back()) {
-            (Some(parent), Some(last)) => {
-                rest.push(last.as_os_str().to_os_string());
-                existing = parent;
-            }
-            // The root: nothing exists below it.
-            _ => break PathBuf::new(),
-        }
-    };
-    for part in rest.iter().rev() {
-        if part == ".." {
-            out.pop();
-        } else if part != "." {
-            out.push(part);
-        }
-    }
-    out
 }
 
 /// The store and key `--out` names: the object at a URL, or a local file,

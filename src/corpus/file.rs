@@ -8,7 +8,7 @@
 //! corpus file and its datasets can move as a whole. Parsing
 //! ([`parse_corpus_file`]) is pure: it reads no file and opens no member.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
@@ -16,7 +16,7 @@ use super::spec::CorpusSpec;
 use super::{Corpus, GeneSpace};
 use crate::dataset::OpenOptions;
 use crate::error::{Error, Result};
-use crate::storage::Location;
+use crate::storage::{resolved, Location};
 
 /// The `format` field of every corpus file.
 pub const CORPUS_FORMAT: &str = "deltacells-corpus";
@@ -222,10 +222,7 @@ fn relative(location: &str, base: &Path) -> String {
     let Location::Local(path) = Location::parse(location) else {
         return location.to_string();
     };
-    let resolved = |p: &Path| std::fs::canonicalize(p).ok().or_else(|| normal(p));
-    let (Some(path), Some(base)) = (resolved(&path), resolved(base)) else {
-        return location.to_string();
-    };
+    let (path, base) = (resolved(&path), resolved(base));
     let common = path
         .components()
         .zip(base.components())
@@ -247,28 +244,6 @@ fn relative(location: &str, base: &Path) -> String {
     } else {
         out.display().to_string()
     }
-}
-
-/// `path` made absolute against the working directory, `.` and `..` resolved
-/// by name (no file is read).
-fn normal(path: &Path) -> Option<PathBuf> {
-    let absolute = std::path::absolute(if path.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        path
-    })
-    .ok()?;
-    let mut out = PathBuf::new();
-    for c in absolute.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            c => out.push(c),
-        }
-    }
-    Some(out)
 }
 
 /// A JSON value's kind, for messages.

@@ -1,7 +1,7 @@
 //! Locations: a local path or a URL, turned into a [`Store`].
 
 use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use super::{LocalStore, Store};
@@ -133,6 +133,46 @@ pub(crate) fn require_dir(location: &Location) -> Result<()> {
         )),
         _ => Ok(()),
     }
+}
+
+/// Local `path` as the file system resolves it, absolute: its longest
+/// existing ancestor resolved (symbolic links followed), the rest taken by
+/// name (`..` undoing the component before it), as the directories a write
+/// would make resolve. What tells whether two paths name one place (a member
+/// beside a corpus file, an output inside what it describes) where a
+/// comparison by name is fooled by links.
+pub fn resolved(path: &Path) -> PathBuf {
+    let path = if path.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        path
+    };
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    let mut out = loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            break real;
+        }
+        match (existing.parent(), existing.components().next_back()) {
+            (Some(parent), Some(last)) => {
+                rest.push(last);
+                existing = parent;
+            }
+            // The root: nothing exists below it.
+            _ => break PathBuf::new(),
+        }
+    };
+    for part in rest.into_iter().rev() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            part => out.push(part),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
