@@ -79,7 +79,7 @@ pub fn plan_inputs(
 ) -> Result<BuildPlan> {
     // An option's mistake, said once rather than as the first input's.
     if let Some(keep) = &options.obs_columns {
-        crate::dataset::ingest::kept_obs(&[], keep, None)?;
+        crate::dataset::ingest::check_obs_list(keep)?;
     }
     // Counting: each task reports its own `(done, total)`; the sums over
     // the inputs that have reported are shown.

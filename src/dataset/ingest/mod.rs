@@ -491,12 +491,24 @@ fn select_obs(side: &mut Side, keep: Option<&[String]>) -> Result<()> {
 /// the order listed. A listed column the input lacks is not an error here:
 /// with several inputs it may be another input's, and is then missing for
 /// this one's cells; the plan refuses a column no input has
-/// ([`check_obs_kept`]). Refuses a list naming a column twice.
+/// ([`check_obs_kept`]). Refuses a list naming a column twice
+/// ([`check_obs_list`]).
 pub(crate) fn kept_obs(
     names: &[String],
     keep: &[String],
     index: Option<&str>,
 ) -> Result<Vec<usize>> {
+    check_obs_list(keep)?;
+    let index = index.filter(|i| !keep.iter().any(|k| k == i));
+    Ok(index
+        .into_iter()
+        .chain(keep.iter().map(String::as_str))
+        .filter_map(|name| names.iter().position(|n| n == name))
+        .collect())
+}
+
+/// Refuses an `--obs-columns` list naming a column twice.
+pub(crate) fn check_obs_list(keep: &[String]) -> Result<()> {
     if let Some((i, name)) = keep
         .iter()
         .enumerate()
@@ -508,12 +520,7 @@ pub(crate) fn kept_obs(
             i + 1
         )));
     }
-    let index = index.filter(|i| !keep.iter().any(|k| k == i));
-    Ok(index
-        .into_iter()
-        .chain(keep.iter().map(String::as_str))
-        .filter_map(|name| names.iter().position(|n| n == name))
-        .collect())
+    Ok(())
 }
 
 /// Refuses an `--obs-columns` entry no input has. `inputs` gives each
