@@ -8,8 +8,8 @@ import os
 from typing import Any, List, Optional, Sequence, Union
 
 from . import _deltacells
-from ._dataset import Dataset, engine_options
-from ._tables import OBS_INDEX_IS_COLUMN_KEY, index_column, var_frame
+from ._dataset import Dataset, engine_options, named_part
+from ._tables import var_frame
 from .errors import InputError
 
 class Corpus(Dataset):
@@ -134,12 +134,8 @@ class Corpus(Dataset):
     def _parts(self) -> "list[tuple[int, Optional[str], bool]]":
         """Each member's cells, with the column of their ids as the member
         read alone takes it (see `Dataset._parts`)."""
-        def part(n_obs: int, metadata: str, columns: list) -> "tuple[int, Optional[str], bool]":
-            meta = json.loads(metadata)
-            return (n_obs, index_column(meta, [(n, k, None) for n, k in columns]),
-                    meta.get(OBS_INDEX_IS_COLUMN_KEY) is True)
         return self._once("parts", lambda: [
-            part(m["n_obs"], meta, columns)
+            named_part(m["n_obs"], json.loads(meta), [(n, k, None) for n, k in columns])
             for m, (meta, columns) in zip(self.members, self._h.member_obs)])
 
     @property

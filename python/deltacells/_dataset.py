@@ -51,6 +51,15 @@ def from_end(ids: np.ndarray, n: int, what: str) -> np.ndarray:
     return np.where(out < 0, out + n, out) if lo < 0 else out
 
 
+def named_part(n_obs: int, metadata: dict, schema: list,
+               legacy: bool = True) -> "tuple[int, Optional[str], bool]":
+    """A run of `n_obs` cells as `Dataset._parts` lists it, from the
+    metadata that names its cell ids' column (`index_column`, whose column
+    `cell_id` of older conversions is taken only where `legacy`)."""
+    column = index_column(metadata, schema) if legacy or OBS_INDEX_KEY in metadata else None
+    return n_obs, column, metadata.get(OBS_INDEX_IS_COLUMN_KEY) is True
+
+
 def positions(name: str, ranges: Any) -> "list[tuple[int, int]]":
     """Epoch positions given as `(start, stop)` pairs of integers in
     `0..2**64`, as a list (the engine checks their order); anything else is
@@ -301,17 +310,14 @@ class Dataset:
         def parts() -> "list[tuple[int, Optional[str], bool]]":
             schema = self._h.obs_schema
             sources = self.metadata.get("sources")
-            whole = [(self.n_obs, index_column(self.metadata, schema),
-                      self.metadata.get(OBS_INDEX_IS_COLUMN_KEY) is True)]
+            whole = [named_part(self.n_obs, self.metadata, schema)]
             if OBS_INDEX_KEY in self.metadata or not isinstance(sources, list):
                 return whole
             counts = [s.get("n_obs") if isinstance(s, dict) else None for s in sources]
             if not all(isinstance(c, int) for c in counts) or sum(counts) != self.n_obs:
                 return whole
             # A source without an obs index names its cells by position.
-            return [(c, index_column(s, schema) if OBS_INDEX_KEY in s else None,
-                     s.get(OBS_INDEX_IS_COLUMN_KEY) is True)
-                    for c, s in zip(counts, sources)]
+            return [named_part(c, s, schema, legacy=False) for c, s in zip(counts, sources)]
         return self._once("parts", parts)
 
     @property
