@@ -68,7 +68,8 @@ def pandas_column(col: tuple, ordered: bool = False) -> Any:
 
 def index_column(metadata: dict, schema: list) -> Optional[str]:
     """The obs column that holds the obs index (cell ids): the one the
-    manifest's metadata names under `obs_index`, none when it records none.
+    manifest's metadata names under `obs_index` (of any type: the names are
+    its values as strings), none when it records none.
     Without that key (a dataset converted before convert recorded it, or
     written before `deltacells.write` recorded an obs without an index), a
     string column `cell_id`, what convert stores an h5ad's obs index in;
@@ -76,8 +77,10 @@ def index_column(metadata: dict, schema: list) -> Optional[str]:
     kinds = {name: kind for name, kind, _ in schema}
     if OBS_INDEX_KEY not in metadata:
         return CONVERTED_INDEX if kinds.get(CONVERTED_INDEX) == "string" else None
+    # Any stored column: an index that was also a column of numbers
+    # (`set_index("n", drop=False)`) is that column, its values as strings.
     named = metadata[OBS_INDEX_KEY]
-    return named if isinstance(named, str) and kinds.get(named) in ("string", "category") else None
+    return named if isinstance(named, str) and named in kinds else None
 
 
 def index_name(column: str) -> Optional[str]:

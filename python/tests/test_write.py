@@ -213,6 +213,22 @@ def test_an_obs_index_named_as_a_column_comes_back_only_when_they_agree(tmp_path
     refused(tmp_path / "other", "rename one", X, obs=other, level=1)
 
 
+def test_an_obs_index_that_is_also_a_column_of_numbers_names_the_cells(tmp_path):
+    # `set_index("n", drop=False)` on integers: anndata names the cells "10",
+    # "20", ...; they had read back as "0", "1", ... (only a text column was
+    # taken as the index).
+    import anndata as ad
+
+    X = counts(30, 10, seed=8)
+    obs = pd.DataFrame({"n": np.arange(30) * 10, "v": np.arange(30.0)}).set_index("n", drop=False)
+    want = ad.AnnData(X, obs=obs)
+    deltacells.write(want, tmp_path / "ds", level=1)
+    ds = deltacells.open(tmp_path / "ds")
+    pd.testing.assert_index_equal(ds.obs_names, want.obs_names)
+    pd.testing.assert_frame_equal(ds.to_anndata().obs, want.obs)
+    assert list(ds.read_obs("n", cells=[2, 1]).index) == ["20", "10"]
+
+
 def test_a_var_index_named_as_a_column_is_stored_once_when_they_agree(tmp_path):
     X = counts(30, 10, seed=8)
     ids = [f"ENSG{i}" for i in range(10)]
