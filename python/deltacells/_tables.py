@@ -38,11 +38,19 @@ ORDERED_KEY = "ordered_categories"
 def ordered_columns(metadata: dict) -> frozenset:
     """The categorical obs columns whose categories are ordered, as
     `deltacells.write` records them ([`ORDERED_KEY`] in the manifest's
-    metadata) and `deltacells convert` records an h5ad's (under `source`)."""
-    source = metadata.get("source")
-    names = metadata.get(ORDERED_KEY) or (
-        source.get(ORDERED_KEY) if isinstance(source, dict) else None) or []
-    return frozenset(n for n in names if isinstance(n, str))
+    metadata), `deltacells convert` records an h5ad's (under `source`), and a
+    build of several inputs each input's (under `sources`): a column any of
+    them orders."""
+    def listed(m: Any) -> "list[str]":
+        if not isinstance(m, dict):
+            return []
+        names = m.get(ORDERED_KEY)
+        own = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+        return own + (listed(m["source"]) if "source" in m else [])
+
+    sources = metadata.get("sources")
+    each = sources if isinstance(sources, list) else []
+    return frozenset(listed(metadata) + [n for s in each for n in listed(s)])
 
 
 def pandas_column(col: tuple, ordered: bool = False) -> Any:

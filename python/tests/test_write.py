@@ -267,6 +267,14 @@ def test_ordered_categories_read_back_ordered_in_obs_and_batches(tmp_path):
     assert ds.read_obs("grade", cells=[2, 0]).grade.max() == "high"
     for b in ds.batches(batch_size=16, obs_columns=["grade", "kind"]):
         assert b.obs["grade"].ordered and not b.obs["kind"].ordered
+    # A build of several inputs records each input's ordered columns under
+    # `sources`; the order had been dropped there (anndata.concat keeps it).
+    var = pd.DataFrame(index=[f"g{j}" for j in range(10)])
+    for name, rows in (("first", slice(0, 10)), ("rest", slice(10, 30))):
+        deltacells.write(X[rows], tmp_path / name, obs=obs[rows], var=var, level=1)
+    deltacells.build([tmp_path / "first", tmp_path / "rest"], tmp_path / "both", workers=1)
+    both = deltacells.open(tmp_path / "both")
+    assert both.obs["grade"].cat.ordered and not both.obs["kind"].cat.ordered
 
 
 @pytest.mark.parametrize("obs, var, what", [
