@@ -12,7 +12,9 @@ use std::sync::OnceLock;
 
 use arrow_array::cast::AsArray;
 use arrow_array::Array;
-use deltacells::dataset::ingest::{convert, ConvertOptions, Input, Layer, OBS_INDEX_KEY};
+use deltacells::dataset::ingest::{
+    convert, ConvertOptions, Input, Layer, OBS_INDEX_IS_COLUMN_KEY, OBS_INDEX_KEY,
+};
 use deltacells::dataset::Dataset;
 use deltacells::obs::json_value;
 use serde_json::Value;
@@ -254,6 +256,33 @@ fn obs_columns_are_selected_in_the_order_given() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("lists \"stage\" twice"), "{err}");
+}
+
+#[test]
+fn an_obs_column_named_cell_id_is_kept_beside_the_index() {
+    // The obs index is stored as `cell_id`; a column of that name had been
+    // dropped without a word.
+    let out = out_dir("own-cell-id");
+    run(&fixture("own_cell_id.h5ad"), &out, options()).unwrap();
+    let ds = Dataset::open(&out).unwrap();
+    assert_eq!(ds.manifest().metadata[OBS_INDEX_KEY], "obs_names");
+    let ids: Vec<Value> = (0..50).map(|i| format!("cell-{i}").into()).collect();
+    assert_eq!(obs_column(&ds, "obs_names"), ids);
+    let own: Vec<Value> = (0..50)
+        .map(|i| format!("donor-{}-{i}", i % 3).into())
+        .collect();
+    assert_eq!(obs_column(&ds, "cell_id"), own);
+
+    // A `cell_id` column holding the index's names is the index, stored once.
+    let out = out_dir("cell-id-is-index");
+    run(&fixture("cell_id_is_index.h5ad"), &out, options()).unwrap();
+    let ds = Dataset::open(&out).unwrap();
+    let meta = &ds.manifest().metadata;
+    assert_eq!(meta[OBS_INDEX_KEY], "cell_id");
+    assert_eq!(meta[OBS_INDEX_IS_COLUMN_KEY], true);
+    let names = ds.obs().unwrap().schema().names();
+    assert_eq!(names.iter().filter(|n| **n == "cell_id").count(), 1);
+    assert_eq!(obs_column(&ds, "cell_id"), ids);
 }
 
 #[test]

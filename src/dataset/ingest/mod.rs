@@ -283,6 +283,11 @@ pub(crate) struct Side {
 /// (the input's obs index, barcodes): what readers take as obs names.
 pub const OBS_INDEX_KEY: &str = "obs_index";
 
+/// The manifest metadata key saying that the obs index is also an obs
+/// column of the source (pandas' `set_index(name, drop=False)`), stored
+/// once: readers show it both as the cell names and as a column.
+pub const OBS_INDEX_IS_COLUMN_KEY: &str = "obs_index_is_column";
+
 impl Side {
     /// Adds the obs column of cell ids `ids`, named `name`, and records it as
     /// the obs index ([`OBS_INDEX_KEY`]).
@@ -291,6 +296,15 @@ impl Side {
             .push(ObsColumn::string(name, ids.into_iter().map(Some)));
         self.metadata
             .insert(OBS_INDEX_KEY.into(), Value::String(name.into()));
+    }
+
+    /// Records obs column `name`, already among [`Side::obs`], as the obs
+    /// index too ([`OBS_INDEX_IS_COLUMN_KEY`]).
+    pub(crate) fn index_is_column(&mut self, name: &str) {
+        self.metadata
+            .insert(OBS_INDEX_KEY.into(), Value::String(name.into()));
+        self.metadata
+            .insert(OBS_INDEX_IS_COLUMN_KEY.into(), Value::Bool(true));
     }
 }
 

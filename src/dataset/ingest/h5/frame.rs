@@ -237,7 +237,7 @@ fn column(h5: &H5, at: &str) -> Result<Column> {
 }
 
 /// The column names of the dataframe at `at`, in order.
-fn column_order(h5: &H5, at: &str) -> Result<Vec<String>> {
+pub(crate) fn column_order(h5: &H5, at: &str) -> Result<Vec<String>> {
     let group = h5.group(at)?;
     let Ok(attr) = group.attr("column-order") else {
         return Ok(Vec::new());

@@ -20,6 +20,8 @@ use crate::obs::{ObsColumn, VarTable};
 
 /// The obs column the obs index becomes.
 const CELL_ID: &str = "cell_id";
+/// The obs index's column where the file has a `cell_id` of its own.
+const UNNAMED_INDEX: &str = "obs_names";
 
 /// A dense matrix read in blocks of rows.
 struct DenseRows {
@@ -129,6 +131,35 @@ fn feature_types(h5: &H5, var_at: &str, var: &Frame, want: &str) -> Result<(Vec<
     crate::dataset::ingest::feature_filter(&types, want).map_err(|e| h5.err(&at, e))
 }
 
+/// Where a conversion stores an h5ad's obs index.
+enum IndexPlace {
+    /// A string column of its own, named so.
+    Column(&'static str),
+    /// The file's own column `cell_id`, which holds the same names.
+    IsColumn,
+}
+
+/// Where `obs`'s index goes: the column `cell_id`, unless the file has a
+/// column of that name; then that column where it holds the index's names
+/// (an index that was also a column), else `obs_names` (the name
+/// `deltacells.write` gives an unnamed index), so that neither is lost.
+fn index_place(obs: &Frame) -> Result<IndexPlace> {
+    let column = |name: &str| obs.columns.iter().find(|(n, _)| n == name).map(|(_, c)| c);
+    let Some(own) = column(CELL_ID) else {
+        return Ok(IndexPlace::Column(CELL_ID));
+    };
+    if own.strings().as_deref() == Some(&obs.index[..]) {
+        return Ok(IndexPlace::IsColumn);
+    }
+    match column(UNNAMED_INDEX) {
+        None => Ok(IndexPlace::Column(UNNAMED_INDEX)),
+        Some(_) => Err(crate::error::Error::Input(format!(
+            "obs has columns {CELL_ID:?} and {UNNAMED_INDEX:?}, neither holding the obs index, \
+             which convert stores under one of those names: rename one of them"
+        ))),
+    }
+}
+
 /// obs columns for the writer, after the index (`cell_id`, see [`Side::index_column`]).
 fn obs_columns(frame: Frame) -> Result<(Vec<ObsColumn>, Vec<String>)> {
     let mut ordered = Vec::new();
@@ -180,11 +211,18 @@ pub(crate) fn open<'a>(
 ) -> Result<Opened<'a>> {
     let h5 = H5::open(path)?;
     let (x, var_at) = locate(&h5, &options.layer)?;
-    // The obs index is the cell count; the columns wanted ("cell_id" is the index).
-    let keep: Option<Vec<String>> = options
-        .obs_columns
-        .as_ref()
-        .map(|k| k.iter().filter(|c| *c != CELL_ID).cloned().collect());
+    // The obs index is the cell count; the columns wanted ("cell_id" is the
+    // index, unless the file has a column of its own by that name).
+    let own_cell_id = h5.is_group("obs")
+        && frame::column_order(&h5, "obs")?
+            .iter()
+            .any(|c| c == CELL_ID);
+    let keep: Option<Vec<String>> = options.obs_columns.as_ref().map(|k| {
+        k.iter()
+            .filter(|c| own_cell_id || *c != CELL_ID)
+            .cloned()
+            .collect()
+    });
     let mut obs = frame::read(&h5, "obs", keep.as_deref())?;
     let var = frame::read(&h5, var_at, None)?;
     let (n_cells, n_genes) = (obs.index.len() as u64, var.index.len() as u64);
@@ -230,6 +268,7 @@ pub(crate) fn open<'a>(
     let n_genes = var.index.len() as u32;
 
     let ids = obs.index.clone();
+    let index = index_place(&obs)?;
     let unread = std::mem::take(&mut obs.unread);
     let (columns, ordered) = obs_columns(obs)?;
     let (table, skipped) = var_table(&var)?;
@@ -239,7 +278,10 @@ pub(crate) fn open<'a>(
         obs_unread: unread,
         ..Side::default()
     };
-    side.index_column(CELL_ID, ids.iter().map(String::as_str));
+    match index {
+        IndexPlace::Column(name) => side.index_column(name, ids.iter().map(String::as_str)),
+        IndexPlace::IsColumn => side.index_is_column(CELL_ID),
+    }
     side.obs.extend(columns);
     let mut source = json!({
         "format": "h5ad",
