@@ -15,9 +15,9 @@ from ._batches import Batches
 from ._formats import FORMATS, check_format, convert, dtype_name
 from ._settings import integer, positive, unsigned
 from ._transform import read_transformed, vocabulary
-from ._tables import (OBS_INDEX_IS_COLUMN_KEY, OBS_INDEX_KEY, index_column, index_name,
-                      ordered_columns,
-                      pandas_column, range_names, string_index, var_frame)
+from ._tables import (OBS_INDEX_IS_COLUMN_KEY, OBS_INDEX_KEY, VAR_INDEX_IS_COLUMN_KEY,
+                      index_column, index_name, ordered_columns, pandas_column, range_names,
+                      string_index, var_frame)
 from .errors import InputError
 from .tokenize import Tokenizer
 
@@ -298,7 +298,17 @@ class Dataset:
         """The gene table (`var.parquet`) as a pandas DataFrame indexed by
         `var_names`, in column order; an empty frame when the dataset has
         none. Loaded on first access and kept."""
-        return self._once("var", lambda: var_frame(self._h.var_table(), self.var_names))
+        def load() -> Any:
+            # A build of several inputs names its index as its first input's.
+            sources = self.metadata.get("sources")
+            first = sources[0] if isinstance(sources, list) and sources else {}
+            at = [m.get(VAR_INDEX_IS_COLUMN_KEY) for m in (self.metadata, first)
+                  if isinstance(m, dict)]
+            column_at = next((a for a in at if isinstance(a, int) and not isinstance(a, bool)
+                              and a >= 0), None)
+            return var_frame(self._h.var_table(), self.var_names, column_at)
+
+        return self._once("var", load)
 
     @property
     def _parts(self) -> "list[tuple[int, Optional[str], bool]]":

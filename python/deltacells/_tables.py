@@ -33,6 +33,10 @@ OBS_INDEX_IS_COLUMN_KEY = "obs_index_is_column"
 #: The manifest metadata key listing the obs columns whose categories are
 #: ordered.
 ORDERED_KEY = "ordered_categories"
+#: The manifest metadata key giving the position among the var columns of
+#: var.parquet's index where it was a column too (`set_index(name,
+#: drop=False)`), stored once.
+VAR_INDEX_IS_COLUMN_KEY = "var_index_is_column"
 
 
 def ordered_columns(metadata: dict) -> frozenset:
@@ -112,15 +116,17 @@ def range_names(ids: np.ndarray) -> Any:
     return pd.Index(np.asarray(ids).astype(str).astype(object), dtype=object)
 
 
-def var_frame(table: Optional[tuple], var_names: Any) -> Any:
+def var_frame(table: Optional[tuple], var_names: Any, column_at: Optional[int] = None) -> Any:
     """`var.parquet` (`(index columns, [(name, column)])` from the engine) as
     a DataFrame indexed by `var_names`; an empty frame when there is none.
 
     The parquet's pandas index names `var_names` when it holds them, as it
-    does for a var index `deltacells.write` stored. A 10x or Cell Ranger
-    conversion indexes it by gene id (`gene_ids`) while `var_names` are the
-    symbols, as scanpy's `read_10x_mtx` names genes: the ids are then a
-    column, first, as there, and the index (`var_names`) is unnamed."""
+    does for a var index `deltacells.write` stored; `column_at` (the index
+    was a column too, stored once) puts it among the columns too, there. A 10x or
+    Cell Ranger conversion indexes it by gene id (`gene_ids`) while
+    `var_names` are the symbols, as scanpy's `read_10x_mtx` names genes: the
+    ids are then a column, first, as there, and the index (`var_names`) is
+    unnamed."""
     import pandas as pd
 
     if table is None:
@@ -129,7 +135,11 @@ def var_frame(table: Optional[tuple], var_names: Any) -> Any:
     values = {name: pandas_column(col) for name, col in columns}
     if len(index_columns) == 1 and string_index(values[index_columns[0]]).equals(var_names):
         name = index_columns[0]
-        del values[name]
+        column = values.pop(name)
+        if column_at is not None:
+            items = list(values.items())
+            items.insert(min(column_at, len(items)), (name, column))
+            values = dict(items)
         if name in ("__index_level_0__", "_index"):
             name = None  # pandas' and anndata's names for an unnamed index
         return pd.DataFrame(values, index=var_names.rename(name))

@@ -12,7 +12,8 @@ import numpy as np
 
 from . import _deltacells
 from ._settings import unsigned, zstd_level
-from ._tables import OBS_INDEX_IS_COLUMN_KEY, OBS_INDEX_KEY, ORDERED_KEY, UNNAMED_INDEX
+from ._tables import (OBS_INDEX_IS_COLUMN_KEY, OBS_INDEX_KEY, ORDERED_KEY, UNNAMED_INDEX,
+                      VAR_INDEX_IS_COLUMN_KEY)
 from .errors import InputError, StorageError
 
 _MAX_COUNT = 2**31 - 1
@@ -72,6 +73,9 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
         raise InputError(f"{out_dir} exists and is not an empty directory")
     obs_specs, metadata = _obs_specs(obs, n_obs) if obs is not None else ([], {OBS_INDEX_KEY: None})
     var_spec, var_names = _var_spec(var, n_vars) if var is not None else (None, None)
+    if var_spec is not None and var_spec[3] is not None:
+        metadata[VAR_INDEX_IS_COLUMN_KEY] = var_spec[3]
+    var_spec = var_spec and var_spec[:3]
     _check_text(obs_specs, var_spec)
 
     totals = None
@@ -267,7 +271,8 @@ def _obs_spec(name: str, s) -> tuple:
 
 
 def _var_spec(var, n_vars: int):
-    """The gene table as the writer takes it, and var_names (the index)."""
+    """The gene table as the writer takes it (and, where its index is also a
+    column, stored once, that column's position), and var_names (the index)."""
     import pandas as pd
 
     if len(var) != n_vars:
@@ -286,7 +291,7 @@ def _var_spec(var, n_vars: int):
         else:
             columns.append((name, False, ["" if v is None or v is pd.NA else str(v)
                                           for v in s.tolist()]))
-    return (index_name, index, columns), index
+    return (index_name, index, columns, None if skip is None else names.index(skip)), index
 
 
 def _check_text(obs_specs: list, var_spec) -> None:
