@@ -380,8 +380,11 @@ class Dataset:
     def obs_columns(self) -> list:
         """Names of the obs columns, as in `obs` (the column holding the cell
         ids is `obs_names`, and a column too when the obs index written was
-        also one)."""
-        hidden = {column for _, column, is_column in self._parts if not is_column}
+        also one: of any part of a corpus or a build of several inputs, the
+        other parts' cells then giving their ids there)."""
+        parts = self._parts
+        hidden = ({column for _, column, is_column in parts if not is_column}
+                  - {column for _, column, is_column in parts if is_column})
         return [name for name, _, _ in self._h.obs_schema if name not in hidden]
 
     def _columns(self, setting: str, columns: Any) -> list:

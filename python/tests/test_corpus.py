@@ -285,3 +285,26 @@ def test_members_keeping_cell_ids_in_different_columns_keep_their_names(tmp_path
     shutil.copytree(paths[2], tmp_path / "copy.dc")
     plain = deltacells.Corpus([paths[2], tmp_path / "copy.dc"])
     assert list(plain.obs_names) == [str(i) for i in range(50)]
+
+
+def test_an_index_that_is_a_column_of_one_member_is_a_column_of_the_corpus(tmp_path):
+    """A member written with `set_index("bc", drop=False)` beside one whose
+    index `bc` is no column: `anndata.concat` keeps `bc` as a column (the
+    corpus and a build of both had hidden it); the other member's cells give
+    their ids there."""
+    import anndata as ad
+
+    paths = []
+    for name, drop in (("kept", False), ("index", True)):
+        obs = pd.DataFrame({"bc": [f"{name}{i}" for i in range(6)], "v": np.arange(6)})
+        X = np.arange(12, dtype=np.int32).reshape(6, 2) + 1
+        a = ad.AnnData(X, obs=obs.set_index("bc", drop=drop),
+                       var=pd.DataFrame(index=["A", "B"]))
+        deltacells.write(a, tmp_path / name, level=1)
+        paths.append(tmp_path / name)
+    ids = [f"kept{i}" for i in range(6)] + [f"index{i}" for i in range(6)]
+    deltacells.build(paths, tmp_path / "built", workers=1)
+    for ds in (deltacells.Corpus(paths), deltacells.open(tmp_path / "built")):
+        assert "bc" in ds.obs_columns
+        assert list(ds.obs_names) == ids
+        assert ds.obs["bc"].tolist() == ids

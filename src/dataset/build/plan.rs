@@ -167,6 +167,15 @@ fn metadata(stats: &[InputStats], options: &ConvertOptions) -> Map<String, Value
             let index = stats[0].metadata.get(key);
             if index.is_some() && stats.iter().all(|s| s.metadata.get(key) == index) {
                 m.insert(key.into(), index.cloned().unwrap_or(Value::Null));
+                // An index that is a column of any input is a column of
+                // the build (the other inputs' cells give their ids there).
+                let is_column = crate::dataset::ingest::OBS_INDEX_IS_COLUMN_KEY;
+                if stats
+                    .iter()
+                    .any(|s| s.metadata.get(is_column) == Some(&Value::Bool(true)))
+                {
+                    m.insert(is_column.into(), Value::Bool(true));
+                }
             }
             m.insert("sources".into(), Value::Array(sources));
             m

@@ -300,6 +300,7 @@ impl Side {
 
     /// Records obs column `name`, already among [`Side::obs`], as the obs
     /// index too ([`OBS_INDEX_IS_COLUMN_KEY`]).
+    #[cfg(feature = "hdf5")]
     pub(crate) fn index_is_column(&mut self, name: &str) {
         self.metadata
             .insert(OBS_INDEX_KEY.into(), Value::String(name.into()));
