@@ -360,6 +360,68 @@ fn the_bytes_do_not_depend_on_threads_and_a_rerun_reuses_intact_tasks() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A 10x folder (genes x cells, so a build stages it) of `cells` cells over
+/// genes g0..g4, counts from `seed`.
+fn tenx(dir: &Path, cells: u64, seed: u64) {
+    std::fs::create_dir_all(dir).unwrap();
+    let genes = ["g0", "g1", "g2", "g3", "g4"];
+    let mut entries = Vec::new();
+    for c in 0..cells {
+        for (g, name) in genes.iter().enumerate() {
+            let v = count(seed, c, name);
+            if v > 0 {
+                entries.push(format!("{} {} {v}\n", g + 1, c + 1));
+            }
+        }
+    }
+    let head = format!(
+        "%%MatrixMarket matrix coordinate integer general\n{} {cells} {}\n",
+        genes.len(),
+        entries.len()
+    );
+    std::fs::write(dir.join("matrix.mtx"), head + &entries.concat()).unwrap();
+    let features: String = genes
+        .iter()
+        .map(|g| format!("{g}\t{g}\tGene Expression\n"))
+        .collect();
+    std::fs::write(dir.join("features.tsv"), features).unwrap();
+    let barcodes: String = (0..cells).map(|c| format!("s{seed}-{c}\n")).collect();
+    std::fs::write(dir.join("barcodes.tsv"), barcodes).unwrap();
+}
+
+#[test]
+fn a_stage_or_a_task_of_other_inputs_is_not_reused() {
+    let dir = tmpdir("stale");
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    tenx(&a, 12, 1);
+    tenx(&b, 7, 2);
+    let input = |p: &Path| BuildInput::detect(p.to_str().unwrap()).unwrap();
+    let fresh = |ins: &[BuildInput], name: &str| {
+        let out = dir.join(name);
+        build(ins, out.to_str().unwrap(), &options(), &|_| {}).unwrap();
+        files(&out)
+    };
+    // A build of [a, b] stopped after a's stage (b refused, say), then the
+    // build of [b] alone into the same output: b's cells, where a's stage,
+    // made for the first input too, had been read in their place.
+    let out = dir.join("restaged");
+    let store = deltacells::storage::Location::parse(&out).store().unwrap();
+    input_stats(&input(&a), 0, &store, &options(), &mut |_| {}).unwrap();
+    build(&[input(&b)], out.to_str().unwrap(), &options(), &|_| {}).unwrap();
+    assert_eq!(files(&out), fresh(&[input(&b)], "b_alone"));
+
+    // A build stopped after its first task, then an input rewritten with
+    // other counts: the rerun reuses neither its stage nor its task.
+    let out = dir.join("changed");
+    let ins = [input(&a), input(&b)];
+    let (store, p) = planned(&ins, &out, &options());
+    run_task(&p, 0, &store, &mut |_| {}).unwrap();
+    tenx(&a, 12, 3);
+    build(&ins, out.to_str().unwrap(), &options(), &|_| {}).unwrap();
+    assert_eq!(files(&out), fresh(&ins, "changed_fresh"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn bad_inputs_are_refused_naming_the_file_and_leave_no_manifest() {
     let dir = tmpdir("bad");

@@ -9,7 +9,8 @@ The tasks are plain functions of JSON text (`_stats`, `_write`), so Dask
 (`client.map`) or a `ProcessPoolExecutor` runs them; no scheduler of ours.
 The output's bytes depend on the inputs and options alone, never on the
 number of workers or on Dask, and equal `deltacells convert IN... OUT`'s.
-A rerun after any failure reuses every task whose objects are intact.
+A rerun after any failure reuses every task whose objects are intact, of
+the same inputs.
 """
 
 import json
@@ -138,7 +139,8 @@ def build(inputs: Sequence[PathLike], out: PathLike, *, genes: Genes = "union",
     so call it from under `if __name__ == "__main__":` in scripts.
 
     A build stopped by any failure is finished by running it again: every
-    task whose objects are intact is reused (`BuildSummary.reused`). Until
+    task whose objects are intact is reused (`BuildSummary.reused`) when the
+    inputs are the same files, of the same sizes and modification times. Until
     the commit, `out` holds no `manifest.json`.
     """
     for name, value in [("tile_size", tile_size), ("n_chunks", n_chunks),

@@ -63,6 +63,45 @@ impl BuildInput {
             .unwrap_or_else(|| path.display().to_string())
     }
 
+    /// What its content is as of now, as far as the file system says: each
+    /// of its files' path, size and modification time (a local dataset's
+    /// manifest, which it writes last; `null` for a dataset at a URL or a
+    /// file that cannot be read). A build reuses a stage or a finished task
+    /// only for an input of the same identity, so that a rerun after an
+    /// input changed, or with other inputs, reads them again.
+    pub fn identity(&self) -> Value {
+        fn file(path: &Path) -> Value {
+            let Ok(meta) = std::fs::metadata(path) else {
+                return Value::Null;
+            };
+            let modified = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos().to_string());
+            let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            json!([path.display().to_string(), meta.len(), modified])
+        }
+        match self {
+            BuildInput::File(Input::TenX {
+                matrix,
+                features,
+                barcodes,
+            }) => json!([
+                file(matrix),
+                features.as_deref().map(file),
+                barcodes.as_deref().map(file)
+            ]),
+            BuildInput::File(Input::Npz(p) | Input::H5ad(p) | Input::CellRanger(p)) => {
+                json!([file(p)])
+            }
+            BuildInput::Dataset(location) => match Location::parse(location) {
+                Location::Local(p) => json!([file(&p.join(crate::dataset::MANIFEST_KEY))]),
+                Location::Url(_) => Value::Null,
+            },
+        }
+    }
+
     /// Where errors say the input is.
     pub fn describe(&self) -> String {
         match self {

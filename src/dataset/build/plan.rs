@@ -37,6 +37,10 @@ pub struct PlanInput {
     pub obs: ObsSchema,
     /// The stage to read instead of the input, when it was transposed.
     pub staged: Option<String>,
+    /// The input's [`BuildInput::identity`] when its statistics were taken:
+    /// part of the plan's fingerprint, so that a rerun after it changed
+    /// reuses none of the tasks written from it before.
+    pub identity: Value,
 }
 
 /// One write task: consecutive tiles, and the input cells they hold.
@@ -247,6 +251,7 @@ pub fn plan(stats: &[InputStats], out: &str, options: &ConvertOptions) -> Result
                 .collect(),
             obs: s.obs.clone().unwrap_or(ObsSchema { columns: vec![] }),
             staged: s.staged.clone(),
+            identity: s.identity.clone(),
         })
         .collect();
 
@@ -409,6 +414,7 @@ impl BuildPlan {
                     "columns": p.columns,
                     "obs": p.obs.to_value(),
                     "staged": p.staged,
+                    "identity": p.identity,
                 })
             })
             .collect();
@@ -476,6 +482,7 @@ impl BuildPlan {
                     columns: take(p, "columns")?,
                     obs: schema(p.get("obs").ok_or_else(|| bad("obs"))?)?,
                     staged: take(p, "staged")?,
+                    identity: p.get("identity").cloned().unwrap_or(Value::Null),
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -7,7 +7,10 @@
 //! (a dataset of the input's cells in its own gene order, at a fast zstd level,
 //! with its obs) under the output's `_build/stage/`, so that write tasks on any
 //! machine can read any range of it. A rerun finds a complete stage (it has a
-//! manifest) and reads it instead of transposing again.
+//! manifest) and reads it instead of transposing again, when the stage says
+//! it was made from the same input with the same options (its
+//! `staged_from.json`); any other stage at that place is removed and made
+//! again.
 
 use std::sync::Arc;
 
@@ -59,6 +62,8 @@ pub struct InputStats {
     /// The key prefix (in the output) of the stage the write tasks read, for
     /// inputs transposed here.
     pub staged: Option<String>,
+    /// The input's [`BuildInput::identity`] when it was read.
+    pub identity: Value,
 }
 
 /// The gene keys of a converter input: its var names, or a var column.
@@ -112,6 +117,7 @@ fn dataset_stats(
         .transpose()?;
     Ok(InputStats {
         input: input.clone(),
+        identity: input.identity(),
         n_cells: ds.n_cells(),
         n_genes: ds.n_genes(),
         keys,
@@ -192,10 +198,20 @@ pub fn input_stats(
         }
         BuildInput::File(file) => file,
     };
+    // Taken before the input is read: a file changed while it is read then
+    // differs from it at the next run.
+    let identity = input.identity();
     let stage_key = format!("{STAGE_PREFIX}{index:04}");
     let stage: Arc<dyn Store> = Arc::new(Prefixed::new(out.clone(), &stage_key));
+    let staged_from = staged_from(&identity, options);
     if stage.size(crate::dataset::MANIFEST_KEY)?.is_some() {
-        return stage_stats(input, &stage_key, stage, options, None, progress);
+        let same = stage
+            .get(STAGED_FROM_KEY)?
+            .is_some_and(|b| b.as_bytes() == staged_from.as_bytes());
+        if same {
+            return stage_stats(input, &stage_key, stage, options, None, progress);
+        }
+        remove_stage(stage.as_ref())?;
     }
     let opened = open_input(file, options, progress).map_err(named)?;
     let (n_cells, n_genes) = (opened.n_cells, opened.n_genes);
@@ -220,6 +236,7 @@ pub fn input_stats(
     };
     let mut stats = InputStats {
         input: input.clone(),
+        identity,
         n_cells,
         n_genes,
         keys,
@@ -276,6 +293,7 @@ pub fn input_stats(
                 });
             }
             writer.finish()?;
+            stage.put(STAGED_FROM_KEY, staged_from.as_bytes())?;
             // Read back from the stage, as a rerun would, so that both
             // describe the input the same way (but for the columns it left out).
             let mut staged = stage_stats(input, &stage_key, stage, options, totals, progress)?;
@@ -284,6 +302,36 @@ pub fn input_stats(
         }
     }
     Ok(stats)
+}
+
+/// The object of a stage that says what it was staged from
+/// ([`staged_from`]), put once the stage is complete.
+const STAGED_FROM_KEY: &str = "staged_from.json";
+
+/// What a stage holds, as [`STAGED_FROM_KEY`] records it: the input's
+/// identity and the options that shape a stage. A stage of anything else
+/// (another input at the same place in the list, the same file changed,
+/// another layer or obs selection) is not reused.
+fn staged_from(identity: &Value, options: &ConvertOptions) -> String {
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "input": identity,
+        "layer": format!("{:?}", options.layer),
+        "obs_columns": options.obs_columns,
+        "feature_type": options.feature_type,
+        "max_categories": options.max_categories,
+    })
+    .to_string()
+}
+
+/// Removes every object of a stage, its manifest first, so that a stage
+/// half removed is never taken for a complete one.
+fn remove_stage(stage: &dyn Store) -> Result<()> {
+    stage.delete(crate::dataset::MANIFEST_KEY)?;
+    for key in stage.list("")? {
+        stage.delete(&key)?;
+    }
+    Ok(())
 }
 
 /// The statistics of a staged input, read from its stage (which carries the
@@ -333,6 +381,7 @@ impl InputStats {
             "obs_names": self.obs_names,
             "metadata": self.metadata,
             "staged": self.staged,
+            "identity": self.identity,
         })
         .to_string()
     }
@@ -385,6 +434,7 @@ impl InputStats {
                 .cloned()
                 .unwrap_or_default(),
             staged: v.get("staged").and_then(Value::as_str).map(str::to_string),
+            identity: v.get("identity").cloned().unwrap_or(Value::Null),
         })
     }
 }
