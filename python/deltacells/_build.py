@@ -15,6 +15,8 @@ the same inputs.
 
 import json
 import os
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
@@ -88,11 +90,28 @@ def _run_dask(client: Any, inputs: List[str], out: str, options: str,
     return plan, [r for r, _ in done], sum(reused for _, reused in done)
 
 
+#: How often a local pool's worker looks whether its driver is still alive.
+_DRIVER_POLL_S = 0.5
+
+
+def _follow_driver(driver: int) -> None:
+    """Ends this worker process once the driver `driver` (its parent) is
+    gone: a driver killed (SIGTERM, SIGKILL) runs no cleanup, and its
+    spawned workers would otherwise wait for tasks forever."""
+    def watch() -> None:
+        while os.getppid() == driver:
+            time.sleep(_DRIVER_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="deltacells-driver-watch", daemon=True).start()
+
+
 def _run_local(inputs: List[str], out: str, options: str,
                driver: "_deltacells.BuildDriver", workers: Optional[int]) -> "tuple[str, List[str], int]":
     # Spawned, not forked: a fork would copy the engine's thread pools without their threads.
     pool = ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1,
-                               mp_context=get_context("spawn"))
+                               mp_context=get_context("spawn"),
+                               initializer=_follow_driver, initargs=(os.getpid(),))
     try:
         n = len(inputs)
         stats = list(pool.map(_stats, inputs, range(n), [out] * n, [options] * n))
