@@ -433,6 +433,12 @@ fn bad_inputs_are_refused_naming_the_file_and_leave_no_manifest() {
         .to_string();
     assert!(err.contains("part") && err.contains("gene_ids"), "{err}");
     assert!(!out.join("manifest.json").exists());
+    // An empty source column had named a column "".
+    let opts = options().with_source_column(Some(String::new()));
+    let err = build(&ins, out.to_str().unwrap(), &opts, &|_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not empty"), "{err}");
 
     // An input that shares no gene with another: an empty intersection.
     let lone = dir.join("lone");

@@ -172,10 +172,19 @@ def build(inputs: Sequence[PathLike], out: PathLike, *, genes: Genes = "union",
     obs_columns = column_names("obs_columns", obs_columns)
     if feature_type is not None and not isinstance(feature_type, str):
         raise InputError(f"feature_type must be a feature type's name, not {feature_type!r}")
+    for name, value in [("gene_key", gene_key), ("source_column", source_column)]:
+        if value is not None and not (isinstance(value, str) and value):
+            raise InputError(f"{name} must be a column's name or None, not {value!r}")
+    if client is not None and not all(hasattr(client, m) for m in ("map", "gather", "scatter")):
+        raise InputError(f"client must be a distributed.Client, not {client!r} "
+                         "(a cluster is used through Client(cluster))")
     sources = [os.fspath(i) for i in inputs]
     location = os.fspath(out)
     options = _options(genes, gene_key, source_column, tile_size, n_chunks, level,
                        tiles_per_task, sort_genes, layer, obs_columns, feature_type, tmp_dir)
+    # A local directory the build makes is removed again when the build is
+    # refused before it wrote anything there, as `deltacells convert` does.
+    fresh = "://" not in location and not os.path.exists(location)
     driver = _deltacells.BuildDriver(location)
     try:
         if client is None:
@@ -183,6 +192,14 @@ def build(inputs: Sequence[PathLike], out: PathLike, *, genes: Genes = "union",
         else:
             plan, reports, reused = _run_dask(client, sources, location, options, driver, retries)
         manifest: Dict[str, Any] = json.loads(driver.commit(plan, reports))
+    except BaseException:
+        driver.close()
+        if fresh:
+            try:
+                os.rmdir(location)  # only when empty
+            except OSError:
+                pass
+        raise
     finally:
         driver.close()
     return BuildSummary(location=location, n_obs=manifest["n_cells"], n_vars=manifest["n_genes"],

@@ -8,6 +8,7 @@ from typing import Any, Optional, Union
 from . import _deltacells
 from ._corpus import Corpus
 from ._dataset import Dataset
+from ._settings import unsigned
 from .errors import InputError
 
 
@@ -62,8 +63,7 @@ def gene_stats(location: Union[str, "os.PathLike[str]", Dataset], *, gene_key: O
         ds = Corpus.from_file(location)
     else:
         ds = Dataset(location)
-    if tiles_per_task < 1:
-        raise InputError("tiles_per_task must be at least 1")
+    tiles_per_task = unsigned("tiles_per_task", tiles_per_task, least=1)
     if isinstance(ds, Corpus):
         if gene_key is not None and gene_key != ds.gene_key:
             raise InputError(f"a corpus's genes are keyed as the corpus keys them "

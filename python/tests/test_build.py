@@ -224,11 +224,14 @@ def test_a_gene_key_no_input_has_is_refused_naming_the_input_and_leaves_no_manif
     paths, _ = inputs
     with pytest.raises(deltacells.InputError, match=r"plate_a\.h5ad.*no_such_column"):
         deltacells.build(paths, tmp_path / "ds", gene_key="no_such_column", workers=1)
-    assert not (tmp_path / "ds" / "manifest.json").exists()
+    # Refused before anything was written there: the directory it made is
+    # gone again (it had stayed, empty).
+    assert not (tmp_path / "ds").exists()
     with pytest.raises(deltacells.InputError, match="genes must be"):
         deltacells.build(paths, tmp_path / "ds", genes="everything", workers=1)
     for name, value in [("tile_size", 0), ("n_chunks", 0), ("tiles_per_task", 0), ("workers", 0),
-                        ("retries", -1), ("level", 23), ("level", "19")]:
+                        ("retries", -1), ("level", 23), ("level", "19"), ("source_column", ""),
+                        ("gene_key", ""), ("client", object())]:
         with pytest.raises(deltacells.InputError, match=name):
             deltacells.build(paths, tmp_path / "zero", **{name: value})
     assert not (tmp_path / "zero").exists()

@@ -60,6 +60,10 @@ def test_gene_stats_of_an_open_dataset_keyed_by_a_var_column(small):
     pd.testing.assert_frame_equal(by_names.reset_index(drop=True), by_key.reset_index(drop=True))
     with pytest.raises(InputError, match="no_such"):
         deltacells.gene_stats(ds, gene_key="no_such")
+    # A raw TypeError before.
+    for tiles in (0, 2.5, "2"):
+        with pytest.raises(InputError, match="tiles_per_task"):
+            deltacells.gene_stats(ds, tiles_per_task=tiles)
 
 
 def test_shares_computed_on_dask_workers_merge_into_the_same_figures(small):

@@ -201,6 +201,11 @@ pub fn plan(stats: &[InputStats], out: &str, options: &ConvertOptions) -> Result
         ));
     }
     crate::format::zstd::check_level(options.writer.level)?;
+    if options.source_column.as_deref() == Some("") || options.gene_key.as_deref() == Some("") {
+        return Err(Error::Input(
+            "source_column and gene_key are column names, not empty".into(),
+        ));
+    }
     let vocab = vocabulary(stats, options)?;
     let n_genes = match &vocab {
         Some(v) => v.len(),
