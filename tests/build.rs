@@ -564,3 +564,31 @@ fn a_corpus_of_the_inputs_reads_the_merged_datasets_matrix() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn a_build_of_a_thousand_tasks_over_a_dataset_input_ends() {
+    // Each write task reads the dataset input on the input's decode pool;
+    // a task waiting for that pool ran the build's other tasks on top of
+    // it, and 1,000 tasks overflowed a thread's stack.
+    let dir = tmpdir("many_tasks");
+    let part = Part {
+        genes: vec!["g1", "g2", "g3"],
+        cells: 1000,
+        seed: 7,
+        cell_types: vec!["T", "B"],
+    };
+    write(&dir.join("in"), &part);
+    let input = BuildInput::detect(dir.join("in").to_str().unwrap()).unwrap();
+    let opts = ConvertOptions::default()
+        .with_writer(WriterConfig::default().with_tile_size(1))
+        .with_tiles_per_task(1);
+    let out = dir.join("out");
+    let manifest = build(&[input], out.to_str().unwrap(), &opts, &|_| {}).unwrap();
+    assert_eq!(manifest.tile_cells.len(), 1000);
+    let ds = Dataset::open(&out).unwrap();
+    assert_eq!(
+        by_name(&ds),
+        by_name(&Dataset::open(dir.join("in")).unwrap())
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

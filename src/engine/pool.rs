@@ -116,9 +116,19 @@ impl Engine {
         self.pinned
     }
 
-    /// Runs `f` inside the pool (so rayon parallel iterators in it use these workers).
+    /// Runs `f` inside the pool (so rayon parallel iterators in it use these
+    /// workers), or right here when this thread is already a worker of a
+    /// rayon pool (this one's, or another's: a build's write tasks, an
+    /// embedder's parallel iterator), whose workers then do the work. A
+    /// worker of another pool waiting for this one would run more of its own
+    /// pool's jobs meanwhile, each on top of the last on its stack: a build of
+    /// 1,000 write tasks reading a dataset input overflowed it.
     pub(crate) fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        self.pool.install(f)
+        if rayon::current_thread_index().is_some() {
+            f()
+        } else {
+            self.pool.install(f)
+        }
     }
 
     /// Runs `f` with the calling thread's decoder (created on first use).
