@@ -311,6 +311,13 @@ impl Manifest {
                 None => format!("tile_cells sums past 2^64, n_cells is {}", self.n_cells),
             }));
         }
+        // Readers add these up (a dataset's bytes and nonzeros, the nonzeros
+        // before a tile): each total must be a number.
+        for (key, list) in [("tile_nnz", &self.tile_nnz), ("tile_bytes", &self.tile_bytes)] {
+            if list.iter().try_fold(0u64, |a, &v| a.checked_add(v)).is_none() {
+                return Err(inconsistent(format!("{key} sums past 2^64")));
+            }
+        }
         if let Some((last, full)) = self.tile_cells.split_last() {
             if *last == 0 || *last > self.tile_size {
                 return Err(inconsistent(format!(
@@ -439,6 +446,16 @@ mod tests {
         ));
         m.tile_bytes[2] = 64 + 16;
         assert!(Manifest::parse(&m.to_json()).is_ok());
+        // Totals past 2^64: readers that add them up had overflowed.
+        for nnz in [true, false] {
+            let mut m = sample();
+            let list = if nnz { &mut m.tile_nnz } else { &mut m.tile_bytes };
+            list[2] = u64::MAX;
+            assert!(matches!(
+                Manifest::parse(&m.to_json()),
+                Err(DatasetRule::Inconsistent(ref e)) if e.contains("sums past 2^64")
+            ));
+        }
         let text = String::from_utf8(sample().to_json())
             .unwrap()
             .replace("\"version\": 2", "\"version\": \"2\"");
