@@ -239,6 +239,21 @@ fn uniform_draws_with_replacement_and_bad_weights() {
     assert!(refused(balance("depth"), "numeric").contains("not categorical"));
     let outside = BatchConfig::default().with_cells(Some(vec![1, N as u64].into()));
     assert!(refused(outside, "outside").contains("outside"));
+
+    // Weights whose sum passes f64::MAX, each finite: as equal weights (every
+    // draw had landed on one cell).
+    let mut huge = vec![1e308; N];
+    huge[3] = 0.0;
+    let draws = (N as u64) * 20;
+    let config = with(huge).with_samples_per_epoch(Some(draws));
+    let (got, _) = epoch(&ds, &config, 1);
+    let distinct: std::collections::HashSet<u64> = got.iter().copied().collect();
+    assert!(!distinct.contains(&3));
+    assert!(
+        distinct.len() > N * 9 / 10,
+        "{} cells drawn",
+        distinct.len()
+    );
 }
 
 /// Settings at the ends of their types are refused or served, never a

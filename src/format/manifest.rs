@@ -313,8 +313,15 @@ impl Manifest {
         }
         // Readers add these up (a dataset's bytes and nonzeros, the nonzeros
         // before a tile): each total must be a number.
-        for (key, list) in [("tile_nnz", &self.tile_nnz), ("tile_bytes", &self.tile_bytes)] {
-            if list.iter().try_fold(0u64, |a, &v| a.checked_add(v)).is_none() {
+        for (key, list) in [
+            ("tile_nnz", &self.tile_nnz),
+            ("tile_bytes", &self.tile_bytes),
+        ] {
+            if list
+                .iter()
+                .try_fold(0u64, |a, &v| a.checked_add(v))
+                .is_none()
+            {
                 return Err(inconsistent(format!("{key} sums past 2^64")));
             }
         }
@@ -449,7 +456,11 @@ mod tests {
         // Totals past 2^64: readers that add them up had overflowed.
         for nnz in [true, false] {
             let mut m = sample();
-            let list = if nnz { &mut m.tile_nnz } else { &mut m.tile_bytes };
+            let list = if nnz {
+                &mut m.tile_nnz
+            } else {
+                &mut m.tile_bytes
+            };
             list[2] = u64::MAX;
             assert!(matches!(
                 Manifest::parse(&m.to_json()),

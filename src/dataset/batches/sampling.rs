@@ -159,6 +159,9 @@ impl Population {
                 "every weight is 0: nothing can be drawn".into(),
             ));
         }
+        if weights.iter().sum::<f64>().is_infinite() {
+            scale_below_one(&mut weights);
+        }
         let samples = request
             .samples
             .unwrap_or_else(|| subset.as_ref().map_or(n_cells, |s| s.len() as u64));
@@ -294,6 +297,21 @@ fn unit(bits: u64) -> f64 {
 /// `n` draws split over categories of weights `totals` (one multinomial
 /// draw): each category's count is a binomial of what is left, with the
 /// category's share of the weight left.
+/// Scales `weights`, whose sum passes `f64::MAX`, by the power of two that
+/// puts the largest below 1: exactly, so each cell's share of the total is
+/// what it was (but for weights below 2^-1022 of the largest, whose share is
+/// nothing anyway), and the sum of any number of them a number. Weights
+/// that sum to a number are left as they are, so their draws do not change.
+fn scale_below_one(weights: &mut [f64]) {
+    let largest = weights.iter().copied().fold(0.0, f64::max);
+    let exponent = largest.log2().floor() as i32 + 1;
+    // Two steps: 2^-exponent alone may be past the smallest normal number.
+    let (a, b) = (2f64.powi(-exponent / 2), 2f64.powi(exponent / 2 - exponent));
+    for w in weights.iter_mut() {
+        *w = *w * a * b;
+    }
+}
+
 fn multinomial(n: u64, totals: &[f64], rng: &mut Pcg64Mcg) -> Vec<u64> {
     let mut left_weight: f64 = totals.iter().sum();
     let mut left = n;
