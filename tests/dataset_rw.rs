@@ -791,3 +791,35 @@ fn converts_scipy_npz_and_refuses_bad_input() {
     std::fs::remove_dir_all(dir).unwrap();
     std::fs::remove_dir_all(bad).unwrap();
 }
+
+#[test]
+fn a_writer_refuses_to_go_on_after_a_failed_push() {
+    // Tiles of 2 cells: a refused block of three cells had filled a tile
+    // with its first two before its third was checked, and a writer used
+    // on finished with an earlier cell replaced by one of those.
+    let dir = tmpdir("failed-push");
+    let config = WriterConfig::default().with_tile_size(2).with_level(1);
+    let mut w = DatasetWriter::create(&dir, 4, config).unwrap();
+    let block = |values: &[f32]| {
+        let indptr: Vec<i64> = (0..=values.len() as i64).collect();
+        (indptr, vec![1i32; values.len()], values.to_vec())
+    };
+    let push = |w: &mut DatasetWriter, values: &[f32]| {
+        let (indptr, indices, values) = block(values);
+        w.push(deltacells::CsrRef {
+            n_cols: 4,
+            indptr: &indptr,
+            indices: &indices,
+            values: &values,
+        })
+    };
+    push(&mut w, &[1.0]).unwrap();
+    push(&mut w, &[2.0, 3.0, 2.5]).unwrap_err();
+    let err = push(&mut w, &[4.0, 5.0]).unwrap_err();
+    assert!(
+        matches!(err, Error::Input(_)) && err.to_string().contains("earlier push"),
+        "{err}"
+    );
+    assert!(w.finish().unwrap_err().to_string().contains("earlier push"));
+    assert!(!dir.join("manifest.json").exists());
+}

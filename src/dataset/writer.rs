@@ -106,6 +106,9 @@ pub struct DatasetWriter {
     tile_cells: Vec<u64>,
     tile_nnz: Vec<u64>,
     tile_bytes: Vec<u64>,
+    /// A push failed: part of its block may be in the tiles, so the writer
+    /// refuses to go on (see [`DatasetWriter::push`]).
+    failed: bool,
 }
 
 impl DatasetWriter {
@@ -186,7 +189,20 @@ impl DatasetWriter {
             tile_cells: vec![],
             tile_nnz: vec![],
             tile_bytes: vec![],
+            failed: false,
         })
+    }
+
+    /// Refuses to go on after a failed push.
+    fn check_not_failed(&self) -> Result<()> {
+        if self.failed {
+            return Err(Error::Input(
+                "an earlier push to this writer failed, and part of its block may have been \
+                 taken: the dataset cannot be finished; write it again"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// The output column order (`gene_order[j]` = source column), when sorting.
@@ -200,13 +216,26 @@ impl DatasetWriter {
     }
 
     /// Appends a block of cells (any number of rows; columns are source genes).
+    ///
+    /// A block refused (a value that is not a count, a column past `n_genes`)
+    /// may have been taken in part, so after a failed push every later push
+    /// and [`DatasetWriter::finish`] fail too, and no manifest is written:
+    /// the dataset is written again from the start.
     pub fn push<V: CountSource>(&mut self, block: CsrRef<'_, V>) -> Result<()> {
+        self.check_not_failed()?;
+        let pushed = self.push_block(block);
+        self.failed = pushed.is_err();
+        pushed
+    }
+
+    fn push_block<V: CountSource>(&mut self, block: CsrRef<'_, V>) -> Result<()> {
         let mut full = std::mem::take(&mut self.full);
-        self.packer.push(block, |tile| {
+        let packed = self.packer.push(block, |tile| {
             full.push(tile);
             Ok(())
-        })?;
+        });
         self.full = full;
+        packed?;
         if self.full.len() >= self.config.parallel_tiles.max(1) {
             self.flush_full()?;
         }
@@ -236,6 +265,7 @@ impl DatasetWriter {
 
     /// Writes the last tile, the side files and, last, the manifest.
     pub fn finish(mut self) -> Result<Manifest> {
+        self.check_not_failed()?;
         if let Some(last) = self.packer.take_partial() {
             self.full.push(last);
         }
