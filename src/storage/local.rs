@@ -97,6 +97,18 @@ impl LocalStore {
 
     fn open(&self, key: &str) -> Result<Option<(PathBuf, File)>> {
         let path = self.path(key)?;
+        // An object is a regular file: opening a FIFO for reading would wait
+        // for a writer forever (a device, or a directory, is no object either).
+        match fs::metadata(&path) {
+            Ok(m) if !m.is_file() => {
+                return Err(Error::io(
+                    path.display().to_string(),
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            _ => {}
+        }
         match File::open(&path) {
             Ok(f) => Ok(Some((path, f))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),

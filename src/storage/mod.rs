@@ -344,6 +344,17 @@ mod tests {
         );
         drop(held);
         drop(local.lock_exclusive().unwrap());
+        // A FIFO where an object should be: an error at once (opening it
+        // for reading had waited for a writer forever).
+        let fifo = dir.join("tiles/tile_000002.dct");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        for got in [
+            local.get("tiles/tile_000002.dct").map(|_| ()),
+            local.get_range("tiles/tile_000002.dct", 0..1).map(|_| ()),
+        ] {
+            assert!(got.unwrap_err().to_string().contains("not a regular file"));
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
