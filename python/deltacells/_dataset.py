@@ -18,7 +18,7 @@ from ._transform import read_transformed, vocabulary
 from ._tables import (OBS_INDEX_IS_COLUMN_KEY, OBS_INDEX_KEY, VAR_INDEX_IS_COLUMN_KEY,
                       index_column, index_name, ordered_columns, pandas_column, range_names,
                       string_index, var_frame)
-from .errors import InputError
+from .errors import FormatError, InputError
 from .tokenize import Tokenizer
 
 # Handles inherited through fork. A child never uses them (their decode
@@ -324,8 +324,12 @@ class Dataset:
             if OBS_INDEX_KEY in self.metadata or not isinstance(sources, list):
                 return whole
             counts = [s.get("n_obs") if isinstance(s, dict) else None for s in sources]
-            if not all(isinstance(c, int) for c in counts) or sum(counts) != self.n_obs:
-                return whole
+            if all(c is None for c in counts):
+                return whole  # built before the counts were recorded
+            if (not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
+                    or sum(counts) != self.n_obs):
+                raise FormatError(f"the manifest's metadata.sources give cell counts {counts}, "
+                                  f"not counts that add up to the dataset's {self.n_obs} cells")
             # A source without an obs index names its cells by position.
             return [named_part(c, s, schema, legacy=False) for c, s in zip(counts, sources)]
         return self._once("parts", parts)

@@ -13,6 +13,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .errors import FormatError
+
 #: The obs column that `deltacells.write` stores an unnamed obs index in:
 #: it becomes an unnamed `obs_names` again.
 UNNAMED_INDEX = "obs_names"
@@ -92,7 +94,12 @@ def index_column(metadata: dict, schema: list) -> Optional[str]:
     # Any stored column: an index that was also a column of numbers
     # (`set_index("n", drop=False)`) is that column, its values as strings.
     named = metadata[OBS_INDEX_KEY]
-    return named if isinstance(named, str) and named in kinds else None
+    if named is None:
+        return None
+    if not isinstance(named, str) or named not in kinds:
+        raise FormatError(f"the manifest's metadata names {named!r} as the obs column of the "
+                          f"cell ids (obs_index), and obs has no such column")
+    return named
 
 
 def index_name(column: str) -> Optional[str]:

@@ -486,3 +486,20 @@ def test_inputs_keeping_cell_ids_in_different_columns_keep_their_obs_names(tmp_p
     assert list(ds.read_obs("score", cells=[14, 2, 8]).index) == \
         [want.obs_names[i] for i in [14, 2, 8]]
     assert list(ds.to_anndata().obs_names) == list(want.obs_names)
+    # Counts of cells per input that do not add up, or an obs index naming
+    # no column: a FormatError (cells had read as "", or "0", "1", ...).
+    import json
+    import shutil
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    for edit in (lambda m: m["metadata"]["sources"][0].update(n_obs=5),
+                 lambda m: m["metadata"]["sources"][0].update(n_obs=-1),
+                 lambda m: m["metadata"]["sources"][1].update(obs_index="no_such")):
+        bad = tmp_path / "edited"
+        shutil.rmtree(bad, ignore_errors=True)
+        shutil.copytree(out, bad)
+        edited = json.loads(json.dumps(manifest))
+        edit(edited)
+        (bad / "manifest.json").write_text(json.dumps(edited))
+        with pytest.raises(deltacells.FormatError, match="obs_index|cell counts"):
+            deltacells.open(bad).obs_names
