@@ -145,6 +145,30 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime> {
         .map_err(|e| Error::Config(format!("cannot start the I/O runtime: {e}")))
 }
 
+/// Runs `fut` to its end on the I/O runtime. A caller already inside an
+/// async runtime (an embedder's task), where blocking on another runtime
+/// panics, waits for it on a thread of its own (as if it had called from
+/// `spawn_blocking`).
+fn block_on<F>(fut: F) -> Result<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    let rt = runtime()?;
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Ok(rt.block_on(fut));
+    }
+    std::thread::scope(|s| {
+        let waited = std::thread::Builder::new()
+            .name("deltacells-io-wait".into())
+            .spawn_scoped(s, || rt.block_on(fut))
+            .map_err(|e| Error::io("a thread to wait for storage on", e))?;
+        waited
+            .join()
+            .map_err(|_| Error::Config("a thread waiting for storage panicked".into()))
+    })
+}
+
 /// Installs *ring* as rustls's process-wide cryptography provider, unless
 /// one is installed already (the program's own choice stands).
 ///
@@ -322,10 +346,11 @@ impl ObjectStore {
     /// Runs `attempt` until it succeeds, fails for good, or the timeout passes.
     fn run<T, F, Fut>(&self, op: &str, key: &str, attempt: F) -> Result<T>
     where
-        F: Fn() -> Fut,
-        Fut: Future<Output = object_store::Result<T>>,
+        T: Send,
+        F: Fn() -> Fut + Send + Sync,
+        Fut: Future<Output = object_store::Result<T>> + Send,
     {
-        runtime()?.block_on(self.retrying(op, key, attempt))
+        block_on(self.retrying(op, key, attempt))?
     }
 
     async fn retrying<T, F, Fut>(&self, op: &str, key: &str, attempt: F) -> Result<T>
@@ -428,7 +453,7 @@ impl Store for ObjectStore {
             return Ok(split_coalesced(ranges, &merged, &fetched));
         }
         let path = self.path(key)?;
-        let fetched: Vec<Bytes> = runtime()?.block_on(
+        let fetched: Vec<Bytes> = block_on(
             stream::iter(merged.iter().map(|r| {
                 let op = format!("GET bytes {}..{} of", r.start, r.end);
                 let path = &path;
@@ -439,7 +464,7 @@ impl Store for ObjectStore {
             }))
             .buffered(self.config.requests_in_flight.max(1))
             .try_collect(),
-        )?;
+        )??;
         let fetched: Vec<AlignedBytes> = fetched
             .iter()
             .zip(&merged)
@@ -576,6 +601,32 @@ mod tests {
             err.contains("memory://test/missing") && err.contains("GET"),
             "{err}"
         );
+    }
+
+    /// From inside an async runtime of the caller's, of either flavour, the
+    /// store works as from any thread: blocking on the I/O runtime there had
+    /// panicked ("Cannot start a runtime from within a runtime").
+    #[test]
+    fn a_caller_inside_its_own_runtime_is_served() {
+        let inner = Arc::new(object_store::memory::InMemory::new());
+        let store = ObjectStore::new(inner, "p", "memory://test", IoConfig::default());
+        store.put("tile", b"0123456789").unwrap();
+        let theirs = [
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap(),
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .build()
+                .unwrap(),
+        ];
+        for rt in theirs {
+            rt.block_on(async {
+                assert_eq!(store.size("tile").unwrap(), Some(10));
+                let got = store.get_ranges("tile", &[0..2, 8..10]).unwrap();
+                assert_eq!(got[1].as_bytes(), b"89");
+            });
+        }
     }
 }
 
