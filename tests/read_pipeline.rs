@@ -322,3 +322,58 @@ fn loader_worker_spans_are_the_rank_batches_in_pieces() {
         assert_eq!(joined, whole, "{workers} workers");
     }
 }
+
+/// An output that keeps rows as stored but sizes them five entries short,
+/// all in its first part.
+#[derive(Default)]
+struct Short(Vec<i32>, Vec<i32>);
+
+struct ShortPart<'a>(&'a mut [i32], &'a mut [i32]);
+
+impl Sink for Short {
+    type Part<'p> = ShortPart<'p>;
+    fn stores_rows(&self) -> bool {
+        true
+    }
+    fn start(&mut self, _n_cols: u32) {}
+    fn extend(&mut self, rows: &AddedRows<'_>) -> deltacells::Result<()> {
+        let nnz = rows.stored_offsets().last().map_or(0, |&n| n as usize);
+        self.0 = vec![0; nnz.saturating_sub(5)];
+        self.1 = vec![0; nnz.saturating_sub(5)];
+        Ok(())
+    }
+    fn split(&mut self, cuts: &[usize]) -> Vec<ShortPart<'_>> {
+        let mut all = Some((&mut self.0[..], &mut self.1[..]));
+        (1..cuts.len())
+            .map(|_| match all.take() {
+                Some((g, v)) => ShortPart(g, v),
+                None => ShortPart(&mut [], &mut []),
+            })
+            .collect()
+    }
+}
+
+impl SinkPart for ShortPart<'_> {
+    type Value = i32;
+    fn stored(&mut self) -> Option<(&mut [i32], &mut [i32])> {
+        Some((&mut *self.0, &mut *self.1))
+    }
+    fn write_row(&mut self, _row: usize, _genes: &[i32], _counts: &[i32]) {}
+}
+
+#[test]
+fn an_output_of_the_wrong_size_is_an_error_whether_rows_are_decoded_or_copied() {
+    let m = matrix(300);
+    let (_dir, ds) = dataset("short-output", &m);
+    // Whole chunks decode into the output; one cell of a chunk is copied
+    // out of it (which had panicked in copy_from_slice).
+    for cells in [0..300, 0..1] {
+        let mut short = Short::default();
+        let err = ds.read(cells.clone()).into_sink(&mut short).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("output buffer `indices` has length"),
+            "{cells:?}: {err}"
+        );
+    }
+}

@@ -200,6 +200,17 @@ fn run<P: SinkPart>(engine: &Engine, sources: &dyn Sources, task: Task, mut part
                 let (indices, values) = part
                     .stored()
                     .ok_or_else(|| contract("said it keeps rows as stored but gave none"))?;
+                // As a decode into them checks them (an output of the
+                // caller's, sized by its own code).
+                for (what, got) in [("indices", indices.len()), ("values", values.len())] {
+                    if got != g.len() {
+                        return Err(Error::OutputLength {
+                            what,
+                            expected: g.len(),
+                            got,
+                        });
+                    }
+                }
                 indices.copy_from_slice(g);
                 convert(values, v);
             } else {
