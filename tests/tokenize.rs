@@ -449,6 +449,15 @@ fn a_gene_selection_or_an_unknown_gene_key_is_refused() {
         .unwrap()
         .with_gene_key(Some("gene_ids".into()));
     assert!(ds.read(0..2).tokenize(&Tokenizer::Geneformer(g)).is_err());
+    // A transform on the read: the tokenizer's own is the one it takes (the
+    // message had spoken of a custom output).
+    for read in [ds.read(0..2).normalize(1e4), ds.read(0..2).log1p()] {
+        let err = read.tokenize(&geneformer(10, false)).unwrap_err();
+        assert!(
+            err.to_string().contains("without normalize or log1p"),
+            "{err}"
+        );
+    }
 }
 
 #[test]

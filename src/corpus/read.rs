@@ -100,6 +100,11 @@ impl<'a> CorpusRead<'a> {
     }
 
     /// The corpus, the cells, and whether a gene selection is set.
+    /// Whether the read normalizes or takes logs of the counts.
+    pub(crate) fn transformed(&self) -> bool {
+        !self.transform.is_identity()
+    }
+
     pub(crate) fn request(&self) -> (&'a Corpus, &CellSelection, bool) {
         (self.corpus, &self.cells, self.genes.is_some())
     }

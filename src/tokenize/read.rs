@@ -20,7 +20,7 @@ impl Read<'_> {
     /// this dataset ([`Tokenizer::for_dataset`]): what repeated reads use.
     pub fn tokens(self, columns: &TokenColumns) -> Result<TokenBatch> {
         let (_, cells, selected) = self.request();
-        let cells = requested(cells, selected)?;
+        let cells = requested(cells, selected, self.transformed())?;
         tokens_of(cells, columns, |sink| self.into_sink(sink))
     }
 }
@@ -37,16 +37,24 @@ impl CorpusRead<'_> {
     /// ([`Tokenizer::for_corpus`]).
     pub fn tokens(self, columns: &TokenColumns) -> Result<TokenBatch> {
         let (_, cells, selected) = self.request();
-        let cells = requested(cells, selected)?;
+        let cells = requested(cells, selected, self.transformed())?;
         tokens_of(cells, columns, |sink| self.into_sink(sink))
     }
 }
 
-/// The request's cells, refused when the read selects genes.
-fn requested(cells: &CellSelection, selected: bool) -> Result<Vec<u64>> {
+/// The request's cells, refused when the read selects genes or transforms
+/// the counts.
+fn requested(cells: &CellSelection, selected: bool, transformed: bool) -> Result<Vec<u64>> {
     if selected {
         return Err(Error::Input(
             "a tokenizer reads every gene of a row: read without a gene selection".into(),
+        ));
+    }
+    if transformed {
+        return Err(Error::Input(
+            "a tokenizer reads a row's counts and transforms them itself (scGPT's \
+             with_transform): read without normalize or log1p"
+                .into(),
         ));
     }
     Ok(cells.iter().collect())
