@@ -308,3 +308,27 @@ fn parquet_holds_every_column_and_the_gene_key() {
     assert_eq!(medians.len(), GENES);
     assert_eq!(medians.value(0).to_bits(), t.norm_median[0].to_bits());
 }
+
+#[test]
+fn a_manifest_claiming_more_genes_than_the_tiles_hold_is_an_error_not_an_allocation() {
+    // No var names, so nothing else is sized by the gene count: the
+    // statistics' table of 2^31 genes (48 GiB) had aborted the process
+    // before any tile was checked.
+    let dir = std::env::temp_dir().join(format!("deltacells-stats-{}-claim", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = WriterConfig::default().with_tile_size(64).with_level(1);
+    let mut w = DatasetWriter::create(&dir, GENES as u32, config).unwrap();
+    w.push(csr(&dense()).as_ref()).unwrap();
+    w.finish().unwrap();
+    let dir = Dir(dir);
+    let path = dir.0.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    manifest["n_genes"] = (1u64 << 31).into();
+    std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let err = open(&dir, 2).gene_stats().unwrap_err().to_string();
+    assert!(err.contains("disagrees with the manifest"), "{err}");
+    // The handles print (an embedder's structs holding them derive Debug).
+    let shown = format!("{:?}", open(&dir, 2));
+    assert!(shown.contains("n_genes: 2147483648"), "{shown}");
+}

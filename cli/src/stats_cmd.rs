@@ -60,7 +60,10 @@ pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
         }
         None => {
             let ds = open(&args.dir, backend, args.threads)?;
-            (gene_keys(&ds, args.gene_key.as_deref())?, ds.gene_stats()?)
+            // The statistics first: their pass checks the tiles against the
+            // manifest before its gene count sizes anything.
+            let stats = ds.gene_stats()?;
+            (gene_keys(&ds, args.gene_key.as_deref())?, stats)
         }
     };
     let bytes = stats.table().to_parquet(&key, &keys)?;

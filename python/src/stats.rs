@@ -33,11 +33,13 @@ pub fn gene_stats<'py>(
     let ds = dataset.0.get(py)?.clone();
     let (key, keys, table) = py
         .detach(|| {
-            let (key, keys) = gene_keys(&ds, gene_key.as_deref())?;
+            // The statistics first: their pass (or each part's) checks the
+            // tiles against the manifest before its gene count sizes anything.
             let stats = match parts {
                 None => ds.gene_stats()?,
                 Some(parts) => merged(ds.n_genes(), &parts)?,
             };
+            let (key, keys) = gene_keys(&ds, gene_key.as_deref())?;
             Ok::<_, deltacells::Error>((key, keys, stats.table()))
         })
         .or_raise(py)?;

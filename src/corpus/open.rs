@@ -63,6 +63,17 @@ pub struct Corpus {
     inner: Arc<Inner>,
 }
 
+/// The corpus's members and shape.
+impl std::fmt::Debug for Corpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Corpus")
+            .field("members", &self.inner.members.len())
+            .field("n_cells", &self.n_cells())
+            .field("n_genes", &self.n_genes())
+            .finish_non_exhaustive()
+    }
+}
+
 struct Inner {
     spec: CorpusSpec,
     members: Vec<Member>,

@@ -86,6 +86,17 @@ pub struct Dataset {
     shared: Arc<Shared>,
 }
 
+/// The dataset's store and shape (an embedder's own structs derive `Debug`).
+impl std::fmt::Debug for Dataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataset")
+            .field("store", &self.shared.store.describe())
+            .field("n_cells", &self.n_cells())
+            .field("n_genes", &self.n_genes())
+            .finish_non_exhaustive()
+    }
+}
+
 /// What every handle of an open dataset shares.
 struct Shared {
     store: Arc<dyn Store>,

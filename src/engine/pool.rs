@@ -53,6 +53,16 @@ pub struct Engine {
     pinned: bool,
 }
 
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("threads", &self.threads)
+            .field("pinned", &self.pinned)
+            .field("backend", &self.backend)
+            .finish_non_exhaustive()
+    }
+}
+
 thread_local! {
     /// This worker's decoder, created on first use and kept for the thread's life.
     static DECODER: RefCell<Option<ChunkDecoder>> = const { RefCell::new(None) };

@@ -87,6 +87,15 @@ pub struct LocalObs {
     report: LocalizeReport,
 }
 
+impl std::fmt::Debug for LocalObs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalObs")
+            .field("dir", &self.dir)
+            .field("columns", &self.columns.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl LocalObs {
     /// The directory holding the column files.
     pub fn dir(&self) -> &Path {

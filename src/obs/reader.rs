@@ -256,6 +256,15 @@ pub struct ObsReader {
     checked: Arc<[AtomicBool]>,
 }
 
+impl std::fmt::Debug for ObsReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObsReader")
+            .field("store", &self.store.describe())
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Footers fetched during one operation, by shard.
 pub(crate) struct Footers(Vec<Option<ArrowReaderMetadata>>);
 

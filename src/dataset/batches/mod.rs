@@ -299,6 +299,15 @@ pub struct BatchIter<V: DecodedCount + bytemuck::Pod = f32> {
     recycled: Recycler,
 }
 
+impl<V: DecodedCount + bytemuck::Pod> std::fmt::Debug for BatchIter<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchIter")
+            .field("next", &self.next)
+            .field("total", &self.total)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Where the batches come from.
 enum Source<V: DecodedCount + bytemuck::Pod> {
     OnDemand(Box<dyn Produce<V>>),

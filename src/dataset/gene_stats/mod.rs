@@ -85,6 +85,16 @@ pub struct GeneStats {
     cuts: Vec<u32>,
 }
 
+/// The statistics' extent, not their figures ([`GeneStats::table`]).
+impl std::fmt::Debug for GeneStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GeneStats")
+            .field("n_obs", &self.n_obs)
+            .field("n_genes", &self.genes.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl GeneStats {
     /// Statistics of no cell over `n_genes` genes.
     pub fn new(n_genes: u32) -> GeneStats {
@@ -219,16 +229,20 @@ impl Dataset {
             )));
         }
         let windows = windows(self.limits(), &self.manifest().tile_nnz, &cells, WINDOW_NNZ);
-        let mut stats = GeneStats::new(self.n_genes());
+        // Made once the first window is read, whose tiles are checked
+        // against the manifest: a manifest claiming 2^31 genes must not size
+        // a table before anything says whether the tiles agree.
+        let mut stats = None;
         let mut rows = Csr::<i32>::empty(0);
         for (w, (range, _)) in windows.iter().enumerate() {
             if let Some((_, next)) = windows.get(w + 1) {
                 self.prefetch(next.clone());
             }
             self.read(range.clone()).uncached().csr_into(&mut rows)?;
+            let stats = stats.get_or_insert_with(|| GeneStats::new(self.n_genes()));
             self.engine().install(|| stats.add_csr(rows.as_ref()))?;
         }
-        Ok(stats)
+        Ok(stats.unwrap_or_else(|| GeneStats::new(self.n_genes())))
     }
 }
 
