@@ -217,12 +217,12 @@ fn subsets_and_draws_resume_by_epoch_position() {
 fn a_state_of_another_epoch_size_is_refused() {
     let (_dir, ds) = dataset("refused");
     let config = BatchConfig::default().with_delivered(vec![0..10, 590..601]);
-    let e = ds.batches(config).err().expect("a range past the epoch");
+    let e = ds.batches(config).expect_err("a range past the epoch");
     assert!(
         e.to_string().contains("outside the epoch's 600 cells"),
         "{e}"
     );
     let config = BatchConfig::default().with_delivered(vec![10..20, 0..5]);
-    let e = ds.batches(config).err().expect("unsorted ranges");
+    let e = ds.batches(config).expect_err("unsorted ranges");
     assert!(e.to_string().contains("sorted and disjoint"), "{e}");
 }

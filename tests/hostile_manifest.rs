@@ -73,9 +73,7 @@ fn open(store: MemoryStore) -> deltacells::Result<Dataset> {
 #[test]
 fn a_count_beyond_the_tile_bytes_is_refused_at_open() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let err = measure("open", || open(common::hostile(None).0))
-        .err()
-        .expect("refused");
+    let err = measure("open", || open(common::hostile(None).0)).expect_err("refused");
     assert!(
         matches!(err, Error::Dataset(DatasetRule::Inconsistent(ref m)) if m.contains("tile 0 claims 68719476736 cells")),
         "{err}"

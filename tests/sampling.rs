@@ -222,7 +222,7 @@ fn uniform_draws_with_replacement_and_bad_weights() {
     assert!(distinct.len() < N, "drawn with replacement");
 
     let refused = |config: BatchConfig, what: &str| {
-        let err = ds.batches(config).err().expect(what);
+        let err = ds.batches(config).expect_err(what);
         assert!(matches!(err, Error::Input(_)), "{what}: {err}");
         err.to_string()
     };

@@ -210,8 +210,7 @@ fn localize_refuses_a_shard_that_does_not_match_its_sha256() {
         .obs()
         .unwrap()
         .localize(&["small"], Some(&dir.path().join("cache")))
-        .err()
-        .expect("a damaged shard must not reach the cache")
+        .expect_err("a damaged shard must not reach the cache")
         .to_string();
     assert!(
         err.contains("obs_shard_sha256[0]") && err.contains("hashes to"),

@@ -615,7 +615,7 @@ fn model_ready_batches_hold_what_reads_of_their_cells_give() {
     assert!(!recycler.holds_next_epoch(), "taken");
     assert_eq!(rows(ahead), rows(ds.batches(config(5)).unwrap()));
     // Settings that cannot go together are refused before any batch.
-    let refused = |config: BatchConfig| ds.batches(config).err().expect("refused").to_string();
+    let refused = |config: BatchConfig| ds.batches(config).expect_err("refused").to_string();
     let tokens = BatchConfig::default().with_tokenizer(Some(geneformer.clone()));
     assert!(refused(tokens.clone().with_genes(Some(selection.clone()))).contains("every gene"));
     assert!(refused(tokens.with_transform(norm)).contains("every gene"));

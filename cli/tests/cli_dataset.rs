@@ -184,9 +184,7 @@ fn open_and_verify_refuse_a_gene_order_that_is_not_int32() {
             data,
         };
         std::fs::write(dir.join("gene_order.npy"), wrong.to_npy()).unwrap();
-        let err = deltacells::dataset::Dataset::open(&dir)
-            .err()
-            .expect("refused");
+        let err = deltacells::dataset::Dataset::open(&dir).expect_err("refused");
         assert!(
             matches!(
                 err,

@@ -489,8 +489,7 @@ fn a_store_that_always_fails_gives_an_error_naming_the_object_and_operation() {
         config,
     );
     let err = Dataset::open_store(Arc::new(store), OpenOptions::default())
-        .err()
-        .expect("every request fails")
+        .expect_err("every request fails")
         .to_string();
     assert!(
         err.contains("GET s3://x/golden/small_obs/manifest.json"),
@@ -718,7 +717,7 @@ fn a_writer_killed_mid_upload_leaves_no_manifest() {
     writer.wait().unwrap();
     let tiles = store.list("tiles/").unwrap();
     assert!(store.get("manifest.json").unwrap().is_none());
-    let err = Dataset::open(&url).err().expect("incomplete").to_string();
+    let err = Dataset::open(&url).expect_err("incomplete").to_string();
     assert!(err.contains("manifest"), "{err}");
     // Every object under a final name is whole: each tile parses and passes its CRC.
     for key in tiles {

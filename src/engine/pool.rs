@@ -173,9 +173,7 @@ mod tests {
     fn a_thread_count_outside_the_bounds_is_refused_before_any_starts() {
         let config = EngineConfig::default().with_pin(false);
         for threads in [0, MAX_THREADS + 1] {
-            let err = Engine::new(config.clone().with_threads(threads))
-                .err()
-                .expect("refused");
+            let err = Engine::new(config.clone().with_threads(threads)).expect_err("refused");
             assert!(matches!(err, Error::Config(_)), "{err}");
         }
         assert_eq!(Engine::new(config.with_threads(3)).unwrap().threads(), 3);
