@@ -822,4 +822,8 @@ fn a_writer_refuses_to_go_on_after_a_failed_push() {
     );
     assert!(w.finish().unwrap_err().to_string().contains("earlier push"));
     assert!(!dir.join("manifest.json").exists());
+    // No chunks a tile: refused (the manifest had said 0 of tiles that had some).
+    let config = WriterConfig::default().with_n_chunks(0);
+    let err = DatasetWriter::create(tmpdir("no-chunks"), 4, config).unwrap_err();
+    assert!(err.to_string().contains("n_chunks"), "{err}");
 }

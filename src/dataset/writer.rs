@@ -138,6 +138,10 @@ impl DatasetWriter {
         if config.tile_size == 0 {
             return Err(Error::Input("tile_size must be at least 1".into()));
         }
+        if config.n_chunks == 0 {
+            // The manifest records it; the tiles would have had chunks.
+            return Err(Error::Input("n_chunks must be at least 1".into()));
+        }
         crate::format::zstd::check_level(config.level)?;
         if let Some(table) = config
             .var_table
