@@ -117,8 +117,7 @@ fn two_writers_never_share_a_directory() {
     let mut first = DatasetWriter::create(&out, 40, config()).unwrap();
     let second = DatasetWriter::create(&out, 40, config());
     let err = second
-        .err()
-        .expect("a second writer must be refused")
+        .expect_err("a second writer must be refused")
         .to_string();
     assert!(err.contains("locked by another writer"), "{err}");
     first.push(counts(20, 40).as_ref()).unwrap();

@@ -111,6 +111,16 @@ pub struct DatasetWriter {
     failed: bool,
 }
 
+impl std::fmt::Debug for DatasetWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatasetWriter")
+            .field("store", &self.store.describe())
+            .field("n_genes", &self.n_genes)
+            .field("cells_written", &self.packer.cells_in())
+            .finish_non_exhaustive()
+    }
+}
+
 impl DatasetWriter {
     /// Starts a dataset of `n_genes` genes at `location`: a directory (created
     /// if needed) or a URL such as `s3://bucket/prefix` (see [`Location::parse`]).
