@@ -51,6 +51,15 @@ def from_end(ids: np.ndarray, n: int, what: str) -> np.ndarray:
     return np.where(out < 0, out + n, out) if lo < 0 else out
 
 
+def slice_indices(s: slice, n: int, what: str) -> "tuple[int, int, int]":
+    """`s.indices(n)`, a step of 0 or ends that are not integers an
+    `InputError` naming `what` (numpy's ValueError and TypeError before)."""
+    try:
+        return s.indices(n)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{what}: {s!r} is no slice of positions ({e})") from None
+
+
 def named_part(n_obs: int, metadata: dict, schema: list,
                legacy: bool = True) -> "tuple[int, Optional[str], bool]":
     """A run of `n_obs` cells as `Dataset._parts` lists it, from the
@@ -434,7 +443,7 @@ class Dataset:
         """A request as `(range, None)` or `(None, ids)`."""
         n = self.n_obs
         if isinstance(cells, slice):
-            start, stop, step = cells.indices(n)
+            start, stop, step = slice_indices(cells, n, "cells")
             if step == 1:
                 return (start, max(start, stop)), None
             return None, np.arange(start, stop, step, dtype=np.int64)
@@ -473,14 +482,18 @@ class Dataset:
         if genes is None:
             return None
         if isinstance(genes, slice):
-            return np.arange(self.n_vars, dtype=np.int64)[genes]
+            return np.arange(*slice_indices(genes, self.n_vars, "genes"), dtype=np.int64)
         if isinstance(genes, (str, int, np.integer)):
             genes = [genes]
         if isinstance(genes, np.ndarray) and genes.dtype == np.bool_:
             if genes.shape != (self.n_vars,):
                 raise InputError(f"a boolean gene mask needs {self.n_vars} entries, not {genes.shape}")
             return np.flatnonzero(genes).astype(np.int64)
-        items = list(genes)
+        try:
+            items = list(genes)
+        except TypeError:
+            raise InputError("genes must be gene indices, gene names or a boolean mask, "
+                             f"not {genes!r}") from None
         if items and all(isinstance(g, str) for g in items):
             index = self._once("gene_index", self._name_index)
             out = []
@@ -573,6 +586,7 @@ class Dataset:
         `prefetch` tiles decode on the engine while the caller works on the
         current one."""
         check_format(format)
+        prefetch = integer("prefetch", prefetch)
         g = self._genes(genes)
         dt = dtype_name(dtype)
         h = self._h

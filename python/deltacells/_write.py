@@ -56,13 +56,17 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     index gives `var_names`. Returns `{"cells", "tiles", "path"}`.
     """
     matrix, obs, var = _source(X, obs, var, layer, raw)
+    _check_tables(obs, var)
     n_obs, n_vars = _shape(matrix)
     tile_size = (_deltacells.DEFAULT_TILE_SIZE if tile_size is None
                  else unsigned("tile_size", tile_size, least=1))
     n_chunks = _deltacells.DEFAULT_CHUNKS if n_chunks is None else unsigned("n_chunks", n_chunks, least=1)
     block_rows = tile_size if block_rows is None else unsigned("block_rows", block_rows, least=1)
     level = _deltacells.DEFAULT_LEVEL if level is None else zstd_level("level", level)
-    out_dir = os.fspath(out_dir)
+    try:
+        out_dir = os.fspath(out_dir)
+    except TypeError:
+        raise InputError(f"out_dir must be a path, not {out_dir!r}") from None
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", str(out_dir)):
         # os.path would take "s3://bucket/x" for a local folder named "s3:".
         raise InputError(f"write takes a local directory, not {out_dir!r}: write it locally, then "
@@ -151,6 +155,18 @@ def _source(X, obs, var, layer, raw):
     return X, obs, var
 
 
+def _check_tables(obs, var) -> None:
+    """Refuses an obs or var that is no pandas DataFrame (a dict or a Series
+    raised AttributeError deep in the writer, a list of names TypeError)."""
+    import pandas as pd
+
+    for name, table in (("obs", obs), ("var", var)):
+        if table is not None and not isinstance(table, pd.DataFrame):
+            raise InputError(f"{name} must be a pandas DataFrame (one row per "
+                             f"{'cell' if name == 'obs' else 'gene'}) or None, "
+                             f"not a {type(table).__name__}")
+
+
 def _shape(matrix) -> "tuple[int, int]":
     """`(cells, genes)` of the matrix; anything that is not a 2-D matrix of
     numbers is refused, saying what is taken."""
@@ -182,7 +198,9 @@ def _blocks(matrix, block_rows: int) -> Iterator:
         block = matrix[start:min(n, start + block_rows)]
         if not sp.issparse(block):
             block = np.asarray(block)
-        block = sp.csr_matrix(block.astype(_WIDER.get(block.dtype, block.dtype), copy=False))
+        # In native byte order (scipy refuses big-endian values).
+        native = block.dtype.newbyteorder("=")
+        block = sp.csr_matrix(block.astype(_WIDER.get(native, native), copy=False))
         block.sum_duplicates()
         block.eliminate_zeros()
         yield start, block
@@ -196,7 +214,9 @@ def _check(block, start: int) -> None:
         bad = (data < 0) | (data > _MAX_COUNT)
     else:
         with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(data) | (data < 0) | (data > _MAX_COUNT) | (data != np.floor(data))
+            # 2^31 is exact in float32, where _MAX_COUNT rounds up to it.
+            bad = (~np.isfinite(data) | (data < 0) | (data >= float(_MAX_COUNT + 1))
+                   | (data != np.floor(data)))
     hits = np.flatnonzero(bad)
     if hits.size:
         i = int(hits[0])

@@ -215,6 +215,12 @@ def test_errors_are_typed_exceptions(small, tmp_path):
             deltacells.Corpus([path], **options)
     with pytest.raises(deltacells.InputError, match="no gene named"):
         ds.read([0], genes=["nope"])
+    # What numpy or Python refused with TypeError or ValueError.
+    for call in [lambda: ds.read([0], genes=1.5), lambda: ds.read([0], genes=np.bool_(True)),
+                 lambda: ds[:, ...], lambda: ds[::0], lambda: ds[:, ::0],
+                 lambda: list(ds.iter_tiles(prefetch="2"))]:
+        with pytest.raises(deltacells.InputError):
+            call()
     with pytest.raises(deltacells.InputError):
         ds.read([0], dtype="float64")
     with pytest.raises(deltacells.InputError, match="no obs column"):

@@ -213,6 +213,25 @@ def test_an_obs_index_named_as_a_column_comes_back_only_when_they_agree(tmp_path
     refused(tmp_path / "other", "rename one", X, obs=other, level=1)
 
 
+def test_tables_and_paths_of_the_wrong_kind_are_input_errors(tmp_path):
+    # AttributeError, TypeError or scipy's ValueError before.
+    X = counts(6, 4, seed=3)
+    refused(tmp_path / "dict", "obs must be a pandas DataFrame", X, obs={"a": list(range(6))})
+    refused(tmp_path / "series", "obs must be a pandas DataFrame", X, obs=pd.Series(range(6)))
+    refused(tmp_path / "list", "var must be a pandas DataFrame", X, var=list("ABCD"))
+    with pytest.raises(deltacells.InputError, match="out_dir"):
+        deltacells.write(X, None)
+    # Big-endian counts (as an HDF5 or FITS file may hold them) are counts.
+    dense = X.toarray().astype(">i4")
+    deltacells.write(dense, tmp_path / "big", level=1, sort_genes=False)
+    np.testing.assert_array_equal(deltacells.open(tmp_path / "big").read(format="numpy"),
+                                  dense.astype(np.float32))
+    # 2^31 stored as float32 (what 2^31 - 1 rounds to) is named with its gene.
+    big = np.zeros((2, 3), dtype=np.float32)
+    big[1, 2] = 2**31 - 1
+    refused(tmp_path / "f32", r"X\[1, 2\]", big)
+
+
 def test_an_obs_index_that_is_also_a_column_of_numbers_names_the_cells(tmp_path):
     # `set_index("n", drop=False)` on integers: anndata names the cells "10",
     # "20", ...; they had read back as "0", "1", ... (only a text column was
