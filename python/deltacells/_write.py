@@ -40,7 +40,7 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     Values must be non-negative integers, of any integer or float dtype
     (booleans count as 0 and 1, as a binarized matrix means them; stored
     zeros are dropped); the first
-    entry that is not raises `ValueError` naming its cell and gene, before
+    entry that is not raises `InputError` (a `ValueError`) naming its cell and gene, before
     anything is renamed into place. The dataset is written in a temporary
     directory beside `out_dir` and renamed to `out_dir` when complete; on any
     failure nothing is left under `out_dir`.
