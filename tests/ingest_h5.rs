@@ -272,6 +272,11 @@ fn an_obs_column_named_cell_id_is_kept_beside_the_index() {
         .map(|i| format!("donor-{}-{i}", i % 3).into())
         .collect();
     assert_eq!(obs_column(&ds, "cell_id"), own);
+    // Categories of booleans are their names (the file had been refused).
+    let doublets: Vec<Value> = (0..50)
+        .map(|i| if i % 4 == 0 { "True" } else { "False" }.into())
+        .collect();
+    assert_eq!(obs_column(&ds, "is_doublet"), doublets);
 
     // A `cell_id` column holding the index's names is the index, stored once.
     let out = out_dir("cell-id-is-index");

@@ -158,6 +158,15 @@ fn categories(h5: &H5, at: &str) -> Result<Vec<String>> {
             let v = ds.read_raw::<f64>().map_err(|e| h5.err(at, e))?;
             Ok(v.iter().map(f64::to_string).collect())
         }
+        // As Python spells them (what `deltacells.write` stores of such
+        // categories): a doublet flag made categorical.
+        TypeDescriptor::Boolean => {
+            let ds = h5.whole(at)?;
+            let v = ds.read_raw::<bool>().map_err(|e| h5.err(at, e))?;
+            Ok(v.iter()
+                .map(|&b| if b { "True" } else { "False" }.to_string())
+                .collect())
+        }
         _ => h5.strings(at),
     }
 }
