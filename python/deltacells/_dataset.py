@@ -427,7 +427,10 @@ class Dataset:
         """Obs `columns` (default: every column of `obs`; the column holding
         the cell ids may be asked for by name too) for `cells` (default: every
         cell; any selection `read` takes, order kept) as a pandas DataFrame
-        indexed by the cells' `obs_names`, with the dtypes of `obs`."""
+        indexed by the cells' `obs_names`, with the dtypes of `obs` for the
+        cells read: integers and booleans with a missing value among them
+        come as pandas' nullable arrays (`Int64`, `boolean`), without one as
+        numpy's (`CellDataset` gives every batch the same entries either way)."""
         import pandas as pd
 
         names = self._columns("columns", columns)
