@@ -97,6 +97,7 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
         raise StorageError(e.errno, f"cannot create {parent}: {e.strerror}") from e
     tmp = os.path.join(parent, f".{name}.partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
+    _remove_abandoned(parent, name)
     writer = None
     try:
         writer = _deltacells.Writer(
@@ -153,6 +154,23 @@ def _source(X, obs, var, layer, raw):
     if layer is not None or raw:
         raise InputError("layer and raw apply to AnnData input only")
     return X, obs, var
+
+
+def _remove_abandoned(parent: str, name: str) -> None:
+    """Removes the temporary directories of earlier writes of `name` whose
+    process is gone (killed before it could clean up); a live writer's is
+    left alone."""
+    prefix = f".{name}.partial-"
+    for entry in os.listdir(parent):
+        pid = entry[len(prefix):]
+        if not (entry.startswith(prefix) and pid.isdigit()):
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+        except (PermissionError, OverflowError):
+            pass  # alive, another user's; or no process id at all
 
 
 def _check_tables(obs, var) -> None:

@@ -1,6 +1,7 @@
 """Round trips through deltacells.write: scipy, dense, AnnData (in memory and
 backed; X, raw.X and layers), obs and var; bad input refused cleanly."""
 
+import os
 import re
 
 import numpy as np
@@ -211,6 +212,21 @@ def test_an_obs_index_named_as_a_column_comes_back_only_when_they_agree(tmp_path
     # A column of other values under the index's name would lose one of them.
     other = obs.assign(barcode=[f"x{i}" for i in range(30)])
     refused(tmp_path / "other", "rename one", X, obs=other, level=1)
+
+
+def test_a_killed_writes_temporary_directory_is_removed_by_the_next_write(tmp_path):
+    import subprocess
+
+    # A write killed before it could clean up left `.ds.partial-<pid>` (its
+    # tiles) beside the dataset forever; a live writer's stays.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = tmp_path / f".ds.partial-{gone.pid}"
+    alive = tmp_path / f".ds.partial-{os.getppid()}"
+    for d in (dead, alive):
+        (d / "tiles").mkdir(parents=True)
+    deltacells.write(counts(6, 4, seed=2), tmp_path / "ds", level=1)
+    assert not dead.exists() and alive.exists()
 
 
 def test_tables_and_paths_of_the_wrong_kind_are_input_errors(tmp_path):
