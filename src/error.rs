@@ -66,25 +66,29 @@ pub enum Error {
         message: String,
     },
     /// A dataset broke a rule of the format (manifest, layout, side files).
+    ///
+    /// Each wrapping variant's message holds the error it wraps, which
+    /// [`std::error::Error::source`] therefore does not return again (a
+    /// report walking the chain would print it twice).
     #[error("invalid dataset: {0}")]
-    Dataset(#[from] DatasetRule),
+    Dataset(DatasetRule),
     /// Something was wrong inside one tile of a dataset: the tile's error,
     /// tagged with which tile it was (the tile itself does not know its index).
-    #[error("tile {tile}: {source}")]
+    #[error("tile {tile}: {error}")]
     InTile {
         /// Index of the tile in the dataset.
         tile: usize,
         /// The error the tile gave (usually [`Error::Tile`]).
-        source: Box<Error>,
+        error: Box<Error>,
     },
     /// Something was wrong with one member of a corpus: its error, tagged
     /// with the member's location.
-    #[error("corpus member {member}: {source}")]
+    #[error("corpus member {member}: {error}")]
     InMember {
         /// The member's location, as the corpus names it.
         member: String,
         /// The error the member gave.
-        source: Box<Error>,
+        error: Box<Error>,
     },
     /// A corpus file could not be read as one.
     #[error("corpus file {file}: {rule}")]
@@ -104,13 +108,19 @@ pub enum Error {
     #[error(transparent)]
     Npy(#[from] NpyError),
     /// An I/O error, with the path or object it concerned.
-    #[error("{context}: {source}")]
+    #[error("{context}: {error}")]
     Io {
         /// What was being done: the path, object key or operation.
         context: String,
         /// The underlying I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
+}
+
+impl From<DatasetRule> for Error {
+    fn from(rule: DatasetRule) -> Error {
+        Error::Dataset(rule)
+    }
 }
 
 impl Error {
@@ -138,7 +148,7 @@ impl Error {
     pub fn tile_rule(&self) -> Option<&TileRule> {
         match self {
             Error::Tile(e) => Some(&e.rule),
-            Error::InTile { source, .. } | Error::InMember { source, .. } => source.tile_rule(),
+            Error::InTile { error, .. } | Error::InMember { error, .. } => error.tile_rule(),
             _ => None,
         }
     }
@@ -146,17 +156,46 @@ impl Error {
     /// Tags an error with the corpus member it came from.
     pub fn in_member(member: impl Into<String>) -> impl FnOnce(Error) -> Error {
         let member = member.into();
-        move |source| Error::InMember {
+        move |error| Error::InMember {
             member,
-            source: Box::new(source),
+            error: Box::new(error),
         }
     }
 
     /// Wraps an I/O error with what was being done.
-    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+    pub fn io(context: impl Into<String>, error: std::io::Error) -> Error {
         Error::Io {
             context: context.into(),
-            source,
+            error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report walking the chain (`anyhow`'s "Caused by") prints each
+    /// message once: a wrapper whose message holds the error it wraps does
+    /// not return it as its source too.
+    #[test]
+    fn a_wrapped_message_is_not_a_source_again() {
+        let io = Error::io(
+            "/no/such/dir",
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+        );
+        let in_tile = Error::InTile {
+            tile: 3,
+            error: Box::new(Error::Dataset(DatasetRule::Inconsistent("x".into()))),
+        };
+        let in_member = Error::in_member("a.dc")(Error::Input("bad".into()));
+        for (err, text) in [
+            (io, "/no/such/dir: no such directory"),
+            (in_tile, "tile 3: invalid dataset: "),
+            (in_member, "corpus member a.dc: invalid input: bad"),
+        ] {
+            assert!(err.to_string().starts_with(text), "{err}");
+            assert!(std::error::Error::source(&err).is_none(), "{err}");
         }
     }
 }

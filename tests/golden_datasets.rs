@@ -172,9 +172,9 @@ fn corpus_dataset_cases_are_judged_as_listed() {
                         true
                     }
                     ("tile_bytes_mismatch", Error::Dataset(DatasetRule::TileBytes { .. })) => true,
-                    ("tile_corrupt", Error::InTile { source, .. }) => {
-                        matches!(source.tile_rule(), Some(deltacells::TileRule::Crc { .. }))
-                            && matches!(**source, Error::Tile(_))
+                    ("tile_corrupt", Error::InTile { error, .. }) => {
+                        matches!(error.tile_rule(), Some(deltacells::TileRule::Crc { .. }))
+                            && matches!(**error, Error::Tile(_))
                     }
                     (
                         "gene_order_missing" | "gene_order_not_permutation",

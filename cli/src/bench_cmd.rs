@@ -87,7 +87,7 @@ pub fn first_tiles(
             .ok_or(DatasetRule::TileMissing { tile, key })?;
         TileView::parse(bytes.as_bytes()).map_err(|e| deltacells::Error::InTile {
             tile,
-            source: Box::new(e.into()),
+            error: Box::new(e.into()),
         })?;
         held.push(bytes);
         if held.iter().map(|b| b.len()).sum::<usize>() > 4 << 20 {

@@ -20,7 +20,7 @@ fn class_name(e: &Error) -> &'static str {
             "InputError"
         }
         Error::Io { .. } | Error::Npy(NpyError::Io { .. }) => "StorageError",
-        Error::InMember { source, .. } => class_name(source),
+        Error::InMember { error, .. } => class_name(error),
         Error::Config(_)
         | Error::Backend(_)
         | Error::Encode(EncodeError::Compress(_) | EncodeError::Backend(_))

@@ -386,7 +386,7 @@ fn missing_manifest(store: &dyn Store) -> Error {
     match store.list("") {
         Ok(keys) if keys.is_empty() => DatasetRule::NothingStored(store.describe()).into(),
         Ok(_) => DatasetRule::ManifestMissing(store.describe()).into(),
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::Unsupported => {
+        Err(Error::Io { error, .. }) if error.kind() == std::io::ErrorKind::Unsupported => {
             DatasetRule::ManifestMissing(store.describe()).into()
         }
         Err(e) => e,

@@ -76,7 +76,7 @@ impl Dataset {
         let mut head = self.store().get_range(&key, 0..guess)?;
         let header = Header::read(head.as_bytes()).map_err(|e| Error::InTile {
             tile: t,
-            source: Box::new(e.into()),
+            error: Box::new(e.into()),
         })?;
         let head_len = header.head_len().min(size);
         if head_len > guess {
@@ -116,7 +116,7 @@ impl Dataset {
         }
         TileView::parse_partial(bytes.as_bytes()).map_err(|e| Error::InTile {
             tile: t,
-            source: Box::new(e.into()),
+            error: Box::new(e.into()),
         })?;
         Ok((TileBytes { bytes }, requested))
     }

@@ -94,7 +94,7 @@ impl DecodedChunk {
 pub(crate) fn in_tile<E: Into<Error>>(tile: usize) -> impl FnOnce(E) -> Error {
     move |e| Error::InTile {
         tile,
-        source: Box::new(e.into()),
+        error: Box::new(e.into()),
     }
 }
 

@@ -408,7 +408,7 @@ impl ObjectStore {
 fn found<T>(r: Result<T>) -> Result<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(Error::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -507,9 +507,7 @@ impl Store for ObjectStore {
     fn delete(&self, key: &str) -> Result<()> {
         let path = self.path(key)?;
         match self.run("DELETE", key, || self.inner.delete(&path)) {
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                Ok(())
-            }
+            Err(Error::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
             other => other,
         }
     }
