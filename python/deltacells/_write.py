@@ -53,7 +53,9 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     column, which the manifest's metadata names as `obs_index`, so that it
     comes back as `obs_names`; `obs_index` is null for the default index
     or no obs). `var`: a DataFrame with one row per gene; its
-    index gives `var_names`. Returns `{"cells", "tiles", "path"}`.
+    index gives `var_names`; its columns are stored as text (a missing value
+    as "", a categorical with the categories its values use, in the order
+    they first appear). Returns `{"cells", "tiles", "path"}`.
     """
     matrix, obs, var = _source(X, obs, var, layer, raw)
     _check_tables(obs, var)
