@@ -383,6 +383,14 @@ impl Dataset {
 /// reports as a missing object like any other. A store that cannot list
 /// (plain HTTP) is taken to hold an unfinished dataset.
 fn missing_manifest(store: &dyn Store) -> Error {
+    let location = store.describe();
+    if store.is_remote() && location.ends_with(".json") {
+        // A corpus file named by its URL: corpus files are read locally.
+        return Error::Input(format!(
+            "{location}: no dataset there; a corpus file is read from a local path \
+             (copy it out of the bucket: its members may stay there)"
+        ));
+    }
     match store.list("") {
         Ok(keys) if keys.is_empty() => DatasetRule::NothingStored(store.describe()).into(),
         Ok(_) => DatasetRule::ManifestMissing(store.describe()).into(),

@@ -601,6 +601,22 @@ mod tests {
         );
     }
 
+    /// A corpus file named by its URL: the error says corpus files are read
+    /// locally (it had said nothing was stored there, beside the object).
+    #[test]
+    fn a_corpus_file_in_a_bucket_is_named_as_one() {
+        let inner = Arc::new(object_store::memory::InMemory::new());
+        let url = "memory://bucket/x.corpus.json";
+        let store = ObjectStore::new(inner, "x.corpus.json", url, IoConfig::default());
+        let err = crate::dataset::Dataset::open_store(Arc::new(store), Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("a corpus file is read from a local path"),
+            "{err}"
+        );
+    }
+
     /// From inside an async runtime of the caller's, of either flavour, the
     /// store works as from any thread: blocking on the I/O runtime there had
     /// panicked ("Cannot start a runtime from within a runtime").
