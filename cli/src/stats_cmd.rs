@@ -68,6 +68,18 @@ pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
     };
     let bytes = stats.table().to_parquet(&key, &keys)?;
     store.put(&name, &bytes)?;
+    // A run killed while it wrote left its temporary file beside the output.
+    if let Location::Local(out) = Location::parse(&args.out) {
+        let out = resolved(&out);
+        if let Some(dir) = out.parent() {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            deltacells::storage::remove_abandoned_temporaries(dir, &name)?;
+        }
+    }
     let mut out = Out::stdout();
     writeln!(
         out,

@@ -473,6 +473,26 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
         std::fs::read_dir(nested.parent().unwrap()).unwrap().count(),
         1
     );
+    // The temporary file of a run killed while it wrote is removed by the
+    // next (it had stayed beside the output); a live writer's stays.
+    let gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    let mut gone = gone;
+    gone.wait().unwrap();
+    let left = nested.with_file_name(format!(".genes.parquet.{dead}-0a-0.tmp"));
+    let live = nested.with_file_name(format!(".genes.parquet.{}-0b-0.tmp", std::process::id()));
+    for f in [&left, &live] {
+        std::fs::write(f, b"partial").unwrap();
+    }
+    let (ok, _, stderr) = deltacells(&[
+        "stats",
+        ds.to_str().unwrap(),
+        "--out",
+        nested.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(!left.exists() && live.exists());
+    std::fs::remove_file(&live).unwrap();
     // A link is written through (the file it names replaced, the link
     // kept); a FIFO, a link to nothing and a file inside the dataset are
     // refused: the rename had put a regular file in place of each (a

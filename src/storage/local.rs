@@ -43,6 +43,40 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 
 /// Writes `bytes` to `path` atomically: a new temporary file in the same
 /// directory (a unique name, created exclusively), synced, then renamed.
+/// Removes the temporary files of `name` in `dir` that a writer killed
+/// mid-write left (named by [`super::temporary_name`], each with its
+/// writer's process id), where that process is gone; a live writer's file
+/// stays. Returns how many were removed. Where process ids cannot be looked
+/// up (no `/proc`), nothing is removed.
+pub fn remove_abandoned_temporaries(dir: &Path, name: &str) -> Result<usize> {
+    if !Path::new("/proc/self").exists() {
+        return Ok(0);
+    }
+    let entries = fs::read_dir(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir.display().to_string(), e))?;
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if !super::is_temporary_of(&file, name) {
+            continue;
+        }
+        // `.<name>.<pid>-...` (or `.<name>.<pid>.<n>.tmp`): the pid first.
+        let pid = file[name.len() + 2..]
+            .split(['-', '.'])
+            .next()
+            .unwrap_or_default();
+        if Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        match fs::remove_file(entry.path()) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(entry.path().display().to_string(), e)),
+        }
+    }
+    Ok(removed)
+}
+
 pub(crate) fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut File) -> std::io::Result<()>,

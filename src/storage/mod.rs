@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use self::bytes::AlignedBytes;
 pub use fetch::Fetcher;
-pub use local::LocalStore;
+pub use local::{remove_abandoned_temporaries, LocalStore};
 pub use location::{location_stem, open, resolved, Location};
 pub use memory::MemoryStore;
 pub use prefixed::Prefixed;
