@@ -44,7 +44,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 /// Writes `bytes` to `path` atomically: a new temporary file in the same
 /// directory (a unique name, created exclusively), synced, then renamed.
 /// Removes the temporary files of `name` in `dir` that a writer killed
-/// mid-write left (named by [`super::temporary_name`], each with its
+/// mid-write left (`.<name>.<pid>-<nanos>-<n>.tmp`, each with its
 /// writer's process id), where that process is gone; a live writer's file
 /// stays. Returns how many were removed. Where process ids cannot be looked
 /// up (no `/proc`), nothing is removed.
