@@ -41,8 +41,6 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))
 }
 
-/// Writes `bytes` to `path` atomically: a new temporary file in the same
-/// directory (a unique name, created exclusively), synced, then renamed.
 /// Removes the temporary files of `name` in `dir` that a writer killed
 /// mid-write left (`.<name>.<pid>-<nanos>-<n>.tmp`, each with its
 /// writer's process id), where that process is gone; a live writer's file
@@ -77,6 +75,8 @@ pub fn remove_abandoned_temporaries(dir: &Path, name: &str) -> Result<usize> {
     Ok(removed)
 }
 
+/// Writes `bytes` to `path` atomically: a new temporary file in the same
+/// directory (a unique name, created exclusively), synced, then renamed.
 pub(crate) fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut File) -> std::io::Result<()>,
