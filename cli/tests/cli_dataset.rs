@@ -415,17 +415,21 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
     use arrow_array::{Array, UInt64Array};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let ds = testdata().join("deltacells/datasets/exceptions_70k");
+    // `stats DATASET --out OUT`: (success, stdout, stderr).
+    let stats_to = |dataset: &std::path::Path, out: &std::path::Path| {
+        deltacells(&[
+            "stats",
+            dataset.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
     let want = expected_csr(&testdata().join("deltacells/datasets/exceptions_70k.expected.npz"));
     let out = std::env::temp_dir().join(format!(
         "deltacells-cli-{}-stats.parquet",
         std::process::id()
     ));
-    let (ok, stdout, stderr) = deltacells(&[
-        "stats",
-        ds.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (ok, stdout, stderr) = stats_to(&ds, &out);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("70000 genes over 300 cells"), "{stdout}");
     let bytes = bytes::Bytes::from(std::fs::read(&out).unwrap());
@@ -453,8 +457,7 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
     assert!(!ok && stderr.contains("nope"), "{stderr}");
     // A directory for --out is refused before the pass over the cells, and
     // a file in a directory not made yet is written there whole.
-    let (ok, _, stderr) =
-        deltacells(&["stats", ds.to_str().unwrap(), "--out", ds.to_str().unwrap()]);
+    let (ok, _, stderr) = stats_to(&ds, &ds);
     assert!(
         !ok && stderr.contains("is a directory, not a file"),
         "{stderr}"
@@ -462,12 +465,7 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
     let fresh = std::env::temp_dir().join(format!("dc-cli-stats-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&fresh);
     let nested = fresh.join("stats/genes.parquet");
-    let (ok, _, stderr) = deltacells(&[
-        "stats",
-        ds.to_str().unwrap(),
-        "--out",
-        nested.to_str().unwrap(),
-    ]);
+    let (ok, _, stderr) = stats_to(&ds, &nested);
     assert!(ok, "{stderr}");
     assert_eq!(
         std::fs::read_dir(nested.parent().unwrap()).unwrap().count(),
@@ -484,12 +482,7 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
     for f in [&left, &live] {
         std::fs::write(f, b"partial").unwrap();
     }
-    let (ok, _, stderr) = deltacells(&[
-        "stats",
-        ds.to_str().unwrap(),
-        "--out",
-        nested.to_str().unwrap(),
-    ]);
+    let (ok, _, stderr) = stats_to(&ds, &nested);
     assert!(ok, "{stderr}");
     assert!(!left.exists() && live.exists());
     std::fs::remove_file(&live).unwrap();
@@ -501,12 +494,7 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
     let link = fresh.join("link.parquet");
     std::fs::write(&real, "old").unwrap();
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    let (ok, _, stderr) = deltacells(&[
-        "stats",
-        ds.to_str().unwrap(),
-        "--out",
-        link.to_str().unwrap(),
-    ]);
+    let (ok, _, stderr) = stats_to(&ds, &link);
     assert!(ok, "{stderr}");
     assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
     assert_eq!(&std::fs::read(&real).unwrap()[..4], b"PAR1");
@@ -525,12 +513,7 @@ fn stats_writes_gene_stats_parquet_with_the_column_sums() {
         (&dangling, "a link to nothing"),
         (&manifest, "lies inside, what it describes"),
     ] {
-        let (ok, _, stderr) = deltacells(&[
-            "stats",
-            copy.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let (ok, _, stderr) = stats_to(&copy, out);
         assert!(!ok && stderr.contains(want), "{}: {stderr}", out.display());
     }
     use std::os::unix::fs::FileTypeExt;
