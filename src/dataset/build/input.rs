@@ -63,24 +63,33 @@ impl BuildInput {
             .unwrap_or_else(|| path.display().to_string())
     }
 
-    /// What its content is as of now, as far as the file system says: each
-    /// of its files' path, size and modification time (a local dataset's
-    /// manifest, which it writes last; `null` for a dataset at a URL or a
-    /// file that cannot be read). A build reuses a stage or a finished task
-    /// only for an input of the same identity, so that a rerun after an
-    /// input changed, or with other inputs, reads them again.
+    /// What its content is as of now: each of its files' size and
+    /// modification and change times, as the file system gives them (a file
+    /// copied over it has a new change time, whatever times the copy kept),
+    /// or for a dataset, wherever it is, the SHA-256 of its manifest, which
+    /// its writer puts last and which covers every tile's size and the obs
+    /// fingerprint; `null` for what cannot be read. A build reuses a stage
+    /// or a finished task only for an input of the same identity, so that a
+    /// rerun after an input changed, or with other inputs, reads them again.
+    /// (The input's path is in the plan apart from this.)
     pub fn identity(&self) -> Value {
         fn file(path: &Path) -> Value {
             let Ok(meta) = std::fs::metadata(path) else {
                 return Value::Null;
             };
-            let modified = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_nanos().to_string());
-            let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-            json!([path.display().to_string(), meta.len(), modified])
+            let nanos = |t: std::io::Result<std::time::SystemTime>| {
+                t.ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_nanos().to_string())
+            };
+            #[cfg(unix)]
+            let changed = {
+                use std::os::unix::fs::MetadataExt;
+                Some(format!("{}.{:09}", meta.ctime(), meta.ctime_nsec()))
+            };
+            #[cfg(not(unix))]
+            let changed: Option<String> = None;
+            json!([meta.len(), nanos(meta.modified()), changed])
         }
         match self {
             BuildInput::File(Input::TenX {
@@ -95,10 +104,12 @@ impl BuildInput {
             BuildInput::File(Input::Npz(p) | Input::H5ad(p) | Input::CellRanger(p)) => {
                 json!([file(p)])
             }
-            BuildInput::Dataset(location) => match Location::parse(location) {
-                Location::Local(p) => json!([file(&p.join(crate::dataset::MANIFEST_KEY))]),
-                Location::Url(_) => Value::Null,
-            },
+            BuildInput::Dataset(location) => Location::parse(location)
+                .store()
+                .and_then(|s| s.get(crate::dataset::MANIFEST_KEY))
+                .ok()
+                .flatten()
+                .map_or(Value::Null, |m| json!(crate::obs::sha256_hex(m.as_bytes()))),
         }
     }
 

@@ -117,7 +117,8 @@ fn dataset_stats(
         .transpose()?;
     Ok(InputStats {
         input: input.clone(),
-        identity: input.identity(),
+        // The caller's, taken before the input was read.
+        identity: Value::Null,
         n_cells: ds.n_cells(),
         n_genes: ds.n_genes(),
         keys,
@@ -185,16 +186,19 @@ pub fn input_stats(
                         .into(),
                 )));
             }
+            let identity = input.identity();
             let ds = Dataset::open(location).map_err(named)?;
             let total = ds.n_cells();
-            return dataset_stats(input, &ds, options, &mut |n| {
+            let mut stats = dataset_stats(input, &ds, options, &mut |n| {
                 counted += n;
                 progress(Progress {
                     phase: Phase::Counting,
                     done: counted,
                     total,
                 });
-            });
+            })?;
+            stats.identity = identity;
+            return Ok(stats);
         }
         BuildInput::File(file) => file,
     };
@@ -209,7 +213,9 @@ pub fn input_stats(
             .get(STAGED_FROM_KEY)?
             .is_some_and(|b| b.as_bytes() == staged_from.as_bytes());
         if same {
-            return stage_stats(input, &stage_key, stage, options, None, progress);
+            let mut staged = stage_stats(input, &stage_key, stage, options, None, progress)?;
+            staged.identity = identity;
+            return Ok(staged);
         }
         remove_stage(stage.as_ref())?;
     }
@@ -282,6 +288,7 @@ pub fn input_stats(
                     ObsConfig::new(opened.side.obs).with_max_categories(options.max_categories),
                 );
             }
+            stage.delete(STAGED_FROM_KEY)?;
             let mut writer = DatasetWriter::create_in(stage.clone(), n_genes, config)?;
             while let Some(block) = rows.next_block()? {
                 writer.push(block.as_ref())?;
@@ -298,6 +305,8 @@ pub fn input_stats(
             // describe the input the same way (but for the columns it left out).
             let mut staged = stage_stats(input, &stage_key, stage, options, totals, progress)?;
             staged.obs_names = std::mem::take(&mut stats.obs_names);
+            // The input's, as it was before it was read (as recorded with the stage).
+            staged.identity = std::mem::take(&mut stats.identity);
             return Ok(staged);
         }
     }
@@ -324,9 +333,11 @@ fn staged_from(identity: &Value, options: &ConvertOptions) -> String {
     .to_string()
 }
 
-/// Removes every object of a stage, its manifest first, so that a stage
-/// half removed is never taken for a complete one.
+/// Removes every object of a stage, what it was staged from and its
+/// manifest first, so that a stage half removed is never taken for a
+/// complete one, nor its record for a later stage's.
 fn remove_stage(stage: &dyn Store) -> Result<()> {
+    stage.delete(STAGED_FROM_KEY)?;
     stage.delete(crate::dataset::MANIFEST_KEY)?;
     for key in stage.list("")? {
         stage.delete(&key)?;
