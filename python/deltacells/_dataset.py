@@ -308,10 +308,11 @@ class Dataset:
         `var_names`, in column order; an empty frame when the dataset has
         none. Loaded on first access and kept."""
         def load() -> Any:
-            # A build of several inputs names its index as its first input's.
+            # A build of several inputs: any input's (its gene table keeps a
+            # column of any input).
             sources = self.metadata.get("sources")
-            first = sources[0] if isinstance(sources, list) and sources else {}
-            at = [m.get(VAR_INDEX_IS_COLUMN_KEY) for m in (self.metadata, first)
+            each = sources if isinstance(sources, list) else []
+            at = [m.get(VAR_INDEX_IS_COLUMN_KEY) for m in [self.metadata, *each]
                   if isinstance(m, dict)]
             column_at = next((a for a in at if isinstance(a, int) and not isinstance(a, bool)
                               and a >= 0), None)

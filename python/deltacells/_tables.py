@@ -45,8 +45,9 @@ def ordered_columns(metadata: dict) -> frozenset:
     """The categorical obs columns whose categories are ordered, as
     `deltacells.write` records them ([`ORDERED_KEY`] in the manifest's
     metadata), `deltacells convert` records an h5ad's (under `source`), and a
-    build of several inputs each input's (under `sources`): a column any of
-    them orders."""
+    build of several inputs each input's (under `sources`): a column every
+    input orders (as `anndata.concat` keeps an order only where all agree;
+    one input's order is no order of the others' categories)."""
     def listed(m: Any) -> "list[str]":
         if not isinstance(m, dict):
             return []
@@ -54,9 +55,11 @@ def ordered_columns(metadata: dict) -> frozenset:
         own = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
         return own + (listed(m["source"]) if "source" in m else [])
 
+    own = set(listed(metadata))
     sources = metadata.get("sources")
-    each = sources if isinstance(sources, list) else []
-    return frozenset(listed(metadata) + [n for s in each for n in listed(s)])
+    if isinstance(sources, list) and sources:
+        own |= set.intersection(*(set(listed(s)) for s in sources))
+    return frozenset(own)
 
 
 def pandas_column(col: tuple, ordered: bool = False) -> Any:

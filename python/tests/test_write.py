@@ -312,6 +312,11 @@ def test_ordered_categories_read_back_ordered_in_obs_and_batches(tmp_path):
     deltacells.build([tmp_path / "first", tmp_path / "rest"], tmp_path / "both", workers=1)
     both = deltacells.open(tmp_path / "both")
     assert both.obs["grade"].cat.ordered and not both.obs["kind"].cat.ordered
+    # Ordered in one input only: no order of the other's categories.
+    plain = obs[10:].assign(grade=obs["grade"][10:].cat.as_unordered())
+    deltacells.write(X[10:], tmp_path / "plain", obs=plain, var=var, level=1)
+    deltacells.build([tmp_path / "first", tmp_path / "plain"], tmp_path / "mixed", workers=1)
+    assert not deltacells.open(tmp_path / "mixed").obs["grade"].cat.ordered
 
 
 @pytest.mark.parametrize("obs, var, what", [
