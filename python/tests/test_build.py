@@ -303,6 +303,23 @@ def test_a_worker_killed_in_the_middle_of_its_task_is_retried_and_the_bytes_are_
     client.wait_for_workers(2, timeout=120)
 
 
+def running_in_group(pgid: int) -> "list[int]":
+    """The processes of process group `pgid` that have not exited (a zombie,
+    exited but not reaped by a parent that is not waiting, has)."""
+    running = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            running.append(int(entry))
+    return running
+
+
 DRIVER = """
 import sys, json, deltacells
 if __name__ == "__main__":
@@ -331,11 +348,7 @@ def test_a_driver_killed_before_the_commit_leaves_no_manifest_and_a_rerun_reuses
         # follow it (they had waited for tasks forever).
         driver.terminate()
         driver.wait()
-        while True:
-            try:
-                os.killpg(driver.pid, 0)
-            except ProcessLookupError:
-                break
+        while running_in_group(driver.pid):
             assert time.monotonic() < deadline, "the pool's workers outlived their driver"
             time.sleep(0.05)
     finally:
