@@ -189,7 +189,12 @@ mod tests {
             error: Box::new(Error::Dataset(DatasetRule::Inconsistent("x".into()))),
         };
         let in_member = Error::in_member("a.dc")(Error::Input("bad".into()));
+        let npy = Error::Npy(NpyError::Io {
+            context: "x.npz".into(),
+            error: std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "cut short"),
+        });
         for (err, text) in [
+            (npy, "x.npz: cut short"),
             (io, "/no/such/dir: no such directory"),
             (in_tile, "tile 3: invalid dataset: "),
             (in_member, "corpus member a.dc: invalid input: bad"),

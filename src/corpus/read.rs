@@ -99,12 +99,12 @@ impl<'a> CorpusRead<'a> {
         self.run(sink)
     }
 
-    /// The corpus, the cells, and whether a gene selection is set.
     /// Whether the read normalizes or takes logs of the counts.
     pub(crate) fn transformed(&self) -> bool {
         !self.transform.is_identity()
     }
 
+    /// The corpus, the cells, and whether a gene selection is set.
     pub(crate) fn request(&self) -> (&'a Corpus, &CellSelection, bool) {
         (self.corpus, &self.cells, self.genes.is_some())
     }

@@ -170,12 +170,12 @@ impl<'a> Read<'a> {
         self.run(sink)
     }
 
-    /// The dataset, the cells, and whether a gene selection is set.
     /// Whether the read normalizes or takes logs of the counts.
     pub(crate) fn transformed(&self) -> bool {
         !self.transform.is_identity()
     }
 
+    /// The dataset, the cells, and whether a gene selection is set.
     pub(crate) fn request(&self) -> (&'a Dataset, &CellSelection, bool) {
         (self.dataset, &self.cells, self.genes.is_some())
     }

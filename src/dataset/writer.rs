@@ -106,9 +106,9 @@ pub struct DatasetWriter {
     tile_cells: Vec<u64>,
     tile_nnz: Vec<u64>,
     tile_bytes: Vec<u64>,
-    /// A push failed: part of its block may be in the tiles, so the writer
-    /// refuses to go on (see [`DatasetWriter::push`]).
-    failed: bool,
+    /// What made a push fail: part of its block may be in the tiles, so
+    /// the writer refuses to go on (see [`DatasetWriter::push`]).
+    failed: Option<String>,
 }
 
 impl std::fmt::Debug for DatasetWriter {
@@ -203,18 +203,17 @@ impl DatasetWriter {
             tile_cells: vec![],
             tile_nnz: vec![],
             tile_bytes: vec![],
-            failed: false,
+            failed: None,
         })
     }
 
     /// Refuses to go on after a failed push.
     fn check_not_failed(&self) -> Result<()> {
-        if self.failed {
-            return Err(Error::Input(
-                "an earlier push to this writer failed, and part of its block may have been \
-                 taken: the dataset cannot be finished; write it again"
-                    .into(),
-            ));
+        if let Some(why) = &self.failed {
+            return Err(Error::Input(format!(
+                "an earlier push to this writer failed ({why}), and part of its block may \
+                 have been taken: the dataset cannot be finished; write it again"
+            )));
         }
         Ok(())
     }
@@ -231,14 +230,17 @@ impl DatasetWriter {
 
     /// Appends a block of cells (any number of rows; columns are source genes).
     ///
-    /// A block refused (a value that is not a count, a column past `n_genes`)
-    /// may have been taken in part, so after a failed push every later push
-    /// and [`DatasetWriter::finish`] fail too, and no manifest is written:
-    /// the dataset is written again from the start.
+    /// A block refused (a value that is not a count, a column past `n_genes`,
+    /// a malformed `indptr`) may have been taken in part, so after any failed
+    /// push every later push and [`DatasetWriter::finish`] fail too, naming
+    /// that failure, and no manifest is written: the dataset is written again
+    /// from the start.
     pub fn push<V: CountSource>(&mut self, block: CsrRef<'_, V>) -> Result<()> {
         self.check_not_failed()?;
         let pushed = self.push_block(block);
-        self.failed = pushed.is_err();
+        if let Err(e) = &pushed {
+            self.failed = Some(e.to_string());
+        }
         pushed
     }
 

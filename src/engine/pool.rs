@@ -23,7 +23,8 @@ pub const MAX_THREADS: usize = 4096;
 #[non_exhaustive]
 pub struct EngineConfig {
     /// Worker threads (default: the available parallelism; 1 to
-    /// [`MAX_THREADS`]).
+    /// [`MAX_THREADS`]). A read called from a worker of another rayon pool
+    /// decodes on that pool's threads instead (see `Engine::install`).
     pub threads: usize,
     /// Pin worker `i` to core `i mod cores` (default: on).
     pub pin: bool,

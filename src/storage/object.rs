@@ -165,7 +165,7 @@ where
             .map_err(|e| Error::io("a thread to wait for storage on", e))?;
         waited
             .join()
-            .map_err(|_| Error::Config("a thread waiting for storage panicked".into()))
+            .map_err(|payload| Error::panicked("a thread waiting for storage", &*payload))
     })
 }
 

@@ -10,7 +10,8 @@ use crate::error::{Error, Result};
 impl Read<'_> {
     /// The rows tokenized by `tokenizer`, for exactly the requested cells in
     /// order. A tokenizer reads every gene of a row (a cell's total is over
-    /// all its genes), so a read with a gene selection is refused.
+    /// all its genes) as stored, so a read with a gene selection, or one
+    /// normalized or with logs taken, is refused.
     pub fn tokenize(self, tokenizer: &Tokenizer) -> Result<TokenBatch> {
         let columns = tokenizer.for_dataset(self.request().0)?;
         self.tokens(&columns)
@@ -52,8 +53,8 @@ fn requested(cells: &CellSelection, selected: bool, transformed: bool) -> Result
     }
     if transformed {
         return Err(Error::Input(
-            "a tokenizer reads a row's counts and transforms them itself (scGPT's \
-             with_transform): read without normalize or log1p"
+            "a tokenizer reads a row's counts as stored (scGPT takes normalize and log1p \
+             as settings of its own): read without normalize or log1p"
                 .into(),
         ));
     }

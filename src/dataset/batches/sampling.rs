@@ -294,9 +294,6 @@ fn unit(bits: u64) -> f64 {
     (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
-/// `n` draws split over categories of weights `totals` (one multinomial
-/// draw): each category's count is a binomial of what is left, with the
-/// category's share of the weight left.
 /// Scales `weights`, whose sum passes `f64::MAX`, by the power of two that
 /// puts the largest below 1: exactly, so each cell's share of the total is
 /// what it was (but for weights below 2^-1022 of the largest, whose share is
@@ -312,6 +309,9 @@ fn scale_below_one(weights: &mut [f64]) {
     }
 }
 
+/// `n` draws split over categories of weights `totals` (one multinomial
+/// draw): each category's count is a binomial of what is left, with the
+/// category's share of the weight left.
 fn multinomial(n: u64, totals: &[f64], rng: &mut Pcg64Mcg) -> Vec<u64> {
     let mut left_weight: f64 = totals.iter().sum();
     let mut left = n;

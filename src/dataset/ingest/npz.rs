@@ -17,8 +17,8 @@ use super::counts::{check_claim, check_gene_claim, file_bytes};
 fn in_member<'a>(path: &'a Path, name: &'a str) -> impl Fn(NpyError) -> Error + 'a {
     let file = path.display();
     move |e| match e {
-        NpyError::Io { context, source } => {
-            Error::io(format!("{file}: member {name}.npy ({context})"), source)
+        NpyError::Io { context, error } => {
+            Error::io(format!("{file}: member {name}.npy ({context})"), error)
         }
         NpyError::Array(m) | NpyError::Archive(m) if m.contains(&format!("{name}.npy")) => {
             Error::Input(format!("{file}: {m}"))

@@ -20,21 +20,21 @@ pub enum NpyError {
         problem: String,
     },
     /// Reading failed, with the file or member it concerned.
-    #[error("{context}: {source}")]
+    #[error("{context}: {error}")]
     Io {
         /// The path or archive member being read.
         context: String,
-        /// The underlying I/O error.
-        source: std::io::Error,
+        /// The underlying I/O error (in the message, so not the source).
+        error: std::io::Error,
     },
 }
 
 impl NpyError {
     /// Wraps an I/O error with what was being read.
-    pub fn io(context: impl Into<String>, source: std::io::Error) -> NpyError {
+    pub fn io(context: impl Into<String>, error: std::io::Error) -> NpyError {
         NpyError::Io {
             context: context.into(),
-            source,
+            error,
         }
     }
 
