@@ -159,7 +159,8 @@ def build(inputs: Sequence[PathLike], out: PathLike, *, genes: Genes = "union",
 
     A build stopped by any failure is finished by running it again: every
     task whose objects are intact is reused (`BuildSummary.reused`) when the
-    inputs are the same files, of the same sizes and modification times. Until
+    inputs are the same (files of the same sizes, modification and change
+    times; datasets of the same manifest). Until
     the commit, `out` holds no `manifest.json`.
     """
     for name, value in [("tile_size", tile_size), ("n_chunks", n_chunks),
