@@ -79,7 +79,7 @@ impl<V> Span<'_, '_, V> {
 }
 
 /// `Ok` if the caller's `what` buffer holds the `expected` elements.
-fn output_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
+pub(crate) fn output_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
     if got == expected {
         Ok(())
     } else {

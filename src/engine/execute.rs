@@ -19,6 +19,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use crate::engine::decoded::{in_tile, DecodedChunk, Unit};
+use crate::engine::decoder::output_len;
 use crate::engine::genes::{GeneSelection, RowMapper};
 use crate::engine::plan::{Fill, ReadPlan, Segment};
 use crate::engine::pool::Engine;
@@ -202,15 +203,8 @@ fn run<P: SinkPart>(engine: &Engine, sources: &dyn Sources, task: Task, mut part
                     .ok_or_else(|| contract("said it keeps rows as stored but gave none"))?;
                 // As a decode into them checks them (an output of the
                 // caller's, sized by its own code).
-                for (what, got) in [("indices", indices.len()), ("values", values.len())] {
-                    if got != g.len() {
-                        return Err(Error::OutputLength {
-                            what,
-                            expected: g.len(),
-                            got,
-                        });
-                    }
-                }
+                output_len("indices", g.len(), indices.len())?;
+                output_len("values", g.len(), values.len())?;
                 indices.copy_from_slice(g);
                 convert(values, v);
             } else {
