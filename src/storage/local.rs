@@ -50,20 +50,30 @@ pub fn remove_abandoned_temporaries(dir: &Path, name: &str) -> Result<usize> {
     if !Path::new("/proc/self").exists() {
         return Ok(0);
     }
-    let entries = fs::read_dir(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
-    let mut removed = 0;
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(dir.display().to_string(), e))?;
-        let file = entry.file_name().to_string_lossy().into_owned();
-        if !super::is_temporary_of(&file, name) {
-            continue;
-        }
+    remove_temporaries_of(dir, name, |file| {
         // `.<name>.<pid>-...` (or `.<name>.<pid>.<n>.tmp`): the pid first.
         let pid = file[name.len() + 2..]
             .split(['-', '.'])
             .next()
             .unwrap_or_default();
-        if Path::new("/proc").join(pid).exists() {
+        !Path::new("/proc").join(pid).exists()
+    })
+}
+
+/// Removes the temporary files of entry `name` in `dir` (see
+/// [`super::is_temporary_of`]) that `remove` picks by their file name, and
+/// says how many went; one already gone is no error.
+pub(crate) fn remove_temporaries_of(
+    dir: &Path,
+    name: &str,
+    remove: impl Fn(&str) -> bool,
+) -> Result<usize> {
+    let entries = fs::read_dir(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir.display().to_string(), e))?;
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if !super::is_temporary_of(&file, name) || !remove(&file) {
             continue;
         }
         match fs::remove_file(entry.path()) {

@@ -16,8 +16,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-use super::is_temporary_of;
-use super::local::{sync_dir, write_atomically};
+use super::local::{remove_temporaries_of, sync_dir, write_atomically};
 use crate::error::{Error, Result};
 
 /// Environment variable naming the cache directory (see [`cache_root`]), for
@@ -102,21 +101,7 @@ impl CacheDir {
     /// Removes entry `name`'s temporary files: only the lock holder writes,
     /// so under the lock any such file was left by a writer that died.
     fn remove_stale(&self, name: &str) -> Result<()> {
-        let entries =
-            fs::read_dir(&self.dir).map_err(|e| Error::io(self.dir.display().to_string(), e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io(self.dir.display().to_string(), e))?;
-            let file = entry.file_name();
-            let file = file.to_string_lossy();
-            if is_temporary_of(&file, name) {
-                match fs::remove_file(entry.path()) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(Error::io(entry.path().display().to_string(), e)),
-                }
-            }
-        }
-        Ok(())
+        remove_temporaries_of(&self.dir, name, |_| true).map(|_| ())
     }
 
     /// Writes entry `name` whole (temporary file, sync, rename, directory
@@ -190,7 +175,7 @@ impl CacheDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::temporary_name;
+    use crate::storage::{is_temporary_of, temporary_name};
 
     #[test]
     fn cache_root_prefers_the_argument() {
