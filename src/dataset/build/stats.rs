@@ -99,9 +99,11 @@ fn dataset_totals(ds: &Dataset, progress: &mut dyn FnMut(u64)) -> Result<Vec<f64
     Ok(totals)
 }
 
-/// The statistics of a dataset input (or of a stage).
+/// The statistics of a dataset input (or of a stage), whose identity was
+/// `identity` before it was read.
 fn dataset_stats(
     input: &BuildInput,
+    identity: Value,
     ds: &Dataset,
     options: &ConvertOptions,
     progress: &mut dyn FnMut(u64),
@@ -117,8 +119,7 @@ fn dataset_stats(
         .transpose()?;
     Ok(InputStats {
         input: input.clone(),
-        // The caller's, taken before the input was read.
-        identity: Value::Null,
+        identity,
         n_cells: ds.n_cells(),
         n_genes: ds.n_genes(),
         keys,
@@ -189,16 +190,14 @@ pub fn input_stats(
             let identity = input.identity();
             let ds = Dataset::open(location).map_err(named)?;
             let total = ds.n_cells();
-            let mut stats = dataset_stats(input, &ds, options, &mut |n| {
+            return dataset_stats(input, identity, &ds, options, &mut |n| {
                 counted += n;
                 progress(Progress {
                     phase: Phase::Counting,
                     done: counted,
                     total,
                 });
-            })?;
-            stats.identity = identity;
-            return Ok(stats);
+            });
         }
         BuildInput::File(file) => file,
     };
@@ -213,9 +212,7 @@ pub fn input_stats(
             .get(STAGED_FROM_KEY)?
             .is_some_and(|b| b.as_bytes() == staged_from.as_bytes());
         if same {
-            let mut staged = stage_stats(input, &stage_key, stage, options, None, progress)?;
-            staged.identity = identity;
-            return Ok(staged);
+            return stage_stats(input, identity, &stage_key, stage, options, None, progress);
         }
         remove_stage(stage.as_ref())?;
     }
@@ -303,10 +300,12 @@ pub fn input_stats(
             stage.put(STAGED_FROM_KEY, staged_from.as_bytes())?;
             // Read back from the stage, as a rerun would, so that both
             // describe the input the same way (but for the columns it left out).
-            let mut staged = stage_stats(input, &stage_key, stage, options, totals, progress)?;
+            // The input's identity, as it was before it was read.
+            let identity = std::mem::take(&mut stats.identity);
+            let mut staged = stage_stats(
+                input, identity, &stage_key, stage, options, totals, progress,
+            )?;
             staged.obs_names = std::mem::take(&mut stats.obs_names);
-            // The input's, as it was before it was read (as recorded with the stage).
-            staged.identity = std::mem::take(&mut stats.identity);
             return Ok(staged);
         }
     }
@@ -345,12 +344,14 @@ fn remove_stage(stage: &dyn Store) -> Result<()> {
     Ok(())
 }
 
-/// The statistics of a staged input, read from its stage (which carries the
-/// input's gene names, gene table, obs and metadata). The transpose's gene
+/// The statistics of a staged input (of `identity` before it was read),
+/// read from its stage (which carries the input's gene names, gene table,
+/// obs and metadata). The transpose's gene
 /// totals, when given, spare a pass over the stage (they are the same
 /// integers, summed exactly).
 fn stage_stats(
     input: &BuildInput,
+    identity: Value,
     key: &str,
     stage: Arc<dyn Store>,
     options: &ConvertOptions,
@@ -362,7 +363,7 @@ fn stage_stats(
     let mut counted = 0u64;
     let mut counting = options.clone();
     counting.sort_genes = options.sort_genes && totals.is_none();
-    let mut stats = dataset_stats(input, &ds, &counting, &mut |n| {
+    let mut stats = dataset_stats(input, identity, &ds, &counting, &mut |n| {
         counted += n;
         progress(Progress {
             phase: Phase::Counting,
