@@ -46,7 +46,7 @@ pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
         None => vec![args.dir.clone()],
     };
     // Before the pass over every cell, not after it.
-    let (store, name) = destination(&args.out, &read)?;
+    let (store, name, local_dir) = destination(&args.out, &read)?;
     let ((key, keys), stats) = match &corpus {
         Some(corpus) => {
             let own = corpus.spec().gene_key.clone();
@@ -69,16 +69,8 @@ pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
     let bytes = stats.table().to_parquet(&key, &keys)?;
     store.put(&name, &bytes)?;
     // A run killed while it wrote left its temporary file beside the output.
-    if let Location::Local(out) = Location::parse(&args.out) {
-        let out = resolved(&out);
-        if let Some(dir) = out.parent() {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            deltacells::storage::remove_abandoned_temporaries(dir, &name)?;
-        }
+    if let Some(dir) = local_dir {
+        deltacells::storage::remove_abandoned_temporaries(&dir, &name)?;
     }
     let mut out = Out::stdout();
     writeln!(
@@ -93,7 +85,8 @@ pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
     out.finish()
 }
 
-/// The store and key `--out` names: the object at a URL, or a local file,
+/// The store and key `--out` names, and for a local file its directory: the
+/// object at a URL, or a local file,
 /// which the store writes under a temporary name and renames (a killed run
 /// leaves no half-written file). A symbolic link is followed (the file it
 /// names is replaced, not the link). A directory or any other file that is
@@ -101,7 +94,7 @@ pub fn run(args: StatsArgs, backend: Backend) -> Result<()> {
 /// put a regular file in its place, as is any of the files read (`read`: a
 /// corpus file and its members, or a dataset) or a file inside one of them,
 /// and a URL that names no object.
-fn destination(out: &Path, read: &[PathBuf]) -> Result<(Arc<dyn Store>, String)> {
+fn destination(out: &Path, read: &[PathBuf]) -> Result<(Arc<dyn Store>, String, Option<PathBuf>)> {
     let bad = |why: &str| Error::Input(format!("--out {}: {why}", out.display()));
     match Location::parse(out) {
         Location::Local(path) => {
@@ -130,15 +123,15 @@ fn destination(out: &Path, read: &[PathBuf]) -> Result<(Arc<dyn Store>, String)>
                 .to_string_lossy()
                 .into_owned();
             let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-            let dir = Location::Local(parent.unwrap_or(Path::new(".")).to_path_buf());
-            Ok((dir.store()?, name))
+            let dir = parent.unwrap_or(Path::new(".")).to_path_buf();
+            Ok((Location::Local(dir.clone()).store()?, name, Some(dir)))
         }
         Location::Url(url) => {
             let (dir, name) = url
                 .rsplit_once('/')
                 .filter(|(dir, name)| !name.is_empty() && !dir.ends_with('/'))
                 .ok_or_else(|| bad("names no object"))?;
-            Ok((Location::parse(dir).store()?, name.to_string()))
+            Ok((Location::parse(dir).store()?, name.to_string(), None))
         }
     }
 }
