@@ -78,10 +78,10 @@ def write(X, out_dir, obs=None, var=None, *, tile_size: Optional[int] = None,
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
         raise InputError(f"{out_dir} exists and is not an empty directory")
     obs_specs, metadata = _obs_specs(obs, n_obs) if obs is not None else ([], {OBS_INDEX_KEY: None})
-    var_spec, var_names = _var_spec(var, n_vars) if var is not None else (None, None)
-    if var_spec is not None and var_spec[3] is not None:
-        metadata[VAR_INDEX_IS_COLUMN_KEY] = var_spec[3]
-    var_spec = var_spec and var_spec[:3]
+    var_spec, var_names, index_at = (_var_spec(var, n_vars) if var is not None
+                                     else (None, None, None))
+    if index_at is not None:
+        metadata[VAR_INDEX_IS_COLUMN_KEY] = index_at
     _check_text(obs_specs, var_spec)
 
     totals = None
@@ -311,8 +311,9 @@ def _obs_spec(name: str, s) -> tuple:
 
 
 def _var_spec(var, n_vars: int):
-    """The gene table as the writer takes it (and, where its index is also a
-    column, stored once, that column's position), and var_names (the index)."""
+    """The gene table as the writer takes it, var_names (the index), and
+    where the index is also a column (stored once, as the index) that
+    column's position, else None."""
     import pandas as pd
 
     if len(var) != n_vars:
@@ -331,7 +332,7 @@ def _var_spec(var, n_vars: int):
         else:
             columns.append((name, False, ["" if v is None or v is pd.NA else str(v)
                                           for v in s.tolist()]))
-    return (index_name, index, columns, None if skip is None else names.index(skip)), index
+    return (index_name, index, columns), index, None if skip is None else names.index(skip)
 
 
 def _check_text(obs_specs: list, var_spec) -> None:
