@@ -187,22 +187,21 @@ def build(inputs: Sequence[PathLike], out: PathLike, *, genes: Genes = "union",
     # refused before it wrote anything there, as `deltacells convert` does.
     fresh = "://" not in location and not os.path.exists(location)
     driver = _deltacells.BuildDriver(location)
+    committed = False
     try:
         if client is None:
             plan, reports, reused = _run_local(sources, location, options, driver, workers)
         else:
             plan, reports, reused = _run_dask(client, sources, location, options, driver, retries)
         manifest: Dict[str, Any] = json.loads(driver.commit(plan, reports))
-    except BaseException:
+        committed = True
+    finally:
         driver.close()
-        if fresh:
+        if fresh and not committed:
             try:
                 os.rmdir(location)  # only when empty
             except OSError:
                 pass
-        raise
-    finally:
-        driver.close()
     return BuildSummary(location=location, n_obs=manifest["n_cells"], n_vars=manifest["n_genes"],
                         n_tiles=len(manifest["tile_cells"]),
                         tile_bytes=sum(manifest["tile_bytes"]), tasks=len(reports),
