@@ -457,7 +457,12 @@ fn matrix_market_folders_are_staged_and_merged_by_gene_id() {
     let ds = Dataset::open(&fresh).unwrap();
     let var = ds.var_table().unwrap().unwrap();
     let table = deltacells::obs::VarTable::from_frame(&var).unwrap();
-    let ids = table.values("gene_ids").unwrap().to_vec();
+    let ids: Vec<String> = table
+        .values("gene_ids")
+        .unwrap()
+        .into_iter()
+        .map(Option::unwrap)
+        .collect();
     let got = ds.read(0..ds.n_cells()).csr::<i32>().unwrap().csr;
     let got = Csr {
         n_cols: got.n_cols,
@@ -482,7 +487,10 @@ fn matrix_market_folders_are_staged_and_merged_by_gene_id() {
     build(&inputs, listed.to_str().unwrap(), &opts, &|_| {}).unwrap();
     let ds = Dataset::open(&listed).unwrap();
     let table = deltacells::obs::VarTable::from_frame(&ds.var_table().unwrap().unwrap()).unwrap();
-    assert_eq!(table.values("gene_ids").unwrap(), ["e2", "e99"]);
+    assert_eq!(
+        table.values("gene_ids").unwrap(),
+        [Some("e2".to_string()), Some("e99".to_string())]
+    );
     let csr = ds.read(0..ds.n_cells()).csr::<i32>().unwrap().csr;
     assert!(csr.indices.iter().all(|&g| g == 0));
 

@@ -447,7 +447,7 @@ pub fn convert_cmd(args: ConvertArgs) -> Result<()> {
         let store = deltacells::storage::open(out_dir)?;
         let plan = plan_inputs(&inputs, &store, out_dir, &options, &on_progress)?;
         bar.finish_and_clear();
-        writeln!(out, "{}", plan.to_json()).map_err(out_err)?;
+        writeln!(out, "{}", plan.to_json()?).map_err(out_err)?;
         return out.finish();
     }
     let manifest = build(&inputs, out_dir, &options, &on_progress)?;

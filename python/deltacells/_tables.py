@@ -127,7 +127,8 @@ def range_names(ids: np.ndarray) -> Any:
 
 
 def var_frame(table: Optional[tuple], var_names: Any, column_at: Optional[int] = None) -> Any:
-    """`var.parquet` (`(index columns, [(name, column)])` from the engine) as
+    """`var.parquet` (`(index columns, [(name, column)], [ordered categorical
+    columns])` from the engine) as
     a DataFrame indexed by `var_names`; an empty frame when there is none.
 
     The parquet's pandas index names `var_names` when it holds them, as it
@@ -141,8 +142,8 @@ def var_frame(table: Optional[tuple], var_names: Any, column_at: Optional[int] =
 
     if table is None:
         return pd.DataFrame(index=var_names)
-    index_columns, columns = table
-    values = {name: pandas_column(col) for name, col in columns}
+    index_columns, columns, ordered = table
+    values = {name: pandas_column(col, name in ordered) for name, col in columns}
     if len(index_columns) == 1 and string_index(values[index_columns[0]]).equals(var_names):
         name = index_columns[0]
         column = values.pop(name)

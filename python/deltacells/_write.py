@@ -281,7 +281,9 @@ def _obs_specs(obs, n_obs: int) -> tuple:
     return specs, metadata
 
 
-def _obs_spec(name: str, s) -> tuple:
+def _obs_spec(name: str, s, what: str = "obs") -> tuple:
+    """Column `s` (of obs, or of var) as the engine's writer takes it:
+    `(name, kind, values, mask, categories)`."""
     import pandas as pd
     from pandas.api import types
 
@@ -306,7 +308,7 @@ def _obs_spec(name: str, s) -> tuple:
         values = [None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA
                   else str(v) for v in s.tolist()]
         return (name, "string", values, None, None)
-    raise InputError(f"obs column {name!r} of dtype {dtype} is not supported "
+    raise InputError(f"{what} column {name!r} of dtype {dtype} is not supported "
                      "(categorical, string, numeric or boolean)")
 
 
@@ -323,16 +325,14 @@ def _var_spec(var, n_vars: int):
     index_name = str(var.index.name or "__index_level_0__")
     # A column that is the index (`set_index(..., drop=False)`) is stored once, as the index.
     skip = index_name if _index_is_column(var, names, index_name, index, "var") else None
-    columns = []
-    for name, (_, s) in zip(names, var.items()):
-        if name == skip:
-            continue
-        if isinstance(s.dtype, pd.CategoricalDtype):
-            columns.append((name, True, ["" if pd.isna(v) else str(v) for v in s.tolist()]))
-        else:
-            columns.append((name, False, ["" if v is None or v is pd.NA else str(v)
-                                          for v in s.tolist()]))
-    return (index_name, index, columns), index, None if skip is None else names.index(skip)
+    # Each column typed as an obs column is (numbers, booleans, strings and
+    # categories with their missing values), ordered categories named.
+    columns = [_obs_spec(name, s, "var") for name, (_, s) in zip(names, var.items())
+               if name != skip]
+    ordered = [name for name, (_, s) in zip(names, var.items())
+               if name != skip and isinstance(s.dtype, pd.CategoricalDtype) and s.dtype.ordered]
+    spec = (index_name, index, columns, ordered)
+    return spec, index, None if skip is None else names.index(skip)
 
 
 def _check_text(obs_specs: list, var_spec) -> None:
@@ -343,10 +343,11 @@ def _check_text(obs_specs: list, var_spec) -> None:
         _encodable(f"obs column {name!r}",
                    [name, *(values if kind == "string" else ()), *(categories or ())])
     if var_spec is not None:
-        index_name, index, columns = var_spec
+        index_name, index, columns, _ = var_spec
         _encodable("the var index", [index_name, *index])
-        for name, _, values in columns:
-            _encodable(f"var column {name!r}", [name, *values])
+        for name, kind, values, _, categories in columns:
+            _encodable(f"var column {name!r}",
+                       [name, *(values if kind == "string" else ()), *(categories or ())])
 
 
 def _encodable(what: str, strings: list) -> None:

@@ -135,7 +135,7 @@ pub fn build_stats(
         let options = options(&options_json)?;
         let input = BuildInput::detect(&input)?;
         let store = store(&out)?;
-        input_stats(&input, index, &store, &options, &mut |_| {}).map(|s| s.to_json())
+        input_stats(&input, index, &store, &options, &mut |_| {}).and_then(|s| s.to_json())
     })
     .or_raise(py)
 }
@@ -221,7 +221,7 @@ impl PyBuildDriver {
                 .map(|s| InputStats::from_json(s))
                 .collect::<Result<Vec<_>>>()?;
             let plan = plan(&stats, &self.out, &options)?;
-            let json = plan.to_json();
+            let json = plan.to_json()?;
             self.store.put(PLAN_KEY, json.as_bytes())?;
             Ok((json, plan.tasks.len()))
         })

@@ -16,8 +16,9 @@ use crate::matrix::{matrix_methods, Handle};
 #[pyclass(module = "deltacells._deltacells", name = "Dataset", frozen)]
 pub struct PyDataset(pub Handle<Dataset>);
 
-/// `var.parquet` as `(index columns, [(name, column)])`.
-type VarColumns<'py> = (Vec<String>, Vec<(String, Bound<'py, PyTuple>)>);
+/// `var.parquet` as `(index columns, [(name, column)], [names of the
+/// categorical columns whose categories are ordered])`.
+type VarColumns<'py> = (Vec<String>, Vec<(String, Bound<'py, PyTuple>)>, Vec<String>);
 
 matrix_methods!(PyDataset {
     /// Opens the dataset at `location` (passed to the engine as given).
@@ -60,7 +61,8 @@ matrix_methods!(PyDataset {
             .map(|o| o.to_vec().into_pyarray(py)))
     }
 
-    /// `var.parquet` as `(index columns, [(name, column)])`, or `None`.
+    /// `var.parquet` as `(index columns, [(name, column)], [ordered
+    /// categorical columns])`, or `None`.
     fn var_table<'py>(&self, py: Python<'py>) -> PyResult<Option<VarColumns<'py>>> {
         let ds = self.0.get(py)?.clone();
         let Some(frame) = py.detach(move || ds.var_table()).or_raise(py)? else {
@@ -73,7 +75,7 @@ matrix_methods!(PyDataset {
             .zip(frame.table.columns())
             .map(|(f, a)| Ok((f.name().clone(), columns::column(py, None, None, a)?)))
             .collect::<PyResult<Vec<_>>>()?;
-        Ok(Some((frame.index_columns, cols)))
+        Ok(Some((frame.index_columns, cols, frame.ordered)))
     }
 
     /// Checks every tile, obs shard and side file; `(tiles, cells, nonzeros, bytes)`.

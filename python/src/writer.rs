@@ -39,8 +39,9 @@ type ObsSpec<'py> = (
     Option<Vec<String>>,
 );
 
-/// The gene table: `(index name, index, [(name, is categorical, values)])`.
-type VarSpec = (String, Vec<String>, Vec<(String, bool, Vec<String>)>);
+/// The gene table: `(index name, index, [column as an obs column], [names of
+/// the categorical columns whose categories are ordered])`.
+type VarSpec<'py> = (String, Vec<String>, Vec<ObsSpec<'py>>, Vec<String>);
 
 fn validity(mask: Option<&PyReadonlyArray1<'_, bool>>, len: usize) -> PyResult<Option<NullBuffer>> {
     let Some(mask) = mask else { return Ok(None) };
@@ -123,18 +124,16 @@ fn obs_column(spec: ObsSpec<'_>) -> PyResult<ObsColumn> {
     }
 }
 
-fn var_table(spec: VarSpec) -> deltacells::Result<VarTable> {
-    let (index_name, index, columns) = spec;
-    columns.into_iter().try_fold(
-        VarTable::new(index_name, index),
-        |t, (name, category, values)| {
-            if category {
-                t.with_category_column(name, values)
-            } else {
-                t.with_column(name, values)
-            }
-        },
-    )
+fn var_table(spec: VarSpec<'_>) -> PyResult<VarTable> {
+    let (index_name, index, columns, ordered) = spec;
+    columns
+        .into_iter()
+        .try_fold(VarTable::new(index_name, index), |t, column| {
+            let column = obs_column(column)?;
+            let o = ordered.iter().any(|n| n == column.name());
+            t.with_typed_column(column, o)
+                .map_err(|e| input_error(e.to_string()))
+        })
 }
 
 /// The manifest's free-form metadata from JSON text (an object).
@@ -196,7 +195,7 @@ impl PyWriter {
         gene_totals: Option<Vec<f64>>,
         var_names: Option<Vec<String>>,
         obs: Vec<ObsSpec<'_>>,
-        var: Option<VarSpec>,
+        var: Option<VarSpec<'_>>,
         metadata: Option<&str>,
     ) -> PyResult<PyWriter> {
         let obs = obs
@@ -210,7 +209,7 @@ impl PyWriter {
             .with_gene_totals(gene_totals)
             .with_var_names(var_names)
             .with_obs((!obs.is_empty()).then(|| ObsConfig::new(obs)))
-            .with_var_table(var.map(var_table).transpose().or_raise(py)?)
+            .with_var_table(var.map(var_table).transpose()?)
             .with_metadata(
                 metadata
                     .map(manifest_metadata)

@@ -81,8 +81,8 @@ def test_golden_datasets_equal_their_expected_values(entry, tmp_path):
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
-    """A known AnnData with every kind of obs column (missing values in each),
-    written as a dataset (genes sorted by total, the default)."""
+    """A known AnnData with every kind of obs and var column (missing values
+    in each), written as a dataset (genes sorted by total, the default)."""
     X = counts(400, 60, seed=21)
     rng = np.random.default_rng(22)
     n = 400
@@ -99,9 +99,23 @@ def source(tmp_path_factory):
         "flag": pd.array(np.where(missing, None, rng.random(n) > 0.5), dtype="boolean"),
         "depth": rng.integers(0, 60000, n).astype(np.uint16),
     }, index=pd.Index([f"cell{i:04d}" for i in range(n)], name="barcode"))
-    var = pd.DataFrame({"symbol": [f"S{j}" for j in range(60)],
-                        "kind": pd.Categorical(["gene"] * 55 + ["mt"] * 5)},
-                       index=pd.Index([f"ENSG{j:05d}" for j in range(60)], name="gene_ids"))
+    g = 60
+    gone = rng.random(g) < 0.2
+    var = pd.DataFrame({
+        "symbol": [f"S{j}" for j in range(g)],
+        "kind": pd.Categorical(["gene"] * 55 + ["mt"] * 5),
+        # What scanpy's highly_variable_genes and calculate_qc_metrics add.
+        "highly_variable": rng.random(g) > 0.7,
+        "means": np.where(gone, np.nan, rng.random(g)),
+        "n_cells_by_counts": np.asarray((X > 0).sum(axis=0)).ravel().astype(np.int64),
+        "dispersions": rng.random(g).astype(np.float32),
+        "rank": pd.array(np.where(gone, None, rng.integers(0, 9, g)), dtype="Int32"),
+        "mt": pd.array(np.where(gone, None, rng.random(g) > 0.9), dtype="boolean"),
+        "level": pd.Categorical(rng.choice(["low", "high"], g),
+                                categories=["low", "mid", "high"], ordered=True),
+        "note": np.where(gone, None, [f"n{j}" for j in range(g)]).astype(object),
+        "width": rng.integers(0, 60000, g).astype(np.uint16),
+    }, index=pd.Index([f"ENSG{j:05d}" for j in range(g)], name="gene_ids"))
     adata = ad.AnnData(X=X.astype(np.int32), obs=obs, var=var)
     out = tmp_path_factory.mktemp("anndata") / "ds"
     deltacells.write(adata, out, tile_size=64, level=1)

@@ -201,6 +201,70 @@ def test_a_build_of_h5ad_inputs_equals_anndata_concat_outer_joined_by_the_gene_k
     assert ds.verify()["cells"] == 1500
 
 
+def test_var_columns_keep_their_dtypes_through_a_build_of_h5ad_inputs(tmp_path):
+    """Per-gene columns anndata wrote (flags, statistics, ordered levels)
+    come back typed: each gene's values from the first input that has the
+    gene and the column, a column some inputs lack missing elsewhere (a
+    nullable dtype), float32 and float64 statistics as float64."""
+    rng = np.random.default_rng(31)
+    levels = ["low", "mid", "high"]
+
+    def write(path, ids, var):
+        var.insert(0, "gene_ids", gene_ids(ids))
+        var.index = [f"sym{g}" for g in ids]
+        X = counts(40, len(ids), rng, np.int32)
+        obs = pd.DataFrame(index=[f"{path.stem}-{i}" for i in range(40)])
+        ad.AnnData(X=X, obs=obs, var=var).write_h5ad(path)
+        return var
+
+    ids_a, ids_b = np.arange(0, 10), np.arange(5, 15)
+    a = write(tmp_path / "a.h5ad", ids_a, pd.DataFrame({
+        "highly_variable": rng.random(10) > 0.5,
+        "means": rng.random(10),
+        "n_cells": rng.integers(0, 40, 10),
+        "level": pd.Categorical(rng.choice(levels, 10), categories=levels, ordered=True),
+        "note": [f"a{g}" for g in ids_a],
+    }))
+    b = write(tmp_path / "b.h5ad", ids_b, pd.DataFrame({
+        "highly_variable": rng.random(10) > 0.5,
+        "means": rng.random(10).astype(np.float32),
+        "n_cells": rng.integers(0, 40, 10),
+        "level": pd.Categorical(rng.choice(levels, 10), categories=levels, ordered=True),
+        "extra": rng.integers(0, 9, 10),
+    }))
+    deltacells.build([str(tmp_path / "a.h5ad"), str(tmp_path / "b.h5ad")], tmp_path / "ds",
+                     workers=1, **SMALL_OPTIONS)
+    got = deltacells.open(tmp_path / "ds").var.set_index("gene_ids")
+    ids = list(got.index)
+    assert sorted(ids) == gene_ids(range(15))
+
+    def first(name, dtype):
+        """Each gene's value of column `name` from the first input with both."""
+        values = []
+        for key in ids:
+            for frame in (a, b):
+                if name in frame and key in set(frame["gene_ids"]):
+                    values.append(frame.set_index("gene_ids")[name][key])
+                    break
+            else:
+                values.append(None)
+        return pd.Series(values, index=got.index, name=name).astype(dtype)
+
+    want = pd.DataFrame({
+        "highly_variable": first("highly_variable", bool),
+        "means": first("means", np.float64),
+        "n_cells": first("n_cells", np.int64),
+        "level": first("level", pd.CategoricalDtype(levels, ordered=True)),
+        "note": first("note", object).where(lambda s: s.notna(), None),
+        "extra": first("extra", "Int64"),
+    })
+    pd.testing.assert_frame_equal(got[list(want.columns)], want, check_names=False)
+    # Genes are matched by text: a numeric column is no gene key.
+    with pytest.raises(deltacells.InputError, match=r"a\.h5ad.*n_cells.*not a text column"):
+        deltacells.build([str(tmp_path / "a.h5ad")], tmp_path / "by_number", workers=1,
+                         **{**SMALL_OPTIONS, "gene_key": "n_cells"})
+
+
 def test_genes_are_the_intersection_or_exactly_a_given_list(inputs, tmp_path):
     paths, adatas = inputs
     common = set(adatas[0].var["gene_ids"]).intersection(*(set(a.var["gene_ids"]) for a in adatas))

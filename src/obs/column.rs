@@ -18,8 +18,9 @@ pub struct ObsColumn {
     data: ColumnData,
 }
 
+/// A column's values: what the obs shards and the gene table store.
 #[derive(Clone, Debug)]
-enum ColumnData {
+pub(super) enum ColumnData {
     /// `codes[i]` indexes `categories`; `-1` is missing.
     Category {
         categories: Vec<String>,
@@ -162,6 +163,16 @@ impl ObsColumn {
                 format!("Arrow type {t} is not supported (categorical, numeric, bool or string)"),
             )),
         }
+    }
+
+    /// The column's values.
+    pub(super) fn data(&self) -> &ColumnData {
+        &self.data
+    }
+
+    /// A column of `data` named `name`.
+    pub(super) fn from_data(name: String, data: ColumnData) -> ObsColumn {
+        ObsColumn { name, data }
     }
 
     /// The column name.

@@ -134,7 +134,7 @@ pub fn build_into(
         )));
     }
     let plan = plan_inputs(inputs, &store, out, options, progress)?;
-    store.put(PLAN_KEY, plan.to_json().as_bytes())?;
+    store.put(PLAN_KEY, plan.to_json()?.as_bytes())?;
     let tally = Tally {
         done: Mutex::new(0),
         total: plan.inputs.iter().map(|p| p.n_cells).sum(),

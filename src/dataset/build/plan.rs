@@ -295,7 +295,8 @@ pub fn plan(stats: &[InputStats], out: &str, options: &ConvertOptions) -> Result
                 .filter_map(|(i, s)| s.var.as_ref().map(|t| (t, v.columns(i))))
                 .collect();
             let var = (!tables.is_empty())
-                .then(|| VarTable::merge(&tables, v.keys(), options.gene_key.as_deref()));
+                .then(|| VarTable::merge(&tables, v.keys(), options.gene_key.as_deref()))
+                .transpose()?;
             let names = first_per_gene(stats, v, |s| s.var_names.as_deref())
                 .or_else(|| Some(v.keys().to_vec()));
             (names, var)
@@ -365,7 +366,7 @@ pub fn plan(stats: &[InputStats], out: &str, options: &ConvertOptions) -> Result
         metadata: metadata(stats, options),
         fingerprint: String::new(),
     };
-    plan.fingerprint = fingerprint_of(&plan.body());
+    plan.fingerprint = fingerprint_of(&plan.body()?);
     Ok(plan)
 }
 
@@ -407,7 +408,7 @@ fn layer_name(layer: &Layer) -> String {
 
 impl BuildPlan {
     /// The plan as JSON, without its fingerprint.
-    fn body(&self) -> Value {
+    fn body(&self) -> Result<Value> {
         let inputs: Vec<Value> = self
             .inputs
             .iter()
@@ -428,7 +429,7 @@ impl BuildPlan {
             .iter()
             .map(|t| json!({"first_tile": t.first_tile, "tile_cells": t.tile_cells, "pieces": t.pieces}))
             .collect();
-        json!({
+        Ok(json!({
             "format": "deltacells-build-plan",
             "version": 1,
             "out": self.out,
@@ -448,16 +449,16 @@ impl BuildPlan {
             "obs": self.obs.as_ref().map(ObsSchema::to_value),
             "gene_order": self.gene_order,
             "var_names": self.var_names,
-            "var": self.var.as_ref().map(VarTable::to_value),
+            "var": self.var.as_ref().map(VarTable::to_value).transpose()?,
             "metadata": self.metadata,
-        })
+        }))
     }
 
     /// The plan as JSON (what the driver hands every task).
-    pub fn to_json(&self) -> String {
-        let mut v = self.body();
+    pub fn to_json(&self) -> Result<String> {
+        let mut v = self.body()?;
         v["fingerprint"] = Value::String(self.fingerprint.clone());
-        v.to_string()
+        Ok(v.to_string())
     }
 
     /// The plan [`BuildPlan::to_json`] wrote; its fingerprint is checked.
@@ -543,7 +544,7 @@ impl BuildPlan {
             fingerprint: take(&v, "fingerprint")?,
         };
         plan.validate()?;
-        if fingerprint_of(&plan.body()) != plan.fingerprint {
+        if fingerprint_of(&plan.body()?) != plan.fingerprint {
             return Err(Error::Input(
                 "build plan: its fingerprint does not match its content".into(),
             ));

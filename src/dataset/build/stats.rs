@@ -76,12 +76,25 @@ fn file_keys(side: &Side, key: Option<&str>, name: &str) -> Result<Option<Vec<St
             "{name}: has no gene table, so no gene key column {key:?}"
         ))
     })?;
-    table.values(key).map(|v| Some(v.to_vec())).ok_or_else(|| {
+    let values = table.values(key).ok_or_else(|| {
         Error::Input(format!(
             "{name}: no var column {key:?} to match genes by (var has {})",
             table.column_names().join(", ")
         ))
-    })
+    })?;
+    if !table.is_text(key) {
+        return Err(Error::Input(format!(
+            "{name}: var column {key:?} is not a text column"
+        )));
+    }
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(g, v)| {
+            v.ok_or_else(|| Error::Input(format!("{name}: var column {key:?} is null at gene {g}")))
+        })
+        .collect::<Result<Vec<String>>>()
+        .map(Some)
 }
 
 /// Sums every column of `ds`, tile by tile.
@@ -380,14 +393,14 @@ fn stage_stats(
 
 impl InputStats {
     /// The statistics as JSON (what a statistics task on a cluster returns).
-    pub fn to_json(&self) -> String {
-        json!({
+    pub fn to_json(&self) -> Result<String> {
+        Ok(json!({
             "input": self.input.to_value(),
             "n_cells": self.n_cells,
             "n_genes": self.n_genes,
             "keys": self.keys,
             "var_names": self.var_names,
-            "var": self.var.as_ref().map(VarTable::to_value),
+            "var": self.var.as_ref().map(VarTable::to_value).transpose()?,
             "totals": self.totals,
             "obs": self.obs.as_ref().map(ObsSchema::to_value),
             "obs_names": self.obs_names,
@@ -395,7 +408,7 @@ impl InputStats {
             "staged": self.staged,
             "identity": self.identity,
         })
-        .to_string()
+        .to_string())
     }
 
     /// The statistics [`InputStats::to_json`] wrote.

@@ -28,6 +28,7 @@ mod natural;
 use super::schema::{ColumnSchema, Kind, ObsSchema, ObsType};
 use crate::error::{Error, Result};
 use arrays::{codes_array, convert};
+pub(super) use natural::natural_cmp;
 
 /// The obs schema of one input, with what errors call the input.
 #[derive(Clone, Debug)]
@@ -79,7 +80,7 @@ pub struct ObsUnion {
 }
 
 /// The type two numeric columns widen to.
-fn widen(a: ObsType, b: ObsType) -> ObsType {
+pub(super) fn widen(a: ObsType, b: ObsType) -> ObsType {
     let int = |t: ObsType| {
         matches!(
             t,

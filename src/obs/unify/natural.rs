@@ -56,7 +56,7 @@ fn runs(name: &str) -> Vec<Run<'_>> {
 }
 
 /// Compares two names in natural order ([module docs](self)).
-pub(super) fn natural_cmp(a: &str, b: &str) -> Ordering {
+pub(in crate::obs) fn natural_cmp(a: &str, b: &str) -> Ordering {
     runs(a).cmp(&runs(b)).then_with(|| a.cmp(b))
 }
 

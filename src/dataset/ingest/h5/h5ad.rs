@@ -183,24 +183,19 @@ fn obs_columns(frame: Frame) -> Result<(Vec<ObsColumn>, Vec<String>)> {
     Ok((obs, ordered))
 }
 
-/// The gene table: the index and the string and categorical columns.
-/// Numeric columns (per-gene statistics) are left out and listed.
-fn var_table(frame: &Frame) -> Result<(VarTable, Vec<String>)> {
-    let mut table = VarTable::new("_index", frame.index.clone());
-    let mut skipped = Vec::new();
-    for (name, col) in &frame.columns {
-        table = match (col, col.strings()) {
-            (Column::Categorical { .. }, Some(values)) => {
-                table.with_category_column(name.clone(), values)?
-            }
-            (_, Some(values)) => table.with_column(name.clone(), values)?,
-            (_, None) => {
-                skipped.push(name.clone());
-                table
-            }
-        };
-    }
-    Ok((table, skipped))
+/// The gene table: the index and every column, typed as the obs columns
+/// are (strings, categories, ordered or not, booleans and numbers with
+/// their missing values), so per-gene statistics and flags such as
+/// `highly_variable` come back as anndata wrote them.
+fn var_table(frame: Frame) -> Result<VarTable> {
+    let index = frame.index.clone();
+    let (columns, ordered) = obs_columns(frame)?;
+    columns
+        .into_iter()
+        .try_fold(VarTable::new("_index", index), |table, column| {
+            let o = ordered.iter().any(|n| n == column.name());
+            table.with_typed_column(column, o)
+        })
 }
 
 /// Opens an `.h5ad` for conversion.
@@ -271,10 +266,10 @@ pub(crate) fn open<'a>(
     let index = index_place(&obs)?;
     let unread = std::mem::take(&mut obs.unread);
     let (columns, ordered) = obs_columns(obs)?;
-    let (table, skipped) = var_table(&var)?;
+    let var_names = var.index.clone();
     let mut side = Side {
-        var_names: Some(var.index.clone()),
-        var_table: Some(table),
+        var_names: Some(var_names),
+        var_table: Some(var_table(var)?),
         obs_unread: unread,
         ..Side::default()
     };
@@ -290,9 +285,6 @@ pub(crate) fn open<'a>(
     });
     if !ordered.is_empty() {
         source["ordered_categories"] = json!(ordered);
-    }
-    if !skipped.is_empty() {
-        source["var_columns_not_kept"] = json!(skipped);
     }
     if let Some(kept) = &options.feature_type {
         source["feature_type"] = json!(kept);
