@@ -493,7 +493,7 @@ fn merge_column(
 /// piece's order; ordered where every piece orders them so), else their
 /// union in natural order (`c2` before `c10`, as obs columns merge),
 /// unordered; unused categories kept. Keys that fill the column are
-/// categories after those.
+/// categories after those (and the column then unordered).
 fn merge_categories(
     name: &str,
     cats: &[CategoryPiece<'_>],
@@ -519,7 +519,7 @@ fn merge_categories(
         all.sort_by(|a, b| natural_cmp(a, b));
         all
     };
-    let ordered = same && cats.iter().all(|c| c.2 && c.0 == first);
+    let listed = union.len();
     let mut at: HashMap<String, i32> = union
         .iter()
         .enumerate()
@@ -545,6 +545,8 @@ fn merge_categories(
             }
         }
     }
+    // Keys appended after ordered categories have no place in their order.
+    let ordered = same && union.len() == listed && cats.iter().all(|c| c.2 && c.0 == first);
     Ok((ObsColumn::category(name, union, codes)?, ordered))
 }
 
@@ -1242,6 +1244,21 @@ mod tests {
             .flatten()
             .collect();
         assert_eq!(filled, ["1", "2", "v", "d"]);
+        // A key filling ordered categories joins them, and they are then unordered.
+        let by_level = VarTable::merge(
+            &[(&first, &rows0[..]), (&second, &rows1[..])],
+            &keys,
+            Some("same"),
+        )
+        .unwrap();
+        assert_eq!(
+            categories(&by_level, "same"),
+            (
+                vec!["lo".into(), "hi".into(), "d".into()],
+                vec![1, 0, 0, 2],
+                false
+            )
+        );
         // One table mapped one to one gives back that table.
         let same = VarTable::merge(&[(&first, &rows0[..])], &keys[..2], None).unwrap();
         assert_eq!(
