@@ -166,6 +166,33 @@ def draw_settings(weights: Any, balance: Any, samples_per_epoch: Any,
             "normalize": None if normalize is None else positive("normalize", normalize)}
 
 
+def by_label(selection: Any, names: Any, what: str) -> Any:
+    """A boolean pandas Series as the mask it means to pandas: its values
+    lined up by its index with the names (`names()`, the obs or var names),
+    as `df[series]` lines them up, so a mask made from a sorted or filtered
+    frame selects the cells it names. A Series whose index is the default
+    `0, 1, ...` is taken by position; one whose index names other labels is
+    refused rather than read in its own order. Anything else is returned
+    as given."""
+    import pandas as pd
+
+    if not isinstance(selection, pd.Series) or not pd.api.types.is_bool_dtype(selection.dtype):
+        return selection
+    if selection.isna().any():
+        raise InputError(f"a boolean {what} mask holds missing values")
+    index = selection.index
+    if isinstance(index, pd.RangeIndex) and index.equals(pd.RangeIndex(len(index))):
+        return selection.to_numpy(dtype=bool)
+    labels = names()
+    if index.equals(labels):
+        return selection.to_numpy(dtype=bool)
+    if len(index) != len(labels) or index.has_duplicates or not index.isin(labels).all():
+        raise InputError(f"a boolean Series selects {what}s by its index, which must list each "
+                         f"of the {len(labels)} {what} names once (or be 0, 1, ...); give "
+                         f"`.to_numpy()` to select by position")
+    return selection.reindex(labels).to_numpy(dtype=bool)
+
+
 class Dataset:
     """An open deltacells dataset, named as scverse names an AnnData's parts.
 
@@ -446,6 +473,7 @@ class Dataset:
     def _cells(self, cells: Any) -> "tuple[Any, Optional[np.ndarray]]":
         """A request as `(range, None)` or `(None, ids)`."""
         n = self.n_obs
+        cells = by_label(cells, lambda: self.obs_names, "cell")
         if isinstance(cells, slice):
             start, stop, step = slice_indices(cells, n, "cells")
             if step == 1:
@@ -489,6 +517,7 @@ class Dataset:
             return np.arange(*slice_indices(genes, self.n_vars, "genes"), dtype=np.int64)
         if isinstance(genes, (str, int, np.integer)):
             genes = [genes]
+        genes = by_label(genes, lambda: self.var_names, "gene")
         if isinstance(genes, np.ndarray) and genes.dtype == np.bool_:
             if genes.shape != (self.n_vars,):
                 raise InputError(f"a boolean gene mask needs {self.n_vars} entries, not {genes.shape}")

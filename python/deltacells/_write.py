@@ -297,6 +297,12 @@ def _obs_spec(name: str, s, what: str = "obs") -> tuple:
         mask = s.isna().to_numpy()
         values = s.fillna(False).to_numpy(dtype=bool)
         return (name, "bool", values, mask if mask.any() else None, None)
+    if types.is_complex_dtype(dtype):
+        raise InputError(f"{what} column {name!r}: unsupported numeric dtype {dtype}")
+    if dtype == np.float16:
+        # No half floats in the stores: float32 holds every value exactly.
+        s = s.astype(np.float32)
+        dtype = s.dtype
     if types.is_numeric_dtype(dtype):
         mask = s.isna().to_numpy()
         if isinstance(dtype, pd.api.extensions.ExtensionDtype):

@@ -52,6 +52,11 @@ class _Resume(NamedTuple):
     shape: "tuple[int, int, bool]"  # world_size, num_workers, drop_last
 
 
+def _is_series(x: Any) -> bool:
+    """Whether `x` is a pandas Series (without importing pandas for others)."""
+    return type(x).__module__.startswith("pandas") and type(x).__name__ == "Series"
+
+
 class CellDataset(torch.utils.data.IterableDataset):
     """Batches of cells as dicts `{"X": ..., "cells": int64 ids, <obs column>: ...}`.
 
@@ -152,7 +157,10 @@ class CellDataset(torch.utils.data.IterableDataset):
         self.threads = None if threads is None else unsigned("threads", threads, least=1)
         self.cache_bytes = unsigned("cache_bytes", cache_bytes)
         self.obs_cache_dir = None if obs_cache_dir is None else os.fspath(obs_cache_dir)
-        self.cells = None if cells is None else np.asarray(cells)
+        # A boolean Series stays one: the dataset lines it up by its index.
+        self.cells = None if cells is None or _is_series(cells) else np.asarray(cells)
+        if _is_series(cells):
+            self.cells = cells
         # Checked here, where the mistake was made, rather than at the first
         # batch; the weights' length and the balance columns wait for it.
         draws = draw_settings(weights, balance, samples_per_epoch, normalize, tokenizer)
@@ -240,8 +248,14 @@ class CellDataset(torch.utils.data.IterableDataset):
 
     def set_epoch(self, epoch: int) -> None:
         """Starts epoch `epoch` (a different order per epoch) from its first
-        batch, in this process and in a DataLoader's persistent workers."""
-        self.epoch = unsigned("epoch", epoch)
+        batch, in this process and in a DataLoader's persistent workers.
+        Right after `load_state_dict`, the epoch the state resumes keeps its
+        resume (the loop that calls `set_epoch` before every epoch goes on
+        where the state was taken); any other epoch starts afresh."""
+        epoch = unsigned("epoch", epoch)
+        if self._resume is not None and self._position == 0 and epoch == self.epoch:
+            return
+        self.epoch = epoch
         self._resume = None
         self._position = 0
         self._publish(sets=1)

@@ -98,10 +98,7 @@ pub fn column<'py>(
             .into_iter()
             .map(Option::unwrap_or_default)
             .collect();
-        let keys = dict.normalized_keys();
-        let codes: Vec<i32> = (0..dict.len())
-            .map(|i| if dict.is_null(i) { -1 } else { keys[i] as i32 })
-            .collect();
+        let codes = deltacells::obs::dictionary_codes(dict);
         return ("category", codes.into_pyarray(py), py.None(), vocabulary).into_pyobject(py);
     }
     if let Some(values) = strings(a) {

@@ -115,6 +115,8 @@ def source(tmp_path_factory):
                                 categories=["low", "mid", "high"], ordered=True),
         "note": np.where(gone, None, [f"n{j}" for j in range(g)]).astype(object),
         "width": rng.integers(0, 60000, g).astype(np.uint16),
+        # No categories at all (strings, as every category reads back).
+        "unset": pd.Categorical([None] * g, categories=pd.Index([], dtype=object)),
     }, index=pd.Index([f"ENSG{j:05d}" for j in range(g)], name="gene_ids"))
     adata = ad.AnnData(X=X.astype(np.int32), obs=obs, var=var)
     out = tmp_path_factory.mktemp("anndata") / "ds"

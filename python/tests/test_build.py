@@ -211,7 +211,7 @@ def test_var_columns_keep_their_dtypes_through_a_build_of_h5ad_inputs(tmp_path):
 
     def write(path, ids, var):
         var.insert(0, "gene_ids", gene_ids(ids))
-        var.index = [f"sym{g}" for g in ids]
+        var.index = pd.Index([f"sym{g}" for g in ids], name="symbol")
         X = counts(40, len(ids), rng, np.int32)
         obs = pd.DataFrame(index=[f"{path.stem}-{i}" for i in range(40)])
         ad.AnnData(X=X, obs=obs, var=var).write_h5ad(path)
@@ -259,6 +259,12 @@ def test_var_columns_keep_their_dtypes_through_a_build_of_h5ad_inputs(tmp_path):
         "extra": first("extra", "Int64"),
     })
     pd.testing.assert_frame_equal(got[list(want.columns)], want, check_names=False)
+    # The var index keeps its name, and matches genes by it.
+    deltacells.build([str(tmp_path / "a.h5ad")], tmp_path / "by_symbol", workers=1,
+                     **{**SMALL_OPTIONS, "gene_key": "symbol"})
+    by_symbol = deltacells.open(tmp_path / "by_symbol").var
+    assert by_symbol.index.name == "symbol"
+    assert sorted(by_symbol.index) == sorted(a.index)
     # Genes are matched by text: a numeric column is no gene key.
     with pytest.raises(deltacells.InputError, match=r"a\.h5ad.*n_cells.*not a text column"):
         deltacells.build([str(tmp_path / "a.h5ad")], tmp_path / "by_number", workers=1,

@@ -3,6 +3,7 @@ simulated DDP worlds, epochs, determinism, resuming, an open Dataset as the
 source. (Real distributed runs are in test_distributed.py.)"""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -167,6 +168,53 @@ def test_resume_from_state_dict_gives_the_rest_of_the_epoch(small):
     rest = cells_of(DataLoader(again, batch_size=None, num_workers=2,
                                multiprocessing_context="fork"))
     assert rest == delivered[10:]
+
+
+def test_set_epoch_after_loading_a_state_keeps_its_resume(small):
+    """The usual loop loads the state, then calls set_epoch before the epoch:
+    the epoch the state resumes goes on, every cell once; another starts."""
+    path = small[0]
+    ds = CellDataset(path, batch_size=64, seed=3)
+    ds.set_epoch(2)
+    it = iter(ds)
+    first = [c for _ in range(4) for c in next(it)["cells"].tolist()]
+    state = ds.state_dict()
+    resumed = CellDataset(path, batch_size=64, seed=3)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(state["epoch"])
+    rest = [c for b in resumed for c in b["cells"].tolist()]
+    assert sorted(first + rest) == list(range(1000))
+    other = CellDataset(path, batch_size=64, seed=3)
+    other.load_state_dict(state)
+    other.set_epoch(3)
+    assert len([c for b in other for c in b["cells"].tolist()]) == 1000
+
+
+def test_a_boolean_series_selects_the_cells_its_index_names(small):
+    """A mask made from a sorted or filtered obs frame is lined up by its
+    index with the cell names, as pandas lines it up; a default index is
+    taken by position, and an index of other labels is refused."""
+    path, _, obs, _ = small
+    ds = deltacells.open(path)
+    names = ds.obs_names
+    frame = obs.set_axis(names).sort_values("score")
+    mask = frame["cell_type"] == "T"
+    want = np.flatnonzero((obs["cell_type"] == "T").to_numpy()).tolist()
+    got = sorted(c for b in CellDataset(ds, cells=mask, batch_size=100)
+                 for c in b["cells"].tolist())
+    assert got == want
+    X = ds.read(slice(None), format="csr_matrix")
+    assert (ds.read(mask, format="csr_matrix") != X[want]).nnz == 0
+    by_position = pd.Series((obs["cell_type"] == "T").to_numpy())
+    assert (ds.read(by_position, format="csr_matrix") != X[want]).nnz == 0
+    with pytest.raises(InputError, match="its index"):
+        ds.read(pd.Series(True, index=[f"x{i}" for i in range(1000)]))
+    with pytest.raises(InputError, match="missing values"):
+        ds.read(pd.Series([True, None] * 500, index=names, dtype="boolean"))
+    # Genes alike, by the var names.
+    genes = pd.Series(np.arange(300) % 7 == 0, index=ds.var_names)[::-1]
+    assert (ds.read(slice(0, 50), genes=genes, format="csr_matrix")
+            != X[:50, np.flatnonzero(genes.reindex(ds.var_names).to_numpy())]).nnz == 0
 
 
 def test_two_ranks_with_two_workers_resume_on_three_ranks_with_one_worker(small):

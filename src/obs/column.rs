@@ -4,7 +4,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef, BooleanArray, Int16Array, Int32Array, Int8Array, StringArray};
+use arrow_array::{
+    AnyDictionaryArray, Array, ArrayRef, BooleanArray, Int16Array, Int32Array, Int8Array,
+    StringArray,
+};
 use arrow_schema::DataType;
 
 use super::schema::{ColumnSchema, Kind, ObsType};
@@ -42,6 +45,20 @@ fn strings(array: &dyn Array) -> Option<Vec<Option<&str>>> {
         DataType::Utf8View => Some(array.as_string_view().iter().collect()),
         _ => None,
     }
+}
+
+/// Each key of a dictionary array as the index of its value, `-1` where
+/// null (pandas' categorical codes). A dictionary with no values has only
+/// null keys, where arrow's `normalized_keys` would assert.
+pub fn dictionary_codes(dict: &dyn AnyDictionaryArray) -> Vec<i32> {
+    if dict.values().is_empty() {
+        return vec![-1; dict.len()];
+    }
+    dict.normalized_keys()
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| if dict.is_null(i) { -1 } else { k as i32 })
+        .collect()
 }
 
 impl ObsColumn {
@@ -137,18 +154,7 @@ impl ObsColumn {
                     .map(|v| v.map(str::to_string))
                     .collect::<Option<Vec<String>>>()
                     .ok_or_else(|| input(&name, "the dictionary holds a null category"))?;
-                // A valid dictionary with no values has only null keys.
-                let keys = if categories.is_empty() {
-                    vec![0; dict.len()]
-                } else {
-                    dict.normalized_keys()
-                };
-                let codes = keys
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &k)| if dict.is_null(i) { -1 } else { k as i32 })
-                    .collect();
-                ObsColumn::category(name, categories, codes)
+                ObsColumn::category(name, categories, dictionary_codes(dict))
             }
             DataType::LargeUtf8 | DataType::Utf8View => {
                 let values = strings(array.as_ref()).unwrap_or_default();

@@ -37,7 +37,7 @@ pub(crate) use var::read_whole_parquet;
 
 pub use crate::storage::node_cache::{cache_root, CACHE_ENV};
 pub use cache::{quote_name, LocalObs, LocalizeReport};
-pub use column::ObsColumn;
+pub use column::{dictionary_codes, ObsColumn};
 pub use labels::{json_value, Label, Labels};
 pub use reader::{ObsReader, ObsVerifyReport};
 pub use schema::{ColumnSchema, Kind, ObsSchema, ObsType};

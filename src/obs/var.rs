@@ -29,7 +29,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use serde_json::{json, Value};
 
-use super::column::{ColumnData, ObsColumn};
+use super::column::{dictionary_codes, ColumnData, ObsColumn};
 use super::reader::{
     check_chunk_ranges, check_row_group_pages, guarded, read_footer, to_bytes, Fetched,
 };
@@ -339,10 +339,10 @@ impl VarTable {
                     (array, description)
                 }
             };
-            // The order flag in the Arrow schema too, which pyarrow reads.
-            let field =
-                Field::new(name, array.data_type().clone(), true).with_dict_is_ordered(*ordered);
-            fields.push(field);
+            // No order flag in the Arrow schema: pyarrow, which reads the
+            // categories the values use in the order they first appear,
+            // would compare them in that order; unordered is the lesser loss.
+            fields.push(Field::new(name, array.data_type().clone(), true));
             arrays.push(array);
             described.push(description);
         }
@@ -757,16 +757,9 @@ pub(crate) fn string_values(a: &dyn Array) -> Option<Vec<Option<String>>> {
             let dict = a.as_any_dictionary();
             let values = string_values(dict.values().as_ref())?;
             Some(
-                dict.normalized_keys()
+                dictionary_codes(dict)
                     .into_iter()
-                    .enumerate()
-                    .map(|(i, k)| {
-                        if a.is_null(i) {
-                            None
-                        } else {
-                            values[k].clone()
-                        }
-                    })
+                    .map(|c| usize::try_from(c).ok().and_then(|c| values[c].clone()))
                     .collect(),
             )
         }
@@ -1265,6 +1258,22 @@ mod tests {
             same.to_parquet(None).unwrap(),
             first.to_parquet(None).unwrap()
         );
+    }
+
+    #[test]
+    fn a_categorical_column_without_categories_round_trips() {
+        let t = VarTable::new("gene", vec!["a".into(), "b".into()])
+            .with_typed_column(ObsColumn::category("unset", vec![], vec![-1, -1]).unwrap(), false)
+            .unwrap();
+        let back = reread(&t, None);
+        assert_eq!(categories(&back, "unset"), (vec![], vec![-1, -1], false));
+        assert_eq!(back.values("unset").unwrap(), [None, None]);
+        let empty = DictionaryArray::<Int8Type>::try_new(
+            Int8Array::from(vec![None, None]),
+            Arc::new(StringArray::from(Vec::<&str>::new())),
+        )
+        .unwrap();
+        assert_eq!(string_values(&empty).unwrap(), [None, None]);
     }
 
     #[test]

@@ -65,6 +65,9 @@ impl Column {
 
 /// A dataframe: its index and the columns asked for, in `column-order`.
 pub(crate) struct Frame {
+    /// The name of the index's dataset (`_index` where pandas' index had
+    /// none, as anndata writes it).
+    pub index_name: String,
     pub index: Vec<String>,
     pub columns: Vec<(String, Column)>,
     /// The names of the columns not asked for (not read).
@@ -106,6 +109,7 @@ impl Frame {
             })
             .collect::<Result<_>>()?;
         Ok(Frame {
+            index_name: self.index_name,
             index: pick(self.index, keep),
             columns,
             unread: self.unread,
@@ -306,6 +310,7 @@ pub(crate) fn read(h5: &H5, at: &str, keep: Option<&[String]>) -> Result<Frame> 
         columns.push((name, col));
     }
     Ok(Frame {
+        index_name,
         index,
         columns,
         unread,

@@ -189,10 +189,17 @@ fn obs_columns(frame: Frame) -> Result<(Vec<ObsColumn>, Vec<String>)> {
 /// `highly_variable` come back as anndata wrote them.
 fn var_table(frame: Frame) -> Result<VarTable> {
     let index = frame.index.clone();
+    // The index named as anndata names it (`_index` when unnamed, and when
+    // a column has its name, as pandas would then not tell them apart).
+    let index_name = if frame.columns.iter().any(|(n, _)| *n == frame.index_name) {
+        "_index".to_string()
+    } else {
+        frame.index_name.clone()
+    };
     let (columns, ordered) = obs_columns(frame)?;
     columns
         .into_iter()
-        .try_fold(VarTable::new("_index", index), |table, column| {
+        .try_fold(VarTable::new(index_name, index), |table, column| {
             let o = ordered.iter().any(|n| n == column.name());
             table.with_typed_column(column, o)
         })
