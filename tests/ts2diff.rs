@@ -326,6 +326,31 @@ fn forcing_an_unavailable_backend_is_an_error() {
 }
 
 #[test]
+fn encoder_refuses_a_max_point_number_that_is_a_page_marker() {
+    // A page of scaled values starts with its maxPointNumber: these two
+    // would read back as the marker of a page of another form.
+    for mpn in [i32::MAX, i32::MAX - 1] {
+        assert!(matches!(
+            Encoder::new().max_point_number(mpn).encode(&[0.0f64]),
+            Err(Ts2diffError::MaxPointNumber(m)) if m == mpn
+        ));
+        assert!(matches!(
+            Encoder::new().max_point_number(mpn).encode(&[1.5f32]),
+            Err(Ts2diffError::MaxPointNumber(m)) if m == mpn
+        ));
+    }
+    // Any other round trips, the largest included.
+    for mpn in [i32::MAX - 2, 309, i32::MIN] {
+        let page = Encoder::new()
+            .max_point_number(mpn)
+            .encode(&[0.0f64, 2.5])
+            .unwrap();
+        let back = Decoder::new().decode::<f64>(&page).unwrap();
+        assert_eq!(back.len(), 2, "mpn {mpn}");
+    }
+}
+
+#[test]
 fn encoder_refuses_bad_block_sizes() {
     for bs in [0, 1 << 31] {
         assert!(matches!(

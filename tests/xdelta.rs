@@ -330,37 +330,39 @@ fn expansion_is_bounded_by_a_limit_sized_to_the_input() {
 }
 
 #[test]
-fn integer_literals_integrate_exactly_and_overflow_is_an_error() {
-    // 2^53 + 1 is not a double: the double path would round at each step;
-    // the integer path sums exactly and rounds once.
-    let d = xdelta::decode("v1:9007199254740992,1,1").unwrap();
+fn integer_literals_follow_double_arithmetic_past_2_pow_53() {
+    // Within 2^53 the integer path gives the doubles' bits.
+    let d = xdelta::decode("v1:4503599627370496,4503599627370490,-3").unwrap();
     assert!(d.summary().integer_path);
-    assert_eq!(d.values()[2], 9007199254740994.0);
-    let d = xdelta::decode("v1:9007199254740992,1,1.0e0,0.5").unwrap();
+    assert_eq!(
+        d.values(),
+        [4503599627370496.0, 9007199254740986.0, 9007199254740983.0]
+    );
+    // Past it the doubles round at every step, as the spec's arithmetic does:
+    // 2^53 + 1 is 2^53 again, however the literals are spelled.
+    for input in ["v1:9007199254740992,1,1", "v1:9007199254740992,1,1.0e0"] {
+        let d = xdelta::decode(input).unwrap();
+        assert!(!d.summary().integer_path, "{input}");
+        assert_eq!(d.values(), [9007199254740992.0; 3], "{input}");
+    }
+    // A literal past 2^53 is the nearest double before anything is added.
+    assert_eq!(
+        dec("v1:9007199254740993,-9007199254740992"),
+        nums(&[9007199254740992.0, 0.0])
+    );
+    // No overflow: sums past i64 are doubles like any other.
+    assert_eq!(
+        dec("v1:9223372036854775807,1"),
+        nums(&[9.223372036854776e18, 9.223372036854776e18])
+    );
+    assert_eq!(dec("v1,d2:0,5e18,0")[2], Some(1e19));
+    // The second sums of d2 are bounded by the values' count too.
+    let d = xdelta::decode("v1,d2:0,1n3,0").unwrap();
+    assert!(d.summary().integer_path);
+    let d = xdelta::decode("v1,d2:0,4503599627370496,0,0").unwrap();
     assert!(!d.summary().integer_path);
-    assert_eq!(d.values()[2], 9007199254740992.0);
-    assert_eq!(
-        err("v1:9223372036854775807,1"),
-        XdeltaError::Overflow {
-            offset: 23,
-            index: 1
-        }
-    );
-    assert_eq!(
-        err("v1:n,-9e18,nn2,-1e18"),
-        XdeltaError::Overflow {
-            offset: 15,
-            index: 4
-        }
-    );
-    assert_eq!(
-        err("v1,d2:0,5e18,0"),
-        XdeltaError::Overflow {
-            offset: 13,
-            index: 2
-        }
-    );
-    // A literal beyond i64 takes the double path instead.
+    assert_eq!(d.values()[3], 3.0 * 4503599627370496.0);
+    // A literal beyond i64 takes the double path too.
     assert_eq!(
         dec("v1:9223372036854775807,1e19"),
         nums(&[9.223372036854776e18, 1.9223372036854776e19])

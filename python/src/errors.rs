@@ -15,7 +15,12 @@ fn class_name(e: &Error) -> &'static str {
         Error::Input(_)
         | Error::OutputLength { .. }
         | Error::Encode(EncodeError::Input(_) | EncodeError::Policy(_))
-        | Error::Ts2diff(Ts2diffError::UnknownType(_))
+        | Error::Ts2diff(
+            Ts2diffError::UnknownType(_)
+            | Ts2diffError::BlockSize(_)
+            | Ts2diffError::PageTooLarge(_)
+            | Ts2diffError::MaxPointNumber(_),
+        )
         | Error::Npy(NpyError::Array(_) | NpyError::Archive(_) | NpyError::File { .. }) => {
             "InputError"
         }

@@ -1263,7 +1263,10 @@ mod tests {
     #[test]
     fn a_categorical_column_without_categories_round_trips() {
         let t = VarTable::new("gene", vec!["a".into(), "b".into()])
-            .with_typed_column(ObsColumn::category("unset", vec![], vec![-1, -1]).unwrap(), false)
+            .with_typed_column(
+                ObsColumn::category("unset", vec![], vec![-1, -1]).unwrap(),
+                false,
+            )
             .unwrap();
         let back = reread(&t, None);
         assert_eq!(categories(&back, "unset"), (vec![], vec![-1, -1], false));

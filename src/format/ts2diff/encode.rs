@@ -40,7 +40,9 @@ impl Encoder {
     }
 
     /// Decimal digits kept: values are stored as `round(v * 10^mpn)` where
-    /// that fits. Any `mpn <= 0` means no scaling and is stored as 0.
+    /// that fits. Any `mpn <= 0` means no scaling and is stored as 0; the
+    /// page markers `2147483646` and `2147483647` are refused when encoding
+    /// (a page of scaled values starts with its maxPointNumber).
     pub fn max_point_number(mut self, mpn: i32) -> Encoder {
         self.mpn = mpn;
         self
@@ -71,6 +73,9 @@ impl Encoder {
         }
         if values.len() > i32::MAX as usize {
             return Err(Ts2diffError::PageTooLarge(values.len()));
+        }
+        if [RAW_MARKER, ROUNDED_MARKER].contains(&(self.mpn.max(0) as u32)) {
+            return Err(Ts2diffError::MaxPointNumber(self.mpn));
         }
         if values.is_empty() {
             // Java writes nothing at all for a page without values.

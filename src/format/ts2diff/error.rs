@@ -155,6 +155,12 @@ pub enum Ts2diffError {
     /// An encoder block size outside `1..=i32::MAX`; holds the size given.
     #[error("block size {0} is outside 1..=2147483647")]
     BlockSize(u32),
+    /// An encoder maxPointNumber that is one of the page markers
+    /// (`2147483646`, `2147483647`): a page of scaled values starts with it,
+    /// and would read as a page of the other forms. Any maxPointNumber from
+    /// 309 on scales a double past its range alike.
+    #[error("maxPointNumber {0} is a TS_2DIFF page marker and cannot start a page (any value from 309 on scales alike)")]
+    MaxPointNumber(i32),
     /// More values than one page can count (`i32::MAX`); holds how many were given.
     #[error("{0} values do not fit in one page (at most 2147483647)")]
     PageTooLarge(usize),

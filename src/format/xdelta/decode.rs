@@ -4,7 +4,7 @@
 use super::header::{parse_header, Delta, Header};
 use super::values::{walk, Item, Visit};
 use super::XdeltaError;
-use crate::kernels::integrate::{self, Affine, IntegrateKernels, Overflow};
+use crate::kernels::integrate::{self, Affine, IntegrateKernels};
 use crate::kernels::{Backend, KernelTable};
 
 /// Appends `count` bits of `value` to an LSB-first bitmap of `*bits` bits.
@@ -28,6 +28,9 @@ fn append_bits(bitmap: &mut Vec<u8>, bits: &mut usize, count: usize, value: bool
     *bits += whole * 8 + left;
 }
 
+/// 2^53: every integer of at most this magnitude is a double, exactly.
+const EXACT_IN_F64: u64 = 1 << 53;
+
 /// The decoding visitor: non-null values densely into `values` (as `i64`
 /// bits while every literal so far is an integer), nulls into the bitmap.
 struct Fill<'a> {
@@ -40,6 +43,9 @@ struct Fill<'a> {
     nulls: usize,
     /// Every literal so far was an integer: `values` holds `i64` bit patterns.
     ints: bool,
+    /// The sum of the integers' magnitudes (saturating): what bounds every
+    /// running sum of the integer path.
+    magnitude: u64,
     limit: usize,
     scan: &'static IntegrateKernels,
 }
@@ -68,7 +74,11 @@ impl Visit for Fill<'_> {
                 let value = match lit.int() {
                     // The integer's bits, moved but never operated on as a
                     // float until `ints_to_f64` reads them back as an `i64`.
-                    Some(i) if self.ints => f64::from_bits(i as u64),
+                    Some(i) if self.ints => {
+                        let m = i.unsigned_abs().saturating_mul(count as u64);
+                        self.magnitude = self.magnitude.saturating_add(m);
+                        f64::from_bits(i as u64)
+                    }
                     _ => {
                         if self.ints {
                             self.leave_integer_path();
@@ -88,29 +98,6 @@ impl Visit for Fill<'_> {
                 append_bits(self.validity, &mut self.bits, count, false);
                 self.nulls += count;
             }
-        }
-        self.len += count;
-        Ok(())
-    }
-}
-
-/// Finds the byte offset and output position of the `target`-th non-null
-/// value (to report an overflow found after the pass).
-struct Locate {
-    target: usize,
-    seen: usize,
-    len: usize,
-    found: Option<(usize, usize)>,
-}
-
-impl Visit for Locate {
-    fn run(&mut self, offset: usize, item: Item, count: u64) -> Result<(), XdeltaError> {
-        let count = count as usize;
-        if let Item::Num(_) = item {
-            if self.found.is_none() && self.target < self.seen + count {
-                self.found = Some((offset, self.len + self.target - self.seen));
-            }
-            self.seen += count;
         }
         self.len += count;
         Ok(())
@@ -318,15 +305,29 @@ impl Decoder {
             len: 0,
             nulls: 0,
             ints: true,
+            magnitude: 0,
             limit,
             scan,
         };
         walk(bytes, &params, &mut fill)?;
+        // The integer path gives the bits of the spec's double arithmetic
+        // only while every running sum is an integer a double holds exactly:
+        // within 2^53 in magnitude, as the literals' magnitudes bound them
+        // (times the count of values for the second sums of `d2`). Past that,
+        // the doubles round at each step, and so must this decoder.
+        let header = params.header;
+        let bound = match header.delta {
+            Delta::D0 => 0,
+            Delta::D1 => fill.magnitude,
+            Delta::D2 => fill.magnitude.saturating_mul(fill.len as u64),
+        };
+        if fill.ints && bound > EXACT_IN_F64 {
+            fill.leave_integer_path();
+        }
         let (len, nulls, ints) = (fill.len, fill.nulls, fill.ints);
         let gap = len - fill.bits;
         append_bits(fill.validity, &mut fill.bits, gap, true);
 
-        let header = params.header;
         if ints {
             let integrated = match header.delta {
                 Delta::D0 => {
@@ -336,17 +337,7 @@ impl Decoder {
                 Delta::D1 => scan.prefix_sum_to_f64(values, header.affine),
                 Delta::D2 => scan.prefix_sum2_to_f64(values, header.affine),
             };
-            if let Err(Overflow { index }) = integrated {
-                let mut locate = Locate {
-                    target: index,
-                    seen: 0,
-                    len: 0,
-                    found: None,
-                };
-                walk(bytes, &params, &mut locate)?;
-                let (offset, index) = locate.found.unwrap_or((bytes.len(), index));
-                return Err(XdeltaError::Overflow { offset, index });
-            }
+            integrated.expect("running sums within 2^53 never leave i64");
         } else {
             match header.delta {
                 Delta::D0 => {}

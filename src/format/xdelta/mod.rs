@@ -38,15 +38,15 @@
 //! ## Two arithmetic paths
 //!
 //! When every value literal (and the blank value, where it is used) is an
-//! integer that fits in `i64`, integration runs in checked `i64` arithmetic
-//! through the SIMD kernels of [`crate::kernels::integrate`], and the integers are
-//! converted to `f64` (rounded once) just before the scalar/offset step, in
-//! the same pass over memory. Below
-//! 2^53 this gives exactly the bits of the double-arithmetic reference; above
-//! it the integration is exact instead of rounding at every step, and an
-//! overflow of `i64` is an error ([`XdeltaError::Overflow`]) rather than a
-//! silently wrong sum. `1e3`, `1.5e1` and `2.0` count as integers; `-0` does
-//! not (it would lose its sign).
+//! integer that fits in `i64`, and the literals' magnitudes add up to at
+//! most 2^53 (for `d2`, times the number of values), integration runs in
+//! `i64` arithmetic through the SIMD kernels of [`crate::kernels::integrate`],
+//! and the integers are converted to `f64` just before the scalar/offset
+//! step, in the same pass over memory. Every running sum is then an integer
+//! a double holds exactly, so this gives exactly the bits of the spec's
+//! double arithmetic. Past that bound the doubles round at each step, and
+//! the decoder takes the double path as the spec does. `1e3`, `1.5e1` and
+//! `2.0` count as integers; `-0` does not (it would lose its sign).
 //!
 //! Otherwise integration runs in `f64`, strictly left to right. This loop is
 //! deliberately not vectorised: floating-point addition is not associative,
@@ -225,15 +225,6 @@ pub enum XdeltaError {
         /// The limit in values.
         limit: usize,
     },
-    /// Integer integration left the `i64` range.
-    #[error("xdelta: integer overflow integrating value {index} (from byte {offset}); expected running sums within i64")]
-    Overflow {
-        /// Byte offset of the item (literal or run) that gave the value
-        /// whose running sum overflowed.
-        offset: usize,
-        /// Index of that value in the decoded output (nulls included).
-        index: usize,
-    },
     /// The encoder was given a NaN or an infinity.
     #[error("xdelta: cannot encode value {index} ({value}): expected a finite number or a null")]
     NotFinite {
@@ -265,8 +256,7 @@ impl XdeltaError {
             | XdeltaError::RepeatedParameter { offset, .. }
             | XdeltaError::ZeroDivisor { offset }
             | XdeltaError::BlankFirst { offset }
-            | XdeltaError::TooManyValues { offset, .. }
-            | XdeltaError::Overflow { offset, .. } => Some(offset),
+            | XdeltaError::TooManyValues { offset, .. } => Some(offset),
             XdeltaError::NotFinite { .. }
             | XdeltaError::Precision { .. }
             | XdeltaError::Backend(_) => None,
