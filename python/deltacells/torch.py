@@ -23,6 +23,7 @@ The engine is opened lazily in each process: nothing of it is pickled
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any, Iterator, NamedTuple, Optional, Sequence, Union
 
@@ -158,13 +159,15 @@ class CellDataset(torch.utils.data.IterableDataset):
         self.cache_bytes = unsigned("cache_bytes", cache_bytes)
         self.obs_cache_dir = None if obs_cache_dir is None else os.fspath(obs_cache_dir)
         # A boolean Series stays one: the dataset lines it up by its index.
-        self.cells = None if cells is None or _is_series(cells) else np.asarray(cells)
-        if _is_series(cells):
-            self.cells = cells
+        self.cells = cells if cells is None or _is_series(cells) else np.asarray(cells)
         # Checked here, where the mistake was made, rather than at the first
         # batch; the weights' length and the balance columns wait for it.
         draws = draw_settings(weights, balance, samples_per_epoch, normalize, tokenizer)
         tokenizer_alone(tokenizer, genes, normalize, log1p, output == "dense")
+        if (draws["normalize"] is not None or log1p) and tokenizer is None \
+                and self.dtype != "float32":
+            raise InputError("normalized or log1p batches hold float32 values: "
+                             f"ask for dtype float32, not {self.dtype}")
         self.weights = draws["weights"]
         self.balance = draws["balance"] or None
         self.samples_per_epoch = draws["samples_per_epoch"]
@@ -181,6 +184,7 @@ class CellDataset(torch.utils.data.IterableDataset):
         self._sync = torch.zeros(3, dtype=torch.int64).share_memory_()
         self._seen = (0, 0)
         self._dataset: Optional[Dataset] = None
+        self._digest: Optional[str] = None  # `_selection`, computed once
         self._dataset_pid: Optional[int] = None
 
     # -- process-local engine ---------------------------------------------------
@@ -239,6 +243,22 @@ class CellDataset(torch.utils.data.IterableDataset):
             samples_per_epoch=self.samples_per_epoch, normalize=self.normalize,
             log1p=self.log1p, tokenizer=self.tokenizer, missing=self.missing,
             next_epoch_ahead=ahead)
+
+    def _selection(self) -> str:
+        """A digest of what an epoch draws from (the subset's cell ids, the
+        weights, the balance columns and the draws per epoch), so that a
+        state is not resumed over other cells of the same count."""
+        if self._digest is None:
+            ds = self._open(1)
+            h = hashlib.sha256()
+            if self.cells is not None:
+                h.update(np.unique(ds._cell_ids(self.cells)).astype("<u8").tobytes())
+            h.update(b"|weights|")
+            if self.weights is not None:
+                h.update(np.asarray(self.weights, dtype="<f8").tobytes())
+            h.update(repr((self.balance, self.samples_per_epoch)).encode())
+            self._digest = h.hexdigest()[:16]
+        return self._digest
 
     def _epoch_cells(self) -> int:
         """The cells an epoch serves: the subset's, the draws, or every cell."""
@@ -332,8 +352,9 @@ class CellDataset(torch.utils.data.IterableDataset):
         says which batches those were on every rank. So every rank of the
         resuming job may load rank 0's state. It is a dict of plain numbers:
 
-        * `seed`, `epoch`, `shuffle` ("block:N", "random" or "none") and
-          `epoch_cells`: the epoch order. *Epoch positions* below are places
+        * `seed`, `epoch`, `shuffle` ("block:N", "random" or "none"),
+          `epoch_cells` and `selection` (a digest of the cells, weights and
+          balance the epoch draws from): the epoch order. *Epoch positions* below are places
           in that order (position `i` is the epoch's `i`-th cell), not cell ids;
         * `world` (`[rank, world_size]`), `num_workers`, `batch_size`,
           `drop_last`: the shape of the job that took the state;
@@ -364,7 +385,8 @@ class CellDataset(torch.utils.data.IterableDataset):
             taken = unsigned("consumed", consumed)
         delivered, start = self._pass(workers)
         return {"seed": self.seed, "epoch": self.epoch, "shuffle": self._order(),
-                "epoch_cells": self._epoch_cells(), "batch_size": self.batch_size,
+                "epoch_cells": self._epoch_cells(), "selection": self._selection(),
+                "batch_size": self.batch_size,
                 "drop_last": self.drop_last, "world": list(self.rank_world()),
                 "num_workers": workers, "delivered_before": [list(r) for r in delivered],
                 "next_batch": start + taken}
@@ -374,8 +396,9 @@ class CellDataset(torch.utils.data.IterableDataset):
         the next pass yields the rest of that epoch, as `state_dict` says, or,
         when nothing of it is left for this job (a checkpoint at an epoch's
         end), the next epoch from its start. A state of another batch size,
-        shuffle or number of cells is refused, as is anything that is not
-        such a state."""
+        shuffle, number of cells or selection of them (other `cells`,
+        `weights` or `balance`) is refused, as is anything that is not such
+        a state."""
         try:
             self._load(state)
         except InputError:
@@ -396,6 +419,9 @@ class CellDataset(torch.utils.data.IterableDataset):
         if state.get("epoch_cells", cells) != cells:
             raise InputError(f"the state was saved over an epoch of {state['epoch_cells']} "
                              f"cells; this one has {cells}")
+        if state.get("selection", self._selection()) != self._selection():
+            raise InputError("the state was saved over another selection of cells (cells, "
+                             "weights or balance differ): its epoch positions name other cells")
         resume = _Resume(
             epoch_cells=cells,
             delivered_before=[(int(a), int(b)) for a, b in state.get("delivered_before", [])],

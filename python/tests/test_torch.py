@@ -190,6 +190,28 @@ def test_set_epoch_after_loading_a_state_keeps_its_resume(small):
     assert len([c for b in other for c in b["cells"].tolist()]) == 1000
 
 
+def test_a_state_of_other_cells_of_the_same_count_is_refused(small):
+    path = small[0]
+    taken = CellDataset(path, batch_size=32, cells=np.arange(100), seed=1)
+    next(iter(taken))
+    state = taken.state_dict()
+    for other in [dict(cells=np.arange(100, 200)), dict(cells=np.arange(100), balance="cell_type",
+                                                        samples_per_epoch=100)]:
+        with pytest.raises(InputError, match="another selection"):
+            CellDataset(path, batch_size=32, seed=1, **other).load_state_dict(state)
+    # The same subset, given in another order or as a mask, resumes.
+    mask = np.zeros(1000, dtype=bool)
+    mask[:100] = True
+    for same in [np.arange(99, -1, -1), mask]:
+        resumed = CellDataset(path, batch_size=32, cells=same, seed=1)
+        resumed.load_state_dict(state)
+        assert sum(len(b["cells"]) for b in resumed) == 68
+    # Transformed batches hold float32: int32 is refused when the dataset is made.
+    for kwargs in [dict(normalize=1e4), dict(log1p=True)]:
+        with pytest.raises(InputError, match="float32"):
+            CellDataset(path, dtype="int32", **kwargs)
+
+
 def test_a_boolean_series_selects_the_cells_its_index_names(small):
     """A mask made from a sorted or filtered obs frame is lined up by its
     index with the cell names, as pandas lines it up; a default index is
