@@ -34,7 +34,7 @@ use super::reader::{
     check_chunk_ranges, check_row_group_pages, guarded, read_footer, to_bytes, Fetched,
 };
 use super::schema::ObsType;
-use super::unify::{natural_cmp, widen};
+use super::unify::{natural_cmp, widen, widened};
 use crate::error::{Error, Result};
 use crate::format::manifest::DatasetRule;
 use crate::format::EncodeError;
@@ -454,13 +454,11 @@ fn merge_column(
             .copied()
             .reduce(widen)
             .unwrap_or(ObsType::Float64);
-        let converted: Vec<ArrayRef> = arrays
+        let converted = arrays
             .iter()
-            .map(|a| match wide {
-                ObsType::Int64 => Arc::new(to_i64(a)) as ArrayRef,
-                _ => Arc::new(to_f64(a)) as ArrayRef,
-            })
-            .collect();
+            .map(|a| widened(a.as_ref(), wide))
+            .collect::<Option<Vec<ArrayRef>>>()
+            .ok_or_else(|| Error::Input(format!("var column {name:?}: no common type")))?;
         gather(&converted.iter().collect::<Vec<_>>(), from)?
     } else {
         Arc::new(
@@ -569,43 +567,6 @@ fn gather(arrays: &[&ArrayRef], from: &[Source]) -> Result<ArrayRef> {
         .collect();
     arrow_select::interleave::interleave(&sources, &picks)
         .map_err(|e| Error::Input(format!("merging var columns: {e}")))
-}
-
-/// An integer array (of a type [`widen`] takes to `int64`) as `int64`.
-fn to_i64(a: &ArrayRef) -> arrow_array::Int64Array {
-    macro_rules! ints {
-        ($($t:ty),*) => {
-            $(if let Some(p) = a.as_primitive_opt::<$t>() {
-                return p.iter().map(|v| v.map(i64::from)).collect();
-            })*
-        };
-    }
-    ints!(Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type);
-    vec![None; a.len()].into_iter().collect()
-}
-
-/// A numeric array as `float64` (integers past 2^53 rounded).
-fn to_f64(a: &ArrayRef) -> arrow_array::Float64Array {
-    macro_rules! floats {
-        ($($t:ty),*) => {
-            $(if let Some(p) = a.as_primitive_opt::<$t>() {
-                return p.iter().map(|v| v.map(|v| v as f64)).collect();
-            })*
-        };
-    }
-    floats!(
-        Int8Type,
-        Int16Type,
-        Int32Type,
-        Int64Type,
-        UInt8Type,
-        UInt16Type,
-        UInt32Type,
-        UInt64Type,
-        Float32Type,
-        Float64Type
-    );
-    vec![None; a.len()].into_iter().collect()
 }
 
 /// A column's values as text: categories and strings as they are, numbers

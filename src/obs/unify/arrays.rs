@@ -98,11 +98,17 @@ pub(super) fn convert(
             .collect();
         return Ok(Arc::new(strings));
     }
-    let target = global.arrow_type.data_type();
-    if a.data_type() == &target {
-        return Ok(arrow_array::make_array(a.to_data()));
+    widened(a, global.arrow_type).ok_or_else(|| bad(global.arrow_type.name()))
+}
+
+/// A numeric array as `to` where [`super::widen`] may give `to` for its
+/// type (the same type, `Int64` from narrower integers, `Float64` from any
+/// number), nulls kept; `None` otherwise.
+pub(in crate::obs) fn widened(a: &dyn Array, to: ObsType) -> Option<ArrayRef> {
+    if a.data_type() == &to.data_type() {
+        return Some(arrow_array::make_array(a.to_data()));
     }
-    let widened = match global.arrow_type {
+    match to {
         ObsType::Int64 => numeric_as!(
             a,
             Int64Array,
@@ -126,6 +132,5 @@ pub(super) fn convert(
             ]
         ),
         _ => None,
-    };
-    widened.ok_or_else(|| bad(global.arrow_type.name()))
+    }
 }

@@ -27,6 +27,7 @@ mod natural;
 
 use super::schema::{ColumnSchema, Kind, ObsSchema, ObsType};
 use crate::error::{Error, Result};
+pub(super) use arrays::widened;
 use arrays::{codes_array, convert};
 pub(super) use natural::natural_cmp;
 
