@@ -228,6 +228,34 @@ fn a_union_build_equals_the_inputs_merged_by_gene_name() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+#[test]
+fn a_build_removes_stale_tiles_and_shards_and_nothing_else() {
+    let dir = tmpdir("strays");
+    let ins = inputs(&dir);
+    let out = dir.join("out");
+    // A tile and a shard of a killed build of another plan, and files of
+    // the user's own under the same folders.
+    for (key, bytes) in [
+        ("tiles/tile_009999.dct", &b"stale"[..]),
+        ("obs/obs_0999.parquet", b"stale"),
+        ("tiles/notes.txt", b"mine"),
+        ("tiles/tile_copy.dct", b"mine"),
+        ("obs/labels.csv", b"mine"),
+    ] {
+        let path = out.join(key);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    build(&ins, out.to_str().unwrap(), &options(), &|_| {}).unwrap();
+    assert!(!out.join("tiles/tile_009999.dct").exists());
+    assert!(!out.join("obs/obs_0999.parquet").exists());
+    for mine in ["tiles/notes.txt", "tiles/tile_copy.dct", "obs/labels.csv"] {
+        assert_eq!(std::fs::read(out.join(mine)).unwrap(), b"mine", "{mine}");
+    }
+    Dataset::open(&out).unwrap().verify().unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// Every value of the float obs column `name` (`None` where missing).
 fn floats(ds: &Dataset, name: &str) -> Vec<Option<f64>> {
     use arrow_array::Array;

@@ -215,6 +215,14 @@ fn matrix_market_entries_in_any_order_are_transposed_out_of_core() {
     let out = dir.join("out");
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
+    // The run files of a killed transpose (no such process), and a
+    // directory of someone else's: the first goes, the second stays.
+    let killed = tmp.join("deltacells-transpose-4194305-x1y2z3");
+    let other = tmp.join("deltacells-transpose-notes");
+    for d in [&killed, &other] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("run_0000"), b"runs").unwrap();
+    }
     let options = small_blocks().with_tmp_dir(Some(tmp.clone()));
     let phases = std::sync::Mutex::new(Vec::new());
     convert(&Input::detect(&dir).unwrap(), &out, options, &|p| {
@@ -224,11 +232,32 @@ fn matrix_market_entries_in_any_order_are_transposed_out_of_core() {
     let phases = phases.into_inner().unwrap();
     assert_eq!(read_back(&out), source);
     assert!(phases.contains(&deltacells::dataset::ingest::Phase::Transposing));
-    assert_eq!(
-        std::fs::read_dir(&tmp).unwrap().count(),
-        0,
-        "the transpose's run files are removed"
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(left, [other], "the transpose's run files are removed");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_layer_is_refused_for_an_input_of_one_matrix() {
+    let dir = tmpdir("mtx-layer");
+    write_mtx(&dir, &sample(10, 4), true);
+    let options = small_blocks().with_layer(deltacells::dataset::ingest::Layer::Raw);
+    let err = convert(
+        &Input::detect(&dir).unwrap(),
+        &dir.join("out"),
+        options,
+        &|_| {},
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("--layer picks a matrix of an .h5ad"),
+        "{err}"
     );
+    assert!(!dir.join("out/manifest.json").exists());
     std::fs::remove_dir_all(dir).unwrap();
 }
 

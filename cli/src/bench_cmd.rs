@@ -271,6 +271,14 @@ pub fn run(args: BenchArgs, backend: Backend) -> Result<()> {
     let probe = open(&args.dir, backend, Some(1))?;
     let m = probe.manifest().clone();
     let nnz: u64 = m.tile_nnz.iter().sum();
+    if nnz == 0 {
+        // Every rate would be 0/0 (and the tokenizers would find no gene).
+        return Err(deltacells::Error::Input(format!(
+            "{}: {} cells with no nonzero count: there is nothing to decode",
+            args.dir.display(),
+            m.n_cells
+        )));
+    }
     report.insert(
         "dataset".into(),
         json!({

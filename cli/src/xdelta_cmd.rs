@@ -21,7 +21,8 @@ pub enum Command {
         max_values: Option<usize>,
     },
     /// Encode numbers read from standard input (separated by whitespace or
-    /// commas, `null` for a null) as the shortest XDelta string found.
+    /// commas, `null` for a null; an empty field between commas is refused)
+    /// as the shortest XDelta string found.
     Encode {
         /// The values are decimals with at most this many fractional digits:
         /// try a /10^P scalar with exact integer deltas.
@@ -76,9 +77,21 @@ pub fn run(cmd: Command, backend: Backend) -> Result<()> {
         }
         Command::Encode { precision } => {
             let text = read_stdin()?;
-            let values = text
-                .split(|c: char| c.is_whitespace() || c == ',')
-                .filter(|t| !t.is_empty())
+            // Fields between commas, each holding values between
+            // whitespace: a field with none (`1,,2`) would be a value dropped
+            // without a word. A comma at the very end closes no field.
+            let mut fields: Vec<&str> = text.split(',').collect();
+            if fields.len() > 1 && fields.last().is_some_and(|f| f.trim().is_empty()) {
+                fields.pop();
+            }
+            if fields.len() > 1 && fields.iter().any(|f| f.trim().is_empty()) {
+                return Err(Error::Input(
+                    "an empty field between commas: write `null` for a missing value".into(),
+                ));
+            }
+            let values = fields
+                .iter()
+                .flat_map(|field| field.split_whitespace())
                 .map(|t| match t {
                     "null" => Ok(None),
                     _ => t

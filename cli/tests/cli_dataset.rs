@@ -659,3 +659,18 @@ fn convert_takes_options_between_its_paths_and_leaves_nothing_when_refused() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn bench_of_a_dataset_without_counts_says_there_is_nothing_to_decode() {
+    let dir = std::env::temp_dir().join(format!("deltacells-bench-empty-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let empty = dir.join("empty");
+    deltacells::DatasetWriter::create(&empty, 5, deltacells::WriterConfig::default())
+        .unwrap()
+        .finish()
+        .unwrap();
+    let (ok, _, stderr) = deltacells(&["bench", empty.to_str().unwrap(), "--reps", "1"]);
+    assert!(!ok && stderr.contains("nothing to decode"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -51,4 +51,12 @@ fn cli_decodes_and_encodes() {
     assert_eq!(out, "v1:n,1,,n,1\n");
     let (ok, _, err) = cli(&["xdelta", "encode"], "1 x\n");
     assert!(!ok && err.contains("`x`"), "{err}");
+    // An empty field is no value dropped in silence; a comma at the end is.
+    for empty in ["1,2,,3", "1, ,2\n", ",1"] {
+        let (ok, _, err) = cli(&["xdelta", "encode"], empty);
+        assert!(!ok && err.contains("empty field"), "{empty:?}: {err}");
+    }
+    let (ok, out, _) = cli(&["xdelta", "encode"], "1,2,3,\n");
+    assert!(ok);
+    assert_eq!(out, "v1:1,,\n");
 }

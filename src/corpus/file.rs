@@ -27,8 +27,9 @@ pub const CORPUS_VERSION: u64 = 1;
 /// What is wrong with a corpus file.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CorpusRule {
-    /// Not JSON, or not a JSON object.
-    #[error("not a JSON object: {0}")]
+    /// Not JSON, or not a JSON object: most often an input file (an h5ad,
+    /// an `.npz`) given where a dataset or a corpus file is read.
+    #[error("not a JSON object ({0}); a dataset is a directory or a URL, and an input file (.h5ad, .npz, .h5, .mtx) is read after `deltacells convert IN OUT` has made one")]
     Json(String),
     /// The `format` field is missing or names another format.
     #[error("format is {0}, not \"deltacells-corpus\"")]

@@ -22,7 +22,7 @@ pub enum DatasetRule {
     /// There is no `manifest.json`. The manifest is written last, so this is
     /// a dataset whose writer has not finished (or not a dataset). Holds the
     /// dataset's location.
-    #[error("{0} has no manifest.json: the dataset is incomplete (the manifest is written last)")]
+    #[error("{0} has no manifest.json: a dataset whose writing has not finished (the manifest is written last), or no dataset (an input folder is read after `deltacells convert IN OUT`)")]
     ManifestMissing(String),
     /// Nothing at all is stored at the location: no dataset was ever
     /// written there (a mistyped path or prefix). Holds the location.

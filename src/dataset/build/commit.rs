@@ -124,7 +124,8 @@ pub fn commit(plan: &BuildPlan, reports: &[TaskReport], store: &dyn Store) -> Re
 /// Removes the tiles and obs shards the manifest does not name: those of a
 /// killed build of another plan into the same output (a larger tile size
 /// leaves fewer tiles), which a reader never opens but `verify` would not
-/// report either.
+/// report either. Only objects named as tiles and shards are: anything else
+/// under `tiles/` or `obs/` was put there by someone else, and stays.
 fn remove_strays(store: &dyn Store, manifest: &Manifest) -> Result<()> {
     let mut ours: std::collections::HashSet<String> =
         (0..manifest.n_tiles()).map(Manifest::tile_key).collect();
@@ -132,9 +133,14 @@ fn remove_strays(store: &dyn Store, manifest: &Manifest) -> Result<()> {
         ours.extend((0..obs.shard_bytes.len()).map(crate::obs::shard_key));
         ours.insert(crate::obs::SCHEMA_KEY.to_string());
     }
-    for dir in ["tiles/", "obs/"] {
+    for (dir, stem, suffix) in [("tiles/", "tile_", ".dct"), ("obs/", "obs_", ".parquet")] {
         for key in store.list(dir)? {
-            if key.starts_with(dir) && !ours.contains(&key) {
+            let named_so = key
+                .strip_prefix(dir)
+                .and_then(|name| name.strip_prefix(stem))
+                .and_then(|rest| rest.strip_suffix(suffix))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if named_so && !ours.contains(&key) {
                 store.delete(&key)?;
             }
         }

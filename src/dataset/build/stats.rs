@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 
 use crate::dataset::build::input::{named, BuildInput};
 use crate::dataset::ingest::{
-    kept_obs, open_input, Cells, ConvertOptions, Phase, Progress, Rows, Side, OBS_INDEX_KEY,
+    kept_obs, open_input, Cells, ConvertOptions, Layer, Phase, Progress, Rows, Side, OBS_INDEX_KEY,
 };
 use crate::dataset::vocab::dataset_keys;
 use crate::dataset::OpenOptions;
@@ -198,6 +198,11 @@ pub fn input_stats(
                 return Err(named(Error::Input(
                     "--feature-type applies to inputs converted from files, not to a dataset"
                         .into(),
+                )));
+            }
+            if options.layer != Layer::X {
+                return Err(named(Error::Input(
+                    "--layer picks a matrix of an .h5ad, not of a dataset".into(),
                 )));
             }
             let identity = input.identity();

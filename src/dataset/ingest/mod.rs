@@ -475,6 +475,17 @@ pub(crate) fn open_input<'a>(
     options: &'a ConvertOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Opened<'a>> {
+    let one_matrix = match input {
+        Input::H5ad(_) => None,
+        Input::TenX { matrix, .. } => Some(matrix),
+        Input::Npz(path) | Input::CellRanger(path) => Some(path),
+    };
+    if let (Some(path), false) = (one_matrix, options.layer == Layer::X) {
+        return Err(Error::Input(format!(
+            "{}: --layer picks a matrix of an .h5ad, and this input has one matrix",
+            path.display()
+        )));
+    }
     let mut opened = open(input, options, progress)?;
     select_obs(&mut opened.side, options.obs_columns.as_deref())?;
     Ok(opened)

@@ -39,6 +39,37 @@ pub(crate) struct Transposer {
     totals: Option<Vec<f64>>,
 }
 
+/// Prefix of a transpose's temporary directory, which the process id
+/// follows: a transpose removes those of killed ones ([`remove_abandoned`]).
+const TEMP_PREFIX: &str = "deltacells-transpose-";
+
+/// Removes the temporary directories under `tmp` of transposes whose
+/// process is gone (a killed convert's run files, about 12 bytes a
+/// nonzero; a finished or failed one removes its own). Where processes
+/// cannot be looked up (no `/proc`), none. Best effort: a directory that
+/// cannot be removed is left, and the transpose goes on.
+fn remove_abandoned(tmp: &Path) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix(TEMP_PREFIX)
+            .and_then(|rest| rest.split_once('-'))
+            .map(|(pid, _)| pid)
+            .filter(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+        if let Some(pid) = pid {
+            if !Path::new("/proc").join(pid).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
 fn io_err(path: &Path, e: std::io::Error) -> Error {
     Error::io(path.display().to_string(), e)
 }
@@ -56,8 +87,9 @@ impl Transposer {
         tmp: &Path,
         want_totals: bool,
     ) -> Result<Transposer> {
+        remove_abandoned(tmp);
         let dir = tempfile::Builder::new()
-            .prefix("deltacells-transpose-")
+            .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
             .tempdir_in(tmp)
             .map_err(|e| io_err(tmp, e))?;
         let runs = nnz_hint
