@@ -329,8 +329,13 @@ def _var_spec(var, n_vars: int):
     index = [str(v) for v in var.index]
     names = _column_names(var, "var")
     index_name = str(var.index.name or "__index_level_0__")
-    # A column that is the index (`set_index(..., drop=False)`) is stored once, as the index.
+    # A column of text that is the index (`set_index(..., drop=False)`) is
+    # stored once, as the index. One of another type (numbers, categories)
+    # keeps its type as a column, and the index, its values as text, goes
+    # unnamed beside it, as anndata stores them.
     skip = index_name if _index_is_column(var, names, index_name, index, "var") else None
+    if skip is not None and not _is_text(var.iloc[:, names.index(skip)]):
+        skip, index_name = None, "__index_level_0__"
     # Each column typed as an obs column is (numbers, booleans, strings and
     # categories with their missing values), ordered categories named.
     columns = [_obs_spec(name, s, "var") for name, (_, s) in zip(names, var.items())
@@ -372,6 +377,16 @@ def _column_names(frame, what: str) -> list:
     if twice:
         raise InputError(f"{what} has more than one column named {twice[0]!r}")
     return names
+
+
+def _is_text(s) -> bool:
+    """Whether column `s` holds strings (object or string dtype, not categories)."""
+    import pandas as pd
+    from pandas.api import types
+
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        return False
+    return types.is_object_dtype(s.dtype) or types.is_string_dtype(s.dtype)
 
 
 def _index_is_column(frame, names: list, name: str, ids: list, what: str) -> bool:

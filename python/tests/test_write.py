@@ -2,6 +2,7 @@
 backed; X, raw.X and layers), obs and var; bad input refused cleanly."""
 
 import os
+import shutil
 import re
 
 import numpy as np
@@ -277,6 +278,16 @@ def test_a_var_index_named_as_a_column_is_stored_once_when_they_agree(tmp_path):
     pd.testing.assert_frame_equal(ds.var, var)
     other = var.assign(gene_ids=[f"x{i}" for i in range(10)])
     refused(tmp_path / "other", "rename one", X, var=other, level=1)
+    # A column of numbers or categories as the index keeps its type as a
+    # column; the index (its values as text) is then unnamed.
+    for column in [np.arange(10) * 10, pd.Categorical(ids)]:
+        typed = pd.DataFrame({"key": column, "symbol": var["symbol"].to_numpy()}).set_index(
+            "key", drop=False)
+        deltacells.write(X, tmp_path / "typed", var=typed, level=1, sort_genes=False)
+        back = deltacells.open(tmp_path / "typed").var
+        assert back.index.name is None and list(back.index) == [str(v) for v in typed.index]
+        pd.testing.assert_frame_equal(back, typed.set_axis(back.index))
+        shutil.rmtree(tmp_path / "typed")
 
 
 def test_a_sparse_obs_column_reads_back_as_its_dense_values(tmp_path):
