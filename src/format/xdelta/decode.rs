@@ -31,6 +31,20 @@ fn append_bits(bitmap: &mut Vec<u8>, bits: &mut usize, count: usize, value: bool
 /// 2^53: every integer of at most this magnitude is a double, exactly.
 const EXACT_IN_F64: u64 = 1 << 53;
 
+/// Whether integer items whose magnitudes add up to `magnitude`, `n` values
+/// in all, integrate under `delta` to running sums that are all integers a
+/// double holds exactly (within 2^53: the literals bound the first sums, and
+/// the first sums times the count bound the second), so that integer
+/// arithmetic gives the bits of the spec's double arithmetic.
+pub(super) fn integrates_exactly(delta: Delta, magnitude: u64, n: usize) -> bool {
+    let bound = match delta {
+        Delta::D0 => 0,
+        Delta::D1 => magnitude,
+        Delta::D2 => magnitude.saturating_mul(n as u64),
+    };
+    bound <= EXACT_IN_F64
+}
+
 /// The decoding visitor: non-null values densely into `values` (as `i64`
 /// bits while every literal so far is an integer), nulls into the bitmap.
 struct Fill<'a> {
@@ -316,12 +330,9 @@ impl Decoder {
         // (times the count of values for the second sums of `d2`). Past that,
         // the doubles round at each step, and so must this decoder.
         let header = params.header;
-        let bound = match header.delta {
-            Delta::D0 => 0,
-            Delta::D1 => fill.magnitude,
-            Delta::D2 => fill.magnitude.saturating_mul(fill.len as u64),
-        };
-        if fill.ints && bound > EXACT_IN_F64 {
+        // Nulls take no part in the integration: the values are counted.
+        let counted = fill.values.len();
+        if fill.ints && !integrates_exactly(header.delta, fill.magnitude, counted) {
             fill.leave_integer_path();
         }
         let (len, nulls, ints) = (fill.len, fill.nulls, fill.ints);

@@ -6,7 +6,8 @@
 //!
 //! * **Integer domain**, when every value is `(z as f64)`, or `(z as f64) / 10^p`
 //!   for the given precision `p`, with `z` an `i64`: the items are the `z`s
-//!   (`d0`), their deltas (`d1`), or deltas of deltas (`d2`), all checked; and
+//!   (`d0`), their deltas (`d1`), or deltas of deltas (`d2`), all checked, the
+//!   deltas only where the decoder integrates them exactly (within 2^53); and
 //!   for `d0`, `z - O` with an offset `O` near the median (rounded to one or two
 //!   significant digits, so it prints short). Each candidate is verified with
 //!   the decoder's own arithmetic (integer integration, then `/ 10^p`, then
@@ -25,6 +26,7 @@
 use std::fmt::Write as _;
 
 use super::decimal::{int_len, Decimal};
+use super::decode::integrates_exactly;
 use super::header::Delta;
 use super::XdeltaError;
 
@@ -345,9 +347,13 @@ fn to_int(y: f64, divisor: Option<f64>) -> Option<i64> {
     })
 }
 
-/// The integer items of each delta order, if no difference overflows.
+/// The integer items of each delta order, if no difference overflows and
+/// the decoder integrates them exactly (see
+/// [`super::decode::integrates_exactly`]): past 2^53 it integrates in doubles,
+/// which would round the sums these items were made for.
 fn delta_items(zs: &[i64], delta: Delta) -> Option<Vec<Tok>> {
     let mut items = Vec::with_capacity(zs.len());
+    let mut magnitude = 0u64;
     let (mut prev, mut prev_d) = (0i64, 0i64);
     for (k, &z) in zs.iter().enumerate() {
         let item = match (delta, k) {
@@ -360,10 +366,11 @@ fn delta_items(zs: &[i64], delta: Delta) -> Option<Vec<Tok>> {
                 dd
             }
         };
+        magnitude = magnitude.saturating_add(item.unsigned_abs());
         items.push(Tok::Int(item));
         prev = z;
     }
-    Some(items)
+    integrates_exactly(delta, magnitude, zs.len()).then_some(items)
 }
 
 /// Offsets worth trying for `d0`: the median rounded to one and two
