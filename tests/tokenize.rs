@@ -223,7 +223,16 @@ fn scgpt_genes(
     norm: Option<f64>,
     log1p: bool,
 ) -> Vec<(i32, f32)> {
-    let tok = tokens();
+    scgpt_genes_over(&tokens(), m, cell, (n_bins, norm, log1p))
+}
+
+/// [`scgpt_genes`] over the dictionary `tok`.
+fn scgpt_genes_over(
+    tok: &GeneMap<i32>,
+    m: &Csr<i32>,
+    cell: usize,
+    (n_bins, norm, log1p): (usize, Option<f64>, bool),
+) -> Vec<(i32, f32)> {
     let (genes, counts) = row(m, cell);
     let total: f64 = counts.iter().map(|&c| f64::from(c)).sum();
     let (ids, x): (Vec<i32>, Vec<f64>) = genes
@@ -404,6 +413,88 @@ fn scgpt_samples_long_cells_deterministically_with_bins_over_all_genes() {
         .tokenize(&Tokenizer::ScGpt(s.with_seed(0, 1)))
         .unwrap();
     assert_ne!(other.rows.input_ids, b.rows.input_ids[row_of(&b, 3)]);
+}
+
+/// The positions of `0..n` a row of `k` genes keeps (`n > k`), drawn as the
+/// scGPT module docs say: Floyd's algorithm over `m = min(k, n - k)`
+/// positions with SplitMix64 seeded from `(seed, epoch, cell)`, the
+/// positions drawn kept when `m = k`, else dropped.
+fn floyd_kept(n: usize, k: usize, (seed, epoch, cell): (u64, u64, u64)) -> Vec<usize> {
+    const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mix = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let splitmix = |z: u64| mix(z.wrapping_add(GOLDEN));
+    let mut state = splitmix(splitmix(splitmix(seed) ^ epoch) ^ cell);
+    let m = k.min(n - k);
+    let mut drawn = vec![false; n];
+    for j in n - m..n {
+        state = state.wrapping_add(GOLDEN);
+        let r = mix(state.wrapping_add(GOLDEN));
+        let t = ((u128::from(r) * (j as u128 + 1)) >> 64) as usize;
+        let p = if drawn[t] { j } else { t };
+        drawn[p] = true;
+    }
+    (0..n).filter(|&p| drawn[p] == (m == k)).collect()
+}
+
+#[test]
+fn scgpt_keeps_the_documented_draw_whether_or_not_every_gene_has_a_token() {
+    let dir = Dir::new("draw");
+    let m = matrix(60);
+    let ds = dataset(&dir.0, &m);
+    // A dictionary of every gene takes the path that draws a long cell's
+    // genes before looking up their tokens; the usual one leaves genes
+    // out. Rows of 100 keep most of a cell of ~400 tokenized genes (the
+    // dropped drawn) and few of one of ~2,600 (the kept drawn).
+    let every = tokens_by(0..GENES as usize, |g| (g * 1907) % GENES as usize);
+    for (dictionary, max_len, (seed, epoch)) in [
+        (tokens(), 100, (0, 0)),
+        (every.clone(), 100, (0, 0)),
+        (every.clone(), 300, (5, 3)),
+        (every, 2, (1, 1)),
+    ] {
+        let s = ScGpt::new(dictionary.clone())
+            .unwrap()
+            .with_max_len(max_len)
+            .unwrap()
+            .with_seed(seed, epoch);
+        let b = ds.read(0..60).tokenize(&Tokenizer::ScGpt(s)).unwrap();
+        let values = b.rows.values.as_ref().unwrap();
+        let (mut most, mut few) = (0, 0);
+        for cell in 0..60 {
+            let all = scgpt_genes_over(&dictionary, &m, cell, (51, None, false));
+            let k = max_len - 1;
+            let want: Vec<(i32, f32)> = if all.len() > k {
+                if 2 * k >= all.len() {
+                    most += 1;
+                } else {
+                    few += 1;
+                }
+                let kept = floyd_kept(all.len(), k, (seed, epoch, cell as u64));
+                kept.into_iter().map(|p| all[p]).collect()
+            } else {
+                all
+            };
+            let span = row_of(&b, cell);
+            let got: Vec<(i32, f32)> = b.rows.input_ids[span.clone()][1..]
+                .iter()
+                .copied()
+                .zip(values[span][1..].iter().copied())
+                .take_while(|&(t, _)| t != PAD)
+                .collect();
+            assert_eq!(got, want, "cell {cell}, rows of {max_len}");
+        }
+        assert!(few >= 3, "rows of {max_len}: cells drawing the genes kept");
+        if max_len == 100 {
+            assert!(
+                most >= 3,
+                "rows of {max_len}: cells drawing the genes dropped"
+            );
+        }
+    }
 }
 
 #[test]
