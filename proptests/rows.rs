@@ -431,8 +431,8 @@ proptest! {
         first in prop_oneof![0u32..5000, (u32::MAX - 400)..=u32::MAX],
     ) {
         // SplitMix64 and the draw as the module docs of scGPT define them,
-        // with a 128-bit product: positions up to 2^32 at the top.
-        let first = u64::from(first).min((1 << 32) - len as u64) as u32;
+        // with a 128-bit product: positions up to 2^32 - 1 at the top.
+        let first = u64::from(first).min((1 << 32) - 1 - len as u64) as u32;
         let want: Vec<u32> = (0..len as u64)
             .map(|i| {
                 let mut z = state

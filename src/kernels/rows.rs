@@ -391,11 +391,11 @@ impl RowKernels {
     ///
     /// # Panics
     ///
-    /// If `first + out.len()` is over `2^32` (on every backend alike).
+    /// If `first + out.len()` is `2^32` or more (on every backend alike).
     pub fn draws(&self, state: u64, first: u32, out: &mut [u32]) {
         assert!(
-            u64::from(first) + out.len() as u64 <= 1 << 32,
-            "draws: positions past 2^32"
+            u64::from(first) + (out.len() as u64) < 1 << 32,
+            "draws: positions past 2^32 - 1"
         );
         (self.draws)(state, first, out)
     }
