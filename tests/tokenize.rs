@@ -286,6 +286,19 @@ fn row_of(b: &TokenBatch, r: usize) -> std::ops::Range<usize> {
     r * b.rows.max_len..(r + 1) * b.rows.max_len
 }
 
+/// The genes (tokens) and bins of scGPT row `r`, between `<cls>` and the
+/// padding.
+fn scgpt_row(b: &TokenBatch, r: usize) -> Vec<(i32, f32)> {
+    let span = row_of(b, r);
+    let values = b.rows.values.as_ref().expect("scGPT rows have values");
+    b.rows.input_ids[span.clone()][1..]
+        .iter()
+        .copied()
+        .zip(values[span][1..].iter().copied())
+        .take_while(|&(t, _)| t != PAD)
+        .collect()
+}
+
 /// Over tie-heavy medians with tokens in and out of column order, medians
 /// on a sketch's grid, and distinct medians: each ranks its rows with
 /// different passes. All but the last leave genes out (rows skip some).
@@ -378,13 +391,7 @@ fn scgpt_samples_long_cells_deterministically_with_bins_over_all_genes() {
     let mut sampled = 0;
     for cell in 0..60 {
         let all = scgpt_genes(&m, cell, 51, None, false);
-        let span = row_of(&b, cell);
-        let got: Vec<(i32, f32)> = b.rows.input_ids[span.clone()][1..]
-            .iter()
-            .copied()
-            .zip(values[span][1..].iter().copied())
-            .take_while(|&(t, _)| t != PAD)
-            .collect();
+        let got = scgpt_row(&b, cell);
         if all.len() > max_len - 1 {
             sampled += 1;
             assert_eq!(got.len(), max_len - 1);
@@ -462,7 +469,6 @@ fn scgpt_keeps_the_documented_draw_whether_or_not_every_gene_has_a_token() {
             .unwrap()
             .with_seed(seed, epoch);
         let b = ds.read(0..60).tokenize(&Tokenizer::ScGpt(s)).unwrap();
-        let values = b.rows.values.as_ref().unwrap();
         let (mut most, mut few) = (0, 0);
         for cell in 0..60 {
             let all = scgpt_genes_over(&dictionary, &m, cell, (51, None, false));
@@ -478,13 +484,7 @@ fn scgpt_keeps_the_documented_draw_whether_or_not_every_gene_has_a_token() {
             } else {
                 all
             };
-            let span = row_of(&b, cell);
-            let got: Vec<(i32, f32)> = b.rows.input_ids[span.clone()][1..]
-                .iter()
-                .copied()
-                .zip(values[span][1..].iter().copied())
-                .take_while(|&(t, _)| t != PAD)
-                .collect();
+            let got = scgpt_row(&b, cell);
             assert_eq!(got, want, "cell {cell}, rows of {max_len}");
         }
         assert!(few >= 3, "rows of {max_len}: cells drawing the genes kept");
