@@ -437,17 +437,11 @@ fn merge_column(
             .windows(2)
             .all(|w| w[0].data_type() == w[1].data_type());
     let needs_fill = fill.is_some() && from.iter().any(Option::is_none);
-    let merged: ArrayRef = if needs_fill && !(one_type && arrays[0].data_type() == &DataType::Utf8)
-    {
-        // The keys fill the column: text.
-        Arc::new(
-            merged_text(pieces, from)
-                .into_iter()
-                .collect::<StringArray>(),
-        )
-    } else if one_type {
+    // Where the keys fill the column, it is text.
+    let keyed_text = needs_fill && !(one_type && arrays[0].data_type() == &DataType::Utf8);
+    let merged: ArrayRef = if one_type && !keyed_text {
         gather(&arrays, from)?
-    } else if numeric {
+    } else if numeric && !keyed_text {
         let wide = types
             .iter()
             .flatten()

@@ -193,6 +193,12 @@ pub(crate) fn temporary_name(name: &str) -> String {
     )
 }
 
+/// Whether `s` is a number in decimal digits (at least one): the process
+/// ids and counters in temporary names, the numbers of tile and shard keys.
+pub(crate) fn is_decimal(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// Whether `file` is a temporary file of entry `name`, as
 /// [`temporary_name`] names them (`.<name>.<pid>-<nanos>-<n>.tmp`) or as
 /// earlier versions did (`.<name>.<pid>.<n>.tmp`). Matched exactly: by its
@@ -208,15 +214,14 @@ pub(crate) fn is_temporary_of(file: &str, name: &str) -> bool {
     else {
         return false;
     };
-    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
     match middle.split('-').collect::<Vec<_>>()[..] {
         [pid, nanos, n] => {
-            digits(pid)
-                && digits(n)
+            is_decimal(pid)
+                && is_decimal(n)
                 && !nanos.is_empty()
                 && nanos.bytes().all(|b| b.is_ascii_hexdigit())
         }
-        [old] => matches!(old.split_once('.'), Some((pid, n)) if digits(pid) && digits(n)),
+        [old] => matches!(old.split_once('.'), Some((pid, n)) if is_decimal(pid) && is_decimal(n)),
         _ => false,
     }
 }

@@ -139,7 +139,7 @@ fn remove_strays(store: &dyn Store, manifest: &Manifest) -> Result<()> {
                 .strip_prefix(dir)
                 .and_then(|name| name.strip_prefix(stem))
                 .and_then(|rest| rest.strip_suffix(suffix))
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                .is_some_and(crate::storage::is_decimal);
             if named_so && !ours.contains(&key) {
                 store.delete(&key)?;
             }

@@ -61,7 +61,7 @@ fn remove_abandoned(tmp: &Path) {
             .strip_prefix(TEMP_PREFIX)
             .and_then(|rest| rest.split_once('-'))
             .map(|(pid, _)| pid)
-            .filter(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+            .filter(|pid| crate::storage::is_decimal(pid));
         if let Some(pid) = pid {
             if !Path::new("/proc").join(pid).exists() {
                 let _ = std::fs::remove_dir_all(entry.path());
