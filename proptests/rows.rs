@@ -320,20 +320,24 @@ proptest! {
         (table, marks, first, genes) in marked_selection(),
     ) {
         // Against a filter written here: bit `g - first` (wrapping) of the
-        // marks set and within the table; the value the table's, any sign.
+        // marks set and within the table; the value the table's, any sign
+        // (`marked` keeps the offset instead).
         let counts: Vec<u32> = (0..genes.len() as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
         let marked = |i: usize| marks.get(i / 32).is_some_and(|w| w >> (i % 32) & 1 == 1);
-        let kept = |g: i32| {
-            let i = (g as u32).wrapping_sub(first) as usize;
-            table.get(i).copied().filter(|_| marked(i))
-        };
-        let want: Vec<(i32, u32)> = genes
+        let offset = |g: i32| (g as u32).wrapping_sub(first) as usize;
+        let kept = |g: i32| Some(offset(g)).filter(|&i| i < table.len() && marked(i));
+        let want_offsets: Vec<(i32, u32)> = genes
             .iter()
             .zip(&counts)
-            .filter_map(|(&g, &c)| kept(g).map(|v| (v, c)))
+            .filter_map(|(&g, &c)| kept(g).map(|i| (i as i32, c)))
             .collect();
+        let want: Vec<(i32, u32)> = want_offsets.iter().map(|&(i, c)| (table[i as usize], c)).collect();
         let len = genes.len();
         for k in crate::tables::<RowKernels>("rows") {
+            let mut out = (vec![7i32; len], vec![7u32; len]);
+            let n = k.marked(table.len(), &marks, first, &genes, &counts, (&mut out.0, &mut out.1));
+            let got: Vec<(i32, u32)> = out.0[..n].iter().copied().zip(out.1[..n].iter().copied()).collect();
+            prop_assert_eq!(&got, &want_offsets, "{}", k.isa());
             let mut out = (vec![7i32; len], vec![7u32; len]);
             let n = k.select_marked(&table, &marks, first, &genes, &counts, (&mut out.0, &mut out.1));
             let got: Vec<(i32, u32)> = out.0[..n].iter().copied().zip(out.1[..n].iter().copied()).collect();

@@ -517,6 +517,14 @@ thread_local! {
 }
 
 impl<V: Count> DensePart<'_, V> {
+    /// The same rows, borrowed for a shorter while.
+    pub(crate) fn reborrow(&mut self) -> DensePart<'_, V> {
+        DensePart {
+            n_cols: self.n_cols,
+            data: &mut *self.data,
+        }
+    }
+
     /// Writes row `row`: zeros, then what `set` stores into them. Every
     /// write of a dense row comes here, the one place a row is zeroed
     /// (sizing leaves a reused buffer's contents). The row is composed in
@@ -529,7 +537,7 @@ impl<V: Count> DensePart<'_, V> {
     /// of normalized dense batches (its scattered stores missed the cache
     /// that the zeroing had gone past); composed here and copied plainly,
     /// 11%.
-    fn compose(&mut self, row: usize, set: impl FnOnce(&mut [V])) {
+    pub(crate) fn compose(&mut self, row: usize, set: impl FnOnce(&mut [V])) {
         let n = self.n_cols;
         let out = &mut self.data[row * n..(row + 1) * n];
         ROW.with_borrow_mut(|words| {

@@ -121,17 +121,18 @@ pub(crate) trait ValueSink: Sink {
 
 /// Rows of a [`ValueSink`].
 pub(crate) trait ValuePart: Send {
-    /// Whether [`ValuePart::write_values`] takes its columns in ascending
-    /// order only (a CSR row's), rather than in any order (a dense row's).
-    fn ascending(&self) -> bool;
-    /// Writes row `row`: `values` at `columns` (ascending where
-    /// [`ValuePart::ascending`], else in any order).
+    /// The rows as a dense output's, which take their columns in any order
+    /// and can be composed whole ([`DensePart::compose`]); `None` for CSR
+    /// rows, which take their columns in ascending order only.
+    fn dense(&mut self) -> Option<DensePart<'_, f32>>;
+    /// Writes row `row`: `values` at `columns` (ascending unless the rows
+    /// are [`ValuePart::dense`]).
     fn write_values(&mut self, row: usize, columns: &[i32], values: &[f32]);
 }
 
 /// Implements [`ValueSink`] for an `f32` output through its [`Sink`] impl.
 macro_rules! value_sink {
-    ($out:ty, $part:ident, ascending: $ascending:literal) => {
+    ($out:ty, $part:ident, dense: $dense:expr) => {
         impl ValueSink for $out {
             type Values<'p> = $part<'p, f32>;
             fn start_values(&mut self, n_cols: u32) {
@@ -146,8 +147,8 @@ macro_rules! value_sink {
         }
 
         impl ValuePart for $part<'_, f32> {
-            fn ascending(&self) -> bool {
-                $ascending
+            fn dense(&mut self) -> Option<DensePart<'_, f32>> {
+                $dense(self)
             }
             fn write_values(&mut self, row: usize, columns: &[i32], values: &[f32]) {
                 $part::write_values(self, row, columns, values)
@@ -156,8 +157,13 @@ macro_rules! value_sink {
     };
 }
 
-value_sink!(Csr<f32>, CsrPart, ascending: true);
-value_sink!(Dense<f32>, DensePart, ascending: false);
+value_sink!(Csr<f32>, CsrPart, dense: |_| None);
+value_sink!(Dense<f32>, DensePart, dense: dense_rows);
+
+/// A dense part's rows as [`ValuePart::dense`] gives them.
+fn dense_rows<'a>(part: &'a mut DensePart<'_, f32>) -> Option<DensePart<'a, f32>> {
+    Some(part.reborrow())
+}
 
 impl<S: ValueSink> ValueSink for &mut S {
     type Values<'p>
@@ -308,11 +314,20 @@ impl<P: ValuePart> TransformedPart<'_, P> {
         at_least(&mut s.counts, n);
         at_least(&mut s.values, n);
         let values = RowValues::new(self.transform, counts, total);
+        if let (Some(selection), Some(mut dense)) = (self.genes, self.inner.dense()) {
+            let (offsets, kept) = (&mut s.columns[..n], &mut s.counts[..n]);
+            if let Some((table, k)) = selection.keep_offsets(genes, counts, offsets, kept) {
+                let (offsets, kept) = (&offsets[..k], &kept[..k]);
+                dense.compose(row, |out| values.scatter(table, offsets, kept, out));
+                return;
+            }
+        }
+        let ascending = self.inner.dense().is_none();
         let (columns, kept) = match self.genes {
             None => (genes, counts),
             // Kept in the row's order: a selection in gene order, or an
             // output that takes its columns in any order.
-            Some(selection) if selection.is_monotone() || !self.inner.ascending() => {
+            Some(selection) if selection.is_monotone() || !ascending => {
                 let k = selection.keep_row(genes, counts, &mut s.columns[..n], &mut s.counts[..n]);
                 (&s.columns[..k], &s.counts[..k])
             }
@@ -394,6 +409,20 @@ impl RowValues {
                 .lookup_or(&self.memo, counts, out, |c| self.larger(c));
         } else {
             self.kernels.lookup(&self.memo, counts, out);
+        }
+    }
+
+    /// Writes the value of each of `counts` to `out[table[o]]`, `o` its
+    /// offset in `offsets`: a dense row's kept genes looked up, valued and
+    /// stored in one pass, where a gather of their columns, a lookup of
+    /// their values and a scatter of both had each made one.
+    pub(crate) fn scatter(&self, table: &[i32], offsets: &[i32], counts: &[u32], out: &mut [f32]) {
+        for (&o, &c) in offsets.iter().zip(counts) {
+            let value = match self.memo.get(c as usize) {
+                Some(&v) if c < MEMO_SLOTS as u32 - 1 => v,
+                _ => self.larger(c),
+            };
+            out[table[o as u32 as usize] as usize] = value;
         }
     }
 

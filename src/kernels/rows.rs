@@ -70,6 +70,8 @@
 //! [`RowKernels::select_marked`] keeps them: the marked genes first, then
 //! only their values gathered from the table, for selections that keep a
 //! few of a row's genes (a vocabulary of 2,000 genes).
+//! [`RowKernels::marked`] is its first pass alone, for a dense row that
+//! looks each kept gene's column up as it stores its value.
 //!
 //! # Quotients
 //!
@@ -92,8 +94,8 @@
 //! # Backends
 //!
 //! Apart from `lookup`, `values_in_place`, `select`, `select_marked`,
-//! `compress`, `count_marked`, `tally`, `starts`, `classify` and `stream`
-//! (written once over the vector vocabulary, with the reference's loop for
+//! `marked`, `compress`, `count_marked`, `tally`, `starts`, `classify` and
+//! `stream` (written once over the vector vocabulary, with the reference's loop for
 //! registers that reach outside the table or the memo and for the tail),
 //! the vector tables run the reference's own code, compiled for their
 //! instruction set: on x86-64 that brings `popcnt` (a word's bits counted
@@ -123,6 +125,7 @@ pub struct RowKernels {
     quotient_keys: QuotientKeys,
     select: Select,
     select_marked: SelectMarked,
+    marked: Marked,
     compress: Compress,
     count_marked: fn(&[u32], u32, &[i32]) -> usize,
     stream: Stream,
@@ -150,6 +153,9 @@ type Select = fn(&[i32], u32, &[i32], &[u32], (&mut [i32], &mut [u32])) -> usize
 
 /// The signature of [`RowKernels::select_marked`].
 type SelectMarked = fn(&[i32], &[u32], u32, &[i32], &[u32], (&mut [i32], &mut [u32])) -> usize;
+
+/// The signature of [`RowKernels::marked`].
+type Marked = fn(usize, &[u32], u32, &[i32], &[u32], (&mut [i32], &mut [u32])) -> usize;
 
 /// The signature of [`RowKernels::quotient_keys`].
 type QuotientKeys = fn(&[f64], &[f64], &mut [u64]) -> (u64, u64);
@@ -345,6 +351,27 @@ impl RowKernels {
         (self.select_marked)(table, marks, first, genes, counts, out)
     }
 
+    /// [`RowKernels::select_marked`]'s first pass alone: the offsets
+    /// `g - first` of the genes that `marks` marks and that lie within a
+    /// table of `table_len` values go to `out.0` (as `u32` bits), their
+    /// counts to `out.1`, in order; returns their number. For a caller that
+    /// looks each offset up as it uses it (a dense row's scatter).
+    ///
+    /// # Panics
+    ///
+    /// As [`RowKernels::select`].
+    pub fn marked(
+        &self,
+        table_len: usize,
+        marks: &[u32],
+        first: u32,
+        genes: &[i32],
+        counts: &[u32],
+        out: (&mut [i32], &mut [u32]),
+    ) -> usize {
+        (self.marked)(table_len, marks, first, genes, counts, out)
+    }
+
     /// Whether [`RowKernels::select_marked`] beats [`RowKernels::select`]
     /// on a table that keeps a few of a row's genes: on the vector tables,
     /// which read a register's marks by one permute (the portable one reads
@@ -449,6 +476,7 @@ static SCALAR: RowKernels = RowKernels {
     quotient_keys: scalar::quotient_keys,
     select: scalar::select,
     select_marked: scalar::select_marked,
+    marked: scalar::marked,
     compress: scalar::compress,
     count_marked: scalar::count_marked,
     stream: scalar::stream,
@@ -609,12 +637,11 @@ fn select<V: Vector>(
 }
 
 /// [`scalar::select_marked`] a register of genes at a time, in two
-/// passes. The first keeps the marked genes' offsets and counts, each
-/// register's bits read by a [`MarkReader`]; the second replaces the kept
-/// offsets by their values, a register gathered at a time. A gather costs
-/// about a load per lane, so where [`select`] pays one per gene, this pays
-/// one per kept gene (a 2,000-gene vocabulary keeps about two in five of a
-/// cell's genes); the tail goes through the reference's loops.
+/// passes: [`marked`], then the kept offsets replaced by their values, a
+/// register gathered at a time. A gather costs about a load per lane, so
+/// where [`select`] pays one per gene, this pays one per kept gene (a
+/// 2,000-gene vocabulary keeps about two in five of a cell's genes); the
+/// tail goes through the reference's loop.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
 fn select_marked<V: Vector>(
@@ -626,11 +653,52 @@ fn select_marked<V: Vector>(
     counts: &[u32],
     (out, out_counts): (&mut [i32], &mut [u32]),
 ) -> usize {
+    let lanes = V::LANES;
+    let n = marked(
+        v,
+        table.len(),
+        marks,
+        first,
+        genes,
+        counts,
+        (&mut *out, out_counts),
+    );
+    let mut j = 0;
+    if last_gathered(table.len()).is_some() {
+        while j + lanes <= n {
+            // SAFETY: `j + LANES <= n <= out.len()`; every kept offset lies
+            // within the table, whose offsets fit `i32` lanes.
+            unsafe {
+                let offsets = out.as_mut_ptr().add(j).cast::<u32>();
+                let values = v.gather_u32(table.as_ptr().cast(), v.load_u32(offsets));
+                v.store_u32(offsets, values);
+            }
+            j += lanes;
+        }
+    }
+    scalar::look_up_in_place(table, &mut out[j..n]);
+    n
+}
+
+/// [`scalar::marked`] a register of genes at a time: each register's bits
+/// read by a [`MarkReader`], the marked genes' offsets and counts
+/// compressed to the outputs; the tail through the reference's loop.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn marked<V: Vector>(
+    v: V,
+    table_len: usize,
+    marks: &[u32],
+    first: u32,
+    genes: &[i32],
+    counts: &[u32],
+    (out, out_counts): (&mut [i32], &mut [u32]),
+) -> usize {
     scalar::check_select(genes, counts, out, out_counts);
     let lanes = V::LANES;
     // The offsets within both the table and the marks.
-    let Some(last) = last_gathered(table.len().min(marks.len().saturating_mul(32))) else {
-        return scalar::select_marked(table, marks, first, genes, counts, (out, out_counts));
+    let Some(last) = last_gathered(table_len.min(marks.len().saturating_mul(32))) else {
+        return scalar::marked(table_len, marks, first, genes, counts, (out, out_counts));
     };
     let reader = MarkReader::new(v, marks, first, last);
     let zero = v.splat(0);
@@ -643,28 +711,15 @@ fn select_marked<V: Vector>(
         n = unsafe { keep_register(v, within, kept, counts, i, (&mut *out, &mut *out_counts), n) };
         i += lanes;
     }
-    n = scalar::marked_from(
-        table.len(),
+    scalar::marked_from(
+        table_len,
         marks,
         first,
         &genes[i..],
         &counts[i..],
-        (&mut *out, &mut *out_counts),
+        (out, out_counts),
         n,
-    );
-    let mut j = 0;
-    while j + lanes <= n {
-        // SAFETY: `j + LANES <= n <= out.len()`; every kept offset is at
-        // most `last`, within the table.
-        unsafe {
-            let offsets = out.as_mut_ptr().add(j).cast::<u32>();
-            let values = v.gather_u32(table.as_ptr().cast(), v.load_u32(offsets));
-            v.store_u32(offsets, values);
-        }
-        j += lanes;
-    }
-    scalar::look_up_in_place(table, &mut out[j..n]);
-    n
+    )
 }
 
 /// Zero bytes: the high plane under a register of marks, which
@@ -1105,6 +1160,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn quotient_entry(x: &[f64], m: &[f64], out: &mut [u64]) -> (u64, u64) = quotient_keys);
             kernel_entry!($features, $token, fn select_entry(table: &[i32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = select);
             kernel_entry!($features, $token, fn select_marked_entry(table: &[i32], marks: &[u32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = select_marked);
+            kernel_entry!($features, $token, fn marked_entry(table_len: usize, marks: &[u32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = marked);
             kernel_entry!($features, $token, fn compress_entry(values: &[i32], marks: &[u8], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = compress);
             kernel_entry!($features, $token, fn count_marked_entry(marks: &[u32], first: u32, genes: &[i32]) -> usize = count_marked);
             kernel_entry!($features, $token, fn stream_entry(parts: &mut [(&[u8], &mut [u8])]) = stream);
@@ -1121,6 +1177,7 @@ macro_rules! rows_table {
                 quotient_keys: quotient_entry,
                 select: select_entry,
                 select_marked: select_marked_entry,
+                marked: marked_entry,
                 compress: compress_entry,
                 count_marked: count_marked_entry,
                 stream: stream_entry,

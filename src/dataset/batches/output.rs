@@ -249,8 +249,11 @@ impl ValueSink for CountRows<f32> {
 }
 
 impl ValuePart for CountRowsPart<'_, f32> {
-    fn ascending(&self) -> bool {
-        matches!(self, CountRowsPart::Csr(_))
+    fn dense(&mut self) -> Option<DensePart<'_, f32>> {
+        match self {
+            CountRowsPart::Csr(_) => None,
+            CountRowsPart::Dense(p) => Some(p.reborrow()),
+        }
     }
 
     fn write_values(&mut self, row: usize, columns: &[i32], values: &[f32]) {

@@ -280,6 +280,35 @@ impl GeneSelection {
         }
     }
 
+    /// [`GeneSelection::keep_row`] for a caller that looks each kept gene's
+    /// column up as it places it (a dense row's scatter): where the lookup
+    /// is a thin dense table read by its marks, the kept genes' offsets
+    /// into the table go to the front of `offsets` (their columns are
+    /// `table[offset]`) and their counts to `kept`, and the table and their
+    /// number are returned; `None` otherwise (nothing written; `keep_row`
+    /// then). Both outputs hold at least `genes.len()`.
+    pub(crate) fn keep_offsets(
+        &self,
+        genes: &[i32],
+        counts: &[u32],
+        offsets: &mut [i32],
+        kept: &mut [u32],
+    ) -> Option<(&[i32], usize)> {
+        let kernels = best_row_kernels();
+        match &self.lookup {
+            Lookup::Dense {
+                first,
+                table,
+                marks,
+                thin: true,
+            } if kernels.selects_by_marks() => {
+                let k = kernels.marked(table.len(), marks, *first, genes, counts, (offsets, kept));
+                Some((table, k))
+            }
+            _ => None,
+        }
+    }
+
     /// How many of a row's `genes` are kept: a bit of the marks per gene
     /// for a dense lookup, counted by the row kernels a register of genes
     /// at a time (a negative gene, read as `u32`, lies past the span), a

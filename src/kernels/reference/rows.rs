@@ -419,7 +419,7 @@ pub(crate) fn keep_from(
 }
 
 /// Reference for [`RowKernels::select_marked`]: the marked genes' offsets
-/// kept first, then looked up.
+/// kept first ([`marked`]), then looked up.
 #[inline(always)]
 pub fn select_marked(
     table: &[i32],
@@ -429,18 +429,23 @@ pub fn select_marked(
     counts: &[u32],
     (out, out_counts): (&mut [i32], &mut [u32]),
 ) -> usize {
-    check_select(genes, counts, out, out_counts);
-    let n = marked_from(
-        table.len(),
-        marks,
-        first,
-        genes,
-        counts,
-        (out, out_counts),
-        0,
-    );
+    let n = marked(table.len(), marks, first, genes, counts, (out, out_counts));
     look_up_in_place(table, &mut out[..n]);
     n
+}
+
+/// Reference for [`RowKernels::marked`].
+#[inline(always)]
+pub fn marked(
+    table_len: usize,
+    marks: &[u32],
+    first: u32,
+    genes: &[i32],
+    counts: &[u32],
+    (out, out_counts): (&mut [i32], &mut [u32]),
+) -> usize {
+    check_select(genes, counts, out, out_counts);
+    marked_from(table_len, marks, first, genes, counts, (out, out_counts), 0)
 }
 
 /// [`select_marked`]'s first loop over `genes`: each gene whose offset
