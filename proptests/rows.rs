@@ -114,6 +114,75 @@ proptest! {
     #![proptest_config(config(256))]
 
     #[test]
+    fn every_backend_scatters_values_like_a_loop(
+        counts in row_counts(),
+        seed in any::<u64>(),
+        width in 1usize..80,
+        least in 0u32..80,
+    ) {
+        // A table of 3 x width columns below `width` (so columns repeat
+        // within a register, and the later count's value must stay), the
+        // offsets spread over it by an LCG written here.
+        let table: Vec<i32> = (0..3 * width as i32).map(|i| (i * 7 + 3) % width as i32).collect();
+        let mut state = seed;
+        let offsets: Vec<i32> = counts
+            .iter()
+            .map(|_| {
+                state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                ((state >> 33) % table.len() as u64) as i32
+            })
+            .collect();
+        let memo: [f32; MEMO_SLOTS] = std::array::from_fn(|i| i as f32 * 0.25 + 1.0);
+        let larger = |c: u32| -(c as f32) - least as f32;
+        let mut want = vec![0.5f32; width];
+        for (&o, &c) in offsets.iter().zip(&counts) {
+            want[table[o as usize] as usize] = if c < MEMO_SLOTS as u32 - 1 { memo[c as usize] } else { larger(c) };
+        }
+        for k in crate::tables::<RowKernels>("rows") {
+            // From every offset within a register, so registers with and
+            // without a larger count, and tails of every length.
+            for from in 0..counts.len().min(17) {
+                let mut want_from = vec![0.5f32; width];
+                for (&o, &c) in offsets[from..].iter().zip(&counts[from..]) {
+                    want_from[table[o as usize] as usize] =
+                        if c < MEMO_SLOTS as u32 - 1 { memo[c as usize] } else { larger(c) };
+                }
+                let mut got = vec![0.5f32; width];
+                k.scatter_values(&memo, (&table, &offsets[from..]), &counts[from..], &mut got, &larger);
+                prop_assert_eq!(&got, &want_from, "{} from {}", k.isa(), from);
+            }
+            let mut got = vec![0.5f32; width];
+            k.scatter_values(&memo, (&table, &offsets), &counts, &mut got, &larger);
+            prop_assert_eq!(&got, &want, "{}", k.isa());
+        }
+    }
+}
+
+#[test]
+fn every_backend_refuses_an_offset_or_a_column_out_of_range() {
+    let memo = [1.0f32; MEMO_SLOTS];
+    let table: Vec<i32> = (0..40).map(|i| i % 20).collect();
+    let bad_table: Vec<i32> = (0..40).map(|i| if i == 33 { 20 } else { i % 20 }).collect();
+    for (table, bad) in [(&table, 40), (&table, -1), (&bad_table, 33)] {
+        // The bad offset in the middle of a register, after a register of
+        // good ones.
+        let mut offsets: Vec<i32> = (0..40).collect();
+        offsets[21] = bad;
+        let counts = vec![2u32; offsets.len()];
+        for k in crate::tables::<RowKernels>("rows") {
+            let mut out = vec![0f32; 20];
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                k.scatter_values(&memo, (table, &offsets), &counts, &mut out, &|_| 0.0)
+            }));
+            assert!(caught.is_err(), "{}: offset {bad}", k.isa());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
     fn every_backend_tallies_like_the_reference(counts in row_counts(), filled in 0usize..3) {
         // The reference against a count written here.
         let mut small = [filled; TALLY_SLOTS];

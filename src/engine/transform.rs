@@ -414,16 +414,14 @@ impl RowValues {
 
     /// Writes the value of each of `counts` to `out[table[o]]`, `o` its
     /// offset in `offsets`: a dense row's kept genes looked up, valued and
-    /// stored in one pass, where a gather of their columns, a lookup of
-    /// their values and a scatter of both had each made one.
+    /// stored in one pass ([`RowKernels::scatter_values`]), where a gather
+    /// of their columns, a lookup of their values and a scatter of both had
+    /// each made one.
     pub(crate) fn scatter(&self, table: &[i32], offsets: &[i32], counts: &[u32], out: &mut [f32]) {
-        for (&o, &c) in offsets.iter().zip(counts) {
-            let value = match self.memo.get(c as usize) {
-                Some(&v) if c < MEMO_SLOTS as u32 - 1 => v,
-                _ => self.larger(c),
-            };
-            out[table[o as u32 as usize] as usize] = value;
-        }
+        self.kernels
+            .scatter_values(&self.memo, (table, offsets), counts, out, &|c| {
+                self.larger(c)
+            });
     }
 
     /// Writes over each of `slots` (the row's counts, in any order) the

@@ -93,7 +93,7 @@
 //!
 //! # Backends
 //!
-//! Apart from `lookup`, `values_in_place`, `select`, `select_marked`,
+//! Apart from `lookup`, `values_in_place`, `scatter_values`, `select`, `select_marked`,
 //! `marked`, `compress`, `count_marked`, `tally`, `starts`, `classify` and
 //! `stream` (written once over the vector vocabulary, with the reference's loop for
 //! registers that reach outside the table or the memo and for the tail),
@@ -122,6 +122,7 @@ pub struct RowKernels {
     scan: fn(&[u32]) -> (u64, u64),
     lookup: Lookup,
     values_in_place: ValuesInPlace,
+    scatter_values: ScatterValues,
     quotient_keys: QuotientKeys,
     select: Select,
     select_marked: SelectMarked,
@@ -165,6 +166,10 @@ type Compress = fn(&[i32], &[u8], &[u32], (&mut [i32], &mut [u32])) -> usize;
 
 /// The signature of [`RowKernels::lookup`].
 type Lookup = fn(&[f32; MEMO_SLOTS], &[u32], &mut [f32]);
+
+/// The signature of [`RowKernels::scatter_values`].
+type ScatterValues =
+    fn(&[f32; MEMO_SLOTS], (&[i32], &[i32]), &[u32], &mut [f32], &dyn Fn(u32) -> f32);
 
 /// The signature of [`RowKernels::values_in_place`].
 type ValuesInPlace = fn(&[f32; MEMO_SLOTS], &mut [u32], &dyn Fn(u32) -> f32);
@@ -272,6 +277,27 @@ impl RowKernels {
         larger: &dyn Fn(u32) -> f32,
     ) {
         (self.values_in_place)(memo, slots, larger)
+    }
+
+    /// Stores the value of each of `counts` (as
+    /// [`RowKernels::values_in_place`] gives it) at `out[table[o]]`, `o`
+    /// its offset in `offsets`, one count after another (where two share a
+    /// column, the later one's value stays): a dense row's kept genes,
+    /// their columns looked up, valued and stored in one pass.
+    ///
+    /// # Panics
+    ///
+    /// If `offsets` and `counts` are not as long, an offset lies past
+    /// `table` or a column past `out` (on every backend alike).
+    pub fn scatter_values(
+        &self,
+        memo: &[f32; MEMO_SLOTS],
+        (table, offsets): (&[i32], &[i32]),
+        counts: &[u32],
+        out: &mut [f32],
+        larger: &dyn Fn(u32) -> f32,
+    ) {
+        (self.scatter_values)(memo, (table, offsets), counts, out, larger)
     }
 
     /// Every count's value, as [`RowKernels::values_in_place`] gives it,
@@ -473,6 +499,7 @@ static SCALAR: RowKernels = RowKernels {
     scan: scalar::scan,
     lookup: scalar::lookup,
     values_in_place: scalar::values_in_place,
+    scatter_values: scalar::scatter_values,
     quotient_keys: scalar::quotient_keys,
     select: scalar::select,
     select_marked: scalar::select_marked,
@@ -562,6 +589,61 @@ fn values_in_place<V: Vector>(
         i += V::LANES;
     }
     scalar::values_in_place(memo, &mut slots[i..], larger)
+}
+
+/// [`scalar::scatter_values`] a register of kept genes at a time: their
+/// columns gathered from the table, their values looked up in the memo
+/// ([`Vector::lookup_64`]) and scattered to the row
+/// ([`Vector::scatter_u32`]). A register with an offset past the table, a
+/// column past the row or a count without a memo slot of its own goes
+/// through the reference's loop, as does the tail.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn scatter_values<V: Vector>(
+    v: V,
+    memo: &[f32; MEMO_SLOTS],
+    (table, offsets): (&[i32], &[i32]),
+    counts: &[u32],
+    out: &mut [f32],
+    larger: &dyn Fn(u32) -> f32,
+) {
+    scalar::check_scatter(offsets, counts);
+    let (Some(last_offset), Some(last_column)) =
+        (last_gathered(table.len()), last_gathered(out.len()))
+    else {
+        return scalar::scatter_values(memo, (table, offsets), counts, out, larger);
+    };
+    let (last_offset, last_column) = (v.splat(last_offset), v.splat(last_column));
+    let top = v.splat(MEMO_SLOTS as u32 - 2);
+    let lanes = V::LANES;
+    let mut i = 0;
+    while i + lanes <= offsets.len() {
+        // SAFETY: `i + LANES <= offsets.len() == counts.len()`.
+        let (o, c) = unsafe {
+            (
+                v.load_u32(offsets.as_ptr().add(i).cast()),
+                v.load_u32(counts.as_ptr().add(i)),
+            )
+        };
+        let register = i..i + lanes;
+        i += lanes;
+        if !any_above(v, o, last_offset) && !any_above(v, c, top) {
+            // SAFETY: every offset is at most the table's last.
+            let columns = unsafe { v.gather_u32(table.as_ptr().cast(), o) };
+            if !any_above(v, columns, last_column) {
+                // SAFETY: every count is at most `MEMO_SLOTS - 2`, within
+                // the memo; every column is at most the row's last.
+                unsafe {
+                    let values = v.lookup_64(bytemuck::cast_ref(memo), c);
+                    v.scatter_u32(out.as_mut_ptr().cast(), columns, values);
+                }
+                continue;
+            }
+        }
+        let (o, c) = (&offsets[register.clone()], &counts[register]);
+        scalar::scatter_values(memo, (table, o), c, out, larger);
+    }
+    scalar::scatter_values(memo, (table, &offsets[i..]), &counts[i..], out, larger)
 }
 
 /// [`scalar::draws`] compiled for the token's ISA: the compiler makes
@@ -1157,6 +1239,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn scan_entry(counts: &[u32]) -> (u64, u64) = scan);
             kernel_entry!($features, $token, fn lookup_entry(memo: &[f32; MEMO_SLOTS], counts: &[u32], out: &mut [f32]) = lookup);
             kernel_entry!($features, $token, fn values_entry(memo: &[f32; MEMO_SLOTS], slots: &mut [u32], larger: &dyn Fn(u32) -> f32) = values_in_place);
+            kernel_entry!($features, $token, fn scatter_values_entry(memo: &[f32; MEMO_SLOTS], columns: (&[i32], &[i32]), counts: &[u32], out: &mut [f32], larger: &dyn Fn(u32) -> f32) = scatter_values);
             kernel_entry!($features, $token, fn quotient_entry(x: &[f64], m: &[f64], out: &mut [u64]) -> (u64, u64) = quotient_keys);
             kernel_entry!($features, $token, fn select_entry(table: &[i32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = select);
             kernel_entry!($features, $token, fn select_marked_entry(table: &[i32], marks: &[u32], first: u32, genes: &[i32], counts: &[u32], out: (&mut [i32], &mut [u32])) -> usize = select_marked);
@@ -1174,6 +1257,7 @@ macro_rules! rows_table {
                 scan: scan_entry,
                 lookup: lookup_entry,
                 values_in_place: values_entry,
+                scatter_values: scatter_values_entry,
                 quotient_keys: quotient_entry,
                 select: select_entry,
                 select_marked: select_marked_entry,

@@ -230,6 +230,37 @@ pub(crate) fn check_lookup(counts: &[u32], out: &[f32]) {
     );
 }
 
+/// Reference for [`RowKernels::scatter_values`].
+#[inline(always)]
+pub fn scatter_values(
+    memo: &[f32; MEMO_SLOTS],
+    (table, offsets): (&[i32], &[i32]),
+    counts: &[u32],
+    out: &mut [f32],
+    larger: &dyn Fn(u32) -> f32,
+) {
+    check_scatter(offsets, counts);
+    for (&o, &c) in offsets.iter().zip(counts) {
+        let value = if c < MEMO_SLOTS as u32 - 1 {
+            memo[c as usize]
+        } else {
+            larger(c)
+        };
+        out[table[o as u32 as usize] as u32 as usize] = value;
+    }
+}
+
+/// The lengths [`RowKernels::scatter_values`] takes, checked alike on
+/// every backend.
+#[inline(always)]
+pub(crate) fn check_scatter(offsets: &[i32], counts: &[u32]) {
+    assert_eq!(
+        offsets.len(),
+        counts.len(),
+        "scatter_values: the offsets and the counts must be as long"
+    );
+}
+
 /// Reference for [`RowKernels::values_in_place`].
 #[inline(always)]
 pub fn values_in_place(memo: &[f32; MEMO_SLOTS], slots: &mut [u32], larger: &dyn Fn(u32) -> f32) {

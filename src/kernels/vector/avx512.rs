@@ -213,6 +213,14 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
     }
 
     #[inline(always)]
+    unsafe fn scatter_u32(self, table: *mut u32, index: __m512i, v: __m512i) {
+        // SAFETY: AVX-512 token; the caller makes every lane's index
+        // writable at `table`. Lanes sharing an index are written in lane
+        // order, as the trait's loop writes them.
+        unsafe { _mm512_i32scatter_epi32::<4>(table.cast(), index, v) }
+    }
+
+    #[inline(always)]
     unsafe fn permute_window(self, window: *const u32, index: __m512i) -> __m512i {
         // SAFETY: AVX-512 token; the caller makes 16 values readable at
         // `window` (the permute reads only each index's low 4 bits).

@@ -405,6 +405,25 @@ pub(crate) trait Vector: Copy {
         unsafe { self.gather_u32(table.as_ptr(), index) }
     }
 
+    /// Stores lane `i` of `v` at `table[index[i]]`, lane after lane (where
+    /// two lanes share an index, the later lane's value stays).
+    ///
+    /// # Safety
+    /// Every lane of `index` is below the number of values writable at
+    /// `table`.
+    #[inline(always)]
+    unsafe fn scatter_u32(self, table: *mut u32, index: Self::U32, v: Self::U32) {
+        for (i, x) in self
+            .lanes(index)
+            .into_iter()
+            .zip(self.lanes(v))
+            .take(Self::LANES)
+        {
+            // SAFETY: the caller makes every lane's index writable at `table`.
+            unsafe { *table.add(i as usize) = x };
+        }
+    }
+
     /// Stores the lanes whose bit is set in `keep`, in lane order, at `p`;
     /// the values past them, up to `LANES`, are unspecified.
     ///
