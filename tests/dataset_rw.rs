@@ -9,7 +9,7 @@ use deltacells::dataset::{
     BatchConfig, BatchRows, Dataset, DatasetWriter, GeneSelection, OpenOptions, Pick, Recycler,
     Shuffle, WriterConfig,
 };
-use deltacells::engine::EngineConfig;
+use deltacells::engine::{EngineConfig, Transform};
 use deltacells::synth::{Synth, SynthConfig};
 use deltacells::{Csr, Error};
 
@@ -234,11 +234,16 @@ fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
     let (dir, _) = small("window-paths", 700, 100, 3);
     let ds = Arc::new(Dataset::open(&dir).unwrap());
     let sel = GeneSelection::new(3000, &[2999, 7, 0, 1500, 3]).unwrap();
-    for (dense, genes) in [
-        (false, None),
-        (true, None),
-        (false, Some(sel.clone())),
-        (true, Some(sel)),
+    let normalized = Transform::NONE.normalize(1e4).log1p();
+    for (dense, genes, transform) in [
+        (false, None, Transform::NONE),
+        (true, None, Transform::NONE),
+        (false, Some(sel.clone()), Transform::NONE),
+        (true, Some(sel.clone()), Transform::NONE),
+        // Normalized by each cell's total over all its genes, where the
+        // selection's CSR rows are cut from chunks mapped as decoded.
+        (false, Some(sel.clone()), normalized),
+        (true, Some(sel), normalized),
     ] {
         let config = |cache_bytes| {
             BatchConfig::default()
@@ -247,6 +252,7 @@ fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
                 .with_shuffle(Shuffle::Block { window_tiles: 2 })
                 .with_dense(dense)
                 .with_genes(genes.clone())
+                .with_transform(transform)
                 .with_cache_bytes(cache_bytes)
                 .with_rank(1, 2)
         };
@@ -254,7 +260,7 @@ fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
         assert_eq!(
             windowed,
             epoch(&ds, config(0)),
-            "dense {dense}, genes {genes:?}"
+            "dense {dense}, genes {genes:?}, {transform:?}"
         );
         // Batches built in the buffers of batches handed back are the same,
         // and so are those of an iterator starting in the last one's buffers.
@@ -270,15 +276,19 @@ fn batches_cut_from_decoded_windows_match_batches_gathered_from_chunks() {
             "in the last epoch's buffers: dense {dense}, genes {genes:?}"
         );
         for (cells, rows) in windowed {
-            let want = match &genes {
-                None if !dense => BatchRows::Csr(ds.read(&cells).csr::<f32>().unwrap().csr),
-                Some(g) if !dense => {
-                    BatchRows::Csr(ds.read(&cells).genes(g).csr::<f32>().unwrap().csr)
-                }
-                None => BatchRows::Dense(ds.read(&cells).dense::<f32>().unwrap().rows),
-                Some(g) => BatchRows::Dense(ds.read(&cells).genes(g).dense::<f32>().unwrap().rows),
+            let mut read = ds.read(&cells);
+            if let Some(g) = &genes {
+                read = read.genes(g);
+            }
+            if !transform.is_identity() {
+                read = read.normalize(1e4).log1p();
+            }
+            let want = if dense {
+                BatchRows::Dense(read.dense::<f32>().unwrap().rows)
+            } else {
+                BatchRows::Csr(read.csr::<f32>().unwrap().csr)
             };
-            assert_eq!(rows, want, "dense {dense}, genes {genes:?}");
+            assert_eq!(rows, want, "dense {dense}, genes {genes:?}, {transform:?}");
         }
     }
     std::fs::remove_dir_all(dir).unwrap();

@@ -400,6 +400,7 @@ impl Dataset {
         let tiles = Through {
             dataset: self,
             cache,
+            remap: None,
         };
         read_outputs(&tiles, outputs, sinks, scatter)
     }

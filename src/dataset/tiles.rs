@@ -53,6 +53,10 @@ pub(crate) struct Through<D, C> {
     pub(crate) dataset: D,
     /// The cache its tiles and chunks go through.
     pub(crate) cache: C,
+    /// Where its genes land in the output columns, as each chunk is
+    /// decoded (see [`Tiles::remap`]): a gene selection of CSR batches
+    /// (see `batches::window`); `None` for every other read.
+    pub(crate) remap: Option<GeneSelection>,
 }
 
 impl<D: Borrow<Dataset> + Sync, C: Borrow<ChunkCache> + Sync> Tiles for Through<D, C> {
@@ -85,7 +89,7 @@ impl<D: Borrow<Dataset> + Sync, C: Borrow<ChunkCache> + Sync> Tiles for Through<
     }
 
     fn remap(&self, _t: usize) -> Option<&GeneSelection> {
-        None
+        self.remap.as_ref()
     }
 }
 

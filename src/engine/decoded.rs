@@ -18,7 +18,8 @@ pub(crate) type Unit = (usize, usize);
 pub(crate) struct DecodedChunk {
     /// First cell of the chunk, local to the tile.
     pub cell_lo: usize,
-    /// Row offsets into `indices`/`values`, `n_cells + 1` entries from 0.
+    /// Row offsets into `indices`/`values`, `n_cells + 1` entries from 0
+    /// (the arrays may run past the last, see [`DecodedChunk::map_genes`]).
     pub indptr: Vec<usize>,
     /// Gene indices.
     pub indices: Vec<i32>,
@@ -66,9 +67,11 @@ impl DecodedChunk {
         if to == self.indptr[last] {
             self.totals.clear();
         }
+        // The arrays keep their decoded length (the rows end at `to`): a
+        // buffer decoded into again is then written over, where one cut to
+        // its kept genes was zeroed back up to the decode's length first
+        // (7% of a profile of CSR batches over 2,000 genes).
         self.indptr[last] = to;
-        self.indices.truncate(to);
-        self.values.truncate(to);
     }
 
     /// The genes and counts of local cell `cell` (which must lie in the chunk).

@@ -67,6 +67,7 @@ impl BatchTiles for Through<Dataset, ChunkCache> {
         Through {
             dataset: self.dataset.clone(),
             cache: ChunkCache::new(0),
+            remap: self.remap.clone(),
         }
     }
 
