@@ -5,10 +5,11 @@
 //! stores.
 //!
 //! The row kernels that keep a gene selection's genes (`select`, and
-//! `select_marked` through its marks) and count them (`count_marked`) run
-//! over the rows of the cache-resident chunk, with
+//! `select_marked` and its first pass `marked` through its marks) and count
+//! them (`count_marked`) run over the rows of the cache-resident chunk, with
 //! a selection of 2,034 genes (every 18th) and of 18,301 (every other), in
-//! genes a second. `classify` looks up Geneformer's classes of those rows'
+//! genes a second; `scatter_values` places the kept genes' values in a
+//! dense row of the selection's columns, in kept genes a second. `classify` looks up Geneformer's classes of those rows'
 //! genes (146 medians, runs of 28 counts, as the demo's gene statistics
 //! give). `stream` copies a dense row of 2,000 `f32` (composed in
 //! the cache) to the next place in a 64 MiB output, as a batch's rows are
@@ -22,7 +23,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use deltacells::kernels::reference::tile as scalar;
-use deltacells::kernels::rows::{ClassLookup, RowKernels, CLASS_START_BITS};
+use deltacells::kernels::rows::{ClassLookup, RowKernels, CLASS_START_BITS, MEMO_SLOTS};
 use deltacells::kernels::{CellBounds, KernelTable, Planes, Stores, TileKernels};
 
 #[path = "common/plots.rs"]
@@ -240,6 +241,42 @@ fn rows(c: &mut Criterion) {
         });
         keep("select_marked", &|k, row, counts, o| {
             k.select_marked(&table, &marks, 0, row, counts, o)
+        });
+        keep("marked", &|k, row, counts, o| {
+            k.marked(table.len(), &marks, 0, row, counts, o)
+        });
+        // A dense row's kept genes placed: each row's kept offsets (found
+        // once, outside the timing) and small counts, their values from a
+        // memo scattered over a row of the selection's columns.
+        let small: Vec<u32> = (0..counts.len())
+            .map(|i| [1, 1, 2, 1, 3, 1, 1, 2][i % 8])
+            .collect();
+        let kept_rows: Vec<(Vec<i32>, Vec<u32>)> = rows
+            .iter()
+            .scan(0, |at, row| {
+                let (mut offsets, mut counts) = (vec![0; row.len()], vec![0; row.len()]);
+                let n = RowKernels::scalar().marked(
+                    table.len(),
+                    &marks,
+                    0,
+                    row,
+                    &small[*at..*at + row.len()],
+                    (&mut offsets, &mut counts),
+                );
+                *at += row.len();
+                offsets.truncate(n);
+                counts.truncate(n);
+                Some((offsets, counts))
+            })
+            .collect();
+        let memo: [f32; MEMO_SLOTS] = std::array::from_fn(|i| (i as f32).ln_1p());
+        let mut dense = vec![0f32; kept];
+        let placed = kept_rows.iter().map(|r| r.0.len()).sum();
+        bench_tables::<RowKernels>(c, &format!("scatter_values/{kept}"), placed, &mut |k| {
+            for (offsets, counts) in &kept_rows {
+                k.scatter_values(&memo, (&table, offsets), counts, &mut dense, &|c| c as f32);
+            }
+            std::hint::black_box(&dense);
         });
         bench_tables::<RowKernels>(
             c,
