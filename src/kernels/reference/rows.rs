@@ -241,12 +241,7 @@ pub fn scatter_values(
 ) {
     check_scatter(offsets, counts);
     for (&o, &c) in offsets.iter().zip(counts) {
-        let value = if c < MEMO_SLOTS as u32 - 1 {
-            memo[c as usize]
-        } else {
-            larger(c)
-        };
-        out[table[o as u32 as usize] as u32 as usize] = value;
+        out[table[o as u32 as usize] as u32 as usize] = count_value(memo, c, larger);
     }
 }
 
@@ -264,14 +259,19 @@ pub(crate) fn check_scatter(offsets: &[i32], counts: &[u32]) {
 /// Reference for [`RowKernels::values_in_place`].
 #[inline(always)]
 pub fn values_in_place(memo: &[f32; MEMO_SLOTS], slots: &mut [u32], larger: &dyn Fn(u32) -> f32) {
-    let last = MEMO_SLOTS as u32 - 1;
     for s in slots {
-        *s = if *s < last {
-            memo[*s as usize]
-        } else {
-            larger(*s)
-        }
-        .to_bits();
+        *s = count_value(memo, *s, larger).to_bits();
+    }
+}
+
+/// The value of `count`: its memo slot below `MEMO_SLOTS - 1`, else
+/// `larger(count)` (the last slot stands for every larger count).
+#[inline(always)]
+fn count_value(memo: &[f32; MEMO_SLOTS], count: u32, larger: &dyn Fn(u32) -> f32) -> f32 {
+    if count < MEMO_SLOTS as u32 - 1 {
+        memo[count as usize]
+    } else {
+        larger(count)
     }
 }
 
