@@ -38,11 +38,11 @@ const CLASSES: usize = 4096;
 const COUNTS: usize = 32;
 
 /// How far apart two classes' `c / m` must be, relatively.
-const APART: f64 = 1.0 / (1u64 << 40) as f64;
+pub(super) const APART: f64 = 1.0 / (1u64 << 40) as f64;
 
 /// Medians and target sums a table is built for: within these bounds every
 /// `v` is a normal number.
-const BOUNDS: std::ops::RangeInclusive<f64> = 1e-100..=1e100;
+pub(super) const BOUNDS: std::ops::RangeInclusive<f64> = 1e-100..=1e100;
 
 /// The classes of `(count, median)` pairs (see the module docs).
 #[derive(Clone, Debug)]

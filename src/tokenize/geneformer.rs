@@ -20,14 +20,20 @@
 //! per dataset from this table. Where the medians repeat on a grid (a
 //! sketch's) and the tokens follow the columns, the `classes` module
 //! orders rows without keys: by classes of `(count, median)` whose order
-//! is the order of `v` in every cell.
+//! is the order of `v` in every cell. Elsewhere (a median per gene, as in
+//! Geneformer's own dictionary, or tokens in another order) the `places`
+//! module gives each `(count, column)` pair its place in that order, and
+//! rows sort by places in two counting passes; rows it cannot place take
+//! the keys' sort.
 
 use super::classes::{ClassScratch, ClassTable};
 use super::dict::{check_tokens, special, GeneMap};
+use super::places::{PlaceMemo, PlaceScratch, PlaceTable};
 use super::rank::{rank, Expect, RankBuffers};
 use crate::engine::{best_row_kernels, count_total};
 use crate::error::{Error, Result};
 use crate::kernels::rows::RowKernels;
+use std::sync::Arc;
 
 /// Geneformer's settings: tokens and medians by gene key, the row length
 /// and whether rows carry `<cls>` and `<eos>`.
@@ -39,6 +45,8 @@ pub struct Geneformer {
     special_tokens: bool,
     target_sum: f64,
     gene_key: Option<String>,
+    /// The last table of places built, shared by clones.
+    places: PlaceMemo,
 }
 
 /// What Geneformer's rows use, checked: the special tokens and the
@@ -59,6 +67,9 @@ pub(crate) struct GeneformerColumns {
     expect: Expect,
     /// Where the medians repeat, the classes that order rows with no sort.
     classes: Option<ClassTable>,
+    /// Where they do not, each `(count, column)` pair's place, which
+    /// orders rows by two counting passes (shared: a few MiB).
+    places: Option<Arc<PlaceTable>>,
     /// The kernels the quotients are computed with.
     kernels: &'static RowKernels,
 }
@@ -82,6 +93,7 @@ impl Geneformer {
             special_tokens: false,
             target_sum: 10_000.0,
             gene_key: None,
+            places: PlaceMemo::default(),
         })
     }
 
@@ -134,9 +146,15 @@ impl Geneformer {
             })
             .collect();
         let token = |name| self.tokens.get(name).expect("checked when configured");
+        let classes = ClassTable::over(&columns, self.target_sum);
+        let places = match classes {
+            Some(_) => None,
+            None => self.places.over(&columns, self.target_sum),
+        };
         GeneformerColumns {
             expect: Expect::of(&columns),
-            classes: ClassTable::over(&columns, self.target_sum),
+            classes,
+            places,
             columns,
             pad: token("<pad>"),
             special: self
@@ -182,6 +200,7 @@ pub(crate) struct RankScratch {
     keys: Vec<u64>,
     buffers: RankBuffers,
     classes: ClassScratch,
+    places: PlaceScratch,
 }
 
 impl GeneformerColumns {
@@ -221,18 +240,22 @@ impl GeneformerColumns {
         // computed once per cell: the same value, fewer divisions.
         let scaled = |c: u32| (f64::from(c) / n_counts) * self.target_sum;
         let memo: [f64; MEMO] = std::array::from_fn(|c| scaled(c as u32));
-        if let Some(table) = &self.classes {
-            let key = |c: u32, median: f64| {
-                let x = memo.get(c as usize).copied().unwrap_or_else(|| scaled(c));
-                !(x / median).to_bits()
-            };
-            let body = self.body();
-            if let Some(kept) =
-                table.ranked(genes, counts, key, &mut scratch.classes, &mut ids[body])
-            {
-                self.close(kept, ids, mask);
-                return;
-            }
+        let key = |c: u32, median: f64| {
+            let x = memo.get(c as usize).copied().unwrap_or_else(|| scaled(c));
+            !(x / median).to_bits()
+        };
+        let body = self.body();
+        let ranked = if let Some(table) = &self.classes {
+            table.ranked(genes, counts, key, &mut scratch.classes, &mut ids[body])
+        } else if let Some(table) = &self.places {
+            let out = &mut ids[body];
+            table.ranked(genes, counts, &self.columns, key, &mut scratch.places, out)
+        } else {
+            None
+        };
+        if let Some(kept) = ranked {
+            self.close(kept, ids, mask);
+            return;
         }
         let len = genes.len();
         scratch.scaled.resize(len, 0.0);

@@ -46,6 +46,7 @@
 mod classes;
 mod dict;
 pub mod geneformer;
+mod places;
 mod rank;
 mod read;
 pub mod scgpt;
