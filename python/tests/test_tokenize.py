@@ -54,6 +54,38 @@ def test_geneformer_matches_numpy(data, max_len, special):
     np.testing.assert_array_equal(got["attention_mask"].sum(axis=1), lengths)
 
 
+@pytest.mark.parametrize("max_len,special", [(2048, True), (40, False)])
+def test_geneformer_with_a_median_per_gene_matches_numpy(tmp_path, max_len, special):
+    """A dictionary like Geneformer's own: a median per gene and tokens in
+    another order than the genes. Counts mostly small with some past the
+    table of places (32), so rows are ranked by places with strays merged
+    in; some cells hold only large counts (ranked by their keys)."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for cell in range(120):
+        n = 500 if cell % 9 == 4 else int(rng.integers(0, 150))
+        genes = np.sort(rng.choice(N_GENES, size=n, replace=False))
+        counts = np.minimum(rng.geometric(0.45, size=n), 30)
+        large = rng.random(n) < (0.6 if cell % 13 == 6 else 0.03)
+        counts[large] = rng.integers(33, 400, size=large.sum())
+        rows.append(sp.csr_matrix((counts, (np.zeros(n, int), genes)), shape=(1, N_GENES)))
+    X = sp.vstack(rows).tocsr()
+    var = pd.DataFrame(index=[f"g{g}" for g in range(N_GENES)])
+    deltacells.write(X, tmp_path / "ds", var=var, tile_size=50)
+    ds = deltacells.open(tmp_path / "ds")
+    names = list(ds.var_names)
+    stored = ds.read(slice(None), dtype=np.int32)
+    perm = rng.permutation(N_GENES) + 3
+    tokens = {n: int(perm[g]) for g, n in enumerate(names) if g % 10 != 3}
+    tokens.update({"<pad>": PAD, "<cls>": CLS, "<eos>": EOS})
+    medians = {n: float(m) for n, m in zip(names, rng.uniform(0.05, 8.0, N_GENES))}
+    cells = np.r_[np.arange(120)[::-2], np.arange(30)]
+    got = ds.read(cells, tokenizer=Geneformer(tokens, medians, max_len=max_len,
+                                              special_tokens=special))
+    want = geneformer_numpy(stored[cells], names, tokens, medians, max_len, special)
+    np.testing.assert_array_equal(got["input_ids"], want)
+
+
 @pytest.mark.parametrize("n_bins,normalize,log1p", [(51, None, False), (2, None, False),
                                                     (11, 1e4, True), (51, None, True)])
 def test_scgpt_bins_match_numpy_for_every_cell(data, n_bins, normalize, log1p):
