@@ -51,6 +51,8 @@ mod rank;
 mod read;
 pub mod scgpt;
 mod sink;
+#[cfg(test)]
+mod test_rows;
 
 pub use dict::GeneMap;
 pub use geneformer::Geneformer;

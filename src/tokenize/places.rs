@@ -357,17 +357,8 @@ fn merged(columns: &[(f64, i32)], by_median: &[u32], top: u32) -> Vec<(u32, u32)
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_rows::{by_sort, key_of, next, TARGET};
     use super::*;
-
-    const TARGET: f64 = 10_000.0;
-
-    /// A reproducible generator.
-    fn next(s: &mut u64, bound: u64) -> u64 {
-        *s = s
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (*s >> 33) % bound
-    }
 
     /// `genes` columns, tokens a permutation of them, every 11th column
     /// skipped; a median per column from `median`.
@@ -381,28 +372,6 @@ mod tests {
                 }
             })
             .collect()
-    }
-
-    /// Geneformer's key of a gene of count `c` and median `m` in a cell of
-    /// `counts`.
-    fn key_of(counts: &[i32]) -> impl Fn(u32, f64) -> u64 {
-        let n = counts.iter().map(|&c| u64::from(c as u32)).sum::<u64>() as f64;
-        move |c, m| !(((f64::from(c) / n) * TARGET) / m).to_bits()
-    }
-
-    /// The tokens of a row sorted by key, then token: what
-    /// [`PlaceTable::ranked`] must give.
-    fn by_sort(columns: &[(f64, i32)], genes: &[i32], counts: &[i32]) -> Vec<i32> {
-        let key = key_of(counts);
-        let mut pairs: Vec<(u64, i32)> = genes
-            .iter()
-            .zip(counts)
-            .map(|(&g, &c)| (columns[g as usize], c as u32))
-            .filter(|&((_, t), _)| t >= 0)
-            .map(|((m, t), c)| (key(c, m), t))
-            .collect();
-        pairs.sort_unstable();
-        pairs.into_iter().map(|p| p.1).collect()
     }
 
     /// A row of about `len` distinct genes of `genes`, in no particular
