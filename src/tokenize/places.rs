@@ -1,6 +1,7 @@
 //! Geneformer's order from each gene's place in one order shared by every
-//! cell, where the medians do not repeat (Geneformer's own dictionary has a
-//! median per gene).
+//! cell, where the classes do not apply: medians that do not repeat
+//! (Geneformer's own dictionary has a median per gene), or tokens in
+//! another order than the genes.
 //!
 //! The argument of the `classes` module holds for every pair `(c, g)` of a
 //! count and a column: where two pairs' `c / m` differ by more than a
