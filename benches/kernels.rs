@@ -9,11 +9,12 @@
 //! them (`count_marked`) run over the rows of the cache-resident chunk, with
 //! a selection of 2,034 genes (every 18th) and of 18,301 (every other), in
 //! genes a second; `scatter_values` places the kept genes' values in a
-//! dense row of the selection's columns, in kept genes a second. `classify` looks up Geneformer's classes of those rows'
-//! genes (146 medians, runs of 28 counts, as the demo's gene statistics
-//! give). `stream` copies a dense row of 2,000 `f32` (composed in
-//! the cache) to the next place in a 64 MiB output, as a batch's rows are
-//! written: the scalar table copies plainly, the vector ones stream.
+//! dense row of the selection's columns, in kept genes a second.
+//! `classify` looks up Geneformer's classes of those rows' genes (146
+//! medians, runs of 28 counts, as the demo's gene statistics give).
+//! `stream` copies a dense row of 2,000 `f32` (composed in the cache) to
+//! the next place in a 64 MiB output, as a batch's rows are written: the
+//! scalar table copies plainly, the vector ones stream.
 //!
 //! The data imitates real chunks: cells of 1,000 to 3,000 nonzeros over 36,601
 //! genes sorted by decreasing expression (so gaps are mostly small), and

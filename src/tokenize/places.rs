@@ -182,7 +182,7 @@ impl PlaceTable {
         // flight. Places of 4 bytes and tokens in a table of their own, in
         // place of one 8-byte entry of both, keep the rows of the small
         // counts (most genes') in less cache: 9-25% faster at 1 thread,
-        // even at 2.
+        // about even at 2.
         let top = self.top;
         s.places.resize(len, 0);
         let (tokens, places) = (&mut s.tokens[..len], &mut s.places[..len]);
