@@ -47,33 +47,30 @@ impl Dataset {
         let key = Manifest::tile_key(t);
         let m = self.manifest();
         let size = m.tile_bytes[t];
-        // Where a request is cheap, meet the real object's size before
-        // anything is sized by the manifest's claim (a whole fetch checks it
-        // on the bytes it got).
-        if !self.store().is_remote() {
-            let actual = self
-                .store()
-                .size(&key)?
-                .ok_or_else(|| DatasetRule::TileMissing {
-                    tile: t,
-                    key: key.clone(),
-                })?;
-            if actual != size {
-                return Err(DatasetRule::TileBytes {
-                    tile: t,
-                    manifest: size,
-                    actual,
-                }
-                .into());
-            }
-        }
         // The head's length is in the header; guess it from the manifest so
-        // that one request usually suffices.
+        // that one request usually suffices. That request also gives the
+        // object's size, met with the manifest's before anything is sized
+        // by its claim (a whole fetch checks it on the bytes it got): a
+        // tile cut short or replaced in a bucket is refused here, not read
+        // from its intact part.
         let guess = (HEADER_LEN as u64)
             .saturating_add((CHUNK_ENTRY_LEN as u64).saturating_mul(m.n_chunks))
             .saturating_add(m.tile_cells[t].saturating_add(1).saturating_mul(8))
             .clamp((HEADER_LEN as u64).min(size), size);
-        let mut head = self.store().get_range(&key, 0..guess)?;
+        let (mut head, actual) = match self.store().get_range_sized(&key, 0..guess) {
+            Err(Error::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(DatasetRule::TileMissing { tile: t, key }.into())
+            }
+            got => got?,
+        };
+        if actual != size {
+            return Err(DatasetRule::TileBytes {
+                tile: t,
+                manifest: size,
+                actual,
+            }
+            .into());
+        }
         let header = Header::read(head.as_bytes()).map_err(|e| Error::InTile {
             tile: t,
             error: Box::new(e.into()),

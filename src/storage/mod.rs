@@ -59,6 +59,29 @@ pub trait Store: Send + Sync {
     /// A byte range of an object (an error if it does not exist or is shorter).
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<AlignedBytes>;
 
+    /// The bytes of `range` that an object holds (fewer where it ends
+    /// sooner, none where it ends before `range` starts), with the
+    /// object's size: what a read of part of an object checks the object
+    /// against (a tile's size in the manifest) before it trusts the bytes.
+    /// An error if the object does not exist. The default asks for the size,
+    /// then for the bytes; a ranged GET answers both at once (its
+    /// `Content-Range` names the object's size).
+    fn get_range_sized(&self, key: &str, range: Range<u64>) -> Result<(AlignedBytes, u64)> {
+        let size = self.size(key)?.ok_or_else(|| {
+            Error::io(
+                format!("{}: {key}", self.describe()),
+                std::io::ErrorKind::NotFound.into(),
+            )
+        })?;
+        let held = range.start..range.end.min(size);
+        let bytes = if held.is_empty() {
+            AlignedBytes::default()
+        } else {
+            self.get_range(key, held)?
+        };
+        Ok((bytes, size))
+    }
+
     /// Several byte ranges of one object, in the order given. Ranges closer
     /// than [`COALESCE_GAP`] are read together; backends where requests are
     /// slow issue the reads concurrently.
@@ -339,6 +362,17 @@ mod tests {
             assert_eq!(got[0].as_bytes(), b"ond");
             assert_eq!(got[1].as_bytes(), b"se");
             assert!(s.get_range("tiles/tile_000001.dct", 4..7).is_err());
+            // With the object's size, a range is cut where the object ends.
+            for (range, held) in [(1..4, &b"eco"[..]), (4..9, b"nd"), (7..9, b"")] {
+                let (bytes, size) = s.get_range_sized("tiles/tile_000001.dct", range).unwrap();
+                assert_eq!((bytes.as_bytes(), size), (held, 6));
+            }
+            match s.get_range_sized("nothing", 0..1) {
+                Err(Error::Io { error, .. }) => {
+                    assert_eq!(error.kind(), std::io::ErrorKind::NotFound)
+                }
+                other => panic!("{:?}", other.map(|(_, size)| size)),
+            }
             assert!(s.put("../escape", b"x").is_err());
             s.sync("tiles").unwrap();
         }

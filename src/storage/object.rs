@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use ::bytes::Bytes;
 use futures_util::{stream, StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStoreExt, PutPayload, RetryConfig, WriteMultipart};
+use object_store::{GetOptions, ObjectStoreExt, PutPayload, RetryConfig, WriteMultipart};
 
 use super::{check_key, coalesce, split_coalesced, AlignedBytes, Store, COALESCE_GAP};
 use crate::error::{Error, Result};
@@ -441,6 +441,30 @@ impl Store for ObjectStore {
             ));
         }
         Ok(AlignedBytes::copy_from(&bytes))
+    }
+
+    /// One ranged GET: the object's size comes in its `Content-Range`, so
+    /// a part of a tile is checked against the manifest with no request of
+    /// its own. A range past the object's end comes back cut at the end.
+    fn get_range_sized(&self, key: &str, range: Range<u64>) -> Result<(AlignedBytes, u64)> {
+        let path = self.path(key)?;
+        let op = format!("GET bytes {}..{} of", range.start, range.end);
+        let (bytes, size) = self.run(&op, key, || async {
+            let options = GetOptions::new().with_range(Some(range.clone()));
+            let got = self.inner.get_opts(&path, options).await?;
+            let size = got.meta.size;
+            Ok((got.bytes().await?, size))
+        })?;
+        let held = range.end.min(size).saturating_sub(range.start);
+        if bytes.len() as u64 != held {
+            return Err(self.error(
+                &op,
+                key,
+                std::io::ErrorKind::UnexpectedEof,
+                format!("{} bytes came back of an object of {size}", bytes.len()),
+            ));
+        }
+        Ok((AlignedBytes::copy_from(&bytes), size))
     }
 
     fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> Result<Vec<AlignedBytes>> {

@@ -40,6 +40,10 @@ impl Store for Prefixed {
         self.inner.get_range(&self.key(key), range)
     }
 
+    fn get_range_sized(&self, key: &str, range: Range<u64>) -> Result<(AlignedBytes, u64)> {
+        self.inner.get_range_sized(&self.key(key), range)
+    }
+
     fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> Result<Vec<AlignedBytes>> {
         self.inner.get_ranges(&self.key(key), ranges)
     }
