@@ -73,8 +73,9 @@ pub enum Error {
     #[error("invalid dataset: {0}")]
     Dataset(DatasetRule),
     /// Something was wrong inside one tile of a dataset: the tile's error,
-    /// tagged with which tile it was (the tile itself does not know its index).
-    #[error("tile {tile}: {error}")]
+    /// tagged with which tile it was (the tile itself does not know its index)
+    /// and named by its object's key under the dataset, the file to look at.
+    #[error("tile {tile} ({}): {error}", crate::format::manifest::Manifest::tile_key(*.tile))]
     InTile {
         /// Index of the tile in the dataset.
         tile: usize,
@@ -196,7 +197,7 @@ mod tests {
         for (err, text) in [
             (npy, "x.npz: cut short"),
             (io, "/no/such/dir: no such directory"),
-            (in_tile, "tile 3: invalid dataset: "),
+            (in_tile, "tile 3 (tiles/tile_000003.dct): invalid dataset: "),
             (in_member, "corpus member a.dc: invalid input: bad"),
         ] {
             assert!(err.to_string().starts_with(text), "{err}");

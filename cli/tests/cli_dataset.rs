@@ -601,7 +601,7 @@ fn bench_names_a_missing_or_damaged_tile() {
     std::fs::write(&tile, damaged).unwrap();
     let stderr = bench(&dir);
     assert!(
-        stderr.contains("tile 1: ") && stderr.contains("magic"),
+        stderr.contains("tile 1 (tiles/tile_000001.dct): ") && stderr.contains("magic"),
         "{stderr}"
     );
     std::fs::remove_dir_all(dir).unwrap();
