@@ -763,6 +763,25 @@ fn random_access_fetches_only_the_chunks_it_needs() {
     );
 }
 
+/// A range past an object's end is answered 416, and refused at once: it
+/// was retried as a transient failure until the attempts ran out, and the
+/// error said so. A range the object holds in part is cut at its end.
+#[test]
+#[ignore = "needs an S3 server: run .ci/s3"]
+fn a_range_past_an_objects_end_is_refused_without_retries() {
+    let store = storage::open(golden_url("exceptions_70k")).unwrap();
+    let key = deltacells::format::manifest::Manifest::tile_key(0);
+    let size = store.size(&key).unwrap().unwrap();
+    let err = store
+        .get_range(&key, size + 10..size + 20)
+        .expect_err("past the end")
+        .to_string();
+    assert!(err.contains("416"), "{err}");
+    assert!(!err.contains("attempts"), "retried: {err}");
+    let (bytes, whole) = store.get_range_sized(&key, size - 5..size + 20).unwrap();
+    assert_eq!((bytes.len(), whole), (5, size));
+}
+
 /// A tile cut short in the bucket is refused by a read of a few of its
 /// cells, whose frames all lie in its intact part: the ranged GET of the
 /// tile's head gives the object's size, met with the manifest's. (Such

@@ -192,22 +192,37 @@ pub struct ObjectStore {
     config: IoConfig,
 }
 
-/// Whether an error may go away on a retry.
+/// Whether an error may go away on a retry: not one of the kinds that
+/// say so, nor a range the object does not hold (answered 416, and
+/// answered 416 again on every retry until the attempts ran out). Other
+/// client errors are retried: S3 answers a timed-out upload 400.
 fn transient(e: &object_store::Error) -> bool {
     use object_store::Error as E;
-    !matches!(
-        e,
-        E::NotFound { .. }
-            | E::InvalidPath { .. }
-            | E::NotSupported { .. }
-            | E::AlreadyExists { .. }
-            | E::Precondition { .. }
-            | E::NotModified { .. }
-            | E::NotImplemented { .. }
-            | E::PermissionDenied { .. }
-            | E::Unauthenticated { .. }
-            | E::UnknownConfigurationKey { .. }
-    )
+    client_status(e) != Some(416)
+        && !matches!(
+            e,
+            E::NotFound { .. }
+                | E::InvalidPath { .. }
+                | E::NotSupported { .. }
+                | E::AlreadyExists { .. }
+                | E::Precondition { .. }
+                | E::NotModified { .. }
+                | E::NotImplemented { .. }
+                | E::PermissionDenied { .. }
+                | E::Unauthenticated { .. }
+                | E::UnknownConfigurationKey { .. }
+        )
+}
+
+/// The HTTP status an error names, if any. `object_store` keeps it in an
+/// error type it does not export (its `Generic` errors), so it is read
+/// from the message, `... status code: 416 Range Not Satisfiable ...`; a
+/// message worded otherwise names none, and the error is retried as before.
+fn client_status(e: &object_store::Error) -> Option<u16> {
+    const MARK: &str = "status code: ";
+    let text = e.to_string();
+    let at = text.find(MARK)? + MARK.len();
+    text.get(at..at + 3)?.parse().ok()
 }
 
 /// Splits `scheme://bucket/prefix` into (`scheme://bucket`, `prefix`).
@@ -576,6 +591,32 @@ impl Store for ObjectStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A range the object does not hold is not retried; a server error, a
+    /// client error S3 gives for a timeout, and a failure naming no status
+    /// are. (The wording is object_store's, checked against a real server
+    /// by cli/tests/s3.rs.)
+    #[test]
+    fn only_a_range_past_the_end_is_refused_for_good_among_generic_errors() {
+        let generic = |text: &str| object_store::Error::Generic {
+            store: "S3",
+            source: text.to_string().into(),
+        };
+        let past_end = generic(
+            "Error performing GET http://127.0.0.1/b/k in 2ms - Server returned non-2xx status \
+             code: 416 Range Not Satisfiable: <Error><Code>InvalidRange</Code></Error>",
+        );
+        assert_eq!(client_status(&past_end), Some(416));
+        assert!(!transient(&past_end));
+        for retried in [
+            "Server returned non-2xx status code: 503 Service Unavailable: slow down",
+            "Server returned non-2xx status code: 400 Bad Request: RequestTimeout",
+            "error sending request: connection reset",
+            "status code: 41",
+        ] {
+            assert!(transient(&generic(retried)), "{retried}");
+        }
+    }
 
     #[test]
     fn urls_split_into_bucket_and_prefix() {
