@@ -165,9 +165,9 @@ impl ClassTable {
     fn classes_before(&self, stray_key: u64, ratio: f64, key: &impl Fn(u32, f64) -> u64) -> usize {
         let class_key = |k: usize| key(self.members[k].0, self.members[k].1);
         let lo = self.ratios.partition_point(|&r| r > ratio);
-        let after_below = lo == 0 || class_key(lo - 1) < stray_key;
-        let at_not_below = lo == self.members.len() || class_key(lo) >= stray_key;
-        if after_below && at_not_below {
+        let before_is_below = lo == 0 || class_key(lo - 1) < stray_key;
+        let at_is_not_below = lo == self.members.len() || class_key(lo) >= stray_key;
+        if before_is_below && at_is_not_below {
             lo
         } else {
             self.members
