@@ -225,6 +225,11 @@ fn client_status(e: &object_store::Error) -> Option<u16> {
     text.get(at..at + 3)?.parse().ok()
 }
 
+/// How an error names a ranged read.
+fn range_op(range: &Range<u64>) -> String {
+    format!("GET bytes {}..{} of", range.start, range.end)
+}
+
 /// Splits `scheme://bucket/prefix` into (`scheme://bucket`, `prefix`).
 fn split_url(url: &str) -> Result<(&str, &str)> {
     let (scheme, rest) = url
@@ -443,19 +448,19 @@ impl Store for ObjectStore {
         Ok(found(got)?.map(|bytes| AlignedBytes::copy_from(&bytes)))
     }
 
+    /// The ranged GET of [`Store::get_range_sized`], whose answer must be
+    /// the whole range.
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<AlignedBytes> {
-        let path = self.path(key)?;
-        let op = format!("GET bytes {}..{} of", range.start, range.end);
-        let bytes = self.run(&op, key, || self.inner.get_range(&path, range.clone()))?;
+        let (bytes, size) = self.get_range_sized(key, range.clone())?;
         if bytes.len() as u64 != range.end - range.start {
             return Err(self.error(
-                &op,
+                &range_op(&range),
                 key,
                 std::io::ErrorKind::UnexpectedEof,
-                format!("{} bytes came back", bytes.len()),
+                format!("{} bytes came back of an object of {size}", bytes.len()),
             ));
         }
-        Ok(AlignedBytes::copy_from(&bytes))
+        Ok(bytes)
     }
 
     /// One ranged GET: the object's size comes in its `Content-Range`, so
@@ -463,7 +468,7 @@ impl Store for ObjectStore {
     /// its own. A range past the object's end comes back cut at the end.
     fn get_range_sized(&self, key: &str, range: Range<u64>) -> Result<(AlignedBytes, u64)> {
         let path = self.path(key)?;
-        let op = format!("GET bytes {}..{} of", range.start, range.end);
+        let op = range_op(&range);
         let (bytes, size) = self.run(&op, key, || async {
             let options = GetOptions::new().with_range(Some(range.clone()));
             let got = self.inner.get_opts(&path, options).await?;
@@ -494,7 +499,7 @@ impl Store for ObjectStore {
         let path = self.path(key)?;
         let fetched: Vec<Bytes> = block_on(
             stream::iter(merged.iter().map(|r| {
-                let op = format!("GET bytes {}..{} of", r.start, r.end);
+                let op = range_op(r);
                 let path = &path;
                 async move {
                     self.retrying(&op, key, || self.inner.get_range(path, r.clone()))
