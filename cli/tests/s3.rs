@@ -763,9 +763,10 @@ fn random_access_fetches_only_the_chunks_it_needs() {
     );
 }
 
-/// A range past an object's end is answered 416, and refused at once: it
-/// was retried as a transient failure until the attempts ran out, and the
-/// error said so. A range the object holds in part is cut at its end.
+/// A range past an object's end is answered 416, and refused at once,
+/// naming the object's size: it was retried as a transient failure until
+/// the attempts ran out, and the error said so. A range the object holds
+/// in part is cut at its end; one it holds none of is empty.
 #[test]
 #[ignore = "needs an S3 server: run .ci/s3"]
 fn a_range_past_an_objects_end_is_refused_without_retries() {
@@ -776,10 +777,18 @@ fn a_range_past_an_objects_end_is_refused_without_retries() {
         .get_range(&key, size + 10..size + 20)
         .expect_err("past the end")
         .to_string();
-    assert!(err.contains("416"), "{err}");
+    assert!(
+        err.contains(&format!("0 bytes came back of an object of {size}")),
+        "{err}"
+    );
     assert!(!err.contains("attempts"), "retried: {err}");
     let (bytes, whole) = store.get_range_sized(&key, size - 5..size + 20).unwrap();
     assert_eq!((bytes.len(), whole), (5, size));
+    // A range at or past the end holds no bytes, with the size all the same.
+    for range in [size..size + 20, size + 10..size + 20] {
+        let (bytes, whole) = store.get_range_sized(&key, range).unwrap();
+        assert_eq!((bytes.len(), whole), (0, size));
+    }
 }
 
 /// A tile cut short in the bucket is refused by a read of a few of its
@@ -822,6 +831,17 @@ fn a_tile_cut_short_in_a_bucket_is_refused_by_a_read_of_a_few_cells() {
             actual,
         })) => assert_eq!((manifest, actual), (whole.len() as u64, cut)),
         other => panic!("a tile cut short was read: {other:?}"),
+    }
+    // Emptied, it is refused the same way: its head's ranged GET is
+    // answered 416, which names no size.
+    store.put(&key, &[]).unwrap();
+    match open().read(&cells).csr::<i32>().map(drop) {
+        Err(deltacells::Error::Dataset(DatasetRule::TileBytes {
+            tile: 0,
+            manifest,
+            actual: 0,
+        })) => assert_eq!(manifest, whole.len() as u64),
+        other => panic!("an empty tile was read: {other:?}"),
     }
     for k in store.list("").unwrap() {
         store.delete(&k).unwrap();

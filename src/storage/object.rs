@@ -465,16 +465,43 @@ impl Store for ObjectStore {
 
     /// One ranged GET: the object's size comes in its `Content-Range`, so
     /// a part of a tile is checked against the manifest with no request of
-    /// its own. A range past the object's end comes back cut at the end.
+    /// its own. A range past the object's end comes back cut at the end,
+    /// empty where it starts there or later.
     fn get_range_sized(&self, key: &str, range: Range<u64>) -> Result<(AlignedBytes, u64)> {
         let path = self.path(key)?;
         let op = range_op(&range);
-        let (bytes, size) = self.run(&op, key, || async {
+        // A range that starts at or past the object's end is answered 416,
+        // with no size: the object's size then comes from a request of its
+        // own, and the answer is no bytes (an empty object, whose every
+        // range is such a range, included).
+        let got = self.run(&op, key, || async {
             let options = GetOptions::new().with_range(Some(range.clone()));
-            let got = self.inner.get_opts(&path, options).await?;
-            let size = got.meta.size;
-            Ok((got.bytes().await?, size))
+            match self.inner.get_opts(&path, options).await {
+                Ok(got) => {
+                    let size = got.meta.size;
+                    Ok(Some((got.bytes().await?, size)))
+                }
+                Err(e) if client_status(&e) == Some(416) => Ok(None),
+                Err(e) => Err(e),
+            }
         })?;
+        let Some((bytes, size)) = got else {
+            return match self.size(key)? {
+                Some(size) if size <= range.start => Ok((AlignedBytes::default(), size)),
+                Some(size) => Err(self.error(
+                    &op,
+                    key,
+                    std::io::ErrorKind::Other,
+                    format!("answered 416, but the object holds {size} bytes"),
+                )),
+                None => Err(self.error(
+                    &op,
+                    key,
+                    std::io::ErrorKind::NotFound,
+                    "no such object".into(),
+                )),
+            };
+        };
         let held = range.end.min(size).saturating_sub(range.start);
         if bytes.len() as u64 != held {
             return Err(self.error(
