@@ -115,11 +115,15 @@ fn medians_by(genes: impl Iterator<Item = usize>, median: impl Fn(usize) -> f64)
 }
 
 fn dataset(dir: &std::path::Path, m: &Csr<i32>) -> Dataset {
+    dataset_named(dir, m, (0..GENES as usize).map(name).collect())
+}
+
+fn dataset_named(dir: &std::path::Path, m: &Csr<i32>, names: Vec<String>) -> Dataset {
     let _ = std::fs::remove_dir_all(dir);
     let config = WriterConfig::default()
         .with_tile_size(40)
         .with_n_chunks(3)
-        .with_var_names(Some((0..GENES as usize).map(name).collect()));
+        .with_var_names(Some(names));
     let mut w = DatasetWriter::create(dir, GENES, config).unwrap();
     w.push(m.as_ref()).unwrap();
     w.finish().unwrap();
@@ -577,6 +581,33 @@ fn a_dictionary_covering_none_of_the_genes_is_refused() {
             err.contains(&format!("for none of the {GENES} genes")),
             "{err}"
         );
+    }
+}
+
+#[test]
+fn a_key_two_tokenized_columns_share_is_refused() {
+    // Column 20 named as column 10, which has a token and a median: both
+    // took its token, and a row of both genes carried it twice.
+    let dir = Dir::new("repeated-key");
+    let m = matrix(10);
+    let mut names: Vec<String> = (0..GENES as usize).map(name).collect();
+    names[20] = name(10);
+    let ds = dataset_named(&dir.0, &m, names.clone());
+    for tokenizer in [geneformer(64, true), scgpt(51, 64, None, false)] {
+        let err = ds.read(0..2).tokenize(&tokenizer).unwrap_err().to_string();
+        assert!(
+            err.contains("gene key \"G10\" appears twice (positions 10 and 20)")
+                && err.contains("var_names_make_unique"),
+            "{err}"
+        );
+    }
+    // A key repeated among columns without a token takes no token twice:
+    // column 27 named as column 17, which the dictionaries leave out.
+    names[20] = name(20);
+    names[27] = name(17);
+    let ds = dataset_named(&dir.0, &m, names);
+    for tokenizer in [geneformer(64, true), scgpt(51, 64, None, false)] {
+        ds.read(0..2).tokenize(&tokenizer).unwrap();
     }
 }
 

@@ -14,7 +14,10 @@ its var names, or the `var` column `gene_key`. `medians` may also be a
 `gene_stats.parquet` (what `deltacells stats` and `deltacells.gene_stats`
 write): its `norm_median` column, genes without one (never expressed) left
 out. `<pad>`, `<cls>` and `<eos>`
-are entries of `tokens`. The exact semantics (formulas, the order of
+are entries of `tokens`. A key that two of the dataset's tokenized genes
+share (gene symbols before `var_names_make_unique`) is an error: both would
+take its token. Match such genes by a `var` column of unique keys
+(`gene_key="gene_ids"`). The exact semantics (formulas, the order of
 floating-point operations, how ties and sampling go) are those of the
 library's `deltacells::tokenize` module, documented there.
 """

@@ -61,7 +61,7 @@ impl GeneSpace {
                 line + 1
             )));
         }
-        check_unique("the gene list", &keys, "")?;
+        check_unique("the gene list", positions(&keys), "")?;
         Ok(GeneSpace::Listed(keys))
     }
 
@@ -95,12 +95,17 @@ pub struct Vocabulary {
 /// Per input: input column -> vocabulary gene, `None` when dropped.
 type Columns = Vec<Vec<Option<u32>>>;
 
-/// Refuses a key that appears twice in `keys`, naming `what` and both
-/// positions; `hint` follows the message (the way out).
-fn check_unique(what: &str, keys: &[String], hint: &str) -> Result<()> {
-    let mut seen = HashMap::with_capacity(keys.len());
-    for (i, k) in keys.iter().enumerate() {
-        if let Some(first) = seen.insert(k.as_str(), i) {
+/// Refuses a key that appears twice among `keys` (each with its
+/// position), naming `what` and both positions; `hint` follows the message
+/// (the way out).
+pub(crate) fn check_unique<'a>(
+    what: &str,
+    keys: impl IntoIterator<Item = (usize, &'a str)>,
+    hint: &str,
+) -> Result<()> {
+    let mut seen = HashMap::new();
+    for (i, k) in keys {
+        if let Some(first) = seen.insert(k, i) {
             return Err(Error::Input(format!(
                 "{what}: gene key {k:?} appears twice (positions {first} and {i}){hint}"
             )));
@@ -109,8 +114,13 @@ fn check_unique(what: &str, keys: &[String], hint: &str) -> Result<()> {
     Ok(())
 }
 
+/// Each of `keys` with its position.
+fn positions(keys: &[String]) -> impl Iterator<Item = (usize, &str)> {
+    keys.iter().map(String::as_str).enumerate()
+}
+
 /// Why a repeated key stops a match, and the ways out.
-const MATCH_HINT: &str = "; genes matched by key need unique keys: match them by a var \
+pub(crate) const MATCH_HINT: &str = "; genes matched by key need unique keys: match them by a var \
      column of unique values (a gene key such as gene_ids) or make the names unique \
      (as anndata's var_names_make_unique does)";
 
@@ -153,7 +163,7 @@ impl Vocabulary {
                     input.name
                 )));
             }
-            check_unique(&input.name, &input.keys, MATCH_HINT)?;
+            check_unique(&input.name, positions(&input.keys), MATCH_HINT)?;
         }
         let keys: Vec<String> = match space {
             GeneSpace::Listed(keys) => keys.clone(),

@@ -204,9 +204,9 @@ pub(crate) struct RankScratch {
 }
 
 impl GeneformerColumns {
-    /// Columns that have a token and a median.
-    pub(crate) fn tokenized(&self) -> usize {
-        self.columns.iter().filter(|&&(_, t)| t >= 0).count()
+    /// Whether column `g` has a token and a median.
+    pub(crate) fn tokenizes(&self, g: usize) -> bool {
+        self.columns[g].1 >= 0
     }
 
     /// Writes the row of a cell with `genes` (columns) and `counts` into

@@ -17,7 +17,10 @@
 //! tokens `<pad>`, `<cls>` and `<eos>` are entries of the token map. Before
 //! a read, a tokenizer is resolved into a per-column table for the matrix's
 //! genes ([`Tokenizer::for_dataset`], [`Tokenizer::for_corpus`]); columns
-//! without a token (or without a median, for Geneformer) are skipped.
+//! without a token (or without a median, for Geneformer) are skipped, and a
+//! key two tokenized columns share is refused (both would take its token,
+//! and a row of both would carry it twice): such genes are matched by a
+//! `var` column of unique keys.
 //!
 //! ```
 //! use deltacells::tokenize::{GeneMap, Geneformer, Tokenizer};
@@ -60,7 +63,7 @@ pub use scgpt::ScGpt;
 pub use sink::{TokenPart, TokenRows, TokenSink};
 
 use crate::corpus::Corpus;
-use crate::dataset::vocab::dataset_keys;
+use crate::dataset::vocab::{check_unique, dataset_keys, MATCH_HINT};
 use crate::dataset::{Dataset, ReadStats};
 use crate::error::{Error, Result};
 use geneformer::GeneformerColumns;
@@ -89,11 +92,11 @@ enum Columns {
 }
 
 impl Columns {
-    /// Columns the table gives tokens.
-    fn tokenized(&self) -> usize {
+    /// Whether the table gives column `g` a token.
+    fn tokenizes(&self, g: usize) -> bool {
         match self {
-            Columns::Geneformer(g) => g.tokenized(),
-            Columns::ScGpt(s) => s.tokenized(),
+            Columns::Geneformer(c) => c.tokenizes(g),
+            Columns::ScGpt(c) => c.tokenizes(g),
         }
     }
 }
@@ -121,13 +124,20 @@ impl Tokenizer {
     /// The table for columns whose gene keys are `keys`, in column order.
     /// A table that tokenizes none of them is refused: every row would be
     /// padding, most likely from a dictionary keyed otherwise than the genes
-    /// (Ensembl ids against symbols).
+    /// (Ensembl ids against symbols); so is one where two tokenized columns
+    /// share a key.
     pub fn for_keys(&self, keys: &[String]) -> Result<TokenColumns> {
         let kind = match self {
             Tokenizer::Geneformer(g) => Columns::Geneformer(g.columns(keys)),
             Tokenizer::ScGpt(s) => Columns::ScGpt(s.columns(keys)),
         };
-        if kind.tokenized() == 0 && !keys.is_empty() {
+        let mut tokenized = keys
+            .iter()
+            .enumerate()
+            .filter(|&(g, _)| kind.tokenizes(g))
+            .map(|(g, k)| (g, k.as_str()))
+            .peekable();
+        if tokenized.peek().is_none() && !keys.is_empty() {
             let what = match self {
                 Tokenizer::Geneformer(_) => "a token and a median",
                 Tokenizer::ScGpt(_) => "a token",
@@ -139,6 +149,16 @@ impl Tokenizer {
                 key_name(self.gene_key())
             )));
         }
+        // Two columns of one key would take one token, and a row of both
+        // would carry it twice.
+        check_unique(
+            &format!(
+                "the tokenized genes, matched by {}",
+                key_name(self.gene_key())
+            ),
+            tokenized,
+            MATCH_HINT,
+        )?;
         Ok(TokenColumns {
             kind,
             n_cols: keys.len(),

@@ -222,9 +222,9 @@ pub(crate) struct BinScratch {
 }
 
 impl ScGptColumns {
-    /// Columns that have a token.
-    pub(crate) fn tokenized(&self) -> usize {
-        self.tokens.iter().filter(|&&t| t >= 0).count()
+    /// Whether column `g` has a token.
+    pub(crate) fn tokenizes(&self, g: usize) -> bool {
+        self.tokens[g] >= 0
     }
 
     /// The value of `count` in a cell of `n_counts` (see the module docs).
