@@ -163,16 +163,21 @@ impl ClassTable {
     /// after another: 3% of the samples of Geneformer's batches over a
     /// sketch's medians, for about five strays a cell.
     fn classes_before(&self, stray_key: u64, ratio: f64, key: &impl Fn(u32, f64) -> u64) -> usize {
-        let class_key = |k: usize| key(self.members[k].0, self.members[k].1);
         let lo = self.ratios.partition_point(|&r| r > ratio);
-        let before_is_below = lo == 0 || class_key(lo - 1) < stray_key;
-        let at_is_not_below = lo == self.members.len() || class_key(lo) >= stray_key;
+        let before_is_below = lo == 0 || self.class_key(lo - 1, key) < stray_key;
+        let at_is_not_below = lo == self.members.len() || self.class_key(lo, key) >= stray_key;
         if before_is_below && at_is_not_below {
             lo
         } else {
             self.members
                 .partition_point(|&(c, m)| key(c, m) < stray_key)
         }
+    }
+
+    /// Class `k`'s key, by `key` (see [`ClassTable::ranked`]).
+    fn class_key(&self, k: usize, key: &impl Fn(u32, f64) -> u64) -> u64 {
+        let (c, m) = self.members[k];
+        key(c, m)
     }
 
     /// The class of strays: one past the last class.
@@ -283,12 +288,11 @@ impl ClassTable {
         }
         s.strays.sort_unstable();
         let end = |k: usize| s.counts[2 * k + 1] as usize;
-        let class_key = |k: usize| key(self.members[k].0, self.members[k].1);
         let mut from = 0;
         for &(stray_key, token, ratio) in &s.strays {
             let lo = self.classes_before(stray_key, f64::from_bits(ratio), &key);
             let start = if lo == 0 { 0 } else { end(lo - 1) };
-            let at = if lo < strays && class_key(lo) == stray_key {
+            let at = if lo < strays && self.class_key(lo, &key) == stray_key {
                 start + s.placed[start..end(lo)].partition_point(|&t| t < token)
             } else {
                 start
