@@ -356,6 +356,83 @@ impl ObjectStore {
         })
     }
 
+    /// One ranged GET of `range` of the object at `path`, retried as every
+    /// request is: the bytes it holds of the range (cut where it ends, none
+    /// where it ends before the range starts) and its size, which comes in
+    /// the answer's `Content-Range`, so a part of a tile is checked against
+    /// the manifest with no request of its own. A range that starts at or
+    /// past the object's end is answered 416, with no size: the size then
+    /// comes from a request of its own (an empty object's every range is
+    /// such a range).
+    async fn ranged(
+        &self,
+        path: &ObjectPath,
+        key: &str,
+        range: Range<u64>,
+    ) -> Result<(Bytes, u64)> {
+        let op = range_op(&range);
+        let got = self
+            .retrying(&op, key, || async {
+                let options = GetOptions::new().with_range(Some(range.clone()));
+                match self.inner.get_opts(path, options).await {
+                    Ok(got) => {
+                        let size = got.meta.size;
+                        Ok(Some((got.bytes().await?, size)))
+                    }
+                    Err(e) if client_status(&e) == Some(416) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+        let Some((bytes, size)) = got else {
+            let head = found(self.retrying("HEAD", key, || self.inner.head(path)).await)?;
+            return match head.map(|meta| meta.size) {
+                Some(size) if size <= range.start => Ok((Bytes::new(), size)),
+                Some(size) => Err(self.error(
+                    &op,
+                    key,
+                    std::io::ErrorKind::Other,
+                    format!("answered 416, but the object holds {size} bytes"),
+                )),
+                None => Err(self.error(
+                    &op,
+                    key,
+                    std::io::ErrorKind::NotFound,
+                    "no such object".into(),
+                )),
+            };
+        };
+        let held = range.end.min(size).saturating_sub(range.start);
+        if bytes.len() as u64 != held {
+            return Err(self.error(
+                &op,
+                key,
+                std::io::ErrorKind::UnexpectedEof,
+                format!("{} bytes came back of an object of {size}", bytes.len()),
+            ));
+        }
+        Ok((bytes, size))
+    }
+
+    /// What [`ObjectStore::ranged`] got of `range`, refused unless it is
+    /// the whole range.
+    fn whole(
+        &self,
+        key: &str,
+        range: &Range<u64>,
+        (bytes, size): (Bytes, u64),
+    ) -> Result<AlignedBytes> {
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(self.error(
+                &range_op(range),
+                key,
+                std::io::ErrorKind::UnexpectedEof,
+                format!("{} bytes came back of an object of {size}", bytes.len()),
+            ));
+        }
+        Ok(AlignedBytes::copy_from(&bytes))
+    }
+
     fn error(&self, op: &str, key: &str, kind: std::io::ErrorKind, why: String) -> Error {
         Error::io(
             format!("{op} {}/{key}", self.url),
@@ -451,107 +528,31 @@ impl Store for ObjectStore {
     /// The ranged GET of [`Store::get_range_sized`], whose answer must be
     /// the whole range.
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<AlignedBytes> {
-        let (bytes, size) = self.get_range_sized(key, range.clone())?;
-        if bytes.len() as u64 != range.end - range.start {
-            return Err(self.error(
-                &range_op(&range),
-                key,
-                std::io::ErrorKind::UnexpectedEof,
-                format!("{} bytes came back of an object of {size}", bytes.len()),
-            ));
-        }
-        Ok(bytes)
+        let path = self.path(key)?;
+        let got = block_on(self.ranged(&path, key, range.clone()))??;
+        self.whole(key, &range, got)
     }
 
-    /// One ranged GET: the object's size comes in its `Content-Range`, so
-    /// a part of a tile is checked against the manifest with no request of
-    /// its own. A range past the object's end comes back cut at the end,
-    /// empty where it starts there or later.
+    /// One ranged GET, whose answer names the object's size.
     fn get_range_sized(&self, key: &str, range: Range<u64>) -> Result<(AlignedBytes, u64)> {
         let path = self.path(key)?;
-        let op = range_op(&range);
-        // A range that starts at or past the object's end is answered 416,
-        // with no size: the object's size then comes from a request of its
-        // own, and the answer is no bytes (an empty object, whose every
-        // range is such a range, included).
-        let got = self.run(&op, key, || async {
-            let options = GetOptions::new().with_range(Some(range.clone()));
-            match self.inner.get_opts(&path, options).await {
-                Ok(got) => {
-                    let size = got.meta.size;
-                    Ok(Some((got.bytes().await?, size)))
-                }
-                Err(e) if client_status(&e) == Some(416) => Ok(None),
-                Err(e) => Err(e),
-            }
-        })?;
-        let Some((bytes, size)) = got else {
-            return match self.size(key)? {
-                Some(size) if size <= range.start => Ok((AlignedBytes::default(), size)),
-                Some(size) => Err(self.error(
-                    &op,
-                    key,
-                    std::io::ErrorKind::Other,
-                    format!("answered 416, but the object holds {size} bytes"),
-                )),
-                None => Err(self.error(
-                    &op,
-                    key,
-                    std::io::ErrorKind::NotFound,
-                    "no such object".into(),
-                )),
-            };
-        };
-        let held = range.end.min(size).saturating_sub(range.start);
-        if bytes.len() as u64 != held {
-            return Err(self.error(
-                &op,
-                key,
-                std::io::ErrorKind::UnexpectedEof,
-                format!("{} bytes came back of an object of {size}", bytes.len()),
-            ));
-        }
+        let (bytes, size) = block_on(self.ranged(&path, key, range))??;
         Ok((AlignedBytes::copy_from(&bytes), size))
     }
 
     fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> Result<Vec<AlignedBytes>> {
         let merged = coalesce(ranges, COALESCE_GAP);
-        if merged.len() <= 1 {
-            let fetched = merged
-                .iter()
-                .map(|r| self.get_range(key, r.clone()))
-                .collect::<Result<Vec<_>>>()?;
-            return Ok(split_coalesced(ranges, &merged, &fetched));
-        }
         let path = self.path(key)?;
-        let fetched: Vec<Bytes> = block_on(
-            stream::iter(merged.iter().map(|r| {
-                let op = range_op(r);
-                let path = &path;
-                async move {
-                    self.retrying(&op, key, || self.inner.get_range(path, r.clone()))
-                        .await
-                }
-            }))
-            .buffered(self.config.requests_in_flight.max(1))
-            .try_collect(),
+        let got: Vec<(Bytes, u64)> = block_on(
+            stream::iter(merged.iter().map(|r| self.ranged(&path, key, r.clone())))
+                .buffered(self.config.requests_in_flight.max(1))
+                .try_collect(),
         )??;
-        let fetched: Vec<AlignedBytes> = fetched
-            .iter()
+        let fetched = got
+            .into_iter()
             .zip(&merged)
-            .map(|(b, r)| {
-                if b.len() as u64 == r.end - r.start {
-                    Ok(AlignedBytes::copy_from(b))
-                } else {
-                    Err(self.error(
-                        "GET",
-                        key,
-                        std::io::ErrorKind::UnexpectedEof,
-                        format!("{} bytes came back for {r:?}", b.len()),
-                    ))
-                }
-            })
-            .collect::<Result<_>>()?;
+            .map(|(got, r)| self.whole(key, r, got))
+            .collect::<Result<Vec<_>>>()?;
         Ok(split_coalesced(ranges, &merged, &fetched))
     }
 
