@@ -196,3 +196,23 @@ def test_dictionary_files_with_a_byte_order_mark_or_leading_blank_lines(tmp_path
         got = ds.read([0, 1], tokenizer=Geneformer(tmp_path / name, medians, max_len=4))
         for key in want:
             np.testing.assert_array_equal(got[key], want[key], err_msg=name)
+
+
+def test_a_key_two_tokenized_genes_share_is_refused(tmp_path):
+    """Two genes of one Ensembl id (a reference that names a gene twice)
+    took its token both, and a cell of both carried it twice; matched by
+    their unique var names they tokenize."""
+    X = sp.csr_matrix(np.array([[5, 1, 2], [0, 3, 3]]))
+    var = pd.DataFrame({"gene_ids": ["ENSG1", "ENSG2", "ENSG1"]}, index=["A", "B", "A-1"])
+    path = tmp_path / "ds"
+    deltacells.write(X, path, var=var, sort_genes=False)
+    ds = deltacells.open(path)
+    tokens = {"ENSG1": 3, "ENSG2": 4, "<pad>": 0}
+    for tok in [Geneformer(tokens, {"ENSG1": 1.0, "ENSG2": 2.0}, gene_key="gene_ids"),
+                ScGPT({**tokens, "<cls>": 1}, gene_key="gene_ids")]:
+        with pytest.raises(deltacells.InputError,
+                           match=r'"ENSG1" appears twice \(positions 0 and 2\)'):
+            ds.read([0, 1], tokenizer=tok)
+    by_name = {"A": 3, "B": 4, "A-1": 5, "<pad>": 0}
+    got = ds.read([0, 1], tokenizer=Geneformer(by_name, {"A": 1.0, "B": 2.0, "A-1": 1.0}, max_len=3))
+    np.testing.assert_array_equal(got["input_ids"], [[3, 5, 4], [5, 4, 0]])
