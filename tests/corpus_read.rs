@@ -11,6 +11,7 @@ use corpus_common::{
     Written,
 };
 use deltacells::corpus::{CorpusSpec, GeneSpace};
+use deltacells::dataset::OpenOptions;
 use deltacells::engine::Transform;
 use deltacells::{CellSelection, Corpus, Csr, Dataset, GeneSelection};
 
@@ -135,6 +136,29 @@ fn a_union_corpus_reads_every_member_in_one_vocabulary() {
     assert!(corpus.read([560]).csr::<i32>().is_err());
     let wrong = GeneSelection::new(5, &[0]).unwrap();
     assert!(corpus.read(0..3).genes(&wrong).csr::<i32>().is_err());
+}
+
+#[test]
+fn the_members_fetch_on_one_set_of_threads() {
+    // Each member started threads of its own, at least two: thousands for a
+    // corpus of thousands of files.
+    let dir = Scratch::new("corpus-fetch-threads");
+    let members = three(dir.path());
+    let options = OpenOptions::default().with_fetch_in_flight(5);
+    let corpus = Corpus::open_spec_with(spec(&members), options).unwrap();
+    let first = corpus.members()[0].dataset().fetcher().threads();
+    assert_eq!(first.threads(), 5);
+    for m in corpus.members() {
+        assert!(std::sync::Arc::ptr_eq(
+            m.dataset().fetcher().threads(),
+            first
+        ));
+    }
+    // Reads of every member go through them.
+    let all: Vec<u64> = (0..corpus.n_cells()).collect();
+    let batch = corpus.read(&all).csr::<i32>().unwrap();
+    assert_eq!(batch.csr.indptr.len() as u64, corpus.n_cells() + 1);
+    assert!(batch.stats.tiles_fetched >= members.len());
 }
 
 #[test]

@@ -10,7 +10,7 @@ use crate::engine::{Engine, GeneSelection};
 use crate::error::{Error, Result};
 use crate::obs::{InputObs, ObsSchema, ObsUnion, SourceColumn, DEFAULT_MAX_CATEGORIES};
 use crate::storage::location_stem;
-use crate::storage::Location;
+use crate::storage::{FetchThreads, Location};
 
 /// Members opened at once (each open reads a manifest and the side files,
 /// a round trip or a few on an object store).
@@ -117,12 +117,16 @@ impl Corpus {
             ..spec
         };
         let engine = Arc::new(Engine::new(options.engine.clone())?);
+        // One set of I/O threads for every member: threads of each member's
+        // own, at least two apiece, came to thousands for a corpus of
+        // thousands of files.
+        let fetch = FetchThreads::new(options.fetch_in_flight)?;
         let n = spec.locations.len();
         let each = options
             .clone()
             .with_cache_bytes(options.cache_bytes / n)
             .with_fetch_in_flight(options.fetch_in_flight.div_ceil(n).max(2));
-        let datasets = open_all(&spec.locations, &each, &engine)?;
+        let datasets = open_all(&spec.locations, &each, &engine, &fetch)?;
         let mut genes = Vec::with_capacity(n);
         for (location, ds) in spec.locations.iter().zip(&datasets) {
             let keys = dataset_keys(ds, spec.gene_key.as_deref(), location)?;
@@ -261,6 +265,7 @@ fn open_all(
     locations: &[String],
     options: &OpenOptions,
     engine: &Arc<Engine>,
+    fetch: &Arc<FetchThreads>,
 ) -> Result<Vec<Dataset>> {
     let mut out = Vec::with_capacity(locations.len());
     for group in locations.chunks(OPENING_AT_ONCE) {
@@ -273,6 +278,7 @@ fn open_all(
                             &Location::parse(location),
                             options.clone(),
                             engine.clone(),
+                            fetch.clone(),
                         )
                         .map_err(Error::in_member(location.as_str()))
                     })

@@ -39,7 +39,7 @@ use crate::format::manifest::{DatasetRule, Manifest};
 use crate::format::npy::{Array, Dtype};
 use crate::format::tile::TileView;
 use crate::obs::{ObsReader, VarFrame};
-use crate::storage::{Fetcher, Location};
+use crate::storage::{FetchThreads, Fetcher, Location};
 
 pub(crate) use batches::{batches_over, BatchTiles, CellLabels};
 pub(crate) use cache::ChunkCache;
@@ -147,24 +147,29 @@ impl Dataset {
     /// Opens a dataset held by any store.
     pub fn open_store(store: Arc<dyn Store>, options: OpenOptions) -> Result<Dataset> {
         let engine = Arc::new(Engine::new(options.engine.clone())?);
-        Dataset::open_sharing(store, options, engine)
+        let fetch = FetchThreads::new(options.fetch_in_flight)?;
+        Dataset::open_sharing(store, options, engine, fetch)
     }
 
-    /// Opens the dataset at `location` decoding on `engine` (the members of a
-    /// corpus share one pool), with `options` for its cache and I/O stage.
+    /// Opens the dataset at `location` decoding on `engine` and fetching on
+    /// `fetch` (the members of a corpus share one pool and one set of I/O
+    /// threads), with `options` for its cache and its share of the I/O
+    /// stage.
     pub(crate) fn open_at_sharing(
         location: &Location,
         options: OpenOptions,
         engine: Arc<Engine>,
+        fetch: Arc<FetchThreads>,
     ) -> Result<Dataset> {
         crate::storage::location::require_dir(location)?;
-        Dataset::open_sharing(location.store()?, options, engine)
+        Dataset::open_sharing(location.store()?, options, engine, fetch)
     }
 
     fn open_sharing(
         store: Arc<dyn Store>,
         options: OpenOptions,
         engine: Arc<Engine>,
+        fetch: Arc<FetchThreads>,
     ) -> Result<Dataset> {
         let bytes = match store.get(MANIFEST_KEY)? {
             Some(bytes) => bytes,
@@ -213,7 +218,7 @@ impl Dataset {
             None
         };
         let shared = Shared {
-            fetcher: Fetcher::new(store.clone(), options.fetch_in_flight)?,
+            fetcher: Fetcher::sharing(store.clone(), options.fetch_in_flight, fetch),
             store,
             manifest,
             limits,

@@ -2,9 +2,10 @@
 //! ahead of the code that will decode them.
 //!
 //! Decode workers are pinned to cores and should never wait on a network;
-//! a [`Fetcher`] keeps `in_flight` threads (unpinned, named
-//! `deltacells-fetch-N`) that do nothing but wait on the store, so up to that
-//! many requests are outstanding at once. A caller that knows what comes next
+//! a [`Fetcher`] fetches on [`FetchThreads`], `in_flight` threads (unpinned,
+//! named `deltacells-fetch-N`) that do nothing but wait on the store, so up
+//! to that many requests are outstanding at once; the members of a corpus
+//! share one set. A caller that knows what comes next
 //! (a scan, an epoch of batches) calls [`Fetcher::prefetch`]; a later
 //! [`Fetcher::get_many`] takes those results (waiting if they are still in
 //! flight) and fetches the rest concurrently. At most `4 * in_flight` fetched
@@ -29,22 +30,24 @@ type Fetched = Result<Option<AlignedBytes>>;
 /// A fetch waiting for an I/O thread.
 type Job = Box<dyn FnOnce() + Send>;
 
-/// Fetches objects of one store on a bounded set of I/O threads.
-pub struct Fetcher {
-    store: Arc<dyn Store>,
-    /// The I/O threads' queue; they end when it is dropped with the fetcher.
+/// I/O threads one or more fetchers share: plain threads blocked on one
+/// queue (the members of a corpus share one set, so that a corpus of many
+/// files does not start threads for each). They end when the last fetcher
+/// using them is dropped.
+#[derive(Debug)]
+pub struct FetchThreads {
+    /// Their queue; they end when it is dropped.
     jobs: Sender<Job>,
-    in_flight: usize,
-    pending: Mutex<HashMap<String, Receiver<Fetched>>>,
+    threads: usize,
 }
 
-impl Fetcher {
-    /// A fetcher keeping up to `in_flight` requests to `store` outstanding.
-    pub fn new(store: Arc<dyn Store>, in_flight: usize) -> Result<Fetcher> {
-        let in_flight = in_flight.max(1);
+impl FetchThreads {
+    /// `threads` I/O threads (at least one).
+    pub fn new(threads: usize) -> Result<Arc<FetchThreads>> {
+        let threads = threads.max(1);
         let (jobs, queue) = channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
-        for i in 0..in_flight {
+        for i in 0..threads {
             let queue = queue.clone();
             std::thread::Builder::new()
                 .name(format!("deltacells-fetch-{i}"))
@@ -57,16 +60,50 @@ impl Fetcher {
                         Err(_) => return,
                     }
                 })
-                .map_err(|e| {
-                    Error::Config(format!("cannot start {in_flight} fetch threads: {e}"))
-                })?;
+                .map_err(|e| Error::Config(format!("cannot start {threads} fetch threads: {e}")))?;
         }
-        Ok(Fetcher {
+        Ok(Arc::new(FetchThreads { jobs, threads }))
+    }
+
+    /// How many threads there are.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+}
+
+/// Fetches objects of one store on a bounded set of I/O threads.
+pub struct Fetcher {
+    store: Arc<dyn Store>,
+    threads: Arc<FetchThreads>,
+    in_flight: usize,
+    pending: Mutex<HashMap<String, Receiver<Fetched>>>,
+}
+
+impl Fetcher {
+    /// A fetcher keeping up to `in_flight` requests to `store` outstanding,
+    /// on threads of its own.
+    pub fn new(store: Arc<dyn Store>, in_flight: usize) -> Result<Fetcher> {
+        Ok(Fetcher::sharing(
             store,
-            jobs,
             in_flight,
+            FetchThreads::new(in_flight)?,
+        ))
+    }
+
+    /// A fetcher of `store` on `threads`, which other fetchers may use as
+    /// well: `in_flight` bounds what it prefetches and its concurrent maps.
+    pub fn sharing(store: Arc<dyn Store>, in_flight: usize, threads: Arc<FetchThreads>) -> Fetcher {
+        Fetcher {
+            store,
+            threads,
+            in_flight: in_flight.max(1),
             pending: Mutex::new(HashMap::new()),
-        })
+        }
+    }
+
+    /// The threads it fetches on.
+    pub fn threads(&self) -> &Arc<FetchThreads> {
+        &self.threads
     }
 
     /// Requests kept outstanding at most.
@@ -95,8 +132,8 @@ impl Fetcher {
             // The receiver may be gone (a dropped reader): nothing to do then.
             let _ = tx.send(result);
         });
-        // The threads live as long as the queue's sender, which is ours.
-        let _ = self.jobs.send(job);
+        // The threads live as long as the queue's sender, which we hold.
+        let _ = self.threads.jobs.send(job);
         rx
     }
 
@@ -216,6 +253,32 @@ mod tests {
             fetcher.pending().len() <= 12,
             "unclaimed prefetches are bounded"
         );
+    }
+
+    #[test]
+    fn fetchers_sharing_threads_fetch_each_from_its_own_store() {
+        let threads = FetchThreads::new(2).unwrap();
+        let fetchers: Vec<Fetcher> = (0..5)
+            .map(|f| {
+                let store = Arc::new(MemoryStore::new());
+                for i in 0..10 {
+                    store.insert(format!("k{i}"), format!("store {f} value {i}").as_bytes());
+                }
+                Fetcher::sharing(store, 3, threads.clone())
+            })
+            .collect();
+        for fetcher in &fetchers {
+            fetcher.prefetch("k3");
+            assert!(Arc::ptr_eq(fetcher.threads(), &threads));
+        }
+        assert_eq!(threads.threads(), 2);
+        let keys: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+        for (f, fetcher) in fetchers.iter().enumerate() {
+            for (i, got) in fetcher.get_many(&keys).into_iter().enumerate() {
+                let got = got.unwrap().unwrap();
+                assert_eq!(got.as_bytes(), format!("store {f} value {i}").as_bytes());
+            }
+        }
     }
 
     #[test]

@@ -33,7 +33,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use self::bytes::AlignedBytes;
-pub use fetch::Fetcher;
+pub use fetch::{FetchThreads, Fetcher};
 pub use local::{remove_abandoned_temporaries, LocalStore};
 pub use location::{location_stem, open, resolved, Location};
 pub use memory::MemoryStore;

@@ -52,9 +52,12 @@ pub fn store() -> MemoryStore {
     store
 }
 
-/// One unpinned worker: a fuzz run opens a dataset per input.
+/// One unpinned worker and one fetch thread: a fuzz run opens a dataset
+/// per input, and the threads of one input still end while the next runs
+/// (the leak check can then take what a thread's exit frees for a leak).
 pub fn options() -> OpenOptions {
     OpenOptions::default()
         .with_engine(EngineConfig::default().with_threads(1).with_pin(false))
+        .with_fetch_in_flight(1)
         .with_cache_bytes(16 << 20)
 }
