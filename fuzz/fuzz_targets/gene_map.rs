@@ -54,8 +54,15 @@ fuzz_target!(|data: &[u8]| {
     let (Ok(tokens), Ok(medians)) = (tokens, medians) else {
         return;
     };
+    // Each key once: a key two tokenized columns share is refused (below).
     let mut keys: Vec<String> = tokens.iter().map(|(k, _)| k.to_string()).collect();
-    keys.extend(medians.iter().map(|(k, _)| k.to_string()));
+    let named: std::collections::HashSet<String> = keys.iter().cloned().collect();
+    keys.extend(
+        medians
+            .iter()
+            .map(|(k, _)| k.to_string())
+            .filter(|k| !named.contains(k)),
+    );
     keys.push("a gene neither names".into());
     if let Ok(g) = Geneformer::new(tokens.clone(), medians) {
         let special = data.len() % 2 == 0;
@@ -73,10 +80,14 @@ fuzz_target!(|data: &[u8]| {
             .and_then(|s| s.with_max_len(data.len() % 7))
         {
             // Every key of the tokens is among the keys: some has a token.
-            let table = Tokenizer::ScGpt(s)
-                .for_keys(&keys)
-                .expect("a key has a token");
+            let scgpt = Tokenizer::ScGpt(s);
+            let table = scgpt.for_keys(&keys).expect("a key has a token");
             assert!(table.has_values());
+            // A token's key twice is refused, naming it.
+            let mut twice = keys.clone();
+            twice.push(keys[0].clone());
+            let e = scgpt.for_keys(&twice).expect_err("a key twice");
+            assert!(e.to_string().contains("appears twice"), "{e}");
         }
     }
 });
