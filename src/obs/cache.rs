@@ -48,7 +48,7 @@ use crate::storage::MemoryStore;
 ///
 /// Localized column `name` lives at
 /// `<cache>/<fingerprint>/obs/<quote_name(name)>.arrow` (spec "Local cache"),
-/// where `<cache>` is [`cache_root`](super::cache_root).
+/// where `<cache>` is [`cache_root`].
 pub fn quote_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for b in name.bytes() {

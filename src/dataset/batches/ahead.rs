@@ -10,7 +10,7 @@
 //! and nothing delivered, over the same tiles with a cache of its own),
 //! that producer's first batch, and then its first window, while the
 //! caller uses this epoch's last window. It leaves them in the iterator's
-//! [`Recycler`](crate::dataset::Recycler). The next iterator made with that
+//! [`Recycler`]. The next iterator made with that
 //! recycler and exactly that configuration takes them, waiting for them if
 //! they are still being made; an iterator of any other configuration drops
 //! them. The batches are the same either way: a producer is a pure function
