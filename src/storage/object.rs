@@ -385,8 +385,7 @@ impl ObjectStore {
             })
             .await?;
         let Some((bytes, size)) = got else {
-            let head = found(self.retrying("HEAD", key, || self.inner.head(path)).await)?;
-            return match head.map(|meta| meta.size) {
+            return match self.head_size(path, key).await? {
                 Some(size) if size <= range.start => Ok((Bytes::new(), size)),
                 Some(size) => Err(self.error(
                     &op,
@@ -404,14 +403,15 @@ impl ObjectStore {
         };
         let held = range.end.min(size).saturating_sub(range.start);
         if bytes.len() as u64 != held {
-            return Err(self.error(
-                &op,
-                key,
-                std::io::ErrorKind::UnexpectedEof,
-                format!("{} bytes came back of an object of {size}", bytes.len()),
-            ));
+            return Err(self.came_back(&range, key, bytes.len(), size));
         }
         Ok((bytes, size))
+    }
+
+    /// The size of the object at `path`, `None` where there is none.
+    async fn head_size(&self, path: &ObjectPath, key: &str) -> Result<Option<u64>> {
+        let head = self.retrying("HEAD", key, || self.inner.head(path)).await;
+        Ok(found(head)?.map(|meta| meta.size))
     }
 
     /// What [`ObjectStore::ranged`] got of `range`, refused unless it is
@@ -423,14 +423,20 @@ impl ObjectStore {
         (bytes, size): (Bytes, u64),
     ) -> Result<AlignedBytes> {
         if bytes.len() as u64 != range.end - range.start {
-            return Err(self.error(
-                &range_op(range),
-                key,
-                std::io::ErrorKind::UnexpectedEof,
-                format!("{} bytes came back of an object of {size}", bytes.len()),
-            ));
+            return Err(self.came_back(range, key, bytes.len(), size));
         }
         Ok(AlignedBytes::copy_from(&bytes))
+    }
+
+    /// A ranged read of `range` that got `n` bytes of an object of `size`,
+    /// not what it needed.
+    fn came_back(&self, range: &Range<u64>, key: &str, n: usize, size: u64) -> Error {
+        self.error(
+            &range_op(range),
+            key,
+            std::io::ErrorKind::UnexpectedEof,
+            format!("{n} bytes came back of an object of {size}"),
+        )
     }
 
     fn error(&self, op: &str, key: &str, kind: std::io::ErrorKind, why: String) -> Error {
@@ -513,8 +519,7 @@ fn found<T>(r: Result<T>) -> Result<Option<T>> {
 impl Store for ObjectStore {
     fn size(&self, key: &str) -> Result<Option<u64>> {
         let path = self.path(key)?;
-        let head = self.run("HEAD", key, || self.inner.head(&path));
-        Ok(found(head)?.map(|meta| meta.size))
+        block_on(self.head_size(&path, key))?
     }
 
     fn get(&self, key: &str) -> Result<Option<AlignedBytes>> {
