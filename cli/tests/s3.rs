@@ -556,13 +556,13 @@ impl Store for Counting {
     }
 }
 
-/// A free TCP port on the loopback interface.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `N` free TCP ports on the loopback interface, all held open until every one
+/// is chosen so none comes back twice.
+fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: Vec<_> = (0..N)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    std::array::from_fn(|i| listeners[i].local_addr().unwrap().port())
 }
 
 /// A SeaweedFS server of this test's own (it is stopped mid-test).
@@ -579,19 +579,23 @@ impl Server {
         let dir = std::env::temp_dir().join(format!("deltacells-weed-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let s3 = free_port();
+        // One port per component and one per gRPC service. The gRPC ports are
+        // named: left out, the server derives each as its HTTP port + 10000
+        // and refuses an HTTP port that equals another component's derived one.
+        let ports = free_ports::<10>();
+        let s3 = ports[0];
         let arg = |k: &str, v: String| format!("-{k}={v}");
+        let components = ["s3", "master", "volume", "filer", "admin"];
+        let http = components.iter().zip(&ports[..5]);
+        let grpc = components.iter().zip(&ports[5..]);
         let child = Command::new(weed)
             .arg("mini")
+            .args(http.map(|(c, p)| arg(&format!("{c}.port"), p.to_string())))
+            .args(grpc.map(|(c, p)| arg(&format!("{c}.port.grpc"), p.to_string())))
             .args([
                 arg("dir", dir.display().to_string()),
                 arg("ip", "127.0.0.1".into()),
                 arg("ip.bind", "127.0.0.1".into()),
-                arg("s3.port", s3.to_string()),
-                arg("master.port", free_port().to_string()),
-                arg("volume.port", free_port().to_string()),
-                arg("filer.port", free_port().to_string()),
-                arg("admin.port", free_port().to_string()),
                 arg("admin.ui", "false".into()),
                 arg("webdav", "false".into()),
                 arg("s3.port.iceberg", "0".into()),

@@ -476,7 +476,11 @@ class Weed:
         import socket
 
         self.root, self.bucket = root, bucket
-        socks = [socket.socket() for _ in range(5)]
+        # One port per component and one per gRPC service, all held open until
+        # every one is chosen so none comes twice. The gRPC ports are named:
+        # left out, the server derives each as its HTTP port + 10000 and
+        # refuses an HTTP port that equals another component's derived one.
+        socks = [socket.socket() for _ in range(10)]
         for s in socks:
             s.bind(("127.0.0.1", 0))
         self.ports = [s.getsockname()[1] for s in socks]
@@ -489,11 +493,12 @@ class Weed:
         weed = os.environ.get("DELTACELLS_WEED")
         if not weed:
             pytest.fail("DELTACELLS_WEED is not set: the S3 tests need .ci/s3")
-        s3, master, volume, filer, admin = self.ports
+        components = ["s3", "master", "volume", "filer", "admin"]
+        ports = [f"-{c}.port={p}" for c, p in zip(components, self.ports)]
+        ports += [f"-{c}.port.grpc={p}" for c, p in zip(components, self.ports[5:])]
         self.process = subprocess.Popen(
             [weed, "mini", f"-dir={self.root}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-             f"-s3.port={s3}", f"-master.port={master}", f"-volume.port={volume}",
-             f"-filer.port={filer}", f"-admin.port={admin}", "-admin.ui=false", "-webdav=false",
+             *ports, "-admin.ui=false", "-webdav=false",
              "-s3.port.iceberg=0", "-s3.port.lance=0", f"-bucket={self.bucket}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
