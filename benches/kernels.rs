@@ -11,7 +11,8 @@
 //! genes a second; `scatter_values` places the kept genes' values in a
 //! dense row of the selection's columns, in kept genes a second.
 //! `classify` looks up Geneformer's classes of those rows' genes (146
-//! medians, runs of 28 counts, as the demo's gene statistics give).
+//! medians, runs of 28 counts, as the demo's gene statistics give), and
+//! `order_by_class` orders the rows' tokens by those classes.
 //! `stream` copies a dense row of 2,000 `f32` (composed in the cache) to
 //! the next place in a 64 MiB output, as a batch's rows are written: the
 //! scalar table copies plainly, the vector ones stream.
@@ -317,6 +318,30 @@ fn rows(c: &mut Criterion) {
             std::hint::black_box(k.classify(&lookup, row, &small[at..end], o, &mut strays));
             at = end;
         }
+    });
+    // The rows' classes, as the portable table finds them: ordered with
+    // their tokens (Geneformer's counting pass by class).
+    let classes = {
+        let (mut classes, mut tokens) = (vec![0u32; counts.len()], vec![0i32; counts.len()]);
+        let mut at = 0;
+        for row in &rows {
+            let end = at + row.len();
+            let o = (&mut classes[at..end], &mut tokens[at..end]);
+            RowKernels::available()[0].classify(&lookup, row, &small[at..end], o, &mut strays);
+            at = end;
+        }
+        (classes, tokens)
+    };
+    let (mut ends, mut placed) = (Vec::new(), vec![0i32; counts.len()]);
+    bench_tables::<RowKernels>(c, "order_by_class", counts.len(), &mut |k| {
+        let mut at = 0;
+        for row in &rows {
+            let end = at + row.len();
+            let (classes, tokens) = (&classes.0[at..end], &classes.1[at..end]);
+            k.order_by_class(classes, tokens, 4_096, &mut ends, &mut placed[at..end]);
+            at = end;
+        }
+        std::hint::black_box(&placed);
     });
 }
 

@@ -5,7 +5,9 @@
 //! written here do; every backend streams an exact copy (of one part or of
 //! several with one fence) and makes Floyd's draws as a 128-bit product
 //! written here gives them; every backend classifies genes as a loop
-//! written here does, and panics where the reference does.
+//! written here does, and panics where the reference does; every backend
+//! orders tokens by class as a stable sort does, and refuses a class past
+//! the width before it places anything.
 
 use deltacells::kernels::rows::{
     ClassLookup, RowKernels, CLASS_START_BITS, MEMO_SLOTS, TALLY_SLOTS,
@@ -639,5 +641,72 @@ fn every_backend_panics_at_a_gene_outside_the_lookup() {
             // Every gene before the bad one was classified.
             assert_eq!(&tokens[..21], &genes[..21], "{}", k.isa());
         }
+    }
+}
+
+/// A row's classes as Geneformer's give them: from a few classes to
+/// thousands, in runs (a third of a cell's genes share the class of the
+/// gene before them), at any length, with the width past the largest class.
+fn classed_row() -> impl Strategy<Value = (Vec<u32>, usize)> {
+    (1u32..5000, 0usize..4).prop_flat_map(|(width, extra)| {
+        let run = (0..width, 1usize..6);
+        (
+            prop::collection::vec(run, 0..400).prop_map(|runs| {
+                runs.into_iter()
+                    .flat_map(|(k, n)| std::iter::repeat_n(k, n))
+                    .collect()
+            }),
+            Just(width as usize + extra),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    #[test]
+    fn every_backend_orders_tokens_by_class_like_a_stable_sort((classes, width) in classed_row()) {
+        // Tokens in any order (not increasing), each placed by a stable sort
+        // of (class, position) written here; each class's end counted here.
+        let tokens: Vec<i32> = (0..classes.len() as i32).map(|i| (i * 7919) % 10_007 - 5_000).collect();
+        let mut by_class: Vec<usize> = (0..classes.len()).collect();
+        by_class.sort_by_key(|&i| (classes[i], i));
+        let want: Vec<i32> = by_class.iter().map(|&i| tokens[i]).collect();
+        let want_ends: Vec<u32> = (0..width as u32)
+            .map(|k| classes.iter().filter(|&&c| c <= k).count() as u32)
+            .collect();
+        for k in crate::tables::<RowKernels>("rows") {
+            let mut ends = vec![3; 5];
+            let mut placed = vec![i32::MIN; classes.len()];
+            let got = k.order_by_class(&classes, &tokens, width, &mut ends, &mut placed);
+            let got_ends: Vec<u32> = (0..width).map(|c| got.end(c) as u32).collect();
+            prop_assert_eq!(&placed, &want, "{}", k.isa());
+            prop_assert_eq!(&got_ends, &want_ends, "{}", k.isa());
+        }
+    }
+}
+
+#[test]
+fn every_backend_refuses_a_class_past_the_width_before_placing() {
+    // The bad class in the middle of a register, after a register of good
+    // ones; and lengths that differ.
+    let mut classes: Vec<u32> = (0..40).map(|i| i % 9).collect();
+    classes[21] = 9;
+    let tokens: Vec<i32> = (0..40).collect();
+    for k in crate::tables::<RowKernels>("rows") {
+        let mut placed = vec![-1; 40];
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            k.order_by_class(&classes, &tokens, 9, &mut vec![], &mut placed);
+        }));
+        assert!(caught.is_err(), "{}: class 9 of 9", k.isa());
+        assert!(
+            placed.iter().all(|&t| t == -1),
+            "{}: nothing placed",
+            k.isa()
+        );
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            k.order_by_class(&classes[..39], &tokens, 10, &mut vec![], &mut placed);
+        }));
+        assert!(caught.is_err(), "{}: 39 classes, 40 tokens", k.isa());
     }
 }

@@ -11,7 +11,7 @@ pub enum Backend {
     Scalar,
     /// x86-64 with AVX2 (and BMI2/FMA/LZCNT/POPCNT as in the x86-64-v3 level).
     Avx2,
-    /// x86-64 with AVX-512 F/BW/VL/DQ (x86-64-v4); VBMI is used when present.
+    /// x86-64 with AVX-512 F/BW/VL/DQ/CD (x86-64-v4 and conflict detection, which every AVX-512 core has); VBMI is used when present.
     Avx512,
     /// AArch64 Advanced SIMD.
     Neon,
@@ -76,6 +76,7 @@ impl Backend {
                     && std::arch::is_x86_feature_detected!("avx512bw")
                     && std::arch::is_x86_feature_detected!("avx512vl")
                     && std::arch::is_x86_feature_detected!("avx512dq")
+                    && std::arch::is_x86_feature_detected!("avx512cd")
                     && Backend::Avx2.is_available()
             }
             #[cfg(target_arch = "aarch64")]

@@ -219,14 +219,14 @@ macro_rules! kernel_tables {
         $table!(
             AVX512,
             Avx512,
-            "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2,fma,popcnt",
+            "avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx2,bmi2,fma,popcnt",
             $crate::kernels::vector::Avx512<false>
         );
         #[cfg(target_arch = "x86_64")]
         $table!(
             AVX512_VBMI,
             Avx512Vbmi,
-            "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi2,fma,popcnt,avx512vbmi",
+            "avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx2,bmi2,fma,popcnt,avx512vbmi",
             $crate::kernels::vector::Avx512<true>
         );
         #[cfg(target_arch = "aarch64")]

@@ -94,8 +94,8 @@
 //! # Backends
 //!
 //! Apart from `lookup`, `values_in_place`, `scatter_values`, `select`, `select_marked`,
-//! `marked`, `compress`, `count_marked`, `tally`, `starts`, `classify` and
-//! `stream` (written once over the vector vocabulary, with the reference's loop for
+//! `marked`, `compress`, `count_marked`, `tally`, `starts`, `classify`,
+//! `order_by_class` and `stream` (written once over the vector vocabulary, with the reference's loop for
 //! registers that reach outside the table or the memo and for the tail),
 //! the vector tables run the reference's own code, compiled for their
 //! instruction set: on x86-64 that brings `popcnt` (a word's bits counted
@@ -134,6 +134,31 @@ pub struct RowKernels {
     tally: Tally,
     starts: fn(&mut [u32]) -> u32,
     classify: Classify,
+    order_by_class: OrderByClass,
+}
+
+/// The signature of [`RowKernels::order_by_class`].
+type OrderByClass = fn(&[u32], &[i32], usize, &mut Vec<u32>, &mut [i32]) -> usize;
+
+/// Where each class's tokens end after [`RowKernels::order_by_class`]: a
+/// table keeps a counter a class, or several side by side (the row's
+/// halves counted apart), whose last is the class's end.
+#[derive(Clone, Copy, Debug)]
+pub struct ClassEnds<'a> {
+    counters: &'a [u32],
+    stride: usize,
+}
+
+impl ClassEnds<'_> {
+    /// Where class `k`'s tokens end among the placed tokens: where the next
+    /// class's start.
+    ///
+    /// # Panics
+    ///
+    /// If `k` is not below the width the tokens were ordered over.
+    pub fn end(&self, k: usize) -> usize {
+        self.counters[self.stride * k + self.stride - 1] as usize
+    }
 }
 
 /// The signature of [`RowKernels::classify`].
@@ -256,6 +281,32 @@ impl RowKernels {
         strays: &mut Vec<u32>,
     ) -> bool {
         (self.classify)(lookup, genes, counts, out, strays)
+    }
+
+    /// Writes `tokens` to `placed` ordered by their `classes` (each below
+    /// `width`), stably: a counting sort's count, starts and placing pass.
+    /// Returns where each class's tokens end in `placed`, read from `ends`
+    /// (scratch: what it held before does not matter). Geneformer's order
+    /// by classes of `(count, median)` ([`RowKernels::classify`]'s).
+    ///
+    /// # Panics
+    ///
+    /// If `classes`, `tokens` and `placed` are not all as long, or longer
+    /// than `2^32`, or a class is not below `width` (on every backend
+    /// alike, before anything is written).
+    pub fn order_by_class<'e>(
+        &self,
+        classes: &[u32],
+        tokens: &[i32],
+        width: usize,
+        ends: &'e mut Vec<u32>,
+        placed: &mut [i32],
+    ) -> ClassEnds<'e> {
+        let stride = (self.order_by_class)(classes, tokens, width, ends, placed);
+        ClassEnds {
+            counters: ends,
+            stride,
+        }
     }
 
     /// Writes `memo[min(c, MEMO_SLOTS - 1)]` for every count `c`.
@@ -511,6 +562,7 @@ static SCALAR: RowKernels = RowKernels {
     tally: scalar::tally,
     starts: scalar::starts,
     classify: scalar::classify,
+    order_by_class: scalar::order_by_class,
 };
 
 /// The reference's code, compiled for the ISA of the token (unused but for
@@ -1183,6 +1235,124 @@ fn classify<V: Vector>(
     increasing & reference(i.min(genes.len()), genes.len(), (classes, tokens), strays)
 }
 
+/// [`scalar::order_by_class`] a register of classes at a time where the ISA
+/// ranks the lanes that share a value ([`Vector::CONFLICTS`]): a lane's
+/// place is its class's place gathered plus the lanes before it of the
+/// same class, and the class's place moves past the last of them (the
+/// scatter writes lanes in order, so the highest lane of a class, the
+/// furthest place, is what stays). Counting takes a register the same way,
+/// and the ranks (a conflict detection each, the costliest step) are kept
+/// from counting to placing, past the counters. Where the ISA has no lane
+/// ranks, a gene at a time ([`order_by_class_in_halves`]).
+///
+/// Classes follow one another in a row (a third of a cell's genes share the
+/// class of the gene before them), so each register's gather waits on the
+/// scatter of the one before, through memory; taking the row's halves as
+/// two such chains (counters twice as many, as the loop a gene at a time
+/// has them) measured slower: the second counters' starts and the ends
+/// taken from them cost more than the chains.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn order_by_class<V: Vector>(
+    v: V,
+    classes: &[u32],
+    tokens: &[i32],
+    width: usize,
+    ends: &mut Vec<u32>,
+    placed: &mut [i32],
+) -> usize {
+    scalar::check_order_by_class(classes, tokens, width, placed);
+    if !V::CONFLICTS {
+        return order_by_class_in_halves(v, classes, tokens, width, ends, placed);
+    }
+    let (n, lanes, one) = (classes.len(), V::LANES, v.splat(1));
+    let whole = n - n % lanes;
+    ends.clear();
+    ends.resize(width + whole, 0);
+    let (counters, ranks) = ends.split_at_mut(width);
+    for i in (0..whole).step_by(lanes) {
+        // SAFETY: `i + LANES <= whole <= n`, within the classes and the
+        // ranks; every class is below `width` (checked above), within the
+        // counters.
+        unsafe {
+            let k = v.load_u32(classes.as_ptr().add(i));
+            let rank = v.equal_before(k);
+            v.store_u32(ranks.as_mut_ptr().add(i), rank);
+            let counted = v.gather_u32(counters.as_ptr(), k);
+            v.scatter_u32(counters.as_mut_ptr(), k, v.add(v.add(counted, rank), one));
+        }
+    }
+    for &k in &classes[whole..] {
+        counters[k as usize] += 1;
+    }
+    starts(v, counters);
+    for i in (0..whole).step_by(lanes) {
+        // SAFETY: as above for the classes, tokens and ranks; each place is
+        // its class's start plus the genes of the class before it, below
+        // the class's end, so below `n`, within `placed`.
+        unsafe {
+            let k = v.load_u32(classes.as_ptr().add(i));
+            let t = v.load_u32(tokens.as_ptr().add(i).cast());
+            let rank = v.load_u32(ranks.as_ptr().add(i));
+            let at = v.add(v.gather_u32(counters.as_ptr(), k), rank);
+            v.scatter_u32(placed.as_mut_ptr().cast(), at, t);
+            v.scatter_u32(counters.as_mut_ptr(), k, v.add(at, one));
+        }
+    }
+    scalar::place_by_class(&classes[whole..], &tokens[whole..], counters, placed);
+    ends.truncate(width);
+    1
+}
+
+/// [`order_by_class`] where the ISA has no lane ranks: the row's first half
+/// and its second counted and placed as two chains of stores that never
+/// share an address, a gene of each in turn. Each class has two counters,
+/// the first half's and the second's, side by side, whose starts place the
+/// halves one after the other within the class, so the tokens keep their
+/// order; the ends are the second counters (a stride of 2).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn order_by_class_in_halves<V: Vector>(
+    v: V,
+    classes: &[u32],
+    tokens: &[i32],
+    width: usize,
+    counts: &mut Vec<u32>,
+    placed: &mut [i32],
+) -> usize {
+    counts.clear();
+    counts.resize(2 * width, 0);
+    let half = classes.len() / 2;
+    let (first, second) = classes.split_at(half);
+    for (&a, &b) in first.iter().zip(second) {
+        counts[2 * a as usize] += 1;
+        counts[2 * b as usize + 1] += 1;
+    }
+    if let Some(&b) = second.get(half) {
+        counts[2 * b as usize + 1] += 1;
+    }
+    starts(v, counts);
+    let (first_tokens, second_tokens) = tokens.split_at(half);
+    for ((&a, &b), (&x, &y)) in first
+        .iter()
+        .zip(second)
+        .zip(first_tokens.iter().zip(second_tokens))
+    {
+        let at = &mut counts[2 * a as usize];
+        placed[*at as usize] = x;
+        *at += 1;
+        let at = &mut counts[2 * b as usize + 1];
+        placed[*at as usize] = y;
+        *at += 1;
+    }
+    if let (Some(&b), Some(&y)) = (second.get(half), second_tokens.get(half)) {
+        let at = &mut counts[2 * b as usize + 1];
+        placed[*at as usize] = y;
+        *at += 1;
+    }
+    2
+}
+
 /// A cache line: the unit [`stream_lines`] writes past the cache.
 const LINE: usize = 64;
 
@@ -1249,6 +1419,7 @@ macro_rules! rows_table {
             kernel_entry!($features, $token, fn stream_entry(parts: &mut [(&[u8], &mut [u8])]) = stream);
             kernel_entry!($features, $token, fn draws_entry(state: u64, first: u32, out: &mut [u32]) = draws);
             kernel_entry!($features, $token, fn starts_entry(counts: &mut [u32]) -> u32 = starts);
+            kernel_entry!($features, $token, fn order_by_class_entry(classes: &[u32], tokens: &[i32], width: usize, ends: &mut Vec<u32>, placed: &mut [i32]) -> usize = order_by_class);
             kernel_entry!($features, $token, fn classify_entry(lookup: &ClassLookup<'_>, genes: &[i32], counts: &[u32], out: (&mut [u32], &mut [i32]), strays: &mut Vec<u32>) -> bool = classify);
             kernel_entry!($features, $token, fn tally_entry(counts: &[u32], small: &mut [usize; TALLY_SLOTS], rest: &mut [u32]) -> usize = tally);
             RowKernels {
@@ -1269,6 +1440,7 @@ macro_rules! rows_table {
                 tally: tally_entry,
                 starts: starts_entry,
                 classify: classify_entry,
+                order_by_class: order_by_class_entry,
             }
         };
     };

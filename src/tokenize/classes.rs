@@ -76,10 +76,9 @@ pub(crate) struct ClassScratch {
     classes: Vec<u32>,
     /// Each gene's token.
     tokens: Vec<i32>,
-    /// Genes per class from the row's first half at `2 * class`, from its
-    /// second at `2 * class + 1`; then where each half's genes of the class
-    /// start, then where they end.
-    counts: Vec<u32>,
+    /// The counters [`RowKernels::order_by_class`] leaves where each
+    /// class's tokens end in `placed`.
+    ends: Vec<u32>,
     /// The tokens by class.
     placed: Vec<i32>,
     /// Where the strays lie in the row.
@@ -224,46 +223,16 @@ impl ClassTable {
             return None;
         }
         let strays = stray as usize;
-        let width = strays + 2;
-        // Each class's genes from the row's first half, then from its
-        // second, counted at `2 * class` and `2 * class + 1`: the starts of
-        // these counts place the halves one after the other within each
-        // class, so the genes keep their order, and the two halves are
-        // counted and placed by one loop as two chains of stores that never
-        // share an address (a third of a row's genes follow one of their
-        // class, and each waits on the store of the one before).
-        s.counts.clear();
-        s.counts.resize(2 * width, 0);
-        let half = len / 2;
-        let (first, second) = s.classes.split_at(half);
-        for (&a, &b) in first.iter().zip(second) {
-            s.counts[2 * a as usize] += 1;
-            s.counts[2 * b as usize + 1] += 1;
-        }
-        if let Some(&b) = second.get(half) {
-            s.counts[2 * b as usize + 1] += 1;
-        }
-        best_row_kernels().starts(&mut s.counts);
-        let classed = s.counts[2 * strays] as usize;
         s.placed.resize(len, 0);
-        let (first_tokens, second_tokens) = s.tokens.split_at(half);
-        for ((&a, &b), (&x, &y)) in first
-            .iter()
-            .zip(second)
-            .zip(first_tokens.iter().zip(second_tokens))
-        {
-            let at = &mut s.counts[2 * a as usize];
-            s.placed[*at as usize] = x;
-            *at += 1;
-            let at = &mut s.counts[2 * b as usize + 1];
-            s.placed[*at as usize] = y;
-            *at += 1;
-        }
-        if let (Some(&b), Some(&y)) = (second.get(half), second_tokens.get(half)) {
-            let at = &mut s.counts[2 * b as usize + 1];
-            s.placed[*at as usize] = y;
-            *at += 1;
-        }
+        let ends = best_row_kernels().order_by_class(
+            &s.classes,
+            &s.tokens,
+            strays + 2,
+            &mut s.ends,
+            &mut s.placed,
+        );
+        let end = |k: usize| ends.end(k);
+        let classed = strays.checked_sub(1).map_or(0, end);
         let mut written = 0;
         let mut put = |tokens: &[i32]| {
             let n = tokens.len().min(out.len() - written);
@@ -274,7 +243,6 @@ impl ClassTable {
             put(&s.placed[..classed]);
             return Some(written);
         }
-        // `counts[2 * k + 1]` is now where class `k` ends.
         s.strays.clear();
         for &i in &s.strays_at {
             let i = i as usize;
@@ -287,7 +255,6 @@ impl ClassTable {
                 .push((key(c, median), s.tokens[i], ratio.to_bits()));
         }
         s.strays.sort_unstable();
-        let end = |k: usize| s.counts[2 * k + 1] as usize;
         let mut from = 0;
         for &(stray_key, token, ratio) in &s.strays {
             let lo = self.classes_before(stray_key, f64::from_bits(ratio), &key);

@@ -168,6 +168,61 @@ pub(crate) fn classify_from(
     increasing
 }
 
+/// Reference for [`RowKernels::order_by_class`]: the classes counted, the
+/// counts turned into starts, each token placed at its class's next place;
+/// a counter a class (a stride of 1).
+#[inline(always)]
+pub fn order_by_class(
+    classes: &[u32],
+    tokens: &[i32],
+    width: usize,
+    ends: &mut Vec<u32>,
+    placed: &mut [i32],
+) -> usize {
+    check_order_by_class(classes, tokens, width, placed);
+    ends.clear();
+    ends.resize(width, 0);
+    for &k in classes {
+        ends[k as usize] += 1;
+    }
+    starts(ends);
+    place_by_class(classes, tokens, ends, placed);
+    1
+}
+
+/// The lengths and classes [`RowKernels::order_by_class`] takes, checked
+/// alike on every backend before anything is counted.
+#[inline(always)]
+pub(crate) fn check_order_by_class(classes: &[u32], tokens: &[i32], width: usize, placed: &[i32]) {
+    assert!(
+        tokens.len() == classes.len()
+            && placed.len() == classes.len()
+            && u32::try_from(classes.len()).is_ok(),
+        "order_by_class: the classes, tokens and placed tokens must be as long, below 2^32"
+    );
+    let top = classes.iter().copied().max();
+    assert!(
+        top.is_none_or(|k| (k as usize) < width),
+        "order_by_class: a class lies past the {width} classes"
+    );
+}
+
+/// Places each of `tokens` at the start in `starts` of its class, which
+/// moves on past it: the starts become the ends.
+#[inline(always)]
+pub(crate) fn place_by_class(
+    classes: &[u32],
+    tokens: &[i32],
+    starts: &mut [u32],
+    placed: &mut [i32],
+) {
+    for (&k, &t) in classes.iter().zip(tokens) {
+        let at = &mut starts[k as usize];
+        placed[*at as usize] = t;
+        *at += 1;
+    }
+}
+
 /// Counts below this are tallied per value by [`RowKernels::tally`];
 /// larger ones are handed back apart.
 pub const TALLY_SLOTS: usize = 8;

@@ -1,4 +1,4 @@
-//! AVX-512 (F/BW/VL/DQ): sixteen `u32`, eight `u64` or eight `f64` lanes in a
+//! AVX-512 (F/BW/VL/DQ/CD): sixteen `u32`, eight `u64` or eight `f64` lanes in a
 //! 512-bit register, with masked loads and stores for ragged ends. With VBMI,
 //! two-source byte permutes do the byte-plane moves: one per 64 bytes of
 //! interleave instead of an unpack and a fix-up, and one per 16 values widened
@@ -8,13 +8,13 @@ use std::arch::x86_64::*;
 
 use super::{Units, Vector};
 
-/// Token proving the CPU runs AVX-512 F/BW/VL/DQ, and VBMI if `VBMI`.
+/// Token proving the CPU runs AVX-512 F/BW/VL/DQ/CD, and VBMI if `VBMI`.
 #[derive(Clone, Copy)]
 pub(crate) struct Avx512<const VBMI: bool>(());
 
 impl<const VBMI: bool> Avx512<VBMI> {
     /// # Safety
-    /// The CPU must support AVX-512 F/BW/VL/DQ, and VBMI if `VBMI`.
+    /// The CPU must support AVX-512 F/BW/VL/DQ/CD, and VBMI if `VBMI`.
     #[inline(always)]
     pub(crate) unsafe fn new_unchecked() -> Avx512<VBMI> {
         Avx512(())
@@ -98,6 +98,7 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
     const PLANE_BYTES: usize = 64;
     const ALIGN: usize = 64;
     const STREAMS: bool = true;
+    const CONFLICTS: bool = true;
     type U32 = __m512i;
     type U64 = __m512i;
     type F64 = __m512d;
@@ -218,6 +219,30 @@ impl<const VBMI: bool> Vector for Avx512<VBMI> {
         // writable at `table`. Lanes sharing an index are written in lane
         // order, as the trait's loop writes them.
         unsafe { _mm512_i32scatter_epi32::<4>(table.cast(), index, v) }
+    }
+
+    #[inline(always)]
+    fn equal_before(self, v: __m512i) -> __m512i {
+        // The conflict mask of each lane (a bit per lower lane holding the
+        // same value, 15 bits at most) counted by nibbles: a byte shuffle
+        // looks each nibble's bits up, then the two low bytes are added
+        // (VPOPCNTD is a later extension than the cores of this table).
+        // SAFETY: AVX-512 token (CD for the conflict, BW for the shuffle).
+        unsafe {
+            let conflicts = _mm512_conflict_epi32(v);
+            let bits = _mm512_broadcast_i32x4(_mm_setr_epi8(
+                0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4,
+            ));
+            let nibble = _mm512_set1_epi8(0x0f);
+            let low = _mm512_shuffle_epi8(bits, _mm512_and_si512(conflicts, nibble));
+            let high = _mm512_shuffle_epi8(
+                bits,
+                _mm512_and_si512(_mm512_srli_epi16::<4>(conflicts), nibble),
+            );
+            let per_byte = _mm512_add_epi8(low, high);
+            let sum = _mm512_add_epi32(per_byte, _mm512_srli_epi32::<8>(per_byte));
+            _mm512_and_si512(sum, _mm512_set1_epi32(0xff))
+        }
     }
 
     #[inline(always)]

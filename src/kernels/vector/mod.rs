@@ -65,6 +65,9 @@ pub(crate) trait Vector: Copy {
     /// Whether [`Vector::stream_u32`] bypasses the cache (else it is a plain
     /// store, and kernels need not arrange their stores for it).
     const STREAMS: bool = false;
+    /// Whether [`Vector::equal_before`] is a few instructions (else a loop
+    /// over pairs of lanes, which kernels avoid).
+    const CONFLICTS: bool = false;
     /// A vector of `u32` lanes.
     type U32: Copy;
     /// A vector of `u64` lanes.
@@ -405,6 +408,20 @@ pub(crate) trait Vector: Copy {
         unsafe { self.gather_u32(table.as_ptr(), index) }
     }
 
+    /// Lane `i` is how many lanes below it hold the value it holds: where a
+    /// register of keys scatters to a table, each lane's rank among the
+    /// lanes that share its slot.
+    #[inline(always)]
+    fn equal_before(self, v: Self::U32) -> Self::U32 {
+        let lanes = self.lanes(v);
+        let mut before = [0u32; MAX_LANES];
+        for i in 0..Self::LANES {
+            before[i] = lanes[..i].iter().filter(|&&x| x == lanes[i]).count() as u32;
+        }
+        // SAFETY: the buffer holds `MAX_LANES >= LANES` values.
+        unsafe { self.load_u32(before.as_ptr()) }
+    }
+
     /// Stores lane `i` of `v` at `table[index[i]]`, lane after lane (where
     /// two lanes share an index, the later lane's value stays).
     ///
@@ -473,5 +490,46 @@ pub(crate) mod i64_to_f64_bits {
             f64::from_bits(HI_LO_BIAS),
             2f64.powi(84) + 2f64.powi(63) + 2f64.powi(52)
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::Backend;
+
+    /// Lane `i` of `v.equal_before` over `keys`, for each lane.
+    fn ranks<V: Vector>(v: V, keys: &[u32; MAX_LANES]) -> Vec<u32> {
+        // SAFETY: the keys hold `MAX_LANES >= LANES` values.
+        let ranked = v.equal_before(unsafe { v.load_u32(keys.as_ptr()) });
+        v.lanes(ranked)[..V::LANES].to_vec()
+    }
+
+    #[test]
+    fn equal_before_ranks_the_lanes_that_share_a_value() {
+        // Runs, values apart and back, a value in the first and last lanes.
+        let keys: [u32; MAX_LANES] = [5, 5, 1, 5, 2, 1, 9, 9, 9, 0, 5, 2, 7, 7, 1, 5];
+        let want = |lanes: usize| -> Vec<u32> {
+            (0..lanes)
+                .map(|i| keys[..i].iter().filter(|&&k| k == keys[i]).count() as u32)
+                .collect()
+        };
+        #[cfg(target_arch = "x86_64")]
+        {
+            if Backend::Avx2.is_available() {
+                // SAFETY: the CPU runs AVX2 (checked above).
+                assert_eq!(ranks(unsafe { Avx2::new_unchecked() }, &keys), want(8));
+            }
+            if Backend::Avx512.is_available() {
+                // SAFETY: the CPU runs AVX-512 F/BW/VL/DQ/CD (checked above).
+                let v = unsafe { Avx512::<false>::new_unchecked() };
+                assert_eq!(ranks(v, &keys), want(16));
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        if Backend::Neon.is_available() {
+            // SAFETY: the CPU runs NEON (checked above).
+            assert_eq!(ranks(unsafe { Neon::new_unchecked() }, &keys), want(4));
+        }
     }
 }
