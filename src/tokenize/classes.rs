@@ -76,8 +76,9 @@ pub(crate) struct ClassScratch {
     classes: Vec<u32>,
     /// Each gene's token.
     tokens: Vec<i32>,
-    /// The counters [`RowKernels::order_by_class`] leaves where each
-    /// class's tokens end in `placed`.
+    /// The counters in which the counting pass by class
+    /// ([`crate::kernels::rows::RowKernels::order_by_class`]) leaves where
+    /// each class's tokens end in `placed`.
     ends: Vec<u32>,
     /// The tokens by class.
     placed: Vec<i32>,
