@@ -1282,9 +1282,7 @@ fn order_by_class<V: Vector>(
             v.scatter_u32(counters.as_mut_ptr(), k, v.add(v.add(counted, rank), one));
         }
     }
-    for &k in &classes[whole..] {
-        counters[k as usize] += 1;
-    }
+    scalar::count_classes(&classes[whole..], counters);
     starts(v, counters);
     for i in (0..whole).step_by(lanes) {
         // SAFETY: as above for the classes, tokens and ranks; each place is

@@ -182,9 +182,7 @@ pub fn order_by_class(
     check_order_by_class(classes, tokens, width, placed);
     ends.clear();
     ends.resize(width, 0);
-    for &k in classes {
-        ends[k as usize] += 1;
-    }
+    count_classes(classes, ends);
     starts(ends);
     place_by_class(classes, tokens, ends, placed);
     1
@@ -205,6 +203,14 @@ pub(crate) fn check_order_by_class(classes: &[u32], tokens: &[i32], width: usize
         top.is_none_or(|k| (k as usize) < width),
         "order_by_class: a class lies past the {width} classes"
     );
+}
+
+/// Adds each of `classes` to its class's counter.
+#[inline(always)]
+pub(crate) fn count_classes(classes: &[u32], counters: &mut [u32]) {
+    for &k in classes {
+        counters[k as usize] += 1;
+    }
 }
 
 /// Places each of `tokens` at the start in `starts` of its class, which
