@@ -50,7 +50,7 @@ pub use corpus::{Corpus, CorpusSpec};
 pub use csr::{Csr, CsrRef};
 pub use dataset::{
     Batch, BatchConfig, BatchIter, BatchRows, CsrBatch, Dataset, DatasetWriter, DenseBatch,
-    OpenOptions, Read, ReadStats, Shuffle, WriterConfig,
+    OpenOptions, Read, ReadSource, ReadStats, Shuffle, WriterConfig,
 };
 pub use engine::{CellSelection, Dense, GeneSelection, Sink, SinkPart};
 pub use error::{Error, Result};

@@ -134,8 +134,28 @@ fn a_union_corpus_reads_every_member_in_one_vocabulary() {
     );
 
     assert!(corpus.read([560]).csr::<i32>().is_err());
+    // A selection built for other genes than the vocabulary's is refused,
+    // transformed or not.
     let wrong = GeneSelection::new(5, &[0]).unwrap();
-    assert!(corpus.read(0..3).genes(&wrong).csr::<i32>().is_err());
+    let refusals = [
+        corpus.read(0..3).genes(&wrong).csr::<i32>().unwrap_err(),
+        corpus
+            .read(0..3)
+            .genes(&wrong)
+            .normalize(1e4)
+            .csr::<f32>()
+            .unwrap_err(),
+        corpus
+            .read(0..3)
+            .genes(&wrong)
+            .log1p()
+            .dense::<f32>()
+            .unwrap_err(),
+    ];
+    for e in refusals {
+        let want = "gene selection built for 5 genes, the corpus has 7";
+        assert!(e.to_string().contains(want), "{e}");
+    }
 }
 
 #[test]

@@ -229,8 +229,34 @@ fn every_selection_and_output_matches_the_matrix() {
         assert_eq!(out, ds.read(10..200).uncached().csr::<i32>().unwrap().csr);
     }
     assert!(ds.read([300]).csr::<i32>().is_err());
+    // A selection built for other genes is refused before anything is
+    // read, by every output, transformed or not.
     let other = GeneSelection::new(GENES + 1, &[0]).unwrap();
-    assert!(ds.read(0..3).genes(&other).dense::<f32>().is_err());
+    let refusals = [
+        ds.read(0..3).genes(&other).dense::<f32>().unwrap_err(),
+        ds.read(0..3).genes(&other).csr::<i32>().unwrap_err(),
+        ds.read(0..3)
+            .genes(&other)
+            .into_sink(&mut Totals::default())
+            .unwrap_err(),
+        ds.read(0..3)
+            .genes(&other)
+            .normalize(1e4)
+            .csr::<f32>()
+            .unwrap_err(),
+        ds.read(0..3)
+            .genes(&other)
+            .log1p()
+            .dense::<f32>()
+            .unwrap_err(),
+    ];
+    for e in refusals {
+        let want = format!(
+            "gene selection built for {} genes, the dataset has {GENES}",
+            GENES + 1
+        );
+        assert!(e.to_string().contains(&want), "{e}");
+    }
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `_deltacells.read_transformed`: reads of a dataset or a corpus with a
 //! vocabulary that may name genes it lacks, normalized and/or log1p (the
-//! library's `Read::normalize`, `Read::log1p`, their `CorpusRead` twins and
+//! library's `Read::normalize` and `Read::log1p`, of a dataset or a corpus, and
 //! `GeneSelection::mapping`), as CSR arrays or dense rows straight from the
 //! engine.
 
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use deltacells::dataset::{CsrBatch, Dataset, DenseBatch};
 use deltacells::kernels::DecodedCount;
 use deltacells::Corpus;
-use deltacells::{CellSelection, GeneSelection, Result};
+use deltacells::{CellSelection, GeneSelection, Read, ReadSource, Result};
 use numpy::{Element, IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 
@@ -101,36 +101,33 @@ struct Request<'a> {
     log1p: bool,
 }
 
-/// `$read` (a dataset's or a corpus's read builder) over the request's
-/// genes, with its transform: the two builders share their methods' names,
-/// not a trait.
-macro_rules! configured {
-    ($request:expr, $read:expr) => {{
-        let mut read = $read.genes($request.genes);
-        if let Some(t) = $request.normalize {
+impl Request<'_> {
+    /// `read` (of the dataset or of the corpus) over the request's genes,
+    /// with its transform.
+    fn configured<'r, S: ReadSource>(&'r self, read: Read<'r, S>) -> Read<'r, S> {
+        let mut read = read.genes(self.genes);
+        if let Some(t) = self.normalize {
             read = read.normalize(t);
         }
-        if $request.log1p {
+        if self.log1p {
             read = read.log1p();
         }
         read
-    }};
-}
+    }
 
-impl Request<'_> {
     fn csr_batch<V: DecodedCount>(&self) -> Result<CsrBatch<V>> {
         let cells = self.cells.clone();
         match self.source {
-            Opened::Dataset(ds) => configured!(self, ds.read(cells)).csr::<V>(),
-            Opened::Corpus(c) => configured!(self, c.read(cells)).csr::<V>(),
+            Opened::Dataset(ds) => self.configured(ds.read(cells)).csr::<V>(),
+            Opened::Corpus(c) => self.configured(c.read(cells)).csr::<V>(),
         }
     }
 
     fn dense_batch<V: DecodedCount>(&self) -> Result<DenseBatch<V>> {
         let cells = self.cells.clone();
         match self.source {
-            Opened::Dataset(ds) => configured!(self, ds.read(cells)).dense::<V>(),
-            Opened::Corpus(c) => configured!(self, c.read(cells)).dense::<V>(),
+            Opened::Dataset(ds) => self.configured(ds.read(cells)).dense::<V>(),
+            Opened::Corpus(c) => self.configured(c.read(cells)).dense::<V>(),
         }
     }
 

@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{Corpus, CorpusObs};
+use crate::dataset::source::Source as _;
 use crate::dataset::{
     batches_over, BatchConfig, BatchIter, BatchTiles, CellLabels, ChunkCache, ReadStats, TileMap,
     Tiles, Weights,

@@ -29,7 +29,7 @@ pub use batches::{
     Remaining, Shuffle, Weights, DEFAULT_WINDOW_TILES,
 };
 pub use gene_stats::{GeneStats, GeneTable};
-pub use read::{CsrBatch, DenseBatch, Read, ReadStats};
+pub use read::{CsrBatch, DenseBatch, Read, ReadSource, ReadStats};
 pub use writer::{DatasetWriter, WriterConfig, DEFAULT_TILE_SIZE};
 
 use crate::engine::decoded::in_tile;
@@ -43,7 +43,7 @@ use crate::storage::{FetchThreads, Fetcher, Location};
 
 pub(crate) use batches::{batches_over, BatchTiles, CellLabels};
 pub(crate) use cache::ChunkCache;
-pub(crate) use read::{as_f32, csr_batch, dense_batch};
+pub(crate) use read::source;
 pub(crate) use tiles::{TileMap, Tiles};
 
 /// Object key of the manifest (written last: a location without it is an

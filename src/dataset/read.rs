@@ -81,42 +81,154 @@ pub struct DenseBatch<V> {
 }
 
 /// A read request: cells, options, then the output (see the module docs).
+/// Of a dataset (`Read<'_>`, from [`Dataset::read`]) or of a corpus
+/// (`Read<'_, Corpus>`, from [`Corpus::read`](crate::Corpus::read)): the
+/// options and the outputs are the same, only where the rows come from
+/// differs ([`ReadSource`]).
 #[must_use = "a read does nothing until its output is chosen"]
-pub struct Read<'a> {
-    dataset: &'a Dataset,
+pub struct Read<'a, S: ReadSource = Dataset> {
+    source: &'a S,
     cells: CellSelection,
     genes: Option<&'a GeneSelection>,
     transform: Transform,
     cached: bool,
 }
 
-impl<'a> Read<'a> {
+/// What a [`Read`] reads from: a [`Dataset`], or a
+/// [`Corpus`](crate::Corpus) whose members each read into the one output.
+/// Sealed: implemented by those two only.
+pub trait ReadSource: source::Source {}
+
+impl<T: source::Source> ReadSource for T {}
+
+/// The sealed half of [`ReadSource`]: what a read asks of its source.
+pub(crate) mod source {
+    use crate::dataset::{Dataset, ReadStats};
+    use crate::engine::{CellSelection, GeneSelection};
+    use crate::error::{Error, Result};
+
+    /// The reads of one member dataset a read of `cells` is made of: its
+    /// cells (local to it) and its genes into the output's columns.
+    pub type Groups<'r> =
+        dyn FnMut(&Dataset, &CellSelection, Option<&GeneSelection>) -> Result<ReadStats> + 'r;
+
+    /// See [`super::ReadSource`].
+    pub trait Source: Sync {
+        /// What the source is called in errors.
+        const KIND: &'static str;
+
+        /// Its genes: a dataset's, a corpus's vocabulary's.
+        fn n_genes(&self) -> u32;
+
+        /// Checks that `genes` was built for the source's genes.
+        fn check_selection(&self, genes: &GeneSelection) -> Result<()> {
+            if genes.n_genes() != self.n_genes() as usize {
+                return Err(Error::Input(format!(
+                    "gene selection built for {} genes, the {} has {}",
+                    genes.n_genes(),
+                    Self::KIND,
+                    self.n_genes()
+                )));
+            }
+            Ok(())
+        }
+
+        /// The output's columns for a read over `genes` (every gene when
+        /// `None`), after checking that the selection was built for the
+        /// source's genes.
+        fn columns(&self, genes: Option<&GeneSelection>) -> Result<u32> {
+            match genes {
+                None => Ok(self.n_genes()),
+                Some(g) => {
+                    self.check_selection(g)?;
+                    Ok(g.len() as u32)
+                }
+            }
+        }
+
+        /// Runs `read` on each dataset `cells` come from, in output order,
+        /// with its local cells and its genes into the output's columns
+        /// (`genes` composed with its own mapping), and sums what they cost.
+        /// `cached`: whether the reads go through the datasets' caches (and
+        /// so may be fetched ahead).
+        fn each_group(
+            &self,
+            cells: &CellSelection,
+            genes: Option<&GeneSelection>,
+            cached: bool,
+            read: &mut Groups<'_>,
+        ) -> Result<ReadStats>;
+
+        /// The source as one dataset, whose rows reach the output as
+        /// stored: a transform over every gene then runs where each row
+        /// is decoded.
+        fn as_dataset(&self) -> Option<&Dataset>;
+    }
+}
+
+impl source::Source for Dataset {
+    const KIND: &'static str = "dataset";
+
+    fn n_genes(&self) -> u32 {
+        Dataset::n_genes(self)
+    }
+
+    fn each_group(
+        &self,
+        cells: &CellSelection,
+        genes: Option<&GeneSelection>,
+        _cached: bool,
+        read: &mut source::Groups<'_>,
+    ) -> Result<ReadStats> {
+        read(self, cells, genes)
+    }
+
+    fn as_dataset(&self) -> Option<&Dataset> {
+        Some(self)
+    }
+}
+
+impl<'a, S: ReadSource> Read<'a, S> {
+    /// A read of `cells` from `source`, with no options set.
+    pub(crate) fn new(source: &'a S, cells: CellSelection) -> Read<'a, S> {
+        Read {
+            source,
+            cells,
+            genes: None,
+            transform: Transform::NONE,
+            cached: true,
+        }
+    }
+
     /// Keeps only the genes of `genes` (renumbered `0..k` in its order);
-    /// `None` keeps every gene.
-    pub fn genes(mut self, genes: impl Into<Option<&'a GeneSelection>>) -> Read<'a> {
+    /// `None` keeps every gene. A corpus's selection is of its
+    /// vocabulary's genes.
+    pub fn genes(mut self, genes: impl Into<Option<&'a GeneSelection>>) -> Read<'a, S> {
         self.genes = genes.into();
         self
     }
 
-    /// Divides each cell by its total over all the dataset's genes (before
-    /// the gene selection) and multiplies by `target_sum`, as scanpy's
-    /// `normalize_total`: the output holds `f32` values
-    /// ([`Read::csr`]`::<f32>` or [`Read::dense`]`::<f32>`).
-    pub fn normalize(mut self, target_sum: f64) -> Read<'a> {
+    /// Divides each cell by its total over all of its dataset's genes
+    /// (before the gene selection, and for a corpus's cell before its
+    /// member's mapping into the vocabulary, which may drop some) and
+    /// multiplies by `target_sum`, as scanpy's `normalize_total`: the
+    /// output holds `f32` values ([`Read::csr`]`::<f32>` or
+    /// [`Read::dense`]`::<f32>`).
+    pub fn normalize(mut self, target_sum: f64) -> Read<'a, S> {
         self.transform = self.transform.normalize(target_sum);
         self
     }
 
     /// Takes `ln(1 + x)` of every value (after normalizing), as scanpy's
     /// `log1p`: the output holds `f32` values.
-    pub fn log1p(mut self) -> Read<'a> {
+    pub fn log1p(mut self) -> Read<'a, S> {
         self.transform = self.transform.log1p();
         self
     }
 
-    /// Neither reads nor fills the dataset's cache: every tile is fetched
-    /// and checked afresh, as in a scan of a dataset larger than the cache.
-    pub fn uncached(mut self) -> Read<'a> {
+    /// Neither reads nor fills the caches: every tile is fetched and
+    /// checked afresh, as in a scan of a dataset larger than the cache.
+    pub fn uncached(mut self) -> Read<'a, S> {
         self.cached = false;
         self
     }
@@ -133,16 +245,16 @@ impl<'a> Read<'a> {
             return self.run(out);
         }
         let out = as_f32::<Csr<V>, Csr<f32>>(out)?;
-        match self.genes {
-            // Every gene: rows decode in place and are transformed there.
-            None => {
+        match (self.source.as_dataset(), self.genes) {
+            // Every gene of one dataset: rows decode in place and are
+            // transformed there.
+            (Some(ds), None) => {
                 self.transform.check()?;
                 let mut sink = TransformedCsr::new(out, self.transform);
-                sink.start(self.dataset.n_genes());
-                let ds = self.dataset;
+                sink.start(ds.n_genes());
                 ds.read_started(&self.cells, None, self.cached, sink)
             }
-            Some(_) => self.run_transformed(out),
+            _ => self.run_transformed(out),
         }
     }
 
@@ -160,7 +272,7 @@ impl<'a> Read<'a> {
     /// The rows into any output (see [`Sink`]); with a gene selection, the
     /// output sees the selected genes only. Counts as stored: a transform
     /// writes into [`Read::csr`] or [`Read::dense`] outputs only.
-    pub fn into_sink<S: Sink>(self, sink: S) -> Result<ReadStats> {
+    pub fn into_sink<K: Sink>(self, sink: K) -> Result<ReadStats> {
         if !self.transform.is_identity() {
             return Err(Error::Input(
                 "a normalized or log1p read writes CSR or dense f32 rows, not a custom output"
@@ -175,37 +287,45 @@ impl<'a> Read<'a> {
         !self.transform.is_identity()
     }
 
-    /// The dataset, the cells, and whether a gene selection is set.
-    pub(crate) fn request(&self) -> (&'a Dataset, &CellSelection, bool) {
-        (self.dataset, &self.cells, self.genes.is_some())
+    /// The source, the cells, and whether a gene selection is set.
+    pub(crate) fn request(&self) -> (&'a S, &CellSelection, bool) {
+        (self.source, &self.cells, self.genes.is_some())
     }
 
-    fn run<S: Sink>(&self, mut sink: S) -> Result<ReadStats> {
-        let ds = self.dataset;
-        if let Some(g) = self.genes {
-            ds.check_selection(g)?;
-        }
-        sink.start(self.genes.map_or(ds.n_genes(), |g| g.len() as u32));
-        ds.read_started(&self.cells, self.genes, self.cached, sink)
+    /// The rows as stored into `sink`, started once over the output's
+    /// columns: each group appends its rows.
+    fn run<K: Sink>(&self, mut sink: K) -> Result<ReadStats> {
+        sink.start(self.source.columns(self.genes)?);
+        self.source.each_group(
+            &self.cells,
+            self.genes,
+            self.cached,
+            &mut |ds, cells, genes| ds.read_started(cells, genes, self.cached, &mut sink),
+        )
     }
 
-    /// The transformed rows into `out`: every row reaches the output whole
-    /// (its total over every gene), then selected and transformed there.
-    fn run_transformed<S: ValueSink>(&self, out: S) -> Result<ReadStats> {
-        let ds = self.dataset;
+    /// The transformed rows into `out`, started once: each group's rows
+    /// reach it whole, over all of their dataset's genes (so each cell's
+    /// total counts every one of them), and are selected (or mapped into
+    /// the vocabulary's columns) and transformed there.
+    fn run_transformed<K: ValueSink>(&self, mut out: K) -> Result<ReadStats> {
         self.transform.check()?;
-        if let Some(g) = self.genes {
-            ds.check_selection(g)?;
-        }
-        let mut sink = Transformed::new(out, self.genes, self.transform);
-        sink.start(ds.n_genes());
-        ds.read_started(&self.cells, None, self.cached, sink)
+        out.start_values(self.source.columns(self.genes)?);
+        self.source.each_group(
+            &self.cells,
+            self.genes,
+            self.cached,
+            &mut |ds, cells, genes| {
+                let sink = Transformed::new(&mut out, genes, self.transform);
+                ds.read_started(cells, None, self.cached, sink)
+            },
+        )
     }
 }
 
 /// `out` as the `f32` output `F` a transformed read fills, or the error for
 /// a request of counts of another type.
-pub(crate) fn as_f32<O: std::any::Any, F: std::any::Any>(out: &mut O) -> Result<&mut F> {
+fn as_f32<O: std::any::Any, F: std::any::Any>(out: &mut O) -> Result<&mut F> {
     (out as &mut dyn std::any::Any)
         .downcast_mut::<F>()
         .ok_or_else(|| {
@@ -241,7 +361,7 @@ impl Dataset {
 }
 
 /// The CSR rows of `cells` that `read` puts into an empty output.
-pub(crate) fn csr_batch<V: DecodedCount>(
+fn csr_batch<V: DecodedCount>(
     cells: &CellSelection,
     read: impl FnOnce(&mut Csr<V>) -> Result<ReadStats>,
 ) -> Result<CsrBatch<V>> {
@@ -255,7 +375,7 @@ pub(crate) fn csr_batch<V: DecodedCount>(
 }
 
 /// The dense rows of `cells` that `read` puts into an empty output.
-pub(crate) fn dense_batch<V: DecodedCount>(
+fn dense_batch<V: DecodedCount>(
     cells: &CellSelection,
     read: impl FnOnce(&mut Dense<V>) -> Result<ReadStats>,
 ) -> Result<DenseBatch<V>> {
@@ -346,13 +466,7 @@ impl Dataset {
     /// # }
     /// ```
     pub fn read(&self, cells: impl Into<CellSelection>) -> Read<'_> {
-        Read {
-            dataset: self,
-            cells: cells.into(),
-            genes: None,
-            transform: Transform::NONE,
-            cached: true,
-        }
+        Read::new(self, cells.into())
     }
 
     /// Starts fetching the tiles of `cells` that the dataset's cache lacks
@@ -374,18 +488,6 @@ impl Dataset {
             .collect();
         tiles.sort_unstable();
         self.prefetch(tiles);
-    }
-
-    /// Checks that `genes` was built for this dataset's genes.
-    pub(crate) fn check_selection(&self, genes: &GeneSelection) -> Result<()> {
-        if genes.n_genes() != self.n_genes() as usize {
-            return Err(Error::Input(format!(
-                "gene selection built for {} genes, the dataset has {}",
-                genes.n_genes(),
-                self.n_genes()
-            )));
-        }
-        Ok(())
     }
 
     /// Reads `outputs` (one cell selection each) into `sinks` (started)

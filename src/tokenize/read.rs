@@ -2,8 +2,8 @@
 //! a [`TokenSink`].
 
 use super::{TokenBatch, TokenColumns, TokenSink, Tokenizer};
-use crate::corpus::CorpusRead;
-use crate::dataset::{Read, ReadStats};
+use crate::corpus::Corpus;
+use crate::dataset::{Read, ReadSource, ReadStats};
 use crate::engine::CellSelection;
 use crate::error::{Error, Result};
 
@@ -16,26 +16,21 @@ impl Read<'_> {
         let columns = tokenizer.for_dataset(self.request().0)?;
         self.tokens(&columns)
     }
-
-    /// The rows tokenized by `columns`, a tokenizer already resolved for
-    /// this dataset ([`Tokenizer::for_dataset`]): what repeated reads use.
-    pub fn tokens(self, columns: &TokenColumns) -> Result<TokenBatch> {
-        let (_, cells, selected) = self.request();
-        let cells = requested(cells, selected, self.transformed())?;
-        tokens_of(cells, columns, |sink| self.into_sink(sink))
-    }
 }
 
-impl CorpusRead<'_> {
+impl Read<'_, Corpus> {
     /// The rows tokenized by `tokenizer` over the corpus's vocabulary (see
     /// [`Read::tokenize`]).
     pub fn tokenize(self, tokenizer: &Tokenizer) -> Result<TokenBatch> {
         let columns = tokenizer.for_corpus(self.request().0)?;
         self.tokens(&columns)
     }
+}
 
-    /// The rows tokenized by `columns`, resolved for this corpus
-    /// ([`Tokenizer::for_corpus`]).
+impl<S: ReadSource> Read<'_, S> {
+    /// The rows tokenized by `columns`, a tokenizer already resolved for
+    /// this dataset or corpus ([`Tokenizer::for_dataset`],
+    /// [`Tokenizer::for_corpus`]): what repeated reads use.
     pub fn tokens(self, columns: &TokenColumns) -> Result<TokenBatch> {
         let (_, cells, selected) = self.request();
         let cells = requested(cells, selected, self.transformed())?;

@@ -47,6 +47,7 @@ pub use share::RankShare;
 use crate::csr::Csr;
 use crate::dataset::cache::ChunkCache;
 use crate::dataset::read::ReadStats;
+use crate::dataset::source::Source as _;
 use crate::dataset::tiles::Through;
 use crate::dataset::Dataset;
 use crate::engine::{Dense, GeneSelection, Transform};
