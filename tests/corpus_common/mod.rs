@@ -3,41 +3,18 @@
 //! and what every cell holds, by gene name, to check reads against.
 #![allow(dead_code)]
 
+#[path = "../common/scratch.rs"]
+mod scratch;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use deltacells::dataset::{DatasetWriter, WriterConfig};
 use deltacells::engine::Transform;
 use deltacells::obs::{ObsColumn, ObsConfig, VarTable};
 use deltacells::Csr;
-
-/// A fresh, empty scratch directory (removed on drop).
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    pub fn new(tag: &str) -> Scratch {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "deltacells-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+#[allow(unused_imports)] // not every test that includes this module makes folders
+pub use scratch::Scratch;
 
 /// One member as written: its genes (source order), each cell's counts by
 /// gene name, and its obs columns' values per cell as text (`None`: missing).

@@ -5,17 +5,20 @@
 //! with the JSON each cell must give.
 #![allow(dead_code)]
 
+#[path = "../common/scratch.rs"]
+mod scratch;
 #[path = "../common/testdata.rs"]
 mod testdata;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow_array::{Float32Array, Float64Array, Int32Array, Int64Array, UInt8Array};
 use deltacells::dataset::{Dataset, DatasetWriter, WriterConfig};
 use deltacells::obs::{ObsColumn, ObsConfig};
 use deltacells::Csr;
+#[allow(unused_imports)] // not every test that includes this module makes folders
+pub use scratch::Scratch;
 use serde_json::{Map, Value};
 
 pub use testdata::testdata;
@@ -86,33 +89,6 @@ pub fn check_labels(ds: &Dataset, cache: &Path, names: &[&str], expected: &[(Str
                 label.name
             );
         }
-    }
-}
-
-/// A fresh, empty scratch directory (removed by [`Scratch`]'s drop).
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    pub fn new(tag: &str) -> Scratch {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "deltacells-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
