@@ -332,7 +332,19 @@ fn a_saved_corpus_opens_again_and_names_a_missing_member() {
         .with_source_column("plate".into());
     let corpus = Corpus::open_spec(spec).unwrap();
     let file = dir.path().join("all.corpus.json");
-    corpus.save(&file).unwrap();
+    // Writers of one path at once each write a temporary file of their
+    // own: the file is whole after them, and nothing is left beside it.
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| corpus.save(&file).unwrap());
+        }
+    });
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     let text = std::fs::read_to_string(&file).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(value["format"], "deltacells-corpus");

@@ -8,6 +8,7 @@
 //! corpus file and its datasets can move as a whole. Parsing
 //! ([`parse_corpus_file`]) is pure: it reads no file and opens no member.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
@@ -16,7 +17,7 @@ use super::spec::CorpusSpec;
 use super::{Corpus, GeneSpace};
 use crate::dataset::OpenOptions;
 use crate::error::{Error, Result};
-use crate::storage::{resolved, Location};
+use crate::storage::{resolved, write_atomically, Location};
 
 /// The `format` field of every corpus file.
 pub const CORPUS_FORMAT: &str = "deltacells-corpus";
@@ -188,20 +189,13 @@ impl Corpus {
     }
 }
 
-/// Writes `spec` as the corpus file `path`.
+/// Writes `spec` as the corpus file `path`, atomically: a reader sees the
+/// old file or the new one whole, and two writers of one path (threads or
+/// processes) each write a temporary file of their own.
 pub fn save_spec(spec: &CorpusSpec, path: &Path) -> Result<()> {
     let base = path.parent().unwrap_or(Path::new(""));
     let text = corpus_file_text(spec, base);
-    let name = path
-        .file_name()
-        .map_or("corpus".into(), |n| n.to_string_lossy());
-    let temporary = base.join(format!(".{name}.{}.tmp", std::process::id()));
-    let io = |e| Error::io(path.display().to_string(), e);
-    std::fs::write(&temporary, text).map_err(io)?;
-    std::fs::rename(&temporary, path).map_err(|e| {
-        let _ = std::fs::remove_file(&temporary);
-        io(e)
-    })
+    write_atomically(path, |file| file.write_all(text.as_bytes()))
 }
 
 /// A member location read from a file in `base`: URLs and absolute paths as

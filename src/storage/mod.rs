@@ -22,6 +22,7 @@
 mod bytes;
 mod fetch;
 mod local;
+pub(crate) use local::write_atomically;
 pub(crate) mod location;
 mod memory;
 pub(crate) mod node_cache;
