@@ -18,9 +18,10 @@
 //! spinning: time the pinned decode workers lost. Blocked, they took 7.5%.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use super::{AlignedBytes, Store};
 use crate::error::{Error, Result};
@@ -33,11 +34,17 @@ type Job = Box<dyn FnOnce() + Send>;
 /// I/O threads one or more fetchers share: plain threads blocked on one
 /// queue (the members of a corpus share one set, so that a corpus of many
 /// files does not start threads for each). They end when the last fetcher
-/// using them is dropped.
+/// using them is dropped: the drop closes the queue, the fetches still
+/// queued are dropped unstarted (nobody is left to take them), and the
+/// threads are joined once the fetches they are running return, so none
+/// outlives its dataset.
 #[derive(Debug)]
 pub struct FetchThreads {
-    /// Their queue; they end when it is dropped.
-    jobs: Sender<Job>,
+    /// Their queue; `None` once the drop has closed it.
+    jobs: Option<Sender<Job>>,
+    /// Set by the drop: a queued fetch is then dropped, not run.
+    closing: Arc<AtomicBool>,
+    handles: Vec<JoinHandle<()>>,
     threads: usize,
 }
 
@@ -47,27 +54,61 @@ impl FetchThreads {
         let threads = threads.max(1);
         let (jobs, queue) = channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
+        // Built first, so that a thread that cannot start drops it, which
+        // stops and joins those already started.
+        let mut started = FetchThreads {
+            jobs: Some(jobs),
+            closing: Arc::new(AtomicBool::new(false)),
+            handles: Vec::with_capacity(threads),
+            threads,
+        };
         for i in 0..threads {
-            let queue = queue.clone();
-            std::thread::Builder::new()
+            let (queue, closing) = (queue.clone(), started.closing.clone());
+            let handle = std::thread::Builder::new()
                 .name(format!("deltacells-fetch-{i}"))
                 .spawn(move || loop {
                     // One thread waits on the queue while the others wait
                     // for the lock; a job runs after the lock is released.
                     let job = queue.lock().unwrap_or_else(|p| p.into_inner()).recv();
                     match job {
-                        Ok(job) => job(),
+                        Ok(job) if !closing.load(Ordering::Acquire) => job(),
+                        Ok(_) => {}
                         Err(_) => return,
                     }
                 })
                 .map_err(|e| Error::Config(format!("cannot start {threads} fetch threads: {e}")))?;
+            started.handles.push(handle);
         }
-        Ok(Arc::new(FetchThreads { jobs, threads }))
+        Ok(Arc::new(started))
     }
 
     /// How many threads there are.
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Queues `job` for a thread.
+    fn send(&self, job: Job) {
+        if let Some(jobs) = &self.jobs {
+            // The threads live as long as the queue's sender, which we hold.
+            let _ = jobs.send(job);
+        }
+    }
+}
+
+impl Drop for FetchThreads {
+    fn drop(&mut self) {
+        self.closing.store(true, Ordering::Release);
+        drop(self.jobs.take());
+        // The last fetcher may be dropped on one of the threads (by a store
+        // that holds a dataset): that one ends by itself once it returns.
+        let current = std::thread::current().id();
+        for handle in self.handles.drain(..) {
+            if handle.thread().id() != current {
+                // A thread only runs jobs, which catch their panics.
+                let _ = handle.join();
+            }
+        }
     }
 }
 
@@ -132,8 +173,7 @@ impl Fetcher {
             // The receiver may be gone (a dropped reader): nothing to do then.
             let _ = tx.send(result);
         });
-        // The threads live as long as the queue's sender, which we hold.
-        let _ = self.threads.jobs.send(job);
+        self.threads.send(job);
         rx
     }
 
@@ -279,6 +319,31 @@ mod tests {
                 assert_eq!(got.as_bytes(), format!("store {f} value {i}").as_bytes());
             }
         }
+    }
+
+    #[test]
+    fn dropping_the_threads_finishes_the_running_fetch_drops_the_queued_and_joins() {
+        let threads = FetchThreads::new(1).unwrap();
+        let (started, running) = std::sync::mpsc::channel();
+        let finished = Arc::new(AtomicBool::new(false));
+        let queued_ran = Arc::new(AtomicBool::new(false));
+        let flag = finished.clone();
+        threads.send(Box::new(move || {
+            started.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            flag.store(true, Ordering::SeqCst);
+        }));
+        running.recv().unwrap();
+        let flag = queued_ran.clone();
+        threads.send(Box::new(move || flag.store(true, Ordering::SeqCst)));
+        drop(threads);
+        // The drop returned after the running fetch did, so its thread was
+        // joined; the queued one never ran; both closures (each holding the
+        // other reference to its flag) are gone.
+        assert!(finished.load(Ordering::SeqCst));
+        assert!(!queued_ran.load(Ordering::SeqCst));
+        assert_eq!(Arc::strong_count(&finished), 1);
+        assert_eq!(Arc::strong_count(&queued_ran), 1);
     }
 
     #[test]
