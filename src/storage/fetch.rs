@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use super::{AlignedBytes, Store};
 use crate::error::{Error, Result};
@@ -37,7 +38,8 @@ type Job = Box<dyn FnOnce() + Send>;
 /// using them is dropped: the drop closes the queue, the fetches still
 /// queued are dropped unstarted (nobody is left to take them), and the
 /// threads are joined once the fetches they are running return, so none
-/// outlives its dataset.
+/// outlives its dataset (unless a fetch outlasts the drop's wait of two
+/// seconds, after which its thread ends by itself when the fetch returns).
 #[derive(Debug)]
 pub struct FetchThreads {
     /// Their queue; `None` once the drop has closed it.
@@ -96,6 +98,11 @@ impl FetchThreads {
     }
 }
 
+/// How long dropping the threads waits for the fetches they are running: a
+/// healthy store answers well within it, and one that hangs (a server gone
+/// mid-request) does not hold up the drop for its whole timeout.
+const JOIN_WAIT: Duration = Duration::from_secs(2);
+
 impl Drop for FetchThreads {
     fn drop(&mut self) {
         self.closing.store(true, Ordering::Release);
@@ -103,9 +110,17 @@ impl Drop for FetchThreads {
         // The last fetcher may be dropped on one of the threads (by a store
         // that holds a dataset): that one ends by itself once it returns.
         let current = std::thread::current().id();
+        let others = |h: &JoinHandle<()>| h.thread().id() != current;
+        let deadline = Instant::now() + JOIN_WAIT;
+        while Instant::now() < deadline
+            && self.handles.iter().any(|h| others(h) && !h.is_finished())
+        {
+            std::thread::sleep(Duration::from_micros(200));
+        }
         for handle in self.handles.drain(..) {
-            if handle.thread().id() != current {
-                // A thread only runs jobs, which catch their panics.
+            // A thread still in its fetch past the wait is left to end by
+            // itself; a thread only runs jobs, which catch their panics.
+            if others(&handle) && handle.is_finished() {
                 let _ = handle.join();
             }
         }
@@ -344,6 +359,24 @@ mod tests {
         assert!(!queued_ran.load(Ordering::SeqCst));
         assert_eq!(Arc::strong_count(&finished), 1);
         assert_eq!(Arc::strong_count(&queued_ran), 1);
+    }
+
+    #[test]
+    fn a_fetch_that_hangs_does_not_hold_up_the_drop_past_the_wait() {
+        let threads = FetchThreads::new(2).unwrap();
+        let (started, running) = std::sync::mpsc::channel();
+        let (release, hung) = std::sync::mpsc::channel::<()>();
+        threads.send(Box::new(move || {
+            started.send(()).unwrap();
+            let _ = hung.recv();
+        }));
+        running.recv().unwrap();
+        let t = Instant::now();
+        drop(threads);
+        let waited = t.elapsed();
+        assert!(waited >= JOIN_WAIT, "{waited:?}");
+        // Released, the hung fetch ends, and its thread with it.
+        release.send(()).unwrap();
     }
 
     #[test]
