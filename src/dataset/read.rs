@@ -107,13 +107,13 @@ pub(crate) mod source {
     use crate::engine::{CellSelection, GeneSelection};
     use crate::error::{Error, Result};
 
-    /// The reads of one member dataset a read of `cells` is made of: its
-    /// cells (local to it) and its genes into the output's columns.
+    /// What [`Source::each_group`] runs on each group of a read: a dataset,
+    /// its cells (local to it) and its genes into the output's columns.
     pub type Groups<'r> =
         dyn FnMut(&Dataset, &CellSelection, Option<&GeneSelection>) -> Result<ReadStats> + 'r;
 
     /// See [`super::ReadSource`].
-    pub trait Source: Sync {
+    pub trait Source {
         /// What the source is called in errors.
         const KIND: &'static str;
 
