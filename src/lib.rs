@@ -44,6 +44,7 @@ mod setters;
 pub mod storage;
 #[cfg(feature = "synth")]
 pub mod synth;
+mod threads;
 pub mod tokenize;
 
 pub use corpus::{Corpus, CorpusSpec};

@@ -6,11 +6,14 @@
 //! should be free to migrate.
 
 use std::cell::RefCell;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
 
 use crate::engine::ChunkDecoder;
 use crate::error::{Error, Result};
 use crate::kernels::rows::RowKernels;
 use crate::kernels::{Backend, KernelTable};
+use crate::threads::{join_within, JOIN_WAIT};
 
 /// The most worker threads an engine starts. Far past any machine's cores
 /// (a pool larger than its cores only takes turns on them), it turns a
@@ -46,7 +49,11 @@ impl Default for EngineConfig {
 
 /// A pool of pinned decode workers.
 pub struct Engine {
-    pool: rayon::ThreadPool,
+    /// `None` only in the drop, which ends the workers before it joins
+    /// them.
+    pool: Option<rayon::ThreadPool>,
+    /// The workers, joined by the drop (see [`crate::threads`]).
+    workers: Vec<JoinHandle<()>>,
     backend: Backend,
     /// The backend's row kernels (gene mappings that reorder rows).
     rows: &'static RowKernels,
@@ -62,6 +69,20 @@ impl std::fmt::Debug for Engine {
             .field("backend", &self.backend)
             .finish_non_exhaustive()
     }
+}
+
+impl Drop for Engine {
+    /// Ends the workers (rayon's pool only tells them to stop) and joins
+    /// them: a dropped dataset leaves no thread behind.
+    fn drop(&mut self) {
+        drop(self.pool.take());
+        join_within(&mut self.workers, JOIN_WAIT);
+    }
+}
+
+/// The workers' handles, as the pool's spawn handler leaves them.
+fn lock(handles: &Mutex<Vec<JoinHandle<()>>>) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
+    handles.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 thread_local! {
@@ -88,7 +109,11 @@ impl Engine {
             Vec::new()
         };
         let pinned = !cores.is_empty();
-        let pool = rayon::ThreadPoolBuilder::new()
+        // The workers are started here, not by rayon, to keep their handles:
+        // the drop joins them.
+        let spawned = Arc::new(Mutex::new(Vec::with_capacity(threads)));
+        let handles = Arc::clone(&spawned);
+        let built = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("deltacells-{i}"))
             .start_handler(move |i| {
@@ -96,10 +121,33 @@ impl Engine {
                     core_affinity::set_for_current(*core);
                 }
             })
-            .build()
-            .map_err(|e| Error::Config(format!("cannot start {threads} decode threads: {e}")))?;
+            .spawn_handler(move |worker| {
+                let mut builder = std::thread::Builder::new();
+                if let Some(name) = worker.name() {
+                    builder = builder.name(name.to_owned());
+                }
+                if let Some(size) = worker.stack_size() {
+                    builder = builder.stack_size(size);
+                }
+                let handle = builder.spawn(|| worker.run())?;
+                lock(&handles).push(handle);
+                Ok(())
+            })
+            .build();
+        let mut workers = std::mem::take(&mut *lock(&spawned));
+        let pool = match built {
+            Ok(pool) => pool,
+            Err(e) => {
+                // Rayon ends the workers it started before one failed.
+                join_within(&mut workers, JOIN_WAIT);
+                return Err(Error::Config(format!(
+                    "cannot start {threads} decode threads: {e}"
+                )));
+            }
+        };
         Ok(Engine {
-            pool,
+            pool: Some(pool),
+            workers,
             rows: RowKernels::for_backend(backend)?,
             backend,
             threads,
@@ -138,7 +186,10 @@ impl Engine {
         if rayon::current_thread_index().is_some() {
             f()
         } else {
-            self.pool.install(f)
+            self.pool
+                .as_ref()
+                .expect("the pool lives until the drop")
+                .install(f)
         }
     }
 
@@ -169,6 +220,23 @@ crate::setters!(EngineConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// What a worker holds until its thread ends.
+        static HELD: RefCell<Option<Arc<()>>> = const { RefCell::new(None) };
+    }
+
+    #[test]
+    fn dropping_an_engine_ends_and_joins_its_workers() {
+        let engine = Engine::new(EngineConfig::default().with_pin(false).with_threads(3)).unwrap();
+        let token = Arc::new(());
+        let pool = engine.pool.as_ref().unwrap();
+        pool.broadcast(|_| HELD.with(|h| *h.borrow_mut() = Some(Arc::clone(&token))));
+        assert_eq!(Arc::strong_count(&token), 4, "each worker holds one");
+        drop(engine);
+        // Joined, every worker's thread has ended, its thread-locals dropped.
+        assert_eq!(Arc::strong_count(&token), 1);
+    }
 
     #[test]
     fn a_thread_count_outside_the_bounds_is_refused_before_any_starts() {

@@ -22,10 +22,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 use super::{AlignedBytes, Store};
 use crate::error::{Error, Result};
+use crate::threads::{join_within, JOIN_WAIT};
 
 type Fetched = Result<Option<AlignedBytes>>;
 
@@ -98,32 +98,11 @@ impl FetchThreads {
     }
 }
 
-/// How long dropping the threads waits for the fetches they are running: a
-/// healthy store answers well within it, and one that hangs (a server gone
-/// mid-request) does not hold up the drop for its whole timeout.
-const JOIN_WAIT: Duration = Duration::from_secs(2);
-
 impl Drop for FetchThreads {
     fn drop(&mut self) {
         self.closing.store(true, Ordering::Release);
         drop(self.jobs.take());
-        // The last fetcher may be dropped on one of the threads (by a store
-        // that holds a dataset): that one ends by itself once it returns.
-        let current = std::thread::current().id();
-        let others = |h: &JoinHandle<()>| h.thread().id() != current;
-        let deadline = Instant::now() + JOIN_WAIT;
-        while Instant::now() < deadline
-            && self.handles.iter().any(|h| others(h) && !h.is_finished())
-        {
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        for handle in self.handles.drain(..) {
-            // A thread still in its fetch past the wait is left to end by
-            // itself; a thread only runs jobs, which catch their panics.
-            if others(&handle) && handle.is_finished() {
-                let _ = handle.join();
-            }
-        }
+        join_within(&mut self.handles, JOIN_WAIT);
     }
 }
 
@@ -275,6 +254,7 @@ impl Fetcher {
 mod tests {
     use super::*;
     use crate::storage::MemoryStore;
+    use std::time::Instant;
 
     #[test]
     fn prefetched_and_direct_fetches_agree() {

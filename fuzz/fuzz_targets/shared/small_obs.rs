@@ -53,8 +53,7 @@ pub fn store() -> MemoryStore {
 }
 
 /// One unpinned worker and one fetch thread: a fuzz run opens a dataset
-/// per input, and the threads of one input still end while the next runs
-/// (the leak check can then take what a thread's exit frees for a leak).
+/// per input, and each input then starts and joins two threads only.
 pub fn options() -> OpenOptions {
     OpenOptions::default()
         .with_engine(EngineConfig::default().with_threads(1).with_pin(false))
