@@ -52,19 +52,19 @@ pub struct Engine {
     /// `None` only in the drop, which ends the workers before it joins
     /// them.
     pool: Option<rayon::ThreadPool>,
-    /// The workers, joined by the drop (see [`crate::threads`]).
+    /// The workers (as many as the config asked for), joined by the drop
+    /// (see [`crate::threads`]).
     workers: Vec<JoinHandle<()>>,
     backend: Backend,
     /// The backend's row kernels (gene mappings that reorder rows).
     rows: &'static RowKernels,
-    threads: usize,
     pinned: bool,
 }
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
-            .field("threads", &self.threads)
+            .field("threads", &self.threads())
             .field("pinned", &self.pinned)
             .field("backend", &self.backend)
             .finish_non_exhaustive()
@@ -150,7 +150,6 @@ impl Engine {
             workers,
             rows: RowKernels::for_backend(backend)?,
             backend,
-            threads,
             pinned,
         })
     }
@@ -167,7 +166,7 @@ impl Engine {
 
     /// Number of worker threads.
     pub fn threads(&self) -> usize {
-        self.threads
+        self.workers.len()
     }
 
     /// Whether workers are pinned to cores.

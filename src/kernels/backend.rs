@@ -11,7 +11,8 @@ pub enum Backend {
     Scalar,
     /// x86-64 with AVX2 (and BMI2/FMA/LZCNT/POPCNT as in the x86-64-v3 level).
     Avx2,
-    /// x86-64 with AVX-512 F/BW/VL/DQ/CD (x86-64-v4 and conflict detection, which every AVX-512 core has); VBMI is used when present.
+    /// x86-64 with AVX-512 F/BW/VL/DQ/CD (x86-64-v4, and conflict detection,
+    /// which every AVX-512 core has); VBMI is used when present.
     Avx512,
     /// AArch64 Advanced SIMD.
     Neon,

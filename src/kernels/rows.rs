@@ -1336,17 +1336,11 @@ fn order_by_class_in_halves<V: Vector>(
         .zip(second)
         .zip(first_tokens.iter().zip(second_tokens))
     {
-        let at = &mut counts[2 * a as usize];
-        placed[*at as usize] = x;
-        *at += 1;
-        let at = &mut counts[2 * b as usize + 1];
-        placed[*at as usize] = y;
-        *at += 1;
+        scalar::place_at(&mut counts[2 * a as usize], x, placed);
+        scalar::place_at(&mut counts[2 * b as usize + 1], y, placed);
     }
     if let (Some(&b), Some(&y)) = (second.get(half), second_tokens.get(half)) {
-        let at = &mut counts[2 * b as usize + 1];
-        placed[*at as usize] = y;
-        *at += 1;
+        scalar::place_at(&mut counts[2 * b as usize + 1], y, placed);
     }
     2
 }

@@ -46,8 +46,8 @@ pub struct FetchThreads {
     jobs: Option<Sender<Job>>,
     /// Set by the drop: a queued fetch is then dropped, not run.
     closing: Arc<AtomicBool>,
+    /// The threads, joined by the drop.
     handles: Vec<JoinHandle<()>>,
-    threads: usize,
 }
 
 impl FetchThreads {
@@ -62,7 +62,6 @@ impl FetchThreads {
             jobs: Some(jobs),
             closing: Arc::new(AtomicBool::new(false)),
             handles: Vec::with_capacity(threads),
-            threads,
         };
         for i in 0..threads {
             let (queue, closing) = (queue.clone(), started.closing.clone());
@@ -86,7 +85,7 @@ impl FetchThreads {
 
     /// How many threads there are.
     pub fn threads(&self) -> usize {
-        self.threads
+        self.handles.len()
     }
 
     /// Queues `job` for a thread.

@@ -223,10 +223,16 @@ pub(crate) fn place_by_class(
     placed: &mut [i32],
 ) {
     for (&k, &t) in classes.iter().zip(tokens) {
-        let at = &mut starts[k as usize];
-        placed[*at as usize] = t;
-        *at += 1;
+        place_at(&mut starts[k as usize], t, placed);
     }
+}
+
+/// Places `token` at `*at` in `placed`, and moves `*at` past it: a
+/// counting sort's placing step, one token.
+#[inline(always)]
+pub(crate) fn place_at(at: &mut u32, token: i32, placed: &mut [i32]) {
+    placed[*at as usize] = token;
+    *at += 1;
 }
 
 /// Counts below this are tallied per value by [`RowKernels::tally`];
