@@ -12,7 +12,9 @@
 //! dense row of the selection's columns, in kept genes a second.
 //! `classify` looks up Geneformer's classes of those rows' genes (146
 //! medians, runs of 28 counts, as the demo's gene statistics give), and
-//! `order_by_class` orders the rows' tokens by those classes.
+//! `order_by_class` orders the rows' tokens by those classes, and `starts`
+//! turns 4,099 counts (a class table's width, mostly 0 and 1) into the
+//! classes' starts.
 //! `stream` copies a dense row of 2,000 `f32` (composed in the cache) to
 //! the next place in a 64 MiB output, as a batch's rows are written: the
 //! scalar table copies plainly, the vector ones stream.
@@ -342,6 +344,14 @@ fn rows(c: &mut Criterion) {
             at = end;
         }
         std::hint::black_box(&placed);
+    });
+    let class_counts: Vec<u32> = (0..4_099u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 30) & 1)
+        .collect();
+    let mut starts = class_counts.clone();
+    bench_tables::<RowKernels>(c, "starts", class_counts.len(), &mut |k| {
+        starts.copy_from_slice(&class_counts);
+        std::hint::black_box(k.starts(&mut starts));
     });
 }
 

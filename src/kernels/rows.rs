@@ -137,16 +137,17 @@ pub struct RowKernels {
     order_by_class: OrderByClass,
 }
 
-/// The signature of [`RowKernels::order_by_class`].
+/// The signature of [`RowKernels::order_by_class`]: it returns where the
+/// classes' ends begin in its scratch.
 type OrderByClass = fn(&[u32], &[i32], usize, &mut Vec<u32>, &mut [i32]) -> usize;
 
 /// Where each class's tokens end after [`RowKernels::order_by_class`]: a
-/// table keeps a counter a class, or several side by side (the row's
-/// halves counted apart), whose last is the class's end.
+/// counter a class, which a table leaves either at the class (its start
+/// moved past its tokens) or one past it (the next class's start, where
+/// the placing pass moves no start).
 #[derive(Clone, Copy, Debug)]
 pub struct ClassEnds<'a> {
-    counters: &'a [u32],
-    stride: usize,
+    ends: &'a [u32],
 }
 
 impl ClassEnds<'_> {
@@ -157,7 +158,7 @@ impl ClassEnds<'_> {
     ///
     /// If `k` is not below the width the tokens were ordered over.
     pub fn end(&self, k: usize) -> usize {
-        self.counters[self.stride * k + self.stride - 1] as usize
+        self.ends[k] as usize
     }
 }
 
@@ -302,10 +303,9 @@ impl RowKernels {
         ends: &'e mut Vec<u32>,
         placed: &mut [i32],
     ) -> ClassEnds<'e> {
-        let stride = (self.order_by_class)(classes, tokens, width, ends, placed);
+        let first = (self.order_by_class)(classes, tokens, width, ends, placed);
         ClassEnds {
-            counters: ends,
-            stride,
+            ends: &ends[first..first + width],
         }
     }
 
@@ -1243,14 +1243,13 @@ fn classify<V: Vector>(
 /// furthest place, is what stays). Counting takes a register the same way,
 /// and the ranks (a conflict detection each, the costliest step) are kept
 /// from counting to placing, past the counters. Where the ISA has no lane
-/// ranks, a gene at a time ([`order_by_class_in_halves`]).
+/// ranks, a gene at a time ([`order_by_class_by_ranks`]).
 ///
 /// Classes follow one another in a row (a third of a cell's genes share the
 /// class of the gene before them), so each register's gather waits on the
 /// scatter of the one before, through memory; taking the row's halves as
-/// two such chains (counters twice as many, as the loop a gene at a time
-/// has them) measured slower: the second counters' starts and the ends
-/// taken from them cost more than the chains.
+/// two such chains (counters twice as many) measured slower: the second
+/// counters' starts and the ends taken from them cost more than the chains.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
 fn order_by_class<V: Vector>(
@@ -1263,7 +1262,7 @@ fn order_by_class<V: Vector>(
 ) -> usize {
     scalar::check_order_by_class(classes, tokens, width, placed);
     if !V::CONFLICTS {
-        return order_by_class_in_halves(v, classes, tokens, width, ends, placed);
+        return order_by_class_by_ranks(v, classes, tokens, width, ends, placed);
     }
     let (n, lanes, one) = (classes.len(), V::LANES, v.splat(1));
     let whole = n - n % lanes;
@@ -1299,50 +1298,46 @@ fn order_by_class<V: Vector>(
     }
     scalar::place_by_class(&classes[whole..], &tokens[whole..], counters, placed);
     ends.truncate(width);
-    1
+    0
 }
 
-/// [`order_by_class`] where the ISA has no lane ranks: the row's first half
-/// and its second counted and placed as two chains of stores that never
-/// share an address, a gene of each in turn. Each class has two counters,
-/// the first half's and the second's, side by side, whose starts place the
-/// halves one after the other within the class, so the tokens keep their
-/// order; the ends are the second counters (a stride of 2).
+/// [`order_by_class`] where the ISA has no lane ranks, a gene at a time:
+/// the counting pass keeps each gene's rank among the genes of its class
+/// before it (past the counters, as the register loop does), so that the
+/// placing pass only reads: a gene's place is its class's start plus its
+/// rank. Placing that moved a class's start past each gene (the
+/// reference's) made every gene wait on the store of the one before it
+/// wherever two genes in a row share a class, a third of a cell's genes;
+/// counting the row's halves apart, two such chains side by side, doubled
+/// the counters, and on an AVX2 Zen 3 core clearing and summing them cost
+/// more than the chains (Geneformer's batches 8-10% slower than one chain).
+/// The starts are never moved, so each class's end is the next class's
+/// start: the counters are one longer than the classes, and the ends begin
+/// at the second.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
-fn order_by_class_in_halves<V: Vector>(
+fn order_by_class_by_ranks<V: Vector>(
     v: V,
     classes: &[u32],
     tokens: &[i32],
     width: usize,
-    counts: &mut Vec<u32>,
+    ends: &mut Vec<u32>,
     placed: &mut [i32],
 ) -> usize {
-    counts.clear();
-    counts.resize(2 * width, 0);
-    let half = classes.len() / 2;
-    let (first, second) = classes.split_at(half);
-    for (&a, &b) in first.iter().zip(second) {
-        counts[2 * a as usize] += 1;
-        counts[2 * b as usize + 1] += 1;
+    ends.clear();
+    ends.resize(width + 1 + classes.len(), 0);
+    let (counters, ranks) = ends.split_at_mut(width + 1);
+    for (&k, rank) in classes.iter().zip(ranks.iter_mut()) {
+        let counter = &mut counters[k as usize];
+        *rank = *counter;
+        *counter += 1;
     }
-    if let Some(&b) = second.get(half) {
-        counts[2 * b as usize + 1] += 1;
+    starts(v, counters);
+    for ((&k, &t), &rank) in classes.iter().zip(tokens).zip(ranks.iter()) {
+        placed[(counters[k as usize] + rank) as usize] = t;
     }
-    starts(v, counts);
-    let (first_tokens, second_tokens) = tokens.split_at(half);
-    for ((&a, &b), (&x, &y)) in first
-        .iter()
-        .zip(second)
-        .zip(first_tokens.iter().zip(second_tokens))
-    {
-        scalar::place_at(&mut counts[2 * a as usize], x, placed);
-        scalar::place_at(&mut counts[2 * b as usize + 1], y, placed);
-    }
-    if let (Some(&b), Some(&y)) = (second.get(half), second_tokens.get(half)) {
-        scalar::place_at(&mut counts[2 * b as usize + 1], y, placed);
-    }
-    2
+    ends.truncate(width + 1);
+    1
 }
 
 /// A cache line: the unit [`stream_lines`] writes past the cache.

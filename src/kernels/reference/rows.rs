@@ -169,8 +169,8 @@ pub(crate) fn classify_from(
 }
 
 /// Reference for [`RowKernels::order_by_class`]: the classes counted, the
-/// counts turned into starts, each token placed at its class's next place;
-/// a counter a class (a stride of 1).
+/// counts turned into starts, each token placed at its class's next place,
+/// which leaves each class's end at the class (the ends begin at 0).
 #[inline(always)]
 pub fn order_by_class(
     classes: &[u32],
@@ -185,7 +185,7 @@ pub fn order_by_class(
     count_classes(classes, ends);
     starts(ends);
     place_by_class(classes, tokens, ends, placed);
-    1
+    0
 }
 
 /// The lengths and classes [`RowKernels::order_by_class`] takes, checked
@@ -223,16 +223,10 @@ pub(crate) fn place_by_class(
     placed: &mut [i32],
 ) {
     for (&k, &t) in classes.iter().zip(tokens) {
-        place_at(&mut starts[k as usize], t, placed);
+        let at = &mut starts[k as usize];
+        placed[*at as usize] = t;
+        *at += 1;
     }
-}
-
-/// Places `token` at `*at` in `placed`, and moves `*at` past it: a
-/// counting sort's placing step, one token.
-#[inline(always)]
-pub(crate) fn place_at(at: &mut u32, token: i32, placed: &mut [i32]) {
-    placed[*at as usize] = token;
-    *at += 1;
 }
 
 /// Counts below this are tallied per value by [`RowKernels::tally`];
