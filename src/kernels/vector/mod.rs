@@ -595,8 +595,26 @@ mod tests {
         }
     }
 
+    /// `compress_store_u32` of every mask of lanes stores the kept lanes
+    /// first, in order.
+    fn check_compress<V: Vector>(v: V) {
+        let values: [u32; MAX_LANES] = std::array::from_fn(|i| 100 + i as u32);
+        // SAFETY: the values hold `MAX_LANES >= LANES` of them.
+        let register = unsafe { v.load_u32(values.as_ptr()) };
+        for keep in 0..1u32 << V::LANES {
+            let mut out = [0u32; MAX_LANES];
+            // SAFETY: `out` holds `MAX_LANES >= LANES` values.
+            unsafe { v.compress_store_u32(out.as_mut_ptr(), register, keep) };
+            let want: Vec<u32> = (0..V::LANES)
+                .filter(|&i| keep >> i & 1 != 0)
+                .map(|i| values[i])
+                .collect();
+            assert_eq!(out[..want.len()], want[..], "mask {keep:#b}");
+        }
+    }
+
     #[test]
-    fn partial_loads_and_stores_touch_their_lanes_alone() {
+    fn partial_loads_stores_and_compression_touch_their_lanes_alone() {
         #[cfg(target_arch = "x86_64")]
         {
             if Backend::Avx2.is_available() {
@@ -604,12 +622,14 @@ mod tests {
                 let v = unsafe { Avx2::new_unchecked() };
                 check_partial_planes(v);
                 check_partial_stores(v);
+                check_compress(v);
             }
             if Backend::Avx512.is_available() {
                 // SAFETY: the CPU runs AVX-512 F/BW/VL/DQ/CD (checked above).
                 let v = unsafe { Avx512::<false>::new_unchecked() };
                 check_partial_planes(v);
                 check_partial_stores(v);
+                check_compress(v);
             }
         }
         #[cfg(target_arch = "aarch64")]
@@ -618,6 +638,7 @@ mod tests {
             let v = unsafe { Neon::new_unchecked() };
             check_partial_planes(v);
             check_partial_stores(v);
+            check_compress(v);
         }
     }
 
