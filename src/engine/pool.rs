@@ -103,6 +103,8 @@ impl Engine {
                 "an engine starts at least 1 and at most {MAX_THREADS} decode threads, not {threads}"
             )));
         }
+        // Before the pool: a failure past it would leave its workers unjoined.
+        let rows = RowKernels::for_backend(backend)?;
         let cores = if config.pin {
             core_affinity::get_core_ids().unwrap_or_default()
         } else {
@@ -148,7 +150,7 @@ impl Engine {
         Ok(Engine {
             pool: Some(pool),
             workers,
-            rows: RowKernels::for_backend(backend)?,
+            rows,
             backend,
             pinned,
         })

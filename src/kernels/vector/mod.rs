@@ -583,7 +583,8 @@ mod tests {
     /// `store_u32_partial` of every length below a register writes those
     /// lanes and nothing past them.
     fn check_partial_stores<V: Vector>(v: V) {
-        let values: [u32; MAX_LANES] = std::array::from_fn(|i| 0x1000_0001 * (i as u32 + 1));
+        let values: [u32; MAX_LANES] =
+            std::array::from_fn(|i| 0x8000_0000 | ((i as u32 + 1) * 0x1_0001));
         // SAFETY: the values hold `MAX_LANES >= LANES` of them.
         let register = unsafe { v.load_u32(values.as_ptr()) };
         for len in 0..V::LANES {
