@@ -32,40 +32,6 @@ pub(crate) use neon::Neon;
 /// default partial loads and stores.
 pub(crate) const MAX_LANES: usize = 16;
 
-/// The `len < 8` bytes at `p` as the low bytes of a little-endian `u64`,
-/// the others 0: two loads of 4 (or 2) bytes, the second ending at the
-/// last byte, ORed (the bytes they share are equal). For the partial loads
-/// of byte planes: a copy to a zeroed buffer on the stack cost two calls
-/// and a load that waited for the copy's narrower stores to retire, 24% of
-/// AVX2's `gaps_to_indices` samples on a Zen 3 core for a step or two a
-/// cell.
-///
-/// # Safety
-/// `p` is readable for `len` bytes.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-pub(crate) unsafe fn read_below_8(p: *const u8, len: usize) -> u64 {
-    debug_assert!(len < 8);
-    // SAFETY: every load lies within the `len` bytes at `p`: the first of
-    // 4 (or 2) bytes where `len` is at least that, the second ending at
-    // byte `len - 1`.
-    unsafe {
-        if len >= 4 {
-            let first = u64::from(u32::from_le(p.cast::<u32>().read_unaligned()));
-            let last = u64::from(u32::from_le(p.add(len - 4).cast::<u32>().read_unaligned()));
-            first | last << (8 * (len - 4))
-        } else if len >= 2 {
-            let first = u64::from(u16::from_le(p.cast::<u16>().read_unaligned()));
-            let last = u64::from(u16::from_le(p.add(len - 2).cast::<u16>().read_unaligned()));
-            first | last << (8 * (len - 2))
-        } else if len == 1 {
-            u64::from(p.read())
-        } else {
-            0
-        }
-    }
-}
-
 /// Where each pair of `u64` lanes of [`Vector::gather_units`] takes its bytes
 /// from: a byte layout a family computes once, at compile time.
 pub(crate) struct Units {
@@ -532,6 +498,31 @@ mod tests {
     use super::*;
     use crate::kernels::Backend;
 
+    /// Runs `$check` with `$v` each vector token the CPU runs.
+    macro_rules! on_every_backend {
+        ($v:ident => $check:expr) => {
+            #[cfg(target_arch = "x86_64")]
+            {
+                if Backend::Avx2.is_available() {
+                    // SAFETY: the CPU runs AVX2 (checked above).
+                    let $v = unsafe { Avx2::new_unchecked() };
+                    $check;
+                }
+                if Backend::Avx512.is_available() {
+                    // SAFETY: the CPU runs AVX-512 F/BW/VL/DQ/CD (checked above).
+                    let $v = unsafe { Avx512::<false>::new_unchecked() };
+                    $check;
+                }
+            }
+            #[cfg(target_arch = "aarch64")]
+            if Backend::Neon.is_available() {
+                // SAFETY: the CPU runs NEON (checked above).
+                let $v = unsafe { Neon::new_unchecked() };
+                $check;
+            }
+        };
+    }
+
     /// `v.equal_before` over `keys`, lane by lane, against a count written
     /// here.
     fn check_ranks<V: Vector>(v: V, keys: &[u32; MAX_LANES]) {
@@ -553,7 +544,7 @@ mod tests {
             let mut want = [0u8; 8];
             want[..len].copy_from_slice(&exact);
             // SAFETY: `exact` holds `len` bytes.
-            let got = unsafe { read_below_8(exact.as_ptr(), len) };
+            let got = unsafe { avx2::read_below_8(exact.as_ptr(), len) };
             assert_eq!(got, u64::from_le_bytes(want), "{len} bytes");
         }
     }
@@ -616,52 +607,17 @@ mod tests {
 
     #[test]
     fn partial_loads_stores_and_compression_touch_their_lanes_alone() {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if Backend::Avx2.is_available() {
-                // SAFETY: the CPU runs AVX2 (checked above).
-                let v = unsafe { Avx2::new_unchecked() };
-                check_partial_planes(v);
-                check_partial_stores(v);
-                check_compress(v);
-            }
-            if Backend::Avx512.is_available() {
-                // SAFETY: the CPU runs AVX-512 F/BW/VL/DQ/CD (checked above).
-                let v = unsafe { Avx512::<false>::new_unchecked() };
-                check_partial_planes(v);
-                check_partial_stores(v);
-                check_compress(v);
-            }
-        }
-        #[cfg(target_arch = "aarch64")]
-        if Backend::Neon.is_available() {
-            // SAFETY: the CPU runs NEON (checked above).
-            let v = unsafe { Neon::new_unchecked() };
+        on_every_backend!(v => {
             check_partial_planes(v);
             check_partial_stores(v);
             check_compress(v);
-        }
+        });
     }
 
     #[test]
     fn equal_before_ranks_the_lanes_that_share_a_value() {
         // Runs, values apart and back, a value in the first and last lanes.
         let keys: [u32; MAX_LANES] = [5, 5, 1, 5, 2, 1, 9, 9, 9, 0, 5, 2, 7, 7, 1, 5];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if Backend::Avx2.is_available() {
-                // SAFETY: the CPU runs AVX2 (checked above).
-                check_ranks(unsafe { Avx2::new_unchecked() }, &keys);
-            }
-            if Backend::Avx512.is_available() {
-                // SAFETY: the CPU runs AVX-512 F/BW/VL/DQ/CD (checked above).
-                check_ranks(unsafe { Avx512::<false>::new_unchecked() }, &keys);
-            }
-        }
-        #[cfg(target_arch = "aarch64")]
-        if Backend::Neon.is_available() {
-            // SAFETY: the CPU runs NEON (checked above).
-            check_ranks(unsafe { Neon::new_unchecked() }, &keys);
-        }
+        on_every_backend!(v => check_ranks(v, &keys));
     }
 }
