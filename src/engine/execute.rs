@@ -324,6 +324,9 @@ fn scatter<P: SinkPart>(
                 )
             },
             |(mapper, scratch_mapper, scratch), ((t, c), mut parts)| {
+                for (_, _, part) in parts.iter() {
+                    part.warm_ends();
+                }
                 let mut rows = Vec::with_capacity(parts.len());
                 let mut written = Vec::new();
                 for (i, (cell, nnz, part)) in parts.iter_mut().enumerate() {

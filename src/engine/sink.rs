@@ -221,6 +221,26 @@ pub trait SinkPart: Send {
     fn streams(&self) -> bool {
         false
     }
+
+    /// Brings in the cache lines where the part's slices of the output
+    /// begin and end, ahead of its rows being written. A row reaches the
+    /// output past the cache except for the partial lines at its ends,
+    /// whose plain stores wait for their line to come from memory: a
+    /// batch's rows, each from a chunk of its own, have two such lines a
+    /// slice. Called for a chunk's rows before the chunk is decoded, so
+    /// these loads overlap its decoding (normalized CSR batches: copies of
+    /// the partial lines 4-5% of a profile before, 1-2% after). By default
+    /// nothing.
+    fn warm_ends(&self) {}
+}
+
+/// Loads the first and last element of `slice` (see
+/// [`SinkPart::warm_ends`]): the values are unused, but the loads are
+/// made, and no store waits on them.
+pub(crate) fn warm_ends<T: Copy>(slice: &[T]) {
+    if let (Some(first), Some(last)) = (slice.first(), slice.last()) {
+        std::hint::black_box((*first, *last));
+    }
 }
 
 impl<S: Sink> Sink for &mut S {
@@ -359,6 +379,11 @@ impl<V: DecodedCount> SinkPart for CsrPart<'_, V> {
     /// a window after the window is built, a read's rows after all of them.
     fn streams(&self) -> bool {
         true
+    }
+
+    fn warm_ends(&self) {
+        warm_ends(self.indices);
+        warm_ends(self.values);
     }
 }
 
@@ -507,6 +532,10 @@ impl<V: DecodedCount> SinkPart for DensePart<'_, V> {
     fn write_row(&mut self, row: usize, genes: &[i32], counts: &[i32]) {
         let values = counts.iter().map(|&c| V::from_u32(c as u32));
         self.write_at(row, genes.iter().copied().zip(values));
+    }
+
+    fn warm_ends(&self) {
+        warm_ends(self.data);
     }
 }
 
@@ -712,6 +741,10 @@ impl<P: SinkPart> SinkPart for SelectedPart<'_, P> {
 
     fn write_mapped_row(&mut self, row: usize, genes: &[i32], counts: &[i32], total: u64) {
         self.write_selected(row, (genes, counts), Some(total));
+    }
+
+    fn warm_ends(&self) {
+        self.inner.warm_ends()
     }
 }
 

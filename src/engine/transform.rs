@@ -128,6 +128,8 @@ pub(crate) trait ValuePart: Send {
     /// Writes row `row`: `values` at `columns` (ascending unless the rows
     /// are [`ValuePart::dense`]).
     fn write_values(&mut self, row: usize, columns: &[i32], values: &[f32]);
+    /// As [`SinkPart::warm_ends`].
+    fn warm_ends(&self);
 }
 
 /// Implements [`ValueSink`] for an `f32` output through its [`Sink`] impl.
@@ -152,6 +154,9 @@ macro_rules! value_sink {
             }
             fn write_values(&mut self, row: usize, columns: &[i32], values: &[f32]) {
                 $part::write_values(self, row, columns, values)
+            }
+            fn warm_ends(&self) {
+                SinkPart::warm_ends(self)
             }
         }
     };
@@ -294,6 +299,10 @@ impl<P: ValuePart> SinkPart for TransformedPart<'_, P> {
 
     fn write_mapped_row(&mut self, row: usize, genes: &[i32], counts: &[i32], total: u64) {
         SCRATCH.with_borrow_mut(|s| self.write_row_in(row, (genes, counts), Some(total), s));
+    }
+
+    fn warm_ends(&self) {
+        self.inner.warm_ends()
     }
 }
 

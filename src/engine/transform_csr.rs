@@ -91,6 +91,10 @@ impl SinkPart for InPlacePart<'_> {
         true
     }
 
+    fn warm_ends(&self) {
+        self.part.warm_ends()
+    }
+
     fn write_mapped_row(&mut self, row: usize, genes: &[i32], counts: &[i32], total: u64) {
         self.write_values(row, (genes, counts), Some(total));
     }

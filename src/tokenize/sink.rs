@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use super::geneformer::RankScratch;
 use super::scgpt::BinScratch;
 use super::{Columns, TokenColumns};
-use crate::engine::{best_row_kernels, grow, split_off};
+use crate::engine::{best_row_kernels, grow, split_off, warm_ends};
 use crate::engine::{AddedRows, Sink, SinkPart};
 use crate::error::{Error, Result};
 use crate::kernels::rows::stream_part;
@@ -257,6 +257,12 @@ impl SinkPart for TokenPart<'_> {
 
     fn write_mapped_row(&mut self, row: usize, genes: &[i32], counts: &[i32], total: u64) {
         self.write_tokens(row, (genes, counts), Some(total));
+    }
+
+    fn warm_ends(&self) {
+        warm_ends(self.ids);
+        warm_ends(self.mask);
+        warm_ends(self.values);
     }
 }
 

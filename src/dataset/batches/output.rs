@@ -262,6 +262,10 @@ impl ValuePart for CountRowsPart<'_, f32> {
             CountRowsPart::Dense(p) => p.write_values(row, columns, values),
         }
     }
+
+    fn warm_ends(&self) {
+        SinkPart::warm_ends(self)
+    }
 }
 
 /// Rows of counts or values being written: CSR or dense, by variant.
@@ -341,6 +345,13 @@ impl<V: DecodedCount> SinkPart for CountRowsPart<'_, V> {
         match self {
             CountRowsPart::Csr(p) => p.streams(),
             CountRowsPart::Dense(p) => p.streams(),
+        }
+    }
+
+    fn warm_ends(&self) {
+        match self {
+            CountRowsPart::Csr(p) => p.warm_ends(),
+            CountRowsPart::Dense(p) => p.warm_ends(),
         }
     }
 }
