@@ -324,9 +324,6 @@ fn scatter<P: SinkPart>(
                 )
             },
             |(mapper, scratch_mapper, scratch), ((t, c), mut parts)| {
-                for (_, _, part) in parts.iter() {
-                    part.warm_ends();
-                }
                 let mut rows = Vec::with_capacity(parts.len());
                 let mut written = Vec::new();
                 for (i, (cell, nnz, part)) in parts.iter_mut().enumerate() {
@@ -335,6 +332,11 @@ fn scatter<P: SinkPart>(
                     // A part that reads them again (rewriting counts as
                     // values) gets them from the scratch instead, still in
                     // the cache, and streams what it makes of them.
+                    if !part.streams() {
+                        // Asked before the chunk is decoded, as the
+                        // decoder asks for the rows decoded into.
+                        part.prefetch_edges();
+                    }
                     let into = if part.streams() { part.stored() } else { None };
                     match into {
                         Some(slices) => rows.push((*cell, slices)),

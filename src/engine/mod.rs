@@ -25,7 +25,7 @@ pub use decoder::{ChunkDecoder, RowOut};
 pub(crate) use genes::best_row_kernels;
 pub use genes::GeneSelection;
 pub use pool::{Engine, EngineConfig, MAX_THREADS};
-pub(crate) use sink::{grow, split_off, warm_ends};
+pub(crate) use sink::{grow, split_off};
 pub use sink::{AddedRows, CsrPart, Dense, DensePart, Selected, SelectedPart, Sink, SinkPart};
 pub use transform::Transform;
 pub(crate) use transform::{count_total, Transformed, ValuePart, ValueSink};

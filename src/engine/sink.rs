@@ -87,7 +87,7 @@ use crate::engine::genes::{best_row_kernels, GeneSelection, RowMapper};
 use crate::engine::transform::count_total;
 use crate::error::{Error, Result};
 use crate::kernels::rows::stream_part;
-use crate::kernels::{Count, DecodedCount};
+use crate::kernels::{Count, DecodedCount, Stores};
 
 /// The rows an [`Sink::extend`] adds: how many, each one's stored nonzeros,
 /// and (for outputs that do not keep rows as stored) each one's genes.
@@ -222,25 +222,15 @@ pub trait SinkPart: Send {
         false
     }
 
-    /// Brings in the cache lines where the part's slices of the output
-    /// begin and end, ahead of its rows being written. A row reaches the
-    /// output past the cache except for the partial lines at its ends,
-    /// whose plain stores wait for their line to come from memory: a
-    /// batch's rows, each from a chunk of its own, have two such lines a
-    /// slice. Called for a chunk's rows before the chunk is decoded, so
-    /// these loads overlap its decoding (normalized CSR batches: copies of
-    /// the partial lines 4-5% of a profile before, 1-2% after). By default
-    /// nothing.
-    fn warm_ends(&self) {}
-}
-
-/// Loads the first and last element of `slice` (see
-/// [`SinkPart::warm_ends`]): the values are unused, but the loads are
-/// made, and no store waits on them.
-pub(crate) fn warm_ends<T: Copy>(slice: &[T]) {
-    if let (Some(first), Some(last)) = (slice.first(), slice.last()) {
-        std::hint::black_box((*first, *last));
-    }
+    /// Asks for the cache lines where the part's slices of the output begin
+    /// and end ([`Stores::prefetch_edges`]), ahead of its rows being
+    /// written: a row reaches the output past the cache except for the
+    /// partial lines at its ends, whose plain stores wait for their line to
+    /// come from memory, and a batch's row shares those lines with rows
+    /// written long before or after it. Called for all of a chunk's rows
+    /// before the chunk is decoded, so that the page walks and reads overlap
+    /// its decoding. By default nothing.
+    fn prefetch_edges(&self) {}
 }
 
 impl<S: Sink> Sink for &mut S {
@@ -381,9 +371,9 @@ impl<V: DecodedCount> SinkPart for CsrPart<'_, V> {
         true
     }
 
-    fn warm_ends(&self) {
-        warm_ends(self.indices);
-        warm_ends(self.values);
+    fn prefetch_edges(&self) {
+        Stores::Streaming.prefetch_edges(self.indices);
+        Stores::Streaming.prefetch_edges(self.values);
     }
 }
 
@@ -534,8 +524,8 @@ impl<V: DecodedCount> SinkPart for DensePart<'_, V> {
         self.write_at(row, genes.iter().copied().zip(values));
     }
 
-    fn warm_ends(&self) {
-        warm_ends(self.data);
+    fn prefetch_edges(&self) {
+        Stores::Streaming.prefetch_edges(self.data);
     }
 }
 
@@ -743,8 +733,8 @@ impl<P: SinkPart> SinkPart for SelectedPart<'_, P> {
         self.write_selected(row, (genes, counts), Some(total));
     }
 
-    fn warm_ends(&self) {
-        self.inner.warm_ends()
+    fn prefetch_edges(&self) {
+        self.inner.prefetch_edges()
     }
 }
 

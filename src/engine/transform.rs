@@ -128,8 +128,8 @@ pub(crate) trait ValuePart: Send {
     /// Writes row `row`: `values` at `columns` (ascending unless the rows
     /// are [`ValuePart::dense`]).
     fn write_values(&mut self, row: usize, columns: &[i32], values: &[f32]);
-    /// As [`SinkPart::warm_ends`].
-    fn warm_ends(&self);
+    /// As [`SinkPart::prefetch_edges`].
+    fn prefetch_edges(&self);
 }
 
 /// Implements [`ValueSink`] for an `f32` output through its [`Sink`] impl.
@@ -155,8 +155,8 @@ macro_rules! value_sink {
             fn write_values(&mut self, row: usize, columns: &[i32], values: &[f32]) {
                 $part::write_values(self, row, columns, values)
             }
-            fn warm_ends(&self) {
-                SinkPart::warm_ends(self)
+            fn prefetch_edges(&self) {
+                SinkPart::prefetch_edges(self)
             }
         }
     };
@@ -301,8 +301,8 @@ impl<P: ValuePart> SinkPart for TransformedPart<'_, P> {
         SCRATCH.with_borrow_mut(|s| self.write_row_in(row, (genes, counts), Some(total), s));
     }
 
-    fn warm_ends(&self) {
-        self.inner.warm_ends()
+    fn prefetch_edges(&self) {
+        self.inner.prefetch_edges()
     }
 }
 

@@ -91,8 +91,8 @@ impl SinkPart for InPlacePart<'_> {
         true
     }
 
-    fn warm_ends(&self) {
-        self.part.warm_ends()
+    fn prefetch_edges(&self) {
+        self.part.prefetch_edges()
     }
 
     fn write_mapped_row(&mut self, row: usize, genes: &[i32], counts: &[i32], total: u64) {

@@ -6,10 +6,11 @@ use std::cell::RefCell;
 use super::geneformer::RankScratch;
 use super::scgpt::BinScratch;
 use super::{Columns, TokenColumns};
-use crate::engine::{best_row_kernels, grow, split_off, warm_ends};
+use crate::engine::{best_row_kernels, grow, split_off};
 use crate::engine::{AddedRows, Sink, SinkPart};
 use crate::error::{Error, Result};
 use crate::kernels::rows::stream_part;
+use crate::kernels::Stores;
 
 /// Tokenized rows: `max_len` entries per row, row after row.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -259,10 +260,10 @@ impl SinkPart for TokenPart<'_> {
         self.write_tokens(row, (genes, counts), Some(total));
     }
 
-    fn warm_ends(&self) {
-        warm_ends(self.ids);
-        warm_ends(self.mask);
-        warm_ends(self.values);
+    fn prefetch_edges(&self) {
+        Stores::Streaming.prefetch_edges(self.ids);
+        Stores::Streaming.prefetch_edges(self.mask);
+        Stores::Streaming.prefetch_edges(self.values);
     }
 }
 

@@ -263,8 +263,8 @@ impl ValuePart for CountRowsPart<'_, f32> {
         }
     }
 
-    fn warm_ends(&self) {
-        SinkPart::warm_ends(self)
+    fn prefetch_edges(&self) {
+        SinkPart::prefetch_edges(self)
     }
 }
 
@@ -348,10 +348,10 @@ impl<V: DecodedCount> SinkPart for CountRowsPart<'_, V> {
         }
     }
 
-    fn warm_ends(&self) {
+    fn prefetch_edges(&self) {
         match self {
-            CountRowsPart::Csr(p) => p.warm_ends(),
-            CountRowsPart::Dense(p) => p.warm_ends(),
+            CountRowsPart::Csr(p) => p.prefetch_edges(),
+            CountRowsPart::Dense(p) => p.prefetch_edges(),
         }
     }
 }
