@@ -331,13 +331,15 @@ fn scatter<P: SinkPart>(
                     // the output is handed out, so they are streamed there.
                     // A part that reads them again (rewriting counts as
                     // values) gets them from the scratch instead, still in
-                    // the cache, and streams what it makes of them.
-                    if !part.streams() {
-                        // Asked before the chunk is decoded, as the
-                        // decoder asks for the rows decoded into.
+                    // the cache, and streams what it makes of them; it asks
+                    // for its edge lines now, before the chunk is decoded,
+                    // as the decoder does for the rows decoded into.
+                    let into = if part.streams() {
+                        part.stored()
+                    } else {
                         part.prefetch_edges();
-                    }
-                    let into = if part.streams() { part.stored() } else { None };
+                        None
+                    };
                     match into {
                         Some(slices) => rows.push((*cell, slices)),
                         None => written.push((*cell, *nnz, i)),

@@ -224,10 +224,10 @@ pub trait SinkPart: Send {
 
     /// Asks for the cache lines where the part's slices of the output begin
     /// and end ([`Stores::prefetch_edges`]), ahead of its rows being
-    /// written: a row reaches the output past the cache except for the
-    /// partial lines at its ends, whose plain stores wait for their line to
-    /// come from memory, and a batch's row shares those lines with rows
-    /// written long before or after it. Called for all of a chunk's rows
+    /// written: a row composed in the cache is streamed to the output
+    /// except for the partial lines at its ends, whose plain stores wait
+    /// for their line to come from memory, and a batch's row shares those
+    /// lines with rows written long before or after it. Called for all of a chunk's rows
     /// before the chunk is decoded, so that the page walks and reads overlap
     /// its decoding. By default nothing.
     fn prefetch_edges(&self) {}
