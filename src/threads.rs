@@ -2,6 +2,16 @@
 //! threads) when the handle is dropped, so that none outlives what it
 //! served; waiting for them boundedly, so that a drop is never held up by
 //! a thread stuck in a request.
+//!
+//! A process forked from the one that started them (a PyTorch `DataLoader`
+//! worker, a `multiprocessing` child) inherits the handle but none of its
+//! threads. Dropping it there must not touch them: joining a thread that is
+//! not there waits forever, and detaching one hands glibc a copy of a
+//! thread descriptor whose memory the parent may have reused (a worker
+//! whose garbage collector freed a dataset opened before the fork crashed
+//! in `pthread_detach`). So every owner of threads notes its [`Owner`], and
+//! its drop in any other process leaks the threads' handles, and whatever
+//! talks to them (the pool, the queues), instead of ending them.
 
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -11,6 +21,23 @@ use std::time::{Duration, Instant};
 /// within it; one stuck in a request (a server gone mid-GET) does not hold
 /// up the drop for the request's whole timeout (a minute by default).
 pub(crate) const JOIN_WAIT: Duration = Duration::from_secs(2);
+
+/// The process that started a handle's threads (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Owner(u32);
+
+impl Owner {
+    /// This process.
+    pub(crate) fn here() -> Owner {
+        Owner(std::process::id())
+    }
+
+    /// Whether this process is another (forked since), where the threads do
+    /// not run.
+    pub(crate) fn forked(&self) -> bool {
+        std::process::id() != self.0
+    }
+}
 
 /// Joins the threads of `handles` once they have ended, waiting at most
 /// `wait` for them; one still running then is left to end by itself. The

@@ -1,8 +1,12 @@
 """`Dataset.batches`: training batches without torch, in every format, spans
 of an epoch, rank shares, obs with each batch, bad settings refused."""
 
+import gc
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -259,3 +263,41 @@ def test_an_empty_batch_holds_no_entries_after_batches_of_the_same_dataset(tmp_p
             np.testing.assert_array_equal(B.toarray(), X[batch.cells])
             seen.append(len(batch.cells))
     assert sorted(seen) == [0, 1, 1, 1]
+
+
+def test_a_forked_child_drops_what_its_parent_opened_without_its_threads(small):
+    """A child forked while the parent reads batches (a DataLoader worker, a
+    multiprocessing child) inherits the dataset and the iterator, but none of
+    their threads (the decode pool, the I/O and prefetch threads), whose
+    stacks and descriptors the child's own threads then reuse: dropping them
+    there, as its garbage collector may, must not act on those threads. The
+    child, which reads batches of its own first, exits normally, where a
+    detach of an inherited worker crashed it."""
+    ds = deltacells.open(small[0])
+    it = iter(ds.batches(50, seed=1, prefetch=2))
+    next(it)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            own = deltacells.open(small[0])
+            assert sum(b.cells.size for b in own.batches(50, seed=2)) == own.n_obs
+            del it
+            ds._handle = None  # what `Dataset` keeps for a child's life, dropped
+            del ds
+            gc.collect()
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 120
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the child did not finish dropping its inherited dataset")
+        time.sleep(0.05)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert next(it).cells.size == 50  # the parent's iterator goes on

@@ -13,7 +13,7 @@ use crate::engine::ChunkDecoder;
 use crate::error::{Error, Result};
 use crate::kernels::rows::RowKernels;
 use crate::kernels::{Backend, KernelTable};
-use crate::threads::{join_within, JOIN_WAIT};
+use crate::threads::{join_within, Owner, JOIN_WAIT};
 
 /// The most worker threads an engine starts. Far past any machine's cores
 /// (a pool larger than its cores only takes turns on them), it turns a
@@ -55,6 +55,8 @@ pub struct Engine {
     /// The workers (as many as the config asked for), joined by the drop
     /// (see [`crate::threads`]).
     workers: Vec<JoinHandle<()>>,
+    /// The process the workers run in.
+    owner: Owner,
     backend: Backend,
     /// The backend's row kernels (gene mappings that reorder rows).
     rows: &'static RowKernels,
@@ -74,7 +76,14 @@ impl std::fmt::Debug for Engine {
 impl Drop for Engine {
     /// Ends the workers (rayon's pool only tells them to stop) and joins
     /// them: a dropped dataset leaves no thread behind.
+    /// In a process forked since, where the workers are not, the pool and
+    /// their handles are leaked instead (see `crate::threads`).
     fn drop(&mut self) {
+        if self.owner.forked() {
+            std::mem::forget(self.pool.take());
+            std::mem::forget(std::mem::take(&mut self.workers));
+            return;
+        }
         drop(self.pool.take());
         join_within(&mut self.workers, JOIN_WAIT);
     }
@@ -150,6 +159,7 @@ impl Engine {
         Ok(Engine {
             pool: Some(pool),
             workers,
+            owner: Owner::here(),
             rows,
             backend,
             pinned,

@@ -25,7 +25,7 @@ use std::thread::JoinHandle;
 
 use super::{AlignedBytes, Store};
 use crate::error::{Error, Result};
-use crate::threads::{join_within, JOIN_WAIT};
+use crate::threads::{join_within, Owner, JOIN_WAIT};
 
 type Fetched = Result<Option<AlignedBytes>>;
 
@@ -48,6 +48,8 @@ pub struct FetchThreads {
     closing: Arc<AtomicBool>,
     /// The threads, joined by the drop.
     handles: Vec<JoinHandle<()>>,
+    /// The process they run in.
+    owner: Owner,
 }
 
 impl FetchThreads {
@@ -62,6 +64,7 @@ impl FetchThreads {
             jobs: Some(jobs),
             closing: Arc::new(AtomicBool::new(false)),
             handles: Vec::with_capacity(threads),
+            owner: Owner::here(),
         };
         for i in 0..threads {
             let (queue, closing) = (queue.clone(), started.closing.clone());
@@ -99,6 +102,12 @@ impl FetchThreads {
 
 impl Drop for FetchThreads {
     fn drop(&mut self) {
+        if self.owner.forked() {
+            // The threads are not in this process (see `crate::threads`).
+            std::mem::forget(self.jobs.take());
+            std::mem::forget(std::mem::take(&mut self.handles));
+            return;
+        }
         self.closing.store(true, Ordering::Release);
         drop(self.jobs.take());
         join_within(&mut self.handles, JOIN_WAIT);

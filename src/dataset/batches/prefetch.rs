@@ -5,11 +5,14 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
+use crate::threads::Owner;
 
 /// Batches produced on a thread of their own.
 pub(crate) struct Prefetch<T> {
     rx: Option<Receiver<Result<T>>>,
     thread: Option<JoinHandle<()>>,
+    /// The process the thread runs in.
+    owner: Owner,
 }
 
 /// What the thread says when it stops without a batch or a panic.
@@ -42,6 +45,7 @@ impl<T: Send + 'static> Prefetch<T> {
         Ok(Prefetch {
             rx: Some(rx),
             thread: Some(thread),
+            owner: Owner::here(),
         })
     }
 
@@ -63,6 +67,13 @@ impl<T: Send + 'static> Prefetch<T> {
 
 impl<T> Drop for Prefetch<T> {
     fn drop(&mut self) {
+        if self.owner.forked() {
+            // The thread is not in this process (see `crate::threads`):
+            // joining it would wait forever.
+            std::mem::forget(self.rx.take());
+            std::mem::forget(self.thread.take());
+            return;
+        }
         // Closing the channel makes the thread's next send fail, so it stops
         // after the item in hand; its panic, if any, was already reported or
         // is of no one's interest now.
