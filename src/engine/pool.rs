@@ -76,6 +76,7 @@ impl std::fmt::Debug for Engine {
 impl Drop for Engine {
     /// Ends the workers (rayon's pool only tells them to stop) and joins
     /// them: a dropped dataset leaves no thread behind.
+    ///
     /// In a process forked since, where the workers are not, the pool and
     /// their handles are leaked instead (see `crate::threads`).
     fn drop(&mut self) {

@@ -227,9 +227,9 @@ pub trait SinkPart: Send {
     /// written: a row composed in the cache is streamed to the output
     /// except for the partial lines at its ends, whose plain stores wait
     /// for their line to come from memory, and a batch's row shares those
-    /// lines with rows written long before or after it. Called for all of a chunk's rows
-    /// before the chunk is decoded, so that the page walks and reads overlap
-    /// its decoding. By default nothing.
+    /// lines with rows written long before or after it. Called for all of a
+    /// chunk's rows before the chunk is decoded, so that the page walks and
+    /// reads overlap its decoding. By default nothing.
     fn prefetch_edges(&self) {}
 }
 

@@ -9,10 +9,10 @@ use super::{Units, Vector};
 /// The `len < 8` bytes at `p` as the low bytes of a little-endian `u64`,
 /// the others 0: two loads of 4 (or 2) bytes, the second ending at the
 /// last byte, ORed (the bytes they share are equal). For the partial loads
-/// of byte planes (eight lanes): a copy to a zeroed buffer on the stack cost two calls
-/// and a load that waited for the copy's narrower stores to retire, 24% of
-/// AVX2's `gaps_to_indices` samples on a Zen 3 core for a step or two a
-/// cell.
+/// of byte planes (eight lanes): a copy to a zeroed buffer on the stack
+/// cost two calls and a load that waited for the copy's narrower stores to
+/// retire, 24% of AVX2's `gaps_to_indices` samples on a Zen 3 core for a
+/// step or two a cell.
 ///
 /// # Safety
 /// `p` is readable for `len` bytes.
