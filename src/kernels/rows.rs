@@ -26,8 +26,9 @@
 //! row decoded in place becomes its values without a copy. Both look up a
 //! register of counts at once (the vector vocabulary's `lookup_64`): on
 //! AVX-512 the memo's 64 values lie in four registers and two lane
-//! permutes read them, with no memory access per count; elsewhere a
-//! gather.
+//! permutes read them, with no memory access per count; on AVX2 two lane
+//! permutes read a register of counts below 16 (most of them) from the
+//! memo's first two registers, and a gather the others; on NEON a gather.
 //!
 //! # Tallying
 //!

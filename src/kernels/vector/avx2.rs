@@ -221,6 +221,32 @@ impl Vector for Avx2 {
     }
 
     #[inline(always)]
+    unsafe fn lookup_64(self, table: &[u32; 64], index: __m256i) -> __m256i {
+        // Most counts are below 16: a register of them reads the table's
+        // first 16 values from two registers, by two lane permutes (index
+        // bits 0-2) and bit 3 picking between them, with no memory access
+        // per lane. A gather, microcoded on some cores (a load per lane),
+        // takes the registers holding a larger count.
+        // SAFETY: AVX2 token; the table holds 64 values, the first 16 in
+        // two registers; the caller keeps every index below 64.
+        unsafe {
+            let small = _mm256_cmpgt_epi32(index, _mm256_set1_epi32(15));
+            if _mm256_testz_si256(small, small) == 0 {
+                return self.gather_u32(table.as_ptr(), index);
+            }
+            let t = table.as_ptr();
+            let low = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(t.cast()), index);
+            let high = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(t.add(8).cast()), index);
+            let upper = _mm256_slli_epi32::<28>(index);
+            _mm256_castps_si256(_mm256_blendv_ps(
+                _mm256_castsi256_ps(low),
+                _mm256_castsi256_ps(high),
+                _mm256_castsi256_ps(upper),
+            ))
+        }
+    }
+
+    #[inline(always)]
     unsafe fn compress_store_u32(self, p: *mut u32, v: __m256i, keep: u32) {
         // The kept lanes' numbers, in order, looked up ([`KEPT_LANES`]). A
         // lane permute by them moves the kept lanes down; the lanes past

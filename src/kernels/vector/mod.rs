@@ -605,6 +605,32 @@ mod tests {
         }
     }
 
+    /// `lookup_64` of registers whose largest index is each value from a
+    /// register's first lanes to the table's last, against the table read
+    /// lane by lane.
+    fn check_lookup<V: Vector>(v: V) {
+        let table: [u32; 64] = std::array::from_fn(|i| 0xA5A5_0000 ^ (i as u32 * 0x0101));
+        for below in 1..=64u32 {
+            for first in 0..below {
+                let index: [u32; MAX_LANES] =
+                    std::array::from_fn(|lane| (first + 7 * lane as u32) % below);
+                // SAFETY: the index holds `MAX_LANES >= LANES` values, each
+                // below 64.
+                let got = unsafe { v.lookup_64(&table, v.load_u32(index.as_ptr())) };
+                let want: Vec<u32> = index[..V::LANES]
+                    .iter()
+                    .map(|&i| table[i as usize])
+                    .collect();
+                assert_eq!(v.lanes(got)[..V::LANES], want[..], "indices {index:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn lookup_64_reads_every_slot_of_the_table() {
+        on_every_backend!(v => check_lookup(v));
+    }
+
     #[test]
     fn partial_loads_stores_and_compression_touch_their_lanes_alone() {
         on_every_backend!(v => {
