@@ -605,9 +605,9 @@ mod tests {
         }
     }
 
-    /// `lookup_64` of registers whose largest index is each value from a
-    /// register's first lanes to the table's last, against the table read
-    /// lane by lane.
+    /// `lookup_64` of registers of indices below each bound from 1 to 64
+    /// (all within the table's first 16 values, then past them), against
+    /// the table read lane by lane.
     fn check_lookup<V: Vector>(v: V) {
         let table: [u32; 64] = std::array::from_fn(|i| 0xA5A5_0000 ^ (i as u32 * 0x0101));
         for below in 1..=64u32 {
