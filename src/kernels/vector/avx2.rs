@@ -230,11 +230,11 @@ impl Vector for Avx2 {
         // SAFETY: AVX2 token; the table holds 64 values, the first 16 in
         // two registers; the caller keeps every index below 64.
         unsafe {
-            let small = _mm256_cmpgt_epi32(index, _mm256_set1_epi32(15));
-            if _mm256_testz_si256(small, small) == 0 {
-                return self.gather_u32(table.as_ptr(), index);
-            }
             let t = table.as_ptr();
+            let large = _mm256_cmpgt_epi32(index, _mm256_set1_epi32(15));
+            if _mm256_testz_si256(large, large) == 0 {
+                return self.gather_u32(t, index);
+            }
             let low = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(t.cast()), index);
             let high = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(t.add(8).cast()), index);
             let upper = _mm256_slli_epi32::<28>(index);
