@@ -14,6 +14,11 @@
 //!   a gene selection, normalized or tokenized rows) gets each row's genes
 //!   (ascending) and exact counts, and writes what it makes of them.
 //!
+//! The library's own outputs here are one module each: `csr` ([`Csr`]),
+//! `dense` ([`Dense`]) and `selected` ([`Selected`], any of them over a
+//! gene selection); transformed and tokenized rows are sinks of
+//! `engine::transform` and `tokenize`.
+//!
 //! A new output is one implementation of the two traits: rows written into
 //! pinned or shared memory, say, with nothing copied after the read:
 //!
