@@ -264,7 +264,11 @@ pub(super) fn order_by_class<V: Vector>(
 /// more than the chains (Geneformer's batches 8-10% slower than one chain).
 /// The starts are never moved, so each class's end is the next class's
 /// start: the counters are one longer than the classes, and the ends begin
-/// at the second.
+/// at the second. Every gene's place is found (over its rank) before any
+/// token is stored: placed in the same loop, each store's address waited on
+/// two loads and the next genes' loads waited on those stores, and on the
+/// Zen 3 core that pass took 1.7 ns a gene where the two loops take 1.0
+/// (Geneformer's batches 10-11% faster).
 #[inline(always)]
 pub(super) fn order_by_class_by_ranks<V: Vector>(
     v: V,
@@ -283,8 +287,12 @@ pub(super) fn order_by_class_by_ranks<V: Vector>(
         *counter += 1;
     }
     starts(v, counters);
-    for ((&k, &t), &rank) in classes.iter().zip(tokens).zip(ranks.iter()) {
-        placed[(counters[k as usize] + rank) as usize] = t;
+    // Each rank becomes the gene's place.
+    for (&k, rank) in classes.iter().zip(ranks.iter_mut()) {
+        *rank += counters[k as usize];
+    }
+    for (&at, &t) in ranks.iter().zip(tokens) {
+        placed[at as usize] = t;
     }
     ends.truncate(width + 1);
     1
