@@ -187,21 +187,32 @@ pub(super) fn classify<V: Vector>(
     increasing & reference(i.min(genes.len()), genes.len(), (classes, tokens), strays)
 }
 
-/// [`scalar::order_by_class`] a register of classes at a time where the ISA
-/// ranks the lanes that share a value ([`Vector::CONFLICTS`]): a lane's
-/// place is its class's place gathered plus the lanes before it of the
-/// same class, and the class's place moves past the last of them (the
-/// scatter writes lanes in order, so the highest lane of a class, the
-/// furthest place, is what stays). Counting takes a register the same way,
-/// and the ranks (a conflict detection each, the costliest step) are kept
-/// from counting to placing, past the counters. Where the ISA has no lane
-/// ranks, a gene at a time ([`order_by_class_by_ranks`]).
+/// [`scalar::order_by_class`] as a counting pass that keeps each gene's
+/// rank among the genes of its class before it (past the counters), the
+/// classes' starts, and a placing pass that only reads: a gene's place is
+/// its class's start plus its rank. The starts are never moved, so each
+/// class's end is the next class's start: the counters are one longer than
+/// the classes, and the ends begin at the second.
 ///
-/// Classes follow one another in a row (a third of a cell's genes share the
-/// class of the gene before them), so each register's gather waits on the
-/// scatter of the one before, through memory; taking the row's halves as
-/// two such chains (counters twice as many) measured slower: the second
-/// counters' starts and the ends taken from them cost more than the chains.
+/// Where the ISA ranks the lanes that share a value ([`Vector::CONFLICTS`])
+/// both passes take a register of genes at a time: counting gathers the
+/// register's classes' counters, adds the lanes before it of the same class
+/// (a gene's rank) and scatters the ranks moved on (the scatter writes
+/// lanes in order, so the highest lane of a class, the largest rank, is
+/// what stays); placing gathers the starts and scatters the tokens, with no
+/// store it waits on. Elsewhere, and for the tail, a gene at a time.
+///
+/// Why the passes are shaped so, each measured in Geneformer's batches:
+/// placing that moved a class's start past each gene (the reference's)
+/// made every gene, or register, wait on the store of the one before it
+/// wherever two genes in a row share a class, a third of a cell's genes;
+/// counting the row's halves apart, two such chains side by side, doubled
+/// the counters, and clearing and summing them cost more than the chains
+/// (8-10% slower on an AVX2 Zen 3 core; on AVX-512 too, in registers). A
+/// gene at a time, every place is found before any token is stored: placed
+/// in the same loop, each store's address waited on two loads and the next
+/// genes' loads on those stores (1.7 ns a gene on the Zen 3 core against
+/// 1.0 split).
 #[inline(always)]
 pub(super) fn order_by_class<V: Vector>(
     v: V,
@@ -212,86 +223,45 @@ pub(super) fn order_by_class<V: Vector>(
     placed: &mut [i32],
 ) -> usize {
     scalar::check_order_by_class(classes, tokens, width, placed);
-    if !V::CONFLICTS {
-        return order_by_class_by_ranks(v, classes, tokens, width, ends, placed);
-    }
     let (n, lanes, one) = (classes.len(), V::LANES, v.splat(1));
-    let whole = n - n % lanes;
+    let whole = if V::CONFLICTS { n - n % lanes } else { 0 };
     ends.clear();
-    ends.resize(width + whole, 0);
-    let (counters, ranks) = ends.split_at_mut(width);
+    ends.resize(width + 1 + n, 0);
+    let (counters, ranks) = ends.split_at_mut(width + 1);
     for i in (0..whole).step_by(lanes) {
         // SAFETY: `i + LANES <= whole <= n`, within the classes and the
         // ranks; every class is below `width` (checked above), within the
         // counters.
         unsafe {
             let k = v.load_u32(classes.as_ptr().add(i));
-            let rank = v.equal_before(k);
+            let rank = v.add(v.gather_u32(counters.as_ptr(), k), v.equal_before(k));
             v.store_u32(ranks.as_mut_ptr().add(i), rank);
-            let counted = v.gather_u32(counters.as_ptr(), k);
-            v.scatter_u32(counters.as_mut_ptr(), k, v.add(v.add(counted, rank), one));
+            v.scatter_u32(counters.as_mut_ptr(), k, v.add(rank, one));
         }
     }
-    scalar::count_classes(&classes[whole..], counters);
+    for (&k, rank) in classes[whole..].iter().zip(&mut ranks[whole..]) {
+        let counter = &mut counters[k as usize];
+        *rank = *counter;
+        *counter += 1;
+    }
     starts(v, counters);
     for i in (0..whole).step_by(lanes) {
         // SAFETY: as above for the classes, tokens and ranks; each place is
-        // its class's start plus the genes of the class before it, below
-        // the class's end, so below `n`, within `placed`.
+        // its class's start plus its rank in the class, below the class's
+        // end, so below `n`, within `placed`.
         unsafe {
             let k = v.load_u32(classes.as_ptr().add(i));
             let t = v.load_u32(tokens.as_ptr().add(i).cast());
             let rank = v.load_u32(ranks.as_ptr().add(i));
             let at = v.add(v.gather_u32(counters.as_ptr(), k), rank);
             v.scatter_u32(placed.as_mut_ptr().cast(), at, t);
-            v.scatter_u32(counters.as_mut_ptr(), k, v.add(at, one));
         }
     }
-    scalar::place_by_class(&classes[whole..], &tokens[whole..], counters, placed);
-    ends.truncate(width);
-    0
-}
-
-/// [`order_by_class`] where the ISA has no lane ranks, a gene at a time:
-/// the counting pass keeps each gene's rank among the genes of its class
-/// before it (past the counters, as the register loop does), so that the
-/// placing pass only reads: a gene's place is its class's start plus its
-/// rank. Placing that moved a class's start past each gene (the
-/// reference's) made every gene wait on the store of the one before it
-/// wherever two genes in a row share a class, a third of a cell's genes;
-/// counting the row's halves apart, two such chains side by side, doubled
-/// the counters, and on an AVX2 Zen 3 core clearing and summing them cost
-/// more than the chains (Geneformer's batches 8-10% slower than one chain).
-/// The starts are never moved, so each class's end is the next class's
-/// start: the counters are one longer than the classes, and the ends begin
-/// at the second. Every gene's place is found (over its rank) before any
-/// token is stored: placed in the same loop, each store's address waited on
-/// two loads and the next genes' loads waited on those stores, and on the
-/// Zen 3 core that pass took 1.7 ns a gene where the two loops take 1.0
-/// (Geneformer's batches 10-11% faster).
-#[inline(always)]
-pub(super) fn order_by_class_by_ranks<V: Vector>(
-    v: V,
-    classes: &[u32],
-    tokens: &[i32],
-    width: usize,
-    ends: &mut Vec<u32>,
-    placed: &mut [i32],
-) -> usize {
-    ends.clear();
-    ends.resize(width + 1 + classes.len(), 0);
-    let (counters, ranks) = ends.split_at_mut(width + 1);
-    for (&k, rank) in classes.iter().zip(ranks.iter_mut()) {
-        let counter = &mut counters[k as usize];
-        *rank = *counter;
-        *counter += 1;
-    }
-    starts(v, counters);
     // Each rank becomes the gene's place.
-    for (&k, rank) in classes.iter().zip(ranks.iter_mut()) {
+    for (&k, rank) in classes[whole..].iter().zip(&mut ranks[whole..]) {
         *rank += counters[k as usize];
     }
-    for (&at, &t) in ranks.iter().zip(tokens) {
+    for (&at, &t) in ranks[whole..].iter().zip(&tokens[whole..]) {
         placed[at as usize] = t;
     }
     ends.truncate(width + 1);
