@@ -207,7 +207,7 @@ pub(crate) fn check_order_by_class(classes: &[u32], tokens: &[i32], width: usize
 
 /// Adds each of `classes` to its class's counter.
 #[inline(always)]
-pub(crate) fn count_classes(classes: &[u32], counters: &mut [u32]) {
+fn count_classes(classes: &[u32], counters: &mut [u32]) {
     for &k in classes {
         counters[k as usize] += 1;
     }
@@ -216,12 +216,7 @@ pub(crate) fn count_classes(classes: &[u32], counters: &mut [u32]) {
 /// Places each of `tokens` at the start in `starts` of its class, which
 /// moves on past it: the starts become the ends.
 #[inline(always)]
-pub(crate) fn place_by_class(
-    classes: &[u32],
-    tokens: &[i32],
-    starts: &mut [u32],
-    placed: &mut [i32],
-) {
+fn place_by_class(classes: &[u32], tokens: &[i32], starts: &mut [u32], placed: &mut [i32]) {
     for (&k, &t) in classes.iter().zip(tokens) {
         let at = &mut starts[k as usize];
         placed[*at as usize] = t;
